@@ -1,0 +1,3 @@
+# cython: language_level=3
+def placeholder():
+    return 0

@@ -1,0 +1,157 @@
+"""Test platforms: implementations of the hipFile and HIP C ABIs.
+
+A platform is laid out as a ROCm prefix (``<prefix>/lib/libamdhip64.so`` and
+``<prefix>/lib/libhipfile.so``). Programs select one exactly as they select a
+ROCm install: ``ROCM_PATH=<prefix>``. Setting ``HIPFILE_PLATFORM=<name>`` in the
+environment does the same from inside ``import hipfile`` and warns once.
+
+Platforms:
+
+``emulated``
+    The HIP subset and the whole hipFile ABI on the CPU ("device" memory is
+    host memory). Built by the package's own build.
+``cuda``
+    The same two libraries over the CUDA runtime and cuFile, for NVIDIA GPUs.
+    Built on a CUDA machine with ``platforms/cuda/build.sh``.
+``rocm``
+    A real ROCm install; nothing to build.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import warnings
+from pathlib import Path
+
+__all__ = ["PlatformWarning", "activate", "active", "available", "prefix"]
+
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+_REPO_DIR = _PACKAGE_DIR.parent
+_active: str | None = None
+_held: list[ctypes.CDLL] = []
+
+
+class PlatformWarning(UserWarning):
+    """A test platform (not AMD's ROCm) is active in this process."""
+
+
+def _installed_prefix_roots() -> list[Path]:
+    roots = [_PACKAGE_DIR / "platforms" / "_prefix"]
+    # Editable installs keep compiled files beside the compiled shim, which may
+    # live outside the source tree.
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("hipfile._lib._hipfile")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin:
+        roots.append(Path(spec.origin).resolve().parent.parent / "platforms" / "_prefix")
+    return roots
+
+
+def _candidates(name: str) -> list[Path]:
+    if name == "rocm":
+        return [Path(os.environ.get("HIPFILE_ROCM_PREFIX", "/opt/rocm"))]
+    env = os.environ.get(f"HIPFILE_{name.upper()}_PREFIX")
+    found = [Path(env)] if env else []
+    found += [root / name for root in _installed_prefix_roots()]
+    found.append(_REPO_DIR / "platforms" / name / "build" / "prefix")
+    return found
+
+
+def _is_prefix(path: Path) -> bool:
+    return (path / "lib" / "libhipfile.so").is_file() and (
+        path / "lib" / "libamdhip64.so"
+    ).is_file()
+
+
+def prefix(name: str = "emulated") -> Path:
+    """Return the ROCm-style prefix of a platform.
+
+    Parameters
+    ----------
+    name
+        ``"emulated"``, ``"cuda"`` or ``"rocm"``.
+
+    Returns
+    -------
+    pathlib.Path
+        A folder holding ``lib/libamdhip64.so`` and ``lib/libhipfile.so``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown platform name.
+    FileNotFoundError
+        If the platform has not been built (the message lists where it looked).
+    """
+    if name not in ("emulated", "cuda", "rocm"):
+        raise ValueError(f"unknown platform {name!r}; expected 'emulated', 'cuda' or 'rocm'")
+    tried = _candidates(name)
+    for path in tried:
+        if _is_prefix(path):
+            return path
+    raise FileNotFoundError(
+        f"platform {name!r} is not built; looked in: " + ", ".join(str(p) for p in tried)
+    )
+
+
+def available() -> list[str]:
+    """Names of the platforms whose libraries are present on this machine."""
+    names = []
+    for name in ("emulated", "cuda", "rocm"):
+        try:
+            prefix(name)
+        except FileNotFoundError:
+            continue
+        names.append(name)
+    return names
+
+
+def active() -> str | None:
+    """The platform named by ``activate()``/``HIPFILE_PLATFORM``, or None."""
+    return _active
+
+
+def activate(name: str) -> Path:
+    """Make this process use a platform, before anything loads HIP or hipFile.
+
+    Sets ``ROCM_PATH`` (HIP-Python 10.x and hipfile resolve libraries through
+    it) and loads ``libamdhip64.so`` globally under its bare SONAME (HIP-Python
+    6.x/7.x ``dlopen`` it by name). Warns once with :class:`PlatformWarning`
+    unless the platform is ``rocm``.
+
+    Raises
+    ------
+    FileNotFoundError
+        The platform is not built.
+    RuntimeError
+        Another platform is already active in this process.
+    """
+    global _active
+    if _active is not None:
+        if _active == name:
+            return prefix(name)
+        raise RuntimeError(f"platform {_active!r} is already active in this process")
+    path = prefix(name)
+    os.environ["ROCM_PATH"] = str(path)
+    if name != "rocm":
+        lib = path / "lib"
+        _held.append(ctypes.CDLL(str(lib / "libamdhip64.so"), mode=ctypes.RTLD_GLOBAL))
+        _held.append(ctypes.CDLL(str(lib / "libhipfile.so"), mode=ctypes.RTLD_GLOBAL))
+        warnings.warn(
+            f"hipfile: the {name} test platform is active ({path}); "
+            "this is not AMD's ROCm",
+            PlatformWarning,
+            stacklevel=3,
+        )
+    _active = name
+    return path
+
+
+def _activate_from_environment() -> None:
+    name = os.environ.get("HIPFILE_PLATFORM", "").strip()
+    if name:
+        activate(name)

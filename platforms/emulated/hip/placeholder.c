@@ -1,0 +1,1 @@
+int emu_placeholder_hip(void) { return 0; }

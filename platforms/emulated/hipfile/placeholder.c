@@ -1,0 +1,1 @@
+int emu_placeholder_hf(void) { return 0; }
