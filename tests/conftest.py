@@ -1,0 +1,77 @@
+"""Test configuration: every test runs against a real implementation of the
+hipFile C ABI, chosen like a ROCm install.
+
+* default: the emulated platform built by the package's own build;
+* ``HIPFILE_PLATFORM=cuda`` (or ``ROCM_PATH`` naming a prefix): that platform.
+
+Tests that need the emulated platform's hooks (fault injection, counters) are
+marked ``emulated`` and skipped, with a reason, elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    if not os.environ.get("HIPFILE_PLATFORM") and not os.environ.get("ROCM_PATH"):
+        os.environ["HIPFILE_PLATFORM"] = "emulated"
+    import hipfile
+    from hipfile import platforms
+
+PLATFORM = platforms.active() or "rocm"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"hipfile platform: {PLATFORM} (ROCM_PATH={os.environ.get('ROCM_PATH')})"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in ("emulated", "cuda"):
+            if item.get_closest_marker(name) and PLATFORM != name:
+                item.add_marker(pytest.mark.skip(reason=f"needs the {name} platform"))
+
+
+@pytest.fixture(autouse=True)
+def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """On the emulated platform, every test must leave the counters at zero."""
+    if PLATFORM != "emulated":
+        yield
+        return
+    from hipfile.platforms import emulated
+
+    emulated.reset()
+    yield
+    import gc
+
+    gc.collect()
+    _trim_pools()
+    left = {k: v for k, v in emulated.counters().items() if v}
+    emulated.reset()
+    assert not left, f"resources left behind by {request.node.name}: {left}"
+
+
+def _trim_pools() -> None:
+    """Give idle pooled pinned pages back so that only real leaks remain."""
+    try:
+        from hipfile import async_io
+    except ImportError:
+        return
+    trim = getattr(async_io, "trim_pool", None)
+    if trim is not None:
+        trim()
+
+
+@pytest.fixture
+def platform() -> str:
+    return PLATFORM
+
+
+@pytest.fixture
+def hipfile_module() -> object:
+    return hipfile
