@@ -1,7 +1,117 @@
-"""hipfile: Python bindings for AMD hipFile, GPU-direct file I/O for ROCm."""
+"""hipfile: Python bindings for AMD hipFile, GPU-direct file I/O for ROCm.
+
+Quick start::
+
+    import hipfile
+    with hipfile.Driver(), hipfile.open("weights.bin") as fh:
+        n = fh.read(device_array)              # any device buffer object
+
+The C library is loaded on first use (``HIPFILE_LIBRARY``, ``ROCM_PATH/lib``,
+``/opt/rocm/lib``, then the system loader); importing never needs it.
+"""
 
 from hipfile import platforms as _platforms
 
 _platforms._activate_from_environment()
 
+from hipfile.async_io import AsyncIOHandle, pool_stats, supports_async, trim_pool  # noqa: E402
+from hipfile.buffer import Buffer  # noqa: E402
+from hipfile.driver import Driver, use_count  # noqa: E402
+from hipfile.enums import (  # noqa: E402
+    BASE_ERR,
+    BatchMode,
+    BoolConfigParameter,
+    DriverControlFlags,
+    DriverStatusFlags,
+    FeatureFlags,
+    FileHandleType,
+    Opcode,
+    OpError,
+    SizeTConfigParameter,
+    Status,
+    StreamFlags,
+    StringConfigParameter,
+)
+from hipfile.errors import (  # noqa: E402
+    AsyncNotSupportedError,
+    BatchFullError,
+    ClosedFileError,
+    DriverNotInitializedError,
+    HandleAlreadyRegisteredError,
+    HandleNotRegisteredError,
+    HipFileException,
+    HipFileLibraryError,
+    HipFileLibraryNotFound,
+    HipFileSymbolNotFound,
+    HipRuntimeError,
+    InFlightError,
+    InternalError,
+    InvalidValueError,
+    MemoryAlreadyRegisteredError,
+    MemoryNotRegisteredError,
+    NotSupportedError,
+    PermissionDeniedError,
+    PointerError,
+)
+from hipfile.file import FileHandle, open  # noqa: E402
+from hipfile.properties import (  # noqa: E402
+    DriverProperties,
+    driver_get_properties,
+    get_parameter,
+    get_version,
+    set_parameter,
+)
+from hipfile.stream import Stream  # noqa: E402
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "BASE_ERR",
+    "AsyncIOHandle",
+    "AsyncNotSupportedError",
+    "BatchFullError",
+    "BatchMode",
+    "BoolConfigParameter",
+    "Buffer",
+    "ClosedFileError",
+    "Driver",
+    "DriverControlFlags",
+    "DriverNotInitializedError",
+    "DriverProperties",
+    "DriverStatusFlags",
+    "FeatureFlags",
+    "FileHandle",
+    "FileHandleType",
+    "HandleAlreadyRegisteredError",
+    "HandleNotRegisteredError",
+    "HipFileException",
+    "HipFileLibraryError",
+    "HipFileLibraryNotFound",
+    "HipFileSymbolNotFound",
+    "HipRuntimeError",
+    "InFlightError",
+    "InternalError",
+    "InvalidValueError",
+    "MemoryAlreadyRegisteredError",
+    "MemoryNotRegisteredError",
+    "NotSupportedError",
+    "OpError",
+    "Opcode",
+    "PermissionDeniedError",
+    "PointerError",
+    "SizeTConfigParameter",
+    "Status",
+    "Stream",
+    "StreamFlags",
+    "StringConfigParameter",
+    "__version__",
+    "driver_get_properties",
+    "get_parameter",
+    "get_version",
+    "open",
+    "pool_stats",
+    "set_parameter",
+    "supports_async",
+    "trim_pool",
+    "use_count",
+]

@@ -1,3 +1,682 @@
-# cython: language_level=3
-def placeholder():
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: embedsignature=True
+"""Private 1:1 layer over the hipFile C ABI.
+
+libhipfile is found and ``dlopen``-ed on first use (``HIPFILE_LIBRARY``, then
+``$ROCM_PATH/lib``, ``/opt/rocm/lib``, then the system loader); each symbol is
+resolved on first use under a lock. Every C call runs with the GIL released
+and ``errno`` is captured inside the call. Failures raise the exceptions of
+:mod:`hipfile.errors`. Pointers and handles are passed as integers.
+"""
+
+cimport cython
+from libc.errno cimport errno
+from libc.stdint cimport int64_t, uint64_t, uintptr_t
+from libc.string cimport memset
+from libc.stdlib cimport malloc, free
+from posix.dlfcn cimport dlopen, dlsym, dlerror, RTLD_NOW, RTLD_LOCAL
+from posix.time cimport timespec
+
+from hipfile._lib.chipfile cimport *
+
+import os
+import threading
+
+from hipfile.errors import (
+    HipFileLibraryNotFound,
+    HipFileSymbolNotFound,
+    raise_result,
+    raise_status,
+)
+
+#: One hipFileRead/hipFileWrite call moves at most this many bytes.
+MAX_IO_CHUNK = 0x7ffff000
+SIZEOF_IO_PARAMS = sizeof(hipFileIOParams_t)
+SIZEOF_IO_EVENTS = sizeof(hipFileIOEvents_t)
+SIZEOF_DESCR = sizeof(hipFileDescr_t)
+SIZEOF_DRIVER_PROPS = sizeof(hipFileDriverProps_t)
+
+# --------------------------------------------------------------------------
+# Loader
+# --------------------------------------------------------------------------
+
+cdef void *_lib = NULL
+cdef object _lib_path = None
+_lock = threading.RLock()
+
+
+def candidate_paths():
+    """The paths tried, in order, to load libhipfile."""
+    explicit = os.environ.get("HIPFILE_LIBRARY")
+    if explicit:
+        return [explicit]
+    paths = []
+    rocm = os.environ.get("ROCM_PATH")
+    if rocm:
+        paths += [os.path.join(rocm, "lib", "libhipfile.so"),
+                  os.path.join(rocm, "lib", "libhipfile.so.0")]
+    paths += ["/opt/rocm/lib/libhipfile.so", "/opt/rocm/lib/libhipfile.so.0",
+              "libhipfile.so.0", "libhipfile.so"]
+    return paths
+
+
+cdef int _open_library() except -1:
+    global _lib, _lib_path
+    cdef void *handle = NULL
+    cdef bytes bpath
+    cdef const char *reason
+    tried = []
+    for path in candidate_paths():
+        if os.sep in path and not os.path.exists(path):
+            tried.append(f"{path} (no such file)")
+            continue
+        bpath = os.fsencode(path)
+        handle = dlopen(bpath, RTLD_NOW | RTLD_LOCAL)
+        if handle != NULL:
+            _lib = handle
+            _lib_path = path
+            return 0
+        reason = dlerror()
+        tried.append(f"{path} ({reason.decode(errors='replace') if reason != NULL else 'failed'})")
+    raise HipFileLibraryNotFound(
+        "libhipfile could not be loaded; tried: " + "; ".join(tried)
+        + ". Install hipFile (ROCm 7.2 or later), set ROCM_PATH to its prefix, "
+        "or set HIPFILE_LIBRARY to the library's path.")
+
+
+def load_library():
+    """Load libhipfile now (it is otherwise loaded on first use).
+
+    Returns
+    -------
+    str
+        The path that was loaded.
+
+    Raises
+    ------
+    HipFileLibraryNotFound
+        No candidate could be loaded; the message lists each path and why.
+    """
+    with _lock:
+        if _lib == NULL:
+            _open_library()
+        return _lib_path
+
+
+def library_loaded():
+    """Whether libhipfile has been loaded in this process."""
+    return _lib != NULL
+
+
+def library_path():
+    """The path libhipfile was loaded from, or None."""
+    return _lib_path
+
+
+cdef void *_resolve(const char *name) except NULL:
+    cdef void *sym
+    with _lock:
+        if _lib == NULL:
+            _open_library()
+        sym = dlsym(_lib, name)
+    if sym == NULL:
+        pyname = name.decode()
+        raise HipFileSymbolNotFound(
+            f"{pyname} is not exported by {_lib_path} (hipFile {_version_text()}); "
+            "it needs a newer hipFile release")
+    return sym
+
+
+def has_symbol(name):
+    """Whether the loaded libhipfile exports ``name`` (loads the library)."""
+    load_library()
+    cdef bytes b = name.encode()
+    return dlsym(_lib, b) != NULL
+
+
+cdef fn_get_version_t _p_get_version = NULL
+cdef fn_error_string_t _p_error_string = NULL
+cdef fn_void_t _p_driver_open = NULL
+cdef fn_void_t _p_driver_close = NULL
+cdef fn_use_count_t _p_use_count = NULL
+cdef fn_get_props_t _p_get_props = NULL
+cdef fn_set_poll_t _p_set_poll = NULL
+cdef fn_set_size_t _p_set_max_dio = NULL
+cdef fn_set_size_t _p_set_max_cache = NULL
+cdef fn_set_size_t _p_set_max_pinned = NULL
+cdef fn_get_param_size_t _p_get_param_size = NULL
+cdef fn_get_param_bool_t _p_get_param_bool = NULL
+cdef fn_get_param_str_t _p_get_param_str = NULL
+cdef fn_set_param_size_t _p_set_param_size = NULL
+cdef fn_set_param_bool_t _p_set_param_bool = NULL
+cdef fn_set_param_str_t _p_set_param_str = NULL
+cdef fn_handle_register_t _p_handle_register = NULL
+cdef fn_handle_deregister_t _p_handle_deregister = NULL
+cdef fn_buf_register_t _p_buf_register = NULL
+cdef fn_buf_deregister_t _p_buf_deregister = NULL
+cdef fn_io_t _p_read = NULL
+cdef fn_io_t _p_write = NULL
+cdef fn_io_async_t _p_read_async = NULL
+cdef fn_io_async_t _p_write_async = NULL
+cdef fn_stream_register_t _p_stream_register = NULL
+cdef fn_stream_deregister_t _p_stream_deregister = NULL
+cdef fn_batch_setup_t _p_batch_setup = NULL
+cdef fn_batch_submit_t _p_batch_submit = NULL
+cdef fn_batch_status_t _p_batch_status = NULL
+cdef fn_batch_cancel_t _p_batch_cancel = NULL
+cdef fn_batch_destroy_t _p_batch_destroy = NULL
+
+
+cdef inline int _check(hipFileError_t e, str func) except -1:
+    if e.err != 0:
+        raise_status(e.err, e.hip_drv_err, func)
     return 0
+
+
+# --------------------------------------------------------------------------
+# Version and error strings
+# --------------------------------------------------------------------------
+
+def get_version():
+    """Version of the loaded library as ``(major, minor, patch)``.
+
+    Wraps ``hipFileGetVersion``.
+    """
+    global _p_get_version
+    if _p_get_version == NULL:
+        _p_get_version = <fn_get_version_t>_resolve(b"hipFileGetVersion")
+    cdef unsigned major = 0, minor = 0, patch = 0
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_get_version(&major, &minor, &patch)
+    _check(e, "hipFileGetVersion")
+    return (major, minor, patch)
+
+
+cdef str _version_text():
+    if _lib == NULL:
+        return "not loaded"
+    cdef void *sym = dlsym(_lib, b"hipFileGetVersion")
+    cdef unsigned major = 0, minor = 0, patch = 0
+    cdef hipFileError_t e
+    if sym == NULL:
+        return "version unknown"
+    e = (<fn_get_version_t>sym)(&major, &minor, &patch)
+    if e.err != 0:
+        return "version unknown"
+    return f"{major}.{minor}.{patch}"
+
+
+def get_op_error_string(int code):
+    """Text for a ``hipFileOpError_t``. Wraps ``hipFileGetOpErrorString``."""
+    global _p_error_string
+    if _p_error_string == NULL:
+        _p_error_string = <fn_error_string_t>_resolve(b"hipFileGetOpErrorString")
+    cdef const char *s
+    with nogil:
+        s = _p_error_string(code)
+    if s == NULL:
+        return f"unknown hipFile error {code}"
+    return s.decode(errors="replace")
+
+
+# --------------------------------------------------------------------------
+# Driver, properties and configuration
+# --------------------------------------------------------------------------
+
+def driver_open():
+    """Wraps ``hipFileDriverOpen``."""
+    global _p_driver_open
+    if _p_driver_open == NULL:
+        _p_driver_open = <fn_void_t>_resolve(b"hipFileDriverOpen")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_driver_open()
+    _check(e, "hipFileDriverOpen")
+
+
+def driver_close():
+    """Wraps ``hipFileDriverClose``."""
+    global _p_driver_close
+    if _p_driver_close == NULL:
+        _p_driver_close = <fn_void_t>_resolve(b"hipFileDriverClose")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_driver_close()
+    _check(e, "hipFileDriverClose")
+
+
+def use_count():
+    """Wraps ``hipFileUseCount``."""
+    global _p_use_count
+    if _p_use_count == NULL:
+        _p_use_count = <fn_use_count_t>_resolve(b"hipFileUseCount")
+    cdef int64_t n
+    with nogil:
+        n = _p_use_count()
+    return n
+
+
+def driver_get_properties():
+    """Wraps ``hipFileDriverGetProperties``; returns the fields as a dict."""
+    global _p_get_props
+    if _p_get_props == NULL:
+        _p_get_props = <fn_get_props_t>_resolve(b"hipFileDriverGetProperties")
+    cdef hipFileDriverProps_t p
+    cdef hipFileError_t e
+    memset(&p, 0, sizeof(p))
+    with nogil:
+        e = _p_get_props(&p)
+    _check(e, "hipFileDriverGetProperties")
+    return {
+        "nvfs_major_version": p.nvfs.major_version,
+        "nvfs_minor_version": p.nvfs.minor_version,
+        "nvfs_poll_thresh_size": p.nvfs.poll_thresh_size,
+        "nvfs_max_direct_io_size": p.nvfs.max_direct_io_size,
+        "nvfs_driver_status_flags": p.nvfs.driver_status_flags,
+        "nvfs_driver_control_flags": p.nvfs.driver_control_flags,
+        "feature_flags": p.feature_flags,
+        "max_device_cache_size": p.max_device_cache_size,
+        "per_buffer_cache_size": p.per_buffer_cache_size,
+        "max_device_pinned_mem_size": p.max_device_pinned_mem_size,
+        "max_batch_io_count": p.max_batch_io_count,
+        "max_batch_io_timeout_msecs": p.max_batch_io_timeout_msecs,
+    }
+
+
+def driver_set_poll_mode(bint poll, size_t poll_threshold_size):
+    """Wraps ``hipFileDriverSetPollMode`` (threshold in KiB)."""
+    global _p_set_poll
+    if _p_set_poll == NULL:
+        _p_set_poll = <fn_set_poll_t>_resolve(b"hipFileDriverSetPollMode")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_set_poll(poll, poll_threshold_size)
+    _check(e, "hipFileDriverSetPollMode")
+
+
+def driver_set_max_direct_io_size(size_t kib):
+    """Wraps ``hipFileDriverSetMaxDirectIOSize`` (KiB)."""
+    global _p_set_max_dio
+    if _p_set_max_dio == NULL:
+        _p_set_max_dio = <fn_set_size_t>_resolve(b"hipFileDriverSetMaxDirectIOSize")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_set_max_dio(kib)
+    _check(e, "hipFileDriverSetMaxDirectIOSize")
+
+
+def driver_set_max_cache_size(size_t kib):
+    """Wraps ``hipFileDriverSetMaxCacheSize`` (KiB)."""
+    global _p_set_max_cache
+    if _p_set_max_cache == NULL:
+        _p_set_max_cache = <fn_set_size_t>_resolve(b"hipFileDriverSetMaxCacheSize")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_set_max_cache(kib)
+    _check(e, "hipFileDriverSetMaxCacheSize")
+
+
+def driver_set_max_pinned_mem_size(size_t kib):
+    """Wraps ``hipFileDriverSetMaxPinnedMemSize`` (KiB)."""
+    global _p_set_max_pinned
+    if _p_set_max_pinned == NULL:
+        _p_set_max_pinned = <fn_set_size_t>_resolve(b"hipFileDriverSetMaxPinnedMemSize")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_set_max_pinned(kib)
+    _check(e, "hipFileDriverSetMaxPinnedMemSize")
+
+
+def get_parameter_size_t(int param):
+    """Wraps ``hipFileGetParameterSizeT``."""
+    global _p_get_param_size
+    if _p_get_param_size == NULL:
+        _p_get_param_size = <fn_get_param_size_t>_resolve(b"hipFileGetParameterSizeT")
+    cdef size_t v = 0
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_get_param_size(param, &v)
+    _check(e, "hipFileGetParameterSizeT")
+    return v
+
+
+def get_parameter_bool(int param):
+    """Wraps ``hipFileGetParameterBool``."""
+    global _p_get_param_bool
+    if _p_get_param_bool == NULL:
+        _p_get_param_bool = <fn_get_param_bool_t>_resolve(b"hipFileGetParameterBool")
+    cdef bint v = 0
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_get_param_bool(param, &v)
+    _check(e, "hipFileGetParameterBool")
+    return bool(v)
+
+
+def get_parameter_string(int param, int capacity=4096):
+    """Wraps ``hipFileGetParameterString`` with a buffer of ``capacity`` bytes."""
+    global _p_get_param_str
+    if _p_get_param_str == NULL:
+        _p_get_param_str = <fn_get_param_str_t>_resolve(b"hipFileGetParameterString")
+    if capacity <= 0:
+        raise ValueError("capacity must be positive")
+    cdef char *buf = <char *>malloc(capacity)
+    if buf == NULL:
+        raise MemoryError()
+    cdef hipFileError_t e
+    try:
+        memset(buf, 0, capacity)
+        with nogil:
+            e = _p_get_param_str(param, buf, capacity)
+        _check(e, "hipFileGetParameterString")
+        buf[capacity - 1] = 0
+        return (<bytes>buf).decode(errors="replace")
+    finally:
+        free(buf)
+
+
+def set_parameter_size_t(int param, size_t value):
+    """Wraps ``hipFileSetParameterSizeT``."""
+    global _p_set_param_size
+    if _p_set_param_size == NULL:
+        _p_set_param_size = <fn_set_param_size_t>_resolve(b"hipFileSetParameterSizeT")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_set_param_size(param, value)
+    _check(e, "hipFileSetParameterSizeT")
+
+
+def set_parameter_bool(int param, bint value):
+    """Wraps ``hipFileSetParameterBool``."""
+    global _p_set_param_bool
+    if _p_set_param_bool == NULL:
+        _p_set_param_bool = <fn_set_param_bool_t>_resolve(b"hipFileSetParameterBool")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_set_param_bool(param, value)
+    _check(e, "hipFileSetParameterBool")
+
+
+def set_parameter_string(int param, str value):
+    """Wraps ``hipFileSetParameterString``."""
+    global _p_set_param_str
+    if _p_set_param_str == NULL:
+        _p_set_param_str = <fn_set_param_str_t>_resolve(b"hipFileSetParameterString")
+    cdef bytes b = value.encode()
+    if b"\0" in b:
+        raise ValueError("value must not contain NUL characters")
+    cdef const char *s = b
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_set_param_str(param, s)
+    _check(e, "hipFileSetParameterString")
+
+
+# --------------------------------------------------------------------------
+# File handles and buffers
+# --------------------------------------------------------------------------
+
+def handle_register(int fd, int handle_type=1):
+    """Wraps ``hipFileHandleRegister`` for a file descriptor; returns the handle."""
+    global _p_handle_register
+    if _p_handle_register == NULL:
+        _p_handle_register = <fn_handle_register_t>_resolve(b"hipFileHandleRegister")
+    cdef hipFileDescr_t d
+    cdef hipFileHandle_t fh = NULL
+    cdef hipFileError_t e
+    memset(&d, 0, sizeof(d))
+    d.type = handle_type
+    d.handle.fd = fd
+    with nogil:
+        e = _p_handle_register(&fh, &d)
+    _check(e, "hipFileHandleRegister")
+    return <uintptr_t>fh
+
+
+def handle_deregister(uintptr_t handle):
+    """Wraps ``hipFileHandleDeregister``."""
+    global _p_handle_deregister
+    if _p_handle_deregister == NULL:
+        _p_handle_deregister = <fn_handle_deregister_t>_resolve(b"hipFileHandleDeregister")
+    with nogil:
+        _p_handle_deregister(<hipFileHandle_t>handle)
+
+
+def buf_register(uintptr_t base, size_t length, int flags=0):
+    """Wraps ``hipFileBufRegister``."""
+    global _p_buf_register
+    if _p_buf_register == NULL:
+        _p_buf_register = <fn_buf_register_t>_resolve(b"hipFileBufRegister")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_buf_register(<const void *>base, length, flags)
+    _check(e, "hipFileBufRegister")
+
+
+def buf_deregister(uintptr_t base):
+    """Wraps ``hipFileBufDeregister``."""
+    global _p_buf_deregister
+    if _p_buf_deregister == NULL:
+        _p_buf_deregister = <fn_buf_deregister_t>_resolve(b"hipFileBufDeregister")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_buf_deregister(<const void *>base)
+    _check(e, "hipFileBufDeregister")
+
+
+# --------------------------------------------------------------------------
+# Synchronous I/O
+# --------------------------------------------------------------------------
+
+def read_raw(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
+             hoff_t buffer_offset):
+    """Wraps ``hipFileRead``; returns ``(result, errno)`` without raising."""
+    global _p_read
+    if _p_read == NULL:
+        _p_read = <fn_io_t>_resolve(b"hipFileRead")
+    cdef ssize_t r
+    cdef int err = 0
+    with nogil:
+        errno = 0
+        r = _p_read(<hipFileHandle_t>handle, <void *>base, size, file_offset, buffer_offset)
+        if r < 0:
+            err = errno
+    return (r, err)
+
+
+def write_raw(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
+              hoff_t buffer_offset):
+    """Wraps ``hipFileWrite``; returns ``(result, errno)`` without raising."""
+    global _p_write
+    if _p_write == NULL:
+        _p_write = <fn_io_t>_resolve(b"hipFileWrite")
+    cdef ssize_t r
+    cdef int err = 0
+    with nogil:
+        errno = 0
+        r = _p_write(<hipFileHandle_t>handle, <void *>base, size, file_offset, buffer_offset)
+        if r < 0:
+            err = errno
+    return (r, err)
+
+
+def read(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
+         hoff_t buffer_offset):
+    """Wraps ``hipFileRead``: one call, bytes read (may be short)."""
+    r, err = read_raw(handle, base, size, file_offset, buffer_offset)
+    if r < 0:
+        raise_result(r, err, "hipFileRead")
+    return r
+
+
+def write(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
+          hoff_t buffer_offset):
+    """Wraps ``hipFileWrite``: one call, bytes written (may be short)."""
+    r, err = write_raw(handle, base, size, file_offset, buffer_offset)
+    if r < 0:
+        raise_result(r, err, "hipFileWrite")
+    return r
+
+
+# --------------------------------------------------------------------------
+# Stream-ordered I/O (raw) and stream registration
+# --------------------------------------------------------------------------
+
+cdef fn_io_async_t _get_async(int opcode) except NULL:
+    global _p_read_async, _p_write_async
+    if opcode == 0:
+        if _p_read_async == NULL:
+            _p_read_async = <fn_io_async_t>_resolve(b"hipFileReadAsync")
+        return _p_read_async
+    if _p_write_async == NULL:
+        _p_write_async = <fn_io_async_t>_resolve(b"hipFileWriteAsync")
+    return _p_write_async
+
+
+def read_async(uintptr_t handle, uintptr_t base, uintptr_t size_p, uintptr_t file_offset_p,
+               uintptr_t buffer_offset_p, uintptr_t bytes_read_p, uintptr_t stream):
+    """Wraps ``hipFileReadAsync`` with raw slot addresses (the caller keeps
+    the four slots valid until the stream has run the operation)."""
+    cdef fn_io_async_t fn = _get_async(0)
+    cdef hipFileError_t e
+    with nogil:
+        e = fn(<hipFileHandle_t>handle, <void *>base, <size_t *>size_p, <hoff_t *>file_offset_p,
+               <hoff_t *>buffer_offset_p, <ssize_t *>bytes_read_p, <hipStream_t>stream)
+    _check(e, "hipFileReadAsync")
+
+
+def write_async(uintptr_t handle, uintptr_t base, uintptr_t size_p, uintptr_t file_offset_p,
+                uintptr_t buffer_offset_p, uintptr_t bytes_written_p, uintptr_t stream):
+    """Wraps ``hipFileWriteAsync`` with raw slot addresses."""
+    cdef fn_io_async_t fn = _get_async(1)
+    cdef hipFileError_t e
+    with nogil:
+        e = fn(<hipFileHandle_t>handle, <void *>base, <size_t *>size_p, <hoff_t *>file_offset_p,
+               <hoff_t *>buffer_offset_p, <ssize_t *>bytes_written_p, <hipStream_t>stream)
+    _check(e, "hipFileWriteAsync")
+
+
+def stream_register(uintptr_t stream, unsigned flags=0):
+    """Wraps ``hipFileStreamRegister``."""
+    global _p_stream_register
+    if _p_stream_register == NULL:
+        _p_stream_register = <fn_stream_register_t>_resolve(b"hipFileStreamRegister")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_stream_register(<hipStream_t>stream, flags)
+    _check(e, "hipFileStreamRegister")
+
+
+def stream_deregister(uintptr_t stream):
+    """Wraps ``hipFileStreamDeregister``."""
+    global _p_stream_deregister
+    if _p_stream_deregister == NULL:
+        _p_stream_deregister = <fn_stream_deregister_t>_resolve(b"hipFileStreamDeregister")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_stream_deregister(<hipStream_t>stream)
+    _check(e, "hipFileStreamDeregister")
+
+
+# --------------------------------------------------------------------------
+# Batch I/O
+# --------------------------------------------------------------------------
+
+def batch_io_set_up(unsigned max_nr):
+    """Wraps ``hipFileBatchIOSetUp``; returns the batch handle."""
+    global _p_batch_setup
+    if _p_batch_setup == NULL:
+        _p_batch_setup = <fn_batch_setup_t>_resolve(b"hipFileBatchIOSetUp")
+    cdef hipFileBatchHandle_t b = NULL
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_batch_setup(&b, max_nr)
+    _check(e, "hipFileBatchIOSetUp")
+    return <uintptr_t>b
+
+
+def batch_io_submit(uintptr_t batch, unsigned nr, uintptr_t params, unsigned flags=0):
+    """Wraps ``hipFileBatchIOSubmit``; ``params`` is the address of ``nr``
+    ``hipFileIOParams_t`` that must stay valid until the entries complete."""
+    global _p_batch_submit
+    if _p_batch_submit == NULL:
+        _p_batch_submit = <fn_batch_submit_t>_resolve(b"hipFileBatchIOSubmit")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_batch_submit(<hipFileBatchHandle_t>batch, nr, <hipFileIOParams_t *>params, flags)
+    _check(e, "hipFileBatchIOSubmit")
+
+
+def batch_io_get_status(uintptr_t batch, unsigned min_nr, unsigned capacity,
+                        uintptr_t events, timeout=None):
+    """Wraps ``hipFileBatchIOGetStatus``; fills up to ``capacity`` events at
+    ``events`` and returns how many. ``timeout`` in seconds, None waits."""
+    global _p_batch_status
+    if _p_batch_status == NULL:
+        _p_batch_status = <fn_batch_status_t>_resolve(b"hipFileBatchIOGetStatus")
+    cdef unsigned nr = capacity
+    cdef timespec ts
+    cdef timespec *tsp = NULL
+    cdef hipFileError_t e
+    if timeout is not None:
+        t = float(timeout)
+        if t < 0:
+            raise ValueError("timeout must be >= 0")
+        ts.tv_sec = <long>t
+        ts.tv_nsec = <long>((t - <long>t) * 1e9)
+        tsp = &ts
+    with nogil:
+        e = _p_batch_status(<hipFileBatchHandle_t>batch, min_nr, &nr,
+                            <hipFileIOEvents_t *>events, tsp)
+    _check(e, "hipFileBatchIOGetStatus")
+    return nr
+
+
+def batch_io_cancel(uintptr_t batch):
+    """Wraps ``hipFileBatchIOCancel``."""
+    global _p_batch_cancel
+    if _p_batch_cancel == NULL:
+        _p_batch_cancel = <fn_batch_cancel_t>_resolve(b"hipFileBatchIOCancel")
+    cdef hipFileError_t e
+    with nogil:
+        e = _p_batch_cancel(<hipFileBatchHandle_t>batch)
+    _check(e, "hipFileBatchIOCancel")
+
+
+def batch_io_destroy(uintptr_t batch):
+    """Wraps ``hipFileBatchIODestroy``."""
+    global _p_batch_destroy
+    if _p_batch_destroy == NULL:
+        _p_batch_destroy = <fn_batch_destroy_t>_resolve(b"hipFileBatchIODestroy")
+    with nogil:
+        _p_batch_destroy(<hipFileBatchHandle_t>batch)
+
+
+def abi_layout():
+    """Sizes and offsets of the ABI structs as compiled here (for checks)."""
+    cdef hipFileIOParams_t p
+    cdef hipFileIOEvents_t ev
+    cdef hipFileDescr_t d
+    base = <uintptr_t>&p
+    return {
+        "descr": (sizeof(hipFileDescr_t), <uintptr_t>&d.handle - <uintptr_t>&d,
+                  <uintptr_t>&d.fs_ops - <uintptr_t>&d),
+        "io_params": (sizeof(hipFileIOParams_t), {
+            "mode": <uintptr_t>&p.mode - base,
+            "buffer": <uintptr_t>&p.u.batch.devPtr_base - base,
+            "file_offset": <uintptr_t>&p.u.batch.file_offset - base,
+            "buffer_offset": <uintptr_t>&p.u.batch.devPtr_offset - base,
+            "size": <uintptr_t>&p.u.batch.size - base,
+            "fh": <uintptr_t>&p.fh - base,
+            "opcode": <uintptr_t>&p.opcode - base,
+            "cookie": <uintptr_t>&p.cookie - base}),
+        "io_events": (sizeof(hipFileIOEvents_t), {
+            "cookie": <uintptr_t>&ev.cookie - <uintptr_t>&ev,
+            "status": <uintptr_t>&ev.status - <uintptr_t>&ev,
+            "ret": <uintptr_t>&ev.ret - <uintptr_t>&ev}),
+        "driver_props": sizeof(hipFileDriverProps_t),
+    }
+
+
+include "_async.pxi"

@@ -1,0 +1,207 @@
+"""Turn foreign objects into what the C layer needs.
+
+Buffers become ``(address, nbytes, owner)`` and streams ``(handle, owner)``;
+``owner`` is the object to keep alive while the library may use the memory
+or stream. All knowledge of the protocols lives here:
+
+* HIP-Python ``Pointer``/``DeviceArray``, ``hipStream_t``;
+* ``__cuda_array_interface__`` (PyTorch, CuPy, Numba, HIP-Python arrays);
+* ``__dlpack__`` (DLPack capsules, device memory only);
+* ``__cuda_stream__`` (version 0), PyTorch streams (``.cuda_stream``),
+  CuPy streams (``.ptr``), and plain integers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Any
+
+__all__ = ["buffer_info", "stream_info"]
+
+# DLPack device types that hold GPU memory hipFile can use.
+_DL_DEVICE_GPU = {2, 10}  # kDLCUDA, kDLROCM
+_DL_DEVICE_HOST_PINNED = {3, 11}  # kDLCUDAHost, kDLROCMHost
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = (("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32))
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = (("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16))
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = (
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    )
+
+
+_capsule_get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_get_pointer.restype = ctypes.c_void_p
+_capsule_get_pointer.argtypes = (ctypes.py_object, ctypes.c_char_p)
+_capsule_is_valid = ctypes.pythonapi.PyCapsule_IsValid
+_capsule_is_valid.restype = ctypes.c_int
+_capsule_is_valid.argtypes = (ctypes.py_object, ctypes.c_char_p)
+
+
+def _from_cai(obj: Any, cai: dict[str, Any]) -> tuple[int, int, Any]:
+    shape = tuple(int(n) for n in cai.get("shape", ()))
+    typestr = str(cai.get("typestr", "|u1"))
+    itemsize = int(typestr[2:]) if len(typestr) > 2 and typestr[2:].isdigit() else 1
+    data = cai.get("data")
+    if not data:
+        raise TypeError("__cuda_array_interface__ has no 'data'")
+    ptr = int(data[0] or 0)
+    strides = cai.get("strides")
+    if strides is not None and not _contiguous(shape, tuple(strides), itemsize):
+        raise ValueError("array is not C-contiguous; hipFile needs one contiguous range")
+    nbytes = itemsize * math.prod(shape)
+    if ptr == 0 and nbytes:
+        raise ValueError("array has a NULL data pointer")
+    return ptr, nbytes, obj
+
+
+def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    expected = itemsize
+    for n, s in zip(reversed(shape), reversed(strides), strict=True):
+        if n != 1 and s != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _from_dlpack(obj: Any) -> tuple[int, int, Any]:
+    capsule = obj.__dlpack__()
+    if not _capsule_is_valid(capsule, b"dltensor"):
+        raise TypeError("__dlpack__ did not return an unconsumed DLPack capsule")
+    addr = _capsule_get_pointer(capsule, b"dltensor")
+    # DLManagedTensor starts with its DLTensor.
+    t = _DLTensor.from_address(addr)
+    kind = t.device.device_type
+    if kind not in _DL_DEVICE_GPU:
+        where = "pinned host" if kind in _DL_DEVICE_HOST_PINNED else f"device type {kind}"
+        raise ValueError(f"DLPack tensor is in {where} memory; hipFile needs device memory")
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    itemsize = max(1, (t.dtype.bits * t.dtype.lanes) // 8)
+    if t.strides:
+        strides = tuple(t.strides[i] * itemsize for i in range(t.ndim))
+        if not _contiguous(shape, strides, itemsize):
+            raise ValueError("tensor is not C-contiguous; hipFile needs one contiguous range")
+    ptr = int(t.data or 0) + int(t.byte_offset)
+    # The capsule (unconsumed) frees the tensor when it dies: keep it with obj.
+    return ptr, itemsize * math.prod(shape), (obj, capsule)
+
+
+def buffer_info(obj: Any) -> tuple[int, int, Any]:
+    """``(address, nbytes, owner)`` of a device buffer object.
+
+    Raises
+    ------
+    TypeError
+        The object exposes no size (pass ``Buffer(ptr, length)``) or is of an
+        unsupported kind.
+    ValueError
+        The memory is not one contiguous device range.
+    """
+    from hipfile._lib import _hipfile
+
+    if isinstance(obj, _hipfile._BufferCore):
+        return obj.ptr, obj.length, obj
+    if isinstance(obj, bool | int) or obj is None:
+        raise TypeError(
+            "a bare address has no size: wrap it as hipfile.Buffer(ptr, length)"
+        )
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is not None:
+        return _from_cai(obj, cai)
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        return _from_dlpack(obj)
+    raise TypeError(
+        f"{type(obj).__name__} is not a device buffer: expected hipfile.Buffer, a HIP-Python "
+        "DeviceArray, or an object with __cuda_array_interface__ or __dlpack__ "
+        "(a bare pointer needs hipfile.Buffer(ptr, length))"
+    )
+
+
+def pointer_value(obj: Any) -> int:
+    """The integer address of a pointer-like object (int, HIP-Python
+    ``Pointer``, ``ctypes.c_void_p``, or anything with ``__int__``)."""
+    if isinstance(obj, bool):
+        raise TypeError("a bool is not a pointer")
+    if isinstance(obj, int):
+        value = obj
+    elif isinstance(obj, ctypes.c_void_p):
+        value = obj.value or 0
+    elif hasattr(obj, "__int__"):
+        value = int(obj)
+    else:
+        raise TypeError(f"{type(obj).__name__} is not a pointer")
+    if value < 0 or value >= 1 << 64:
+        raise ValueError(f"address {value:#x} out of range")
+    return value
+
+
+def stream_info(obj: Any) -> tuple[int, Any]:
+    """``(handle, owner)`` of a stream object.
+
+    Accepts ``None``/0 (the null stream), ints, HIP-Python ``hipStream_t``,
+    objects with ``__cuda_stream__`` (version 0), PyTorch streams
+    (``cuda_stream``) and CuPy streams (``ptr``).
+
+    Raises
+    ------
+    TypeError
+        Unsupported object.
+    ValueError
+        An unsupported ``__cuda_stream__`` version or an out-of-range handle.
+    """
+    from hipfile._lib import _hipfile
+
+    if obj is None:
+        return 0, None
+    if isinstance(obj, _hipfile._StreamCore):
+        return obj.handle, obj
+    if isinstance(obj, bool):
+        raise TypeError("a bool is not a stream")
+    if isinstance(obj, int):
+        return _check_handle(obj), None
+    proto = getattr(obj, "__cuda_stream__", None)
+    if proto is not None:
+        value = proto() if callable(proto) else proto
+        if not isinstance(value, tuple) or len(value) != 2:
+            raise TypeError("__cuda_stream__ must return (version, handle)")
+        version, handle = value
+        if version != 0:
+            raise ValueError(f"unsupported __cuda_stream__ version {version} (expected 0)")
+        return _check_handle(int(handle)), obj
+    for attr in ("cuda_stream", "hip_stream"):
+        handle = getattr(obj, attr, None)
+        if isinstance(handle, int) and not isinstance(handle, bool):
+            return _check_handle(handle), obj
+    ptr = getattr(obj, "ptr", None)
+    if isinstance(ptr, int) and not isinstance(ptr, bool) and type(obj).__module__.startswith(
+        "cupy"
+    ):
+        return _check_handle(ptr), obj
+    from hipfile import _hip
+
+    if isinstance(obj, _hip.Pointer):
+        return _check_handle(int(obj)), obj
+    raise TypeError(
+        f"{type(obj).__name__} is not a stream: expected hipfile.Stream, a HIP-Python "
+        "hipStream_t, an int, or an object with __cuda_stream__, .cuda_stream or (CuPy) .ptr"
+    )
+
+
+def _check_handle(value: int) -> int:
+    if value < 0 or value >= 1 << 64:
+        raise ValueError(f"stream handle {value:#x} out of range")
+    return value
