@@ -1,0 +1,300 @@
+"""Files registered with hipFile: synchronous and stream-ordered I/O."""
+
+from __future__ import annotations
+
+import os
+import stat
+import warnings
+from types import TracebackType
+from typing import Any
+
+from hipfile._interop import buffer_info
+from hipfile._lib import _hipfile
+from hipfile._lib._hipfile import _FileCore
+from hipfile.enums import FileHandleType
+from hipfile.errors import ClosedFileError, raise_result
+
+__all__ = ["FileHandle"]
+
+_MAX_CHUNK: int = _hipfile.MAX_IO_CHUNK
+
+
+class FileHandle(_FileCore):
+    """A file opened with ``os.open`` and registered with hipFile.
+
+    Parameters
+    ----------
+    path
+        File to open (ignored when ``fd`` is given).
+    flags
+        ``os.open`` flags, e.g. ``os.O_RDONLY | os.O_DIRECT``. ``O_DIRECT``
+        enables the GPU-direct path; without it hipFile uses its buffered
+        fallback (compat mode).
+    mode
+        Permission bits for a created file (``0o644``).
+    handle_type
+        Only ``FileHandleType.OPAQUE_FD`` is supported on Linux.
+    fd
+        Register this caller-owned descriptor instead of opening ``path``;
+        :meth:`close` then deregisters it but leaves it open.
+
+    The file is opened by :meth:`open` or by entering the context manager
+    (upstream's contract); ``FileHandle.from_fd`` and :func:`hipfile.open`
+    return an open handle.
+
+    See Also
+    --------
+    hipFileHandleRegister, hipFileHandleDeregister
+    """
+
+    DEFAULT_MODE = stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH  # 0o644
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None,
+        flags: int = os.O_RDONLY,
+        mode: int = DEFAULT_MODE,
+        handle_type: FileHandleType = FileHandleType.OPAQUE_FD,
+        *,
+        fd: int | None = None,
+    ) -> None:
+        self._path = path
+        self._flags = int(flags)
+        self._mode = int(mode)
+        self._fd: int | None = None
+        self._owns_fd = fd is None
+        self._given_fd = fd
+        self._handle_type = FileHandleType.OPAQUE_FD
+        self.handle_type = handle_type
+        if path is None and fd is None:
+            raise ValueError("give a path or an fd")
+
+    @classmethod
+    def from_fd(cls, fd: int,
+                handle_type: FileHandleType = FileHandleType.OPAQUE_FD) -> FileHandle:
+        """Register a caller-owned file descriptor; returns an open handle.
+
+        ``close()`` deregisters it and leaves the descriptor open.
+        """
+        fh = cls(None, os.O_RDONLY, handle_type=handle_type, fd=fd)
+        fh.open()
+        return fh
+
+    # -- properties (upstream names) -----------------------------------
+
+    @property
+    def flags(self) -> int:
+        """Flags passed to ``os.open``."""
+        return self._flags
+
+    @property
+    def mode(self) -> int:
+        """Permission bits for a created file."""
+        return self._mode
+
+    @property
+    def path(self) -> str | os.PathLike[str] | None:
+        """The file's path (None for a wrapped descriptor)."""
+        return self._path
+
+    @property
+    def fd(self) -> int | None:
+        """The open file descriptor, or None."""
+        return self._fd
+
+    @property
+    def closed(self) -> bool:
+        """Whether the handle is closed."""
+        return self.handle is None
+
+    @property
+    def handle_type(self) -> FileHandleType:
+        """Handle type used for registration."""
+        return self._handle_type
+
+    @handle_type.setter
+    def handle_type(self, value: FileHandleType) -> None:
+        if self.handle is not None:
+            raise RuntimeError("Cannot modify handle_type while FileHandle is open")
+        if value not in FileHandleType.__members__.values():
+            raise ValueError(f"'{value}' is not a member of enum FileHandleType")
+        if value != FileHandleType.OPAQUE_FD:
+            raise NotImplementedError(f"{FileHandleType(value).name} handles are not supported")
+        self._handle_type = FileHandleType(value)
+
+    # -- lifetime -------------------------------------------------------
+
+    def open(self) -> FileHandle:
+        """Open the file and register it (idempotent); returns ``self``.
+
+        Raises
+        ------
+        OSError
+            ``os.open`` failed.
+        HipFileException
+            Registration failed (the descriptor is closed again).
+        """
+        if self.handle is not None:
+            return self
+        if self._owns_fd:
+            assert self._path is not None
+            fd = os.open(self._path, self._flags, self._mode)
+        else:
+            assert self._given_fd is not None
+            fd = self._given_fd
+        try:
+            handle = _hipfile.handle_register(fd, int(self._handle_type))
+        except BaseException:
+            if self._owns_fd:
+                os.close(fd)
+            raise
+        self._fd = fd
+        self._attach(handle)
+        return self
+
+    def close(self) -> None:
+        """Deregister the handle and close the descriptor (idempotent).
+
+        Raises
+        ------
+        InFlightError
+            Asynchronous operations on this file are still in flight.
+        """
+        handle = self._detach()
+        if handle is not None:
+            _hipfile.handle_deregister(handle)
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            if self._owns_fd:
+                os.close(fd)
+
+    def __enter__(self) -> FileHandle:
+        return self.open()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if self.handle is None:
+            return
+        try:
+            self.close()
+        except Exception:
+            return
+        warnings.warn(f"{self!r} was not closed", ResourceWarning, stacklevel=1)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.handle is None else f"fd={self._fd}"
+        return f"<hipfile.FileHandle path={self._path!r} {state}>"
+
+    # -- synchronous I/O -----------------------------------------------
+
+    def _range(self, buffer: Any, size: int | None, buffer_offset: int) -> tuple[int, int]:
+        if self.handle is None:
+            raise ClosedFileError("I/O operation on a closed FileHandle")
+        ptr, length, _ = buffer_info(buffer)
+        if buffer_offset < 0:
+            raise ValueError(f"buffer_offset must be >= 0, got {buffer_offset}")
+        if buffer_offset > length:
+            raise ValueError(f"buffer_offset {buffer_offset} is past the {length}-byte buffer")
+        if size is None:
+            size = length - buffer_offset
+        if size < 0:
+            raise ValueError(f"size must be >= 0, got {size}")
+        if size > length - buffer_offset:
+            raise ValueError(f"size {size} at buffer_offset {buffer_offset} overruns the "
+                             f"{length}-byte buffer")
+        return ptr, size
+
+    def _io(self, write: bool, buffer: Any, size: int | None, file_offset: int,
+            buffer_offset: int) -> int:
+        ptr, size = self._range(buffer, size, buffer_offset)
+        if file_offset < 0:
+            raise ValueError(f"file_offset must be >= 0, got {file_offset}")
+        call = _hipfile.write_raw if write else _hipfile.read_raw
+        name = "hipFileWrite" if write else "hipFileRead"
+        handle = self.handle
+        done = 0
+        while True:
+            chunk = min(size - done, _MAX_CHUNK)
+            n, err = call(handle, ptr, chunk, file_offset + done, buffer_offset + done)
+            if n < 0:
+                raise_result(n, err, name)
+            done += n
+            # a short transfer ends the call: end of file for reads, or a
+            # partial write the caller sees in the count
+            if n < chunk or done >= size:
+                return done
+
+    def read(self, buffer: Any, size: int | None = None, file_offset: int = 0,
+             buffer_offset: int = 0) -> int:
+        """Read ``size`` bytes at ``file_offset`` into ``buffer`` at ``buffer_offset``.
+
+        ``buffer`` is a :class:`~hipfile.Buffer` or anything it accepts
+        (HIP-Python ``DeviceArray``, PyTorch/CuPy arrays). ``size`` defaults
+        to the rest of the buffer. Transfers above 0x7ffff000 bytes are split
+        into several calls.
+
+        Returns
+        -------
+        int
+            Bytes read; fewer than ``size`` at end of file.
+
+        Raises
+        ------
+        ValueError
+            Negative offsets, a range that overruns the buffer, or a closed file.
+        OSError
+            A system error (subclass chosen by errno).
+        HipFileException
+            A hipFile error.
+
+        See Also
+        --------
+        hipFileRead
+        """
+        return self._io(False, buffer, size, file_offset, buffer_offset)
+
+    def write(self, buffer: Any, size: int | None = None, file_offset: int = 0,
+              buffer_offset: int = 0) -> int:
+        """Write ``size`` bytes from ``buffer`` at ``buffer_offset`` to the
+        file at ``file_offset``. See :meth:`read`.
+
+        Returns
+        -------
+        int
+            Bytes written.
+
+        See Also
+        --------
+        hipFileWrite
+        """
+        return self._io(True, buffer, size, file_offset, buffer_offset)
+
+
+def open(  # noqa: A001 - mirrors builtins.open for files
+    path: str | os.PathLike[str], flags: int | str = "r", mode: int = FileHandle.DEFAULT_MODE,
+    *, direct: bool = False,
+) -> FileHandle:
+    """Open and register a file; returns an open :class:`FileHandle`.
+
+    ``flags`` is ``os.open`` flags or one of ``"r"``, ``"w"`` (create,
+    truncate), ``"a"`` (create), ``"r+"``; ``direct=True`` adds ``O_DIRECT``.
+    """
+    if isinstance(flags, str):
+        table = {
+            "r": os.O_RDONLY,
+            "r+": os.O_RDWR,
+            "w": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
+            "a": os.O_RDWR | os.O_CREAT,
+        }
+        if flags not in table:
+            raise ValueError(f"flags must be one of {sorted(table)} or an int, got {flags!r}")
+        flags = table[flags]
+    if direct:
+        flags |= getattr(os, "O_DIRECT", 0)
+    return FileHandle(path, flags, mode).open()
+
+
+__all__ += ["open"]
