@@ -194,7 +194,7 @@ def stream_info(obj: Any) -> tuple[int, Any]:
     from hipfile import _hip
 
     if isinstance(obj, _hip.Pointer):
-        return _check_handle(int(obj)), obj
+        return _check_handle(pointer_value(obj)), obj
     raise TypeError(
         f"{type(obj).__name__} is not a stream: expected hipfile.Stream, a HIP-Python "
         "hipStream_t, an int, or an object with __cuda_stream__, .cuda_stream or (CuPy) .ptr"

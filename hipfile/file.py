@@ -215,6 +215,7 @@ class FileHandle(_FileCore):
         call = _hipfile.write_raw if write else _hipfile.read_raw
         name = "hipFileWrite" if write else "hipFileRead"
         handle = self.handle
+        assert handle is not None
         done = 0
         while True:
             chunk = min(size - done, _MAX_CHUNK)
@@ -273,7 +274,7 @@ class FileHandle(_FileCore):
         return self._io(True, buffer, size, file_offset, buffer_offset)
 
 
-def open(  # noqa: A001 - mirrors builtins.open for files
+def open(
     path: str | os.PathLike[str], flags: int | str = "r", mode: int = FileHandle.DEFAULT_MODE,
     *, direct: bool = False,
 ) -> FileHandle:

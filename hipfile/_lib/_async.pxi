@@ -207,6 +207,11 @@ cdef class _BufferCore:
     cdef Py_ssize_t _pending
     cdef object _owner
     cdef int _device
+    cdef Py_ssize_t _held
+
+    def _hold(self, Py_ssize_t delta):
+        """Count operations outside AsyncIOHandle (batch entries) using this buffer."""
+        self._held += delta
 
     @property
     def ptr(self):
@@ -275,6 +280,10 @@ cdef class _BufferCore:
         """
         if not self._registered:
             return
+        if self._held:
+            from hipfile.errors import InFlightError
+            raise InFlightError(detail=f"cannot deregister the buffer at {self._ptr:#x}: "
+                                f"{self._held} batch entry(ies) still in flight")
         if self._pending and settle(self):
             from hipfile.errors import InFlightError
             raise InFlightError(detail=f"cannot deregister the buffer at {self._ptr:#x}: "
@@ -335,7 +344,7 @@ cdef class _StreamCore:
         if self._state is not None and self._state.registered:
             return
         stream_register(self._handle, self._flags)
-        st = _StreamState.__new__(_StreamState)
+        cdef _StreamState st = _StreamState.__new__(_StreamState)
         st.handle = self._handle
         st.flags = self._flags
         st.registered = 1
@@ -373,6 +382,11 @@ cdef class _FileCore:
     cdef hipFileHandle_t _fh
     cdef bint _is_open
     cdef Py_ssize_t _pending
+    cdef Py_ssize_t _held
+
+    def _hold(self, Py_ssize_t delta):
+        """Count operations outside AsyncIOHandle (batch entries) using this file."""
+        self._held += delta
 
     @property
     def pending(self):
@@ -395,6 +409,10 @@ cdef class _FileCore:
         """
         if not self._is_open:
             return None
+        if self._held:
+            from hipfile.errors import InFlightError
+            raise InFlightError(detail=f"cannot close the file: {self._held} batch "
+                                "entry(ies) still in flight")
         if self._pending and settle(self):
             from hipfile.errors import InFlightError
             raise InFlightError(detail=f"cannot close the file: {self._pending} asynchronous "
