@@ -250,15 +250,21 @@ def raise_status(hipfile_err: int, hip_err: int, func: str) -> NoReturn:
     raise exception_for(hipfile_err, hip_err, func)
 
 
-def error_for_result(ret: int, err_no: int, func: str) -> Exception:
+def error_for_result(ret: int, err_no: int, func: str, *, deferred: bool = False) -> Exception:
     """The exception for a negative ``ssize_t`` result of an I/O call.
 
     ``-1`` with ``errno`` set is a system error (an :class:`OSError` subclass
     chosen by errno). ``-1`` with errno lost, and small negatives that are not
     hipFile codes, are negated ``hipError_t`` values. ``< -1`` inside the
-    hipFile range are negated ``hipFileOpError_t`` codes.
+    hipFile range are negated ``hipFileOpError_t`` codes. ``deferred`` marks
+    a count written later by a stream-ordered operation, whose ``-1`` is a
+    system error with no errno available.
     """
     code = -int(ret)
+    if ret == -1 and deferred:
+        # written on the stream's thread: the errno stayed there
+        return OSError(f"{func}: a system error occurred when the operation ran "
+                       "(the library reports no errno for stream-ordered I/O)")
     if ret == -1 and err_no:
         return OSError(err_no, f"{os.strerror(err_no)} ({func})")
     if OpError.DRIVER_NOT_INITIALIZED <= code < OpError.IO_MAX_ERROR:
@@ -267,6 +273,6 @@ def error_for_result(ret: int, err_no: int, func: str) -> Exception:
     return HipRuntimeError(OpError.HIP_DRIVER_ERROR, code, func, "negated hipError_t result")
 
 
-def raise_result(ret: int, err_no: int, func: str) -> NoReturn:
+def raise_result(ret: int, err_no: int, func: str, *, deferred: bool = False) -> NoReturn:
     """Raise for a negative ``ssize_t`` result of an I/O call."""
-    raise error_for_result(ret, err_no, func)
+    raise error_for_result(ret, err_no, func, deferred=deferred)

@@ -922,7 +922,8 @@ cdef class AsyncIOHandle:
         cdef ssize_t n = self._s.bytes_done
         if n >= 0:
             return n
-        raise_result(n, 0, "hipFileReadAsync" if self._opcode == 0 else "hipFileWriteAsync")
+        raise_result(n, 0, "hipFileReadAsync" if self._opcode == 0 else "hipFileWriteAsync",
+                     deferred=True)
 
     def __repr__(self):
         kind = "read" if self._opcode == 0 else "write"

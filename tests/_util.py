@@ -1,0 +1,49 @@
+"""Helpers shared by the tests: device memory through HIP-Python."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from hip import hip
+
+
+def check(result: Any) -> Any:
+    err = result[0]
+    assert err == hip.hipError_t.hipSuccess, f"HIP call failed: {err!r}"
+    return result[1] if len(result) == 2 else result[1:] if len(result) > 2 else None
+
+
+@contextlib.contextmanager
+def device_array(nbytes: int) -> Iterator[Any]:
+    ptr = check(hip.hipMalloc(nbytes))
+    try:
+        yield ptr
+    finally:
+        check(hip.hipFree(ptr))
+
+
+@contextlib.contextmanager
+def hip_stream(flags: int = 0) -> Iterator[Any]:
+    s = check(hip.hipStreamCreateWithFlags(flags)) if flags else check(hip.hipStreamCreate())
+    try:
+        yield s
+    finally:
+        check(hip.hipStreamDestroy(s))
+
+
+def to_device(dst: Any, data: np.ndarray, offset: int = 0) -> None:
+    check(hip.hipMemcpy(int(dst) + offset, data, data.nbytes,
+                        hip.hipMemcpyKind.hipMemcpyHostToDevice))
+
+
+def from_device(src: Any, nbytes: int, offset: int = 0) -> np.ndarray:
+    out = np.empty(nbytes, dtype=np.uint8)
+    check(hip.hipMemcpy(out, int(src) + offset, nbytes, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
+    return out
+
+
+def random_bytes(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)

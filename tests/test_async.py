@@ -1,0 +1,395 @@
+"""Stream-ordered I/O: AsyncIOHandle, Stream, read_async/write_async."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import gc
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hip import hip
+
+import hipfile
+from hipfile import AsyncIOHandle, Buffer, FileHandle, Stream, StreamFlags
+
+from _util import check, device_array, from_device, hip_stream, random_bytes, to_device
+
+N = 1 << 16
+
+
+@pytest.fixture
+def driver():
+    with hipfile.Driver() as d:
+        yield d
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    data = random_bytes(N, seed=1)
+    path = tmp_path / "data.bin"
+    path.write_bytes(data.tobytes())
+    return path, data
+
+
+def emu():
+    from hipfile.platforms import emulated
+
+    return emulated
+
+
+def test_read_async_round_trip(driver, data_file):
+    path, data = data_file
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path, os.O_RDONLY) as fh, \
+            Stream(s) as st:
+        h = fh.read_async(dev, N, 0, 0, st)
+        assert isinstance(h, AsyncIOHandle)
+        assert h.wait() == N
+        assert h.bytes_done == N
+        assert h.done()
+        assert np.array_equal(from_device(dev, N), data)
+
+
+def test_write_async_round_trip(driver, tmp_path):
+    data = random_bytes(N, seed=2)
+    path = tmp_path / "out.bin"
+    with device_array(N) as dev, hip_stream() as s, \
+            FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
+        to_device(dev, data)
+        h = fh.write_async(Buffer(dev), N, 0, 0, s)
+        assert h.result(timeout=10) == N
+    assert path.read_bytes() == data.tobytes()
+
+
+def test_null_stream_and_defaults(driver, data_file):
+    path, data = data_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        h = fh.read_async(dev)  # whole buffer, offset 0, null stream
+        assert h.wait() == N
+        assert h.stream == 0
+        assert np.array_equal(from_device(dev, N), data)
+
+
+@pytest.mark.emulated
+def test_completion_is_deferred(driver, data_file):
+    path, data = data_file
+    emu().set_completion_delay(100_000)
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+        h = fh.read_async(dev, N, 0, 0, s)
+        assert h.bytes_done is None  # not yet valid
+        assert not h.done()
+        assert "pending" in repr(h)
+        assert h.wait() == N
+        assert "done" in repr(h)
+        assert np.array_equal(from_device(dev, N), data)
+
+
+@pytest.mark.emulated
+def test_wait_timeout(driver, data_file):
+    path, _ = data_file
+    emu().set_completion_delay(300_000)
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+        h = fh.read_async(dev, N, 0, 0, s)
+        with pytest.raises(TimeoutError):
+            h.wait(timeout=0.01)
+        assert h.wait(timeout=30) == N
+
+
+@pytest.mark.emulated
+def test_dropped_handles_park_their_slots(driver, data_file):
+    """Drop every handle before completion, collect, allocate more: no slot
+    is reused while the library may still write it, and the data is right."""
+    path, data = data_file
+    chunk = 1024
+    count = N // chunk
+    emu().set_completion_delay(2_000)
+    with device_array(N) as dev1, device_array(N) as dev2, hip_stream() as s1, \
+            hip_stream() as s2, FileHandle(path) as fh, Stream(s1) as st1, Stream(s2) as st2:
+        handles = [
+            fh.read_async(dev1 if i % 2 else dev2, chunk, i * chunk, i * chunk,
+                          st1 if i % 2 else st2)
+            for i in range(count)
+        ]
+        dropped = {int(h.slots) for h in handles}
+        del handles
+        gc.collect()
+        stats = hipfile.pool_stats()
+        assert stats["parked"] > 0, stats
+        # new submissions while the old ones are in flight get other slots
+        fresh = [fh.read_async(dev1, chunk, 0, 0, st1) for _ in range(64)]
+        assert dropped.isdisjoint(int(h.slots) for h in fresh)
+        assert fh.pending >= len(fresh)
+        check(hip.hipStreamSynchronize(s1))
+        check(hip.hipStreamSynchronize(s2))
+        assert all(h.wait() == chunk for h in fresh)
+        del fresh
+        assert hipfile.async_io.pool_stats()["parked"] == 0
+        got1, got2 = from_device(dev1, N), from_device(dev2, N)
+        for i in range(count):
+            got = got1 if i % 2 else got2
+            sl = slice(i * chunk, (i + 1) * chunk)
+            if i % 2 and i != 0:
+                assert np.array_equal(got[sl], data[sl]), i
+            elif not i % 2:
+                assert np.array_equal(got[sl], data[sl]), i
+
+
+@pytest.mark.emulated
+def test_dropped_handle_keeps_file_alive(driver, data_file):
+    path, data = data_file
+    emu().set_completion_delay(50_000)
+    with device_array(N) as dev, hip_stream() as s:
+        fh = FileHandle(path).open()
+        fh.read_async(dev, N, 0, 0, s)  # handle dropped at once
+        with pytest.raises(hipfile.InFlightError):
+            fh.close()
+        check(hip.hipStreamSynchronize(s))
+        fh.close()
+        assert fh.closed
+        assert np.array_equal(from_device(dev, N), data)
+
+
+@pytest.mark.emulated
+def test_close_and_deregister_refused_in_flight(driver, data_file):
+    path, _ = data_file
+    emu().set_completion_delay(100_000)
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+        buf = Buffer(dev)
+        buf.register()
+        st = Stream(s)
+        st.register()
+        h = fh.read_async(buf, N, 0, 0, st)
+        with pytest.raises(hipfile.InFlightError):
+            fh.close()
+        with pytest.raises(hipfile.InFlightError):
+            buf.deregister()
+        with pytest.raises(hipfile.InFlightError, match="in flight"):
+            st.deregister()
+        assert not fh.closed and buf.registered and st.registered
+        assert h.wait() == N
+        buf.deregister()
+        st.deregister()
+        assert fh.pending == 0 and buf.pending == 0
+
+
+@pytest.mark.emulated
+def test_slots_reread_at_execution(driver, data_file):
+    """Non-FIXED slots changed after submit are used when the op runs."""
+    path, data = data_file
+    emu().set_completion_delay(100_000)
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh, Stream(s) as st:
+        check(hip.hipMemset(dev, 0, N))
+        h = fh.read_async(dev, 8192, 0, 0, st)
+        h.size = 4096
+        h.file_offset = 1000
+        h.buffer_offset = 512
+        with pytest.raises(ValueError, match="only shrink"):
+            h.size = 8193
+        assert h.wait() == 4096
+        got = from_device(dev, N)
+        assert np.array_equal(got[512:512 + 4096], data[1000:1000 + 4096])
+        assert not got[:512].any() and not got[512 + 4096:].any()
+        with pytest.raises(ValueError, match="completed"):
+            h.size = 1
+
+
+@pytest.mark.emulated
+def test_fixed_slots_refused(driver, data_file):
+    path, data = data_file
+    emu().set_completion_delay(50_000)
+    flags = StreamFlags.FIXED_FILE_SIZE | StreamFlags.FIXED_FILE_OFFSET
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh, \
+            Stream(s, flags) as st:
+        assert st.stream_flags == flags
+        h = fh.read_async(dev, 4096, 4096, 0, st)
+        assert h.stream_flags == int(flags)
+        with pytest.raises(ValueError, match="FIXED"):
+            h.size = 100
+        with pytest.raises(ValueError, match="FIXED"):
+            h.file_offset = 0
+        h.buffer_offset = 4096  # not fixed: allowed
+        assert h.wait() == 4096
+        assert np.array_equal(from_device(dev, 4096, 4096), data[4096:8192])
+
+
+@pytest.mark.emulated
+def test_fixed_flags_found_for_int_streams(driver, data_file):
+    path, _ = data_file
+    emu().set_completion_delay(20_000)
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh, \
+            Stream(s, StreamFlags.FIXED_BUF_OFFSET) as st:
+        h = fh.read_async(dev, 4096, 0, 0, st.handle)  # upstream style: int handle
+        with pytest.raises(ValueError, match="FIXED"):
+            h.buffer_offset = 8
+        assert h.wait() == 4096
+
+
+@pytest.mark.emulated
+def test_execution_error_raises_from_wait(driver, data_file):
+    path, _ = data_file
+    emu().inject_fault("read_async", errno.EIO)
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+        h = fh.read_async(dev, N, 0, 0, s)
+        with pytest.raises(OSError, match="when the operation ran"):
+            h.wait()
+        assert h.bytes_done == -1
+
+
+def test_growing_past_buffer_refused_before_submit(driver, data_file):
+    path, _ = data_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        with pytest.raises(ValueError, match="overruns"):
+            fh.read_async(dev, N + 1, 0, 0, 0)
+        with pytest.raises(ValueError, match="overruns"):
+            fh.read_async(dev, N, 0, 1, 0)
+        with pytest.raises(ValueError, match=">= 0"):
+            fh.read_async(dev, 10, -1, 0, 0)
+        with pytest.raises(TypeError, match="Buffer"):
+            fh.read_async(int(dev), 10, 0, 0, 0)
+        with pytest.raises(TypeError, match="stream"):
+            fh.read_async(dev, 10, 0, 0, "stream")
+        assert fh.pending == 0
+    assert hipfile.pool_stats()["in_use"] == 0
+
+
+def test_closed_file_refused(driver, data_file):
+    path, _ = data_file
+    fh = FileHandle(path)
+    with device_array(N) as dev:
+        with pytest.raises(hipfile.ClosedFileError):
+            fh.read_async(dev, 10, 0, 0, 0)
+        with pytest.raises(RuntimeError):  # upstream raised RuntimeError
+            fh.write_async(dev, 10, 0, 0, 0)
+
+
+def test_library_rejection_at_submit_raises(driver, data_file):
+    """Rejected submissions raise and give their slots back."""
+    path, _ = data_file
+    with hip_stream() as s, FileHandle(path) as fh:
+        check(hip.hipStreamSynchronize(s))
+        host = check(hip.hipHostMalloc(4096, 0))  # pinned host: not device memory
+        try:
+            before = hipfile.pool_stats()["in_use"]
+            with pytest.raises(hipfile.HipFileException):
+                fh.read_async(Buffer(host, 4096), 4096, 0, 0, s)
+            assert hipfile.pool_stats()["in_use"] == before
+        finally:
+            check(hip.hipHostFree(host))
+
+
+def test_record_event_orders_another_stream(driver, data_file):
+    path, data = data_file
+    with device_array(N) as dev, device_array(N) as dev2, hip_stream() as io, \
+            hip_stream() as compute, FileHandle(path) as fh:
+        if hipfile.platforms.active() == "emulated":
+            emu().set_completion_delay(50_000)
+        h = fh.read_async(dev, N, 0, 0, io)
+        ev = h.record_event()
+        assert h.record_event() is ev
+        check(hip.hipStreamWaitEvent(compute, ev, 0))
+        check(hip.hipMemcpyAsync(dev2, dev, N, hip.hipMemcpyKind.hipMemcpyDeviceToDevice,
+                                 compute))
+        check(hip.hipStreamSynchronize(compute))
+        assert np.array_equal(from_device(dev2, N), data)
+        assert h.wait() == N
+
+
+def test_slots_pointer_exposes_values(driver):
+    h = AsyncIOHandle(123, 456, 789)
+    assert not h.submitted and h.bytes_done == 0
+    addr = int(h.slots)
+    vals = (ctypes.c_int64 * 4).from_address(addr)
+    assert list(vals) == [123, 456, 789, 0]
+    h.size = 5
+    h.file_offset = 6
+    assert list(vals)[:2] == [5, 6]
+    assert type(h.slots).__name__ == "Pointer"
+    with pytest.raises(ValueError):
+        h.record_event()
+
+
+def test_supports_async_has_no_side_effects(driver):
+    before = hipfile.use_count()
+    assert hipfile.supports_async() is True
+    assert hipfile.use_count() == before
+    if hipfile.platforms.active() == "emulated":
+        assert emu().counters()["streams_registered"] == 0
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-stream", "own-streams"])
+def test_threads_stress(driver, tmp_path, shared):
+    """16 threads x 1000 operations: correct data, no deadlock."""
+    threads, ops, chunk = 16, 1000, 256
+    data = random_bytes(ops * chunk, seed=3)
+    path = tmp_path / "stress.bin"
+    path.write_bytes(data.tobytes())
+    errors: list[BaseException] = []
+    with FileHandle(path) as fh, hip_stream() as shared_stream:
+        def work(t: int) -> None:
+            try:
+                with device_array(ops * chunk) as dev:
+                    own = None if shared else check(hip.hipStreamCreate())
+                    stream = shared_stream if shared else own
+                    try:
+                        hs = [fh.read_async(dev, chunk, i * chunk, i * chunk, stream)
+                              for i in range(ops)]
+                        del hs[::7]  # drop some before they complete
+                        if t == 0:
+                            gc.collect()
+                        check(hip.hipStreamSynchronize(stream))
+                        assert all(h.wait() == chunk for h in hs)
+                        assert np.array_equal(from_device(dev, ops * chunk), data)
+                    finally:
+                        if own is not None:
+                            check(hip.hipStreamSynchronize(own))
+                            check(hip.hipStreamDestroy(own))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join(timeout=300)
+        assert not any(th.is_alive() for th in pool), "deadlock"
+        check(hip.hipStreamSynchronize(shared_stream))
+    assert not errors, errors[:3]
+
+
+@pytest.mark.emulated
+def test_gil_released_while_waiting(driver, data_file):
+    path, _ = data_file
+    emu().set_completion_delay(300_000)
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+        h = fh.read_async(dev, N, 0, 0, s)
+        t = threading.Thread(target=h.wait)
+        t.start()
+        spins = 0
+        end = time.monotonic() + 0.1
+        while time.monotonic() < end:
+            spins += 1
+        t.join()
+        assert spins > 1000
+        assert h.bytes_done == N
+
+
+def test_upstream_contract(driver, data_file):
+    """Code written for upstream hipfile 0.4.0 runs unchanged."""
+    path, data = data_file
+    with device_array(N) as dev, hip_stream() as s:
+        stream_handle = int(s)
+        buf = Buffer(int(dev), N, 0)
+        buf.register()
+        fh = FileHandle(str(path), os.O_RDONLY)
+        fh.open()
+        with Stream(stream_handle) as st:
+            handle = fh.read_async(buf, N, 0, 0, st.handle)
+            check(hip.hipStreamSynchronize(s))
+            assert handle.bytes_done == N
+        fh.close()
+        buf.deregister()
+        assert np.array_equal(from_device(dev, N), data)
