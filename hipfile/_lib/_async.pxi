@@ -38,6 +38,126 @@ cdef enum:
 _hip_mod = None
 cdef object _PointerType = None
 
+# HIP-Python exports its C-level HIP functions as capsules
+# (``__pyx_capi__`` of its Cython module); calling those keeps HIP access
+# inside HIP-Python while skipping Python-level overhead on hot paths.
+ctypedef void (*host_fn_t)(void *) noexcept nogil
+ctypedef int (*hip_launch_host_func_t)(void *, host_fn_t, void *) noexcept nogil
+ctypedef int (*hip_handle_fn_t)(void *) noexcept nogil
+
+cdef hip_launch_host_func_t _c_launch_host_func = NULL
+cdef hip_handle_fn_t _c_stream_query = NULL
+cdef hip_handle_fn_t _c_stream_sync = NULL
+cdef hip_handle_fn_t _c_event_query = NULL
+cdef hip_handle_fn_t _c_event_sync = NULL
+cdef bint _capi_tried = 0
+
+DEF HIP_SUCCESS = 0
+DEF HIP_ERROR_NOT_READY = 600
+
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_GetName, PyCapsule_CheckExact
+
+
+cdef void *_capsule_fn(dict capi, str name, bytes signature):
+    cap = capi.get(name)
+    if cap is None or not PyCapsule_CheckExact(cap):
+        return NULL
+    cdef const char *sig = PyCapsule_GetName(cap)
+    if sig == NULL or <bytes>sig != signature:
+        return NULL
+    return PyCapsule_GetPointer(cap, sig)
+
+
+cdef int _load_hip_capi() except -1:
+    global _capi_tried, _c_launch_host_func, _c_stream_query, _c_stream_sync
+    global _c_event_query, _c_event_sync
+    if _capi_tried:
+        return 0
+    _capi_tried = 1
+    import sys
+    _hipapi()
+    for mod in list(sys.modules.values()):
+        capi = getattr(mod, "__pyx_capi__", None)
+        if not isinstance(capi, dict) or "hipLaunchHostFunc" not in capi:
+            continue
+        _c_launch_host_func = <hip_launch_host_func_t>_capsule_fn(
+            capi, "hipLaunchHostFunc", b"enum hipError_t (hipStream_t, hipHostFn_t, void *)")
+        _c_stream_query = <hip_handle_fn_t>_capsule_fn(
+            capi, "hipStreamQuery", b"enum hipError_t (hipStream_t)")
+        _c_stream_sync = <hip_handle_fn_t>_capsule_fn(
+            capi, "hipStreamSynchronize", b"enum hipError_t (hipStream_t)")
+        _c_event_query = <hip_handle_fn_t>_capsule_fn(
+            capi, "hipEventQuery", b"enum hipError_t (hipEvent_t)")
+        _c_event_sync = <hip_handle_fn_t>_capsule_fn(
+            capi, "hipEventSynchronize", b"enum hipError_t (hipEvent_t)")
+        if _c_launch_host_func != NULL:
+            break
+    return 0
+
+
+cdef int _stream_query(uintptr_t stream) except? -1:
+    cdef int err
+    _load_hip_capi()
+    if _c_stream_query != NULL:
+        with nogil:
+            err = _c_stream_query(<void *>stream)
+        return err
+    return int(_hipapi().hip.hipStreamQuery(stream)[0])
+
+
+cdef int _event_query(object event) except? -1:
+    cdef int err
+    cdef uintptr_t ev = int(event)
+    _load_hip_capi()
+    if _c_event_query != NULL:
+        with nogil:
+            err = _c_event_query(<void *>ev)
+        return err
+    return int(_hipapi().hip.hipEventQuery(event)[0])
+
+
+cdef int _hip_fail(int err, str func) except -1:
+    from hipfile.errors import HipRuntimeError
+    raise HipRuntimeError(hip_err=err, func=func)
+
+
+cdef int _stream_sync(uintptr_t stream) except -1:
+    cdef int err
+    _load_hip_capi()
+    if _c_stream_sync != NULL:
+        with nogil:
+            err = _c_stream_sync(<void *>stream)
+    else:
+        err = int(_hipapi().hip.hipStreamSynchronize(stream)[0])
+    if err != HIP_SUCCESS:
+        _hip_fail(err, "hipStreamSynchronize")
+    return 0
+
+
+cdef int _event_sync(object event) except -1:
+    cdef int err
+    cdef uintptr_t ev = int(event)
+    _load_hip_capi()
+    if _c_event_sync != NULL:
+        with nogil:
+            err = _c_event_sync(<void *>ev)
+    else:
+        err = int(_hipapi().hip.hipEventSynchronize(event)[0])
+    if err != HIP_SUCCESS:
+        _hip_fail(err, "hipEventSynchronize")
+    return 0
+
+
+cdef int _launch_marker(uintptr_t stream, unsigned char *state):
+    """Enqueue _host_done(state) on the stream; returns the hipError_t."""
+    if _c_launch_host_func != NULL:
+        return _c_launch_host_func(<void *>stream, _host_done, <void *>state)
+    try:
+        return int(_hipapi().hip.hipLaunchHostFunc(
+            stream, <uintptr_t>&_host_done, <uintptr_t>state)[0])
+    except BaseException:
+        return -1
+
 
 cdef object _hipapi():
     global _hip_mod, _PointerType
@@ -507,15 +627,19 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         stream_owner = stream
     elif type(stream) is int:
         sh = <uintptr_t>stream
-    elif stream is None:
-        sh = 0
-    else:
-        sh, stream_owner = _interop().stream_info(stream)
-    if st is None:
-        o = _stream_states.get(sh)
+        o = _stream_states.get(stream) if _stream_states else None
         if o is not None:
             st = <_StreamState>o
-    elif not st.registered:
+    else:
+        if stream is None:
+            sh = 0
+        else:
+            sh, stream_owner = _interop().stream_info(stream)
+        if _stream_states:
+            o = _stream_states.get(sh)
+            if o is not None:
+                st = <_StreamState>o
+    if st is not None and not st.registered:
         st = None
     # ranges: refuse anything that would let the library touch memory
     # outside the buffer
@@ -723,18 +847,19 @@ cdef class AsyncIOHandle:
         rec.stream_state = self._state
         rec.event = self._event
         _parked[self._slot] = rec
+        cdef unsigned char *state = &page.state[self._slot % SLOTS_PER_PAGE]
         try:
-            h = _hipapi()
-            err = h.hip.hipLaunchHostFunc(
-                self._stream, <uintptr_t>&_host_done,
-                <uintptr_t>&page.state[self._slot % SLOTS_PER_PAGE])[0]
-            if not h.is_success(err):
-                # Could not enqueue a marker: settle now if the stream is idle,
-                # otherwise the slots stay parked (never reused).
-                if h.is_success(h.hip.hipStreamQuery(self._stream)[0]):
-                    page.state[self._slot % SLOTS_PER_PAGE] = SLOT_DONE
+            _load_hip_capi()
         except BaseException:
             pass
+        if _launch_marker(self._stream, state) != HIP_SUCCESS:
+            # Could not enqueue a marker: settle now if the stream is idle,
+            # otherwise the slots stay parked (never reused).
+            try:
+                if _stream_query(self._stream) == HIP_SUCCESS:
+                    state[0] = SLOT_DONE
+            except BaseException:
+                pass
 
     # -- values ---------------------------------------------------------
 
@@ -841,18 +966,21 @@ cdef class AsyncIOHandle:
         """
         if self._complete or not self._submitted:
             return bool(self._complete)
-        h = _hipapi()
+        cdef int err
         if self._event is None:
-            if h.is_success(h.hip.hipStreamQuery(self._stream)[0]):
+            err = _stream_query(self._stream)
+            if err == HIP_SUCCESS:
                 self._observed()
                 return True
+            if err != HIP_ERROR_NOT_READY:
+                _hip_fail(err, "hipStreamQuery")
             self._record()
-        err = h.hip.hipEventQuery(self._event)[0]
-        if h.is_success(err):
+        err = _event_query(self._event)
+        if err == HIP_SUCCESS:
             self._observed()
             return True
-        if not h.is_not_ready(err):
-            h.check((err,), "hipEventQuery")
+        if err != HIP_ERROR_NOT_READY:
+            _hip_fail(err, "hipEventQuery")
         return False
 
     cdef _record(self):
@@ -896,13 +1024,12 @@ cdef class AsyncIOHandle:
         """
         if not self._submitted:
             raise ValueError("the handle was never submitted")
-        h = _hipapi()
         if not self._complete:
             if timeout is None:
                 if self._event is not None:
-                    h.check(h.hip.hipEventSynchronize(self._event), "hipEventSynchronize")
+                    _event_sync(self._event)
                 else:
-                    h.check(h.hip.hipStreamSynchronize(self._stream), "hipStreamSynchronize")
+                    _stream_sync(self._stream)
                 self._observed()
             else:
                 deadline = _time.monotonic() + float(timeout)

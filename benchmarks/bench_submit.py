@@ -1,0 +1,135 @@
+"""Per-operation submit overhead of ``FileHandle.read_async``.
+
+Times, in one run and against one libhipfile, the Python submit path of
+hipfile against a direct ctypes call of ``hipFileReadAsync`` with slots
+allocated beforehand, and prints medians and ratios.
+
+By default the library is ``nullhipfile.c`` (compiled on the fly), whose
+calls return at once, so only the binding is timed; ``--library real`` uses
+the active platform's libhipfile (real stream work is then included).
+
+    python benchmarks/bench_submit.py [--ops 20000] [--repeats 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def build_null_library(out_dir: str) -> str:
+    out = os.path.join(out_dir, "libhipfile.so")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", out, str(HERE / "nullhipfile.c")],
+                   check=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ops", type=int, default=20000)
+    ap.add_argument("--repeats", type=int, default=15)
+    ap.add_argument("--library", choices=("null", "real"), default="null")
+    args = ap.parse_args()
+
+    tmp = tempfile.mkdtemp()
+    if args.library == "null":
+        os.environ["HIPFILE_LIBRARY"] = build_null_library(tmp)
+    if not os.environ.get("ROCM_PATH") and not os.environ.get("HIPFILE_PLATFORM"):
+        os.environ["HIPFILE_PLATFORM"] = "emulated"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import hipfile
+    from hip import hip
+
+    from hipfile._lib import _hipfile
+
+    lib_path = _hipfile.load_library()
+    ops, repeats = args.ops, args.repeats
+    nbytes = 1 << 20
+    err, dev = hip.hipMalloc(nbytes)
+    assert err == hip.hipError_t.hipSuccess
+    err, stream = hip.hipStreamCreate()
+    assert err == hip.hipError_t.hipSuccess
+    path = os.path.join(tmp, "data.bin")
+    with open(path, "wb") as f:
+        f.write(b"\0" * nbytes)
+
+    results: dict[str, float] = {}
+    with hipfile.Driver(), hipfile.FileHandle(path) as fh, hipfile.Stream(stream) as st:
+        buf = hipfile.Buffer(dev)
+        sh = st.handle
+        keep: list[object] = [None] * ops
+
+        def sync_and_release() -> None:
+            hip.hipStreamSynchronize(stream)
+            for i in range(ops):
+                keep[i] = None
+
+        # hipfile: Buffer + int stream (upstream style), handles kept
+        def run_hipfile_int(n: int) -> None:
+            ra = fh.read_async
+            for i in range(n):
+                keep[i] = ra(buf, 4096, 0, 0, sh)
+
+        def run_hipfile_stream(n: int) -> None:
+            ra = fh.read_async
+            for i in range(n):
+                keep[i] = ra(buf, 4096, 0, 0, st)
+
+        # ctypes: direct call, slots allocated beforehand
+        lib = ctypes.CDLL(lib_path)
+        fn = lib.hipFileReadAsync
+        fn.restype = ctypes.c_int64  # the 8-byte hipFileError_t comes back in rax
+        fn.argtypes = [ctypes.c_void_p] * 7
+        slots = (ctypes.c_int64 * (4 * ops))()
+        base = ctypes.addressof(slots)
+        handle, bufp = fh.handle, int(dev)
+
+        def run_ctypes(n: int) -> None:
+            for i in range(n):
+                s = base + 32 * i
+                slots[4 * i] = 4096
+                slots[4 * i + 1] = 0
+                slots[4 * i + 2] = 0
+                fn(handle, bufp, s, s + 8, s + 16, s + 24, sh)
+
+        cases = (("hipfile read_async (Buffer, int stream)", run_hipfile_int),
+                 ("hipfile read_async (Buffer, Stream)", run_hipfile_stream),
+                 ("ctypes hipFileReadAsync, preallocated slots", run_ctypes))
+        for _, run in cases:  # warm up: pool pages, symbol lookup
+            run(ops)
+            sync_and_release()
+        samples: dict[str, list[float]] = {name: [] for name, _ in cases}
+        for _ in range(repeats):  # interleaved, so drift hits every case alike
+            for name, run in cases:
+                t0 = time.perf_counter_ns()
+                run(ops)
+                samples[name].append((time.perf_counter_ns() - t0) / ops)
+                sync_and_release()
+        results = {name: statistics.median(v) for name, v in samples.items()}
+        del keep
+    hip.hipStreamSynchronize(stream)
+    hip.hipStreamDestroy(stream)
+    hip.hipFree(dev)
+    hipfile.trim_pool()
+
+    print(f"library: {lib_path} ({args.library}); {ops} ops x {repeats} repeats; "
+          f"python {sys.version.split()[0]}")
+    ref = results["ctypes hipFileReadAsync, preallocated slots"]
+    for name, ns in results.items():
+        print(f"  {name:48s} median {ns / 1000:7.3f} us/op   ratio to ctypes {ns / ref:5.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
