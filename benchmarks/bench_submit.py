@@ -117,7 +117,7 @@ def main() -> int:
                 samples[name].append((time.perf_counter_ns() - t0) / ops)
                 sync_and_release()
         results = {name: statistics.median(v) for name, v in samples.items()}
-        del keep
+        keep.clear()
     hip.hipStreamSynchronize(stream)
     hip.hipStreamDestroy(stream)
     hip.hipFree(dev)

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _util import check, device_array, from_device, hip_stream, random_bytes, to_device
 from hip import hip
 
 import hipfile
 from hipfile import AsyncIOHandle, Buffer, FileHandle, Stream, StreamFlags
-
-from _util import check, device_array, from_device, hip_stream, random_bytes, to_device
 
 N = 1 << 16
 
@@ -347,7 +346,7 @@ def test_threads_stress(driver, tmp_path, shared):
                         if own is not None:
                             check(hip.hipStreamSynchronize(own))
                             check(hip.hipStreamDestroy(own))
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:
                 errors.append(exc)
 
         pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
