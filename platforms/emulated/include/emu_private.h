@@ -27,10 +27,63 @@ EMU_EXPORT int hipEmuPointerInfo(const void *ptr, void **base, size_t *size,
  * Returns 0, or -1 for an unknown stream. */
 EMU_EXPORT int hipEmuStreamDevice(emu_hipStream_t stream, int *device);
 
+/* Live resources of the emulated runtime, for the test hooks: device
+ * allocations (hipMalloc), pinned host allocations and registrations
+ * (hipHostMalloc, hipHostAlloc, hipMallocHost, hipHostRegister), streams
+ * created by the user (null streams excluded) and events not yet destroyed.
+ * Any output may be NULL. Returns 0. */
+EMU_EXPORT int hipEmuCounters(long long *allocations, long long *host_allocations,
+                              long long *streams, long long *events);
+
+/* Clears the calling thread's last HIP error. Touches no live resource, so it
+ * is safe to call between tests that share long-lived allocations. */
+EMU_EXPORT void hipEmuReset(void);
+
+/* Destructive recovery after a leak: waits for all queued work, then destroys
+ * every user stream and event and frees every allocation and registration.
+ * Returns how many resources were released (-1 from inside a host function,
+ * where waiting is refused). Handles and pointers held by the caller become
+ * invalid. */
+EMU_EXPORT long long hipEmuReleaseAll(void);
+
 /* Public HIP functions that libhipfile uses. */
 emu_hipError_t hipLaunchHostFunc(emu_hipStream_t stream, emu_hipHostFn_t fn,
                                  void *user_data);
 emu_hipError_t hipGetDevice(int *device);
 emu_hipError_t hipStreamSynchronize(emu_hipStream_t stream);
+
+/* Test hooks exported by libhipfile.so (the emulated hipFile library). */
+enum {
+    HIPFILE_EMU_OP_READ = 0,        /* hipFileRead */
+    HIPFILE_EMU_OP_WRITE = 1,       /* hipFileWrite */
+    HIPFILE_EMU_OP_READ_ASYNC = 2,  /* hipFileReadAsync */
+    HIPFILE_EMU_OP_WRITE_ASYNC = 3, /* hipFileWriteAsync */
+    HIPFILE_EMU_OP_BATCH = 4,       /* each entry of hipFileBatchIOSubmit */
+    HIPFILE_EMU_OP_REGISTER = 5,    /* hipFileHandle/Buf/StreamRegister */
+    HIPFILE_EMU_OP_COUNT = 6
+};
+
+/* Live resources of libhipfile.so. */
+typedef struct hipfileEmuCounters {
+    long long handles;            /* file handle records alive */
+    long long buffers;            /* buffer registrations */
+    long long streams_registered; /* stream registrations */
+    long long inflight;           /* stream-ordered operations not yet run */
+    long long batches;            /* batch contexts alive */
+} hipfileEmuCounters_t;
+
+/* The next `count` calls of `op`, after `after` calls that pass, fail with
+ * `err`: an errno value (1..4999) or a hipFile error code (5001..5039).
+ * count 0 clears the fault of `op`. Returns 0, or -1 for a bad argument. */
+EMU_EXPORT int hipfileEmuInjectFault(int op, int err, unsigned count, unsigned after);
+/* Every read/write moves at most max_bytes in one transfer and the call
+ * returns that count (0: off). */
+EMU_EXPORT void hipfileEmuSetShortTransfer(size_t max_bytes);
+/* Stream-ordered operations and batch entries sleep this long before they
+ * run and before their result is written. */
+EMU_EXPORT void hipfileEmuSetCompletionDelay(unsigned long long microseconds);
+EMU_EXPORT void hipfileEmuGetCounters(hipfileEmuCounters_t *out);
+/* Clears faults, short transfers and the delay; counters stay as they are. */
+EMU_EXPORT void hipfileEmuReset(void);
 
 #endif

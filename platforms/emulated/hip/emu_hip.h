@@ -1,0 +1,193 @@
+/* Internal declarations of the emulated HIP runtime (libamdhip64.so).
+ *
+ * The emulated runtime implements the subset of HIP that HIP-Python and the
+ * hipfile package use, on the CPU: "device" memory is host memory kept in an
+ * allocation table, every stream is a worker thread that runs its queue in
+ * order, events are positions in those queues.
+ *
+ * Locking: one global mutex (emu_lock) protects every table, queue and
+ * counter. Worker threads drop it while they copy memory or run user host
+ * functions. Anyone waiting for progress waits on emu_progress, which is
+ * broadcast whenever any queued operation finishes. */
+#ifndef HIPFILE_EMU_HIP_H
+#define HIPFILE_EMU_HIP_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "emu_private.h"
+
+/* ---- HIP types, ABI-compatible with hip_runtime_api.h ------------------ */
+typedef emu_hipError_t hipError_t;
+typedef emu_hipStream_t hipStream_t;
+typedef struct ihipEvent_t *hipEvent_t;
+typedef emu_hipHostFn_t hipHostFn_t;
+typedef void (*hipStreamCallback_t)(hipStream_t stream, hipError_t status, void *user_data);
+typedef int hipDevice_t;
+
+/* hipError_t values (HIP's numbering). */
+enum {
+  hipSuccess = 0,
+  hipErrorInvalidValue = 1,
+  hipErrorOutOfMemory = 2,
+  hipErrorNotInitialized = 3,
+  hipErrorDeinitialized = 4,
+  hipErrorInvalidMemcpyDirection = 21,
+  hipErrorNoDevice = 100,
+  hipErrorInvalidDevice = 101,
+  hipErrorInvalidHandle = 400,
+  hipErrorInvalidResourceHandle = 400,
+  hipErrorNotReady = 600,
+  hipErrorPeerAccessAlreadyEnabled = 704,
+  hipErrorPeerAccessNotEnabled = 705,
+  hipErrorContextIsDestroyed = 709,
+  hipErrorHostMemoryAlreadyRegistered = 712,
+  hipErrorHostMemoryNotRegistered = 713,
+  hipErrorNotSupported = 801,
+  hipErrorUnknown = 999
+};
+
+/* hipMemcpyKind */
+enum {
+  hipMemcpyHostToHost = 0,
+  hipMemcpyHostToDevice = 1,
+  hipMemcpyDeviceToHost = 2,
+  hipMemcpyDeviceToDevice = 3,
+  hipMemcpyDefault = 4,
+  hipMemcpyDeviceToDeviceNoCU = 1024
+};
+
+/* hipMemoryType */
+enum {
+  hipMemoryTypeUnregistered = 0,
+  hipMemoryTypeHost = 1,
+  hipMemoryTypeDevice = 2
+};
+
+/* Stream, event and host-memory flags. */
+#define hipStreamDefault 0x0u
+#define hipStreamNonBlocking 0x1u
+#define hipEventDefault 0x0u
+#define hipEventBlockingSync 0x1u
+#define hipEventDisableTiming 0x2u
+#define hipEventInterprocess 0x4u
+#define hipEventDisableSystemFence 0x20000000u
+#define hipEventReleaseToDevice 0x40000000u
+#define hipEventReleaseToSystem 0x80000000u
+#define hipHostMallocPortable 0x1u
+#define hipHostMallocMapped 0x2u
+#define hipHostMallocWriteCombined 0x4u
+#define hipHostMallocNumaUser 0x20000000u
+#define hipHostMallocCoherent 0x40000000u
+#define hipHostMallocNonCoherent 0x80000000u
+#define hipHostRegisterPortable 0x1u
+#define hipHostRegisterMapped 0x2u
+#define hipHostRegisterIoMemory 0x4u
+#define hipHostRegisterReadOnly 0x8u
+
+/* Special stream handles of HIP's headers: both name the legacy default
+ * stream here (the per-thread default stream is served by the null stream,
+ * which synchronizes more, never less). */
+#define EMU_STREAM_LEGACY ((hipStream_t)(uintptr_t)1)
+#define EMU_STREAM_PER_THREAD ((hipStream_t)(uintptr_t)2)
+
+#define EMU_MAX_DEVICES 64
+
+/* ---- queued work --------------------------------------------------------- */
+enum emu_op_kind {
+  EMU_OP_COPY,        /* memmove(dst, src, bytes) */
+  EMU_OP_FILL,        /* fill count elements of elem_size bytes at dst */
+  EMU_OP_HOST_FN,     /* fn(user_data) */
+  EMU_OP_CALLBACK,    /* callback(stream handle, hipSuccess, user_data) */
+  EMU_OP_RECORD,      /* event reaches this position: timestamp */
+  EMU_OP_WAIT_EVENT,  /* wait until event generation gen is reached */
+  EMU_OP_WAIT_STREAM  /* wait until another stream completes position seq */
+};
+
+struct emu_op {
+  struct emu_op *next;
+  enum emu_op_kind kind;
+  uint64_t seq;            /* position in its stream, set by enqueue */
+  void *dst;
+  const void *src;
+  size_t bytes;            /* COPY: bytes; FILL: element count */
+  uint32_t pattern;        /* FILL value */
+  unsigned elem_size;      /* FILL: 1, 2 or 4 */
+  hipHostFn_t fn;
+  hipStreamCallback_t callback;
+  hipStream_t handle;      /* CALLBACK: the handle the user passed */
+  void *user_data;
+  struct ihipEvent_t *event;   /* RECORD, WAIT_EVENT (holds a reference) */
+  uint64_t gen;
+  struct ihipStream_t *target; /* WAIT_STREAM (holds a reference) */
+  uint64_t target_seq;
+};
+
+struct ihipStream_t {
+  int device;
+  unsigned flags;
+  int priority;
+  int is_null;          /* the legacy default stream of its device */
+  int live;             /* a valid handle (not destroyed) */
+  int stopping;         /* worker must exit once the queue is empty */
+  int discard;          /* drop queued work without running it (unload) */
+  int thread_started;
+  uint64_t enqueued;    /* seq of the last operation enqueued */
+  uint64_t completed;   /* seq of the last operation finished */
+  struct emu_op *head, *tail;
+  pthread_t thread;
+  pthread_cond_t work;
+  int refs;             /* owner + operations and waiters that point here */
+  struct ihipStream_t *prev, *next; /* list of streams with a worker */
+};
+
+struct ihipEvent_t {
+  int device;
+  unsigned flags;
+  int live;
+  uint64_t gen;         /* generation of the latest record (0: never) */
+  uint64_t done_gen;    /* highest generation reached by its stream */
+  uint64_t stamp_ns;    /* time the latest reached record was processed */
+  int refs;
+  struct ihipEvent_t *prev, *next;
+};
+
+/* ---- runtime.c ----------------------------------------------------------- */
+extern pthread_mutex_t emu_lock;
+extern pthread_cond_t emu_progress;
+extern int emu_shutdown;                      /* library is unloading */
+extern __thread struct ihipStream_t *emu_tls_worker; /* set on worker threads */
+
+int emu_device_count(void);
+hipError_t emu_current_device(int *device);
+void emu_set_current_device(int device);
+hipError_t emu_ret(hipError_t status);        /* records failures, returns status */
+uint64_t emu_now_ns(void);
+size_t emu_device_memory_total(void);
+void emu_lock_acquire(void);
+void emu_lock_release(void);
+
+/* ---- streams.c ----------------------------------------------------------- */
+struct emu_op *emu_op_new(enum emu_op_kind kind);
+/* Resolves a user handle to a live stream (NULL and the special handles give
+ * the current device's null stream). Returns hipSuccess or an error. */
+hipError_t emu_stream_resolve_locked(hipStream_t handle, struct ihipStream_t **out);
+hipError_t emu_enqueue_locked(struct ihipStream_t *s, struct emu_op *op);
+/* Waits (dropping the lock while waiting) until s has finished seq. */
+void emu_wait_seq_locked(struct ihipStream_t *s, uint64_t seq);
+/* Waits for all work enqueued so far on the device's streams; with
+ * blocking_only, non-blocking streams are skipped. device -1: all devices. */
+hipError_t emu_sync_device_locked(int device, int blocking_only);
+/* Queues a copy or fill (memory.c has validated it) on a stream and, with
+ * wait, returns once it has run. Takes the lock itself. */
+hipError_t emu_submit_memory_op(hipStream_t stream, struct emu_op *op, int wait);
+long long emu_stream_count_locked(void);
+long long emu_event_count_locked(void);
+long long emu_release_streams_events_locked(int device);
+
+/* ---- memory.c ------------------------------------------------------------ */
+long long emu_alloc_count_locked(int pinned);
+long long emu_release_allocations_locked(int device);
+
+#endif

@@ -1,1 +1,0 @@
-int emu_placeholder_hip(void) { return 0; }
