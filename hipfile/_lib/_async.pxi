@@ -403,7 +403,8 @@ cdef class _BufferCore:
         if self._held:
             from hipfile.errors import InFlightError
             raise InFlightError(detail=f"cannot deregister the buffer at {self._ptr:#x}: "
-                                f"{self._held} batch entry(ies) still in flight")
+                                f"{self._held} operation(s) (batch entries, parallel "
+                                "reads or writes) still in flight")
         if self._pending and settle(self):
             from hipfile.errors import InFlightError
             raise InFlightError(detail=f"cannot deregister the buffer at {self._ptr:#x}: "
@@ -531,8 +532,8 @@ cdef class _FileCore:
             return None
         if self._held:
             from hipfile.errors import InFlightError
-            raise InFlightError(detail=f"cannot close the file: {self._held} batch "
-                                "entry(ies) still in flight")
+            raise InFlightError(detail=f"cannot close the file: {self._held} operation(s) "
+                                "(batch entries, parallel reads or writes) still in flight")
         if self._pending and settle(self):
             from hipfile.errors import InFlightError
             raise InFlightError(detail=f"cannot close the file: {self._pending} asynchronous "
@@ -669,11 +670,11 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     s.buffer_offset = boff
     s.bytes_done = 0
     with nogil:
-        errno = 0
+        libc.errno.errno = 0
         e = fn(f._fh, <void *>base, &s.size, &s.file_offset, &s.buffer_offset,
                &s.bytes_done, <hipStream_t>sh)
         if e.err != 0:
-            err_no = errno
+            err_no = libc.errno.errno
     if e.err != 0:
         # not enqueued: the library keeps no pointer to the slots
         _give_back(h._slot)

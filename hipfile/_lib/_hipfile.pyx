@@ -10,7 +10,7 @@ and ``errno`` is captured inside the call. Failures raise the exceptions of
 """
 
 cimport cython
-from libc.errno cimport errno
+cimport libc.errno
 from libc.stdint cimport int64_t, uint64_t, uintptr_t
 from libc.string cimport memset
 from libc.stdlib cimport malloc, free
@@ -478,10 +478,10 @@ def read_raw(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
     cdef ssize_t r
     cdef int err = 0
     with nogil:
-        errno = 0
+        libc.errno.errno = 0
         r = _p_read(<hipFileHandle_t>handle, <void *>base, size, file_offset, buffer_offset)
         if r < 0:
-            err = errno
+            err = libc.errno.errno
     return (r, err)
 
 
@@ -494,10 +494,10 @@ def write_raw(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
     cdef ssize_t r
     cdef int err = 0
     with nogil:
-        errno = 0
+        libc.errno.errno = 0
         r = _p_write(<hipFileHandle_t>handle, <void *>base, size, file_offset, buffer_offset)
         if r < 0:
-            err = errno
+            err = libc.errno.errno
     return (r, err)
 
 
