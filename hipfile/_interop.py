@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import ctypes
 import math
+import numbers
+import re
+import struct
 from typing import Any
 
 __all__ = ["buffer_info", "stream_info"]
@@ -22,6 +25,7 @@ __all__ = ["buffer_info", "stream_info"]
 # DLPack device types that hold GPU memory hipFile can use.
 _DL_DEVICE_GPU = {2, 10}  # kDLCUDA, kDLROCM
 _DL_DEVICE_HOST_PINNED = {3, 11}  # kDLCUDAHost, kDLROCMHost
+_DL_DEVICE_CPU = 1  # kDLCPU
 
 
 class _DLDevice(ctypes.Structure):
@@ -54,8 +58,7 @@ _capsule_is_valid.argtypes = (ctypes.py_object, ctypes.c_char_p)
 
 def _from_cai(obj: Any, cai: dict[str, Any]) -> tuple[int, int, Any]:
     shape = tuple(int(n) for n in cai.get("shape", ()))
-    typestr = str(cai.get("typestr", "|u1"))
-    itemsize = int(typestr[2:]) if len(typestr) > 2 and typestr[2:].isdigit() else 1
+    itemsize = _itemsize(str(cai.get("typestr", "|u1")))
     data = cai.get("data")
     if not data:
         raise TypeError("__cuda_array_interface__ has no 'data'")
@@ -67,6 +70,19 @@ def _from_cai(obj: Any, cai: dict[str, Any]) -> tuple[int, int, Any]:
     if ptr == 0 and nbytes:
         raise ValueError("array has a NULL data pointer")
     return ptr, nbytes, obj
+
+
+def _itemsize(typestr: str) -> int:
+    """Bytes per element of a typestr: the array-interface form (``"<f4"``,
+    ``"|u1"``), without its byte-order mark (``"f4"``, as HIP-Python writes
+    it), or a one-letter ``struct`` code (``"B"``)."""
+    digits = re.search(r"(\d+)$", typestr)
+    if digits:
+        return int(digits.group(1))
+    try:
+        return struct.calcsize("=" + typestr)
+    except struct.error:
+        raise TypeError(f"unsupported __cuda_array_interface__ typestr {typestr!r}") from None
 
 
 def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
@@ -87,7 +103,12 @@ def _from_dlpack(obj: Any) -> tuple[int, int, Any]:
     t = _DLTensor.from_address(addr)
     kind = t.device.device_type
     if kind not in _DL_DEVICE_GPU:
-        where = "pinned host" if kind in _DL_DEVICE_HOST_PINNED else f"device type {kind}"
+        if kind in _DL_DEVICE_HOST_PINNED:
+            where = "pinned host"
+        elif kind == _DL_DEVICE_CPU:
+            where = "host (CPU)"
+        else:
+            where = f"DLPack device type {kind}"
         raise ValueError(f"DLPack tensor is in {where} memory; hipFile needs device memory")
     shape = tuple(t.shape[i] for i in range(t.ndim))
     itemsize = max(1, (t.dtype.bits * t.dtype.lanes) // 8)
@@ -134,8 +155,10 @@ def buffer_info(obj: Any) -> tuple[int, int, Any]:
 def pointer_value(obj: Any) -> int:
     """The integer address of a pointer-like object (int, HIP-Python
     ``Pointer``, ``ctypes.c_void_p``, or anything with ``__int__``)."""
-    if isinstance(obj, bool):
-        raise TypeError("a bool is not a pointer")
+    if isinstance(obj, bool) or (
+        isinstance(obj, numbers.Number) and not isinstance(obj, numbers.Integral)
+    ):
+        raise TypeError(f"a {type(obj).__name__} is not a pointer")
     if isinstance(obj, int):
         value = obj
     elif isinstance(obj, ctypes.c_void_p):

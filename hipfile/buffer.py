@@ -95,11 +95,12 @@ class Buffer(_BufferCore):
 
     def __del__(self) -> None:
         if self.registered:
+            text = repr(self)
             try:
                 self.deregister()
             except Exception:
                 return
-            warnings.warn(f"{self!r} was still registered; deregistered it",
+            warnings.warn(f"{text} was still registered; deregistered it",
                           ResourceWarning, stacklevel=1)
 
     def __len__(self) -> int:

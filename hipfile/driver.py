@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from types import TracebackType
 
 from hipfile._lib import _hipfile
@@ -107,7 +108,9 @@ class Driver:
 
 
 def _size(value: int) -> int:
-    value = int(value)
+    if isinstance(value, bool):
+        raise TypeError("size must be an int, not bool")
+    value = operator.index(value)  # TypeError for str, float and other non-integers
     if value < 0:
         raise ValueError(f"size must be >= 0, got {value}")
     return value
