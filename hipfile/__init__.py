@@ -15,6 +15,7 @@ from hipfile import platforms as _platforms
 _platforms._activate_from_environment()
 
 from hipfile.async_io import AsyncIOHandle, pool_stats, supports_async, trim_pool  # noqa: E402
+from hipfile.batch import BatchEvent, BatchIO  # noqa: E402
 from hipfile.buffer import Buffer  # noqa: E402
 from hipfile.driver import Driver, use_count  # noqa: E402
 from hipfile.enums import (  # noqa: E402
@@ -54,6 +55,13 @@ from hipfile.errors import (  # noqa: E402
     PointerError,
 )
 from hipfile.file import FileHandle, open  # noqa: E402
+from hipfile.parallel import (  # noqa: E402
+    IOFuture,
+    get_num_threads,
+    pread,
+    pwrite,
+    set_num_threads,
+)
 from hipfile.properties import (  # noqa: E402
     DriverProperties,
     driver_get_properties,
@@ -69,7 +77,9 @@ __all__ = [
     "BASE_ERR",
     "AsyncIOHandle",
     "AsyncNotSupportedError",
+    "BatchEvent",
     "BatchFullError",
+    "BatchIO",
     "BatchMode",
     "BoolConfigParameter",
     "Buffer",
@@ -89,6 +99,7 @@ __all__ = [
     "HipFileLibraryNotFound",
     "HipFileSymbolNotFound",
     "HipRuntimeError",
+    "IOFuture",
     "InFlightError",
     "InternalError",
     "InvalidValueError",
@@ -106,10 +117,14 @@ __all__ = [
     "StringConfigParameter",
     "__version__",
     "driver_get_properties",
+    "get_num_threads",
     "get_parameter",
     "get_version",
     "open",
     "pool_stats",
+    "pread",
+    "pwrite",
+    "set_num_threads",
     "set_parameter",
     "supports_async",
     "trim_pool",

@@ -6,13 +6,18 @@ import os
 import stat
 import warnings
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import buffer_info
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError, raise_result
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+    from hipfile.parallel import IOFuture
 
 __all__ = ["FileHandle"]
 
@@ -178,11 +183,12 @@ class FileHandle(_FileCore):
     def __del__(self) -> None:
         if self.handle is None:
             return
+        text = repr(self)
         try:
             self.close()
         except Exception:
             return
-        warnings.warn(f"{self!r} was not closed", ResourceWarning, stacklevel=1)
+        warnings.warn(f"{text} was not closed", ResourceWarning, stacklevel=1)
 
     def __repr__(self) -> str:
         state = "closed" if self.handle is None else f"fd={self._fd}"
@@ -272,6 +278,43 @@ class FileHandle(_FileCore):
         hipFileWrite
         """
         return self._io(True, buffer, size, file_offset, buffer_offset)
+
+    # -- parallel I/O ----------------------------------------------------
+
+    def pread(self, buffer: Any, size: int | None = None, file_offset: int = 0,
+              buffer_offset: int = 0, *, task_size: int | None = None,
+              executor: Executor | None = None) -> IOFuture:
+        """Read in parallel tasks on a thread pool; returns an
+        :class:`~hipfile.IOFuture` whose ``result()`` is the bytes read.
+
+        Same as :func:`hipfile.pread` with this file. The file cannot be
+        closed until every task has ended.
+
+        See Also
+        --------
+        hipFileRead
+        """
+        from hipfile.parallel import pread
+
+        return pread(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
+                     executor=executor)
+
+    def pwrite(self, buffer: Any, size: int | None = None, file_offset: int = 0,
+               buffer_offset: int = 0, *, task_size: int | None = None,
+               executor: Executor | None = None) -> IOFuture:
+        """Write in parallel tasks on a thread pool; returns an
+        :class:`~hipfile.IOFuture` whose ``result()`` is the bytes written.
+
+        Same as :func:`hipfile.pwrite` with this file.
+
+        See Also
+        --------
+        hipFileWrite
+        """
+        from hipfile.parallel import pwrite
+
+        return pwrite(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
+                      executor=executor)
 
 
 def open(

@@ -1,0 +1,709 @@
+"""Batch I/O: many reads and writes submitted in one call, polled for completion.
+
+A :class:`BatchIO` is one ``hipFileBatchHandle_t``. Entries are added with
+:meth:`BatchIO.read` / :meth:`BatchIO.write`, handed to the library together
+by :meth:`BatchIO.submit`, and their completions collected with
+:meth:`BatchIO.get_status` or :meth:`BatchIO.wait`::
+
+    with hipfile.BatchIO(8) as batch:
+        for i, fh in enumerate(files):
+            batch.read(fh, buffers[i], cookie=i)
+        batch.submit()
+        for event in batch.wait():
+            if not event.ok:
+                raise event.error()
+
+The parameter array of a submission is kept alive until every entry of it has
+reached a final state (the ABI requires it), and so are the files and buffers
+the entries use: closing such a file, or deregistering such a
+:class:`~hipfile.Buffer`, raises :class:`~hipfile.InFlightError`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import errno as _errno
+import operator
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from hipfile._interop import buffer_info
+from hipfile._lib import _hipfile
+from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile.enums import BASE_ERR, BatchMode, Opcode, OpError, Status
+from hipfile.errors import BatchFullError, ClosedFileError, HipFileException, error_for_result
+
+__all__ = ["BatchEvent", "BatchIO"]
+
+#: ``hipFileIOParams_t`` (64 bytes): mode, then the ``batch`` member of the
+#: union (buffer base, file offset, buffer offset, size), handle, opcode, cookie.
+PARAMS_DTYPE = np.dtype(
+    {
+        "names": ["mode", "buffer", "file_offset", "buffer_offset", "size", "fh", "opcode",
+                  "cookie"],
+        "formats": [np.int32, np.uint64, np.int64, np.int64, np.uint64, np.uint64, np.int32,
+                    np.uint64],
+        "offsets": [0, 8, 16, 24, 32, 40, 48, 56],
+        "itemsize": 64,
+    }
+)
+
+#: ``hipFileIOEvents_t`` (24 bytes): cookie, status, ret. ``ret`` is a
+#: ``size_t`` holding bytes or a negative error; it is read as signed.
+EVENTS_DTYPE = np.dtype(
+    {
+        "names": ["cookie", "status", "ret"],
+        "formats": [np.uint64, np.int32, np.int64],
+        "offsets": [0, 8, 16],
+        "itemsize": 24,
+    }
+)
+
+if (PARAMS_DTYPE.itemsize != _hipfile.SIZEOF_IO_PARAMS
+        or EVENTS_DTYPE.itemsize != _hipfile.SIZEOF_IO_EVENTS):  # pragma: no cover
+    raise ImportError("hipfile.batch: struct sizes disagree with the compiled shim")
+
+_MAX_NR = 2**32 - 1
+_MAX_ENTRY: int = _hipfile.MAX_IO_CHUNK
+#: Final states: the library no longer uses the entry's memory.
+_FINAL = Status.COMPLETE | Status.FAILED | Status.CANCELED | Status.INVALID | Status.TIMEOUT
+#: Longest single wait inside the library, so that signals and close() are
+#: seen between waits.
+_SLICE = 0.1
+#: How long close() waits for canceled entries to report before destroying.
+CLOSE_TIMEOUT = 10.0
+
+# Parameter arrays whose entries never reported a final state before their
+# batch was destroyed: never freed, in case the library still reads them.
+_abandoned: list[np.ndarray] = []
+
+
+@dataclass(frozen=True)
+class BatchEvent:
+    """The completion of one batch entry.
+
+    Attributes
+    ----------
+    cookie
+        The entry's cookie: the object given to :meth:`BatchIO.read` /
+        :meth:`BatchIO.write`, or the entry's id when none was given.
+    status
+        The entry's :class:`~hipfile.Status` (``COMPLETE``, ``FAILED``,
+        ``CANCELED``, ...).
+    result
+        Bytes moved, or a negative error code (``-errno`` for a system
+        error, ``-code`` for a hipFile error).
+    entry
+        The entry's id, as returned by :meth:`BatchIO.read` /
+        :meth:`BatchIO.write` and :meth:`BatchIO.submit`.
+    opcode
+        :class:`~hipfile.Opcode` of the entry.
+    """
+
+    cookie: Any
+    status: Status
+    result: int
+    entry: int = -1
+    opcode: Opcode = Opcode.READ
+
+    @property
+    def ok(self) -> bool:
+        """Whether the entry completed without error."""
+        return self.status == Status.COMPLETE and self.result >= 0
+
+    @property
+    def final(self) -> bool:
+        """Whether the entry has reached a final state."""
+        return bool(self.status & _FINAL)
+
+    def error(self) -> BaseException | None:
+        """The entry's error as an exception (not raised), or None if :attr:`ok`.
+
+        A negative :attr:`result` is decoded with
+        :func:`hipfile.errors.error_for_result`: ``-errno`` (1..4999) gives an
+        :class:`OSError` subclass, ``-code`` a
+        :class:`~hipfile.HipFileException` subclass. A canceled entry gives
+        :class:`concurrent.futures.CancelledError`, a timed out one
+        :class:`TimeoutError`, and a failed or invalid entry without a
+        negative result an :class:`~hipfile.HipFileException`
+        (``BATCH_SUBMIT_FAILED`` / ``INVALID_VALUE``).
+        """
+        if self.ok:
+            return None
+        func = "hipFileBatchIOGetStatus"
+        r = self.result
+        if r < 0:
+            code = -r
+            if code < BASE_ERR:
+                # a system error: the library stores -errno
+                return error_for_result(-1, code, func)
+            return error_for_result(r, 0, func)
+        if self.status & Status.CANCELED:
+            return concurrent.futures.CancelledError(f"batch entry {self.entry} was canceled")
+        if self.status & Status.TIMEOUT:
+            return TimeoutError(_errno.ETIMEDOUT, f"batch entry {self.entry} timed out")
+        if self.status & Status.INVALID:
+            return HipFileException(OpError.INVALID_VALUE, 0, func,
+                                    f"batch entry {self.entry} was rejected as invalid")
+        if self.status & Status.FAILED:
+            return HipFileException(OpError.BATCH_SUBMIT_FAILED, 0, func,
+                                    f"batch entry {self.entry} failed")
+        return HipFileException(OpError.INVALID_VALUE, 0, func,
+                                f"batch entry {self.entry} has not completed "
+                                f"(status {self.status!r})")
+
+
+class _Submission:
+    """One parameter array and how many of its entries are not final yet."""
+
+    __slots__ = ("array", "remaining")
+
+    def __init__(self, array: np.ndarray, remaining: int) -> None:
+        self.array = array
+        self.remaining = remaining
+
+
+class _Entry:
+    __slots__ = (
+        "buffer_core",
+        "buffer_offset",
+        "cookie",
+        "fh",
+        "file_offset",
+        "id",
+        "opcode",
+        "owner",
+        "ptr",
+        "size",
+        "submission",
+    )
+
+    def __init__(self, id: int, opcode: Opcode, fh: _FileCore, ptr: int, owner: Any,
+                 size: int, file_offset: int, buffer_offset: int, cookie: Any) -> None:
+        self.id = id
+        self.opcode = opcode
+        self.fh = fh
+        self.ptr = ptr
+        self.owner = owner
+        self.buffer_core = owner if isinstance(owner, _BufferCore) else None
+        self.size = size
+        self.file_offset = file_offset
+        self.buffer_offset = buffer_offset
+        self.cookie = id if cookie is None else cookie
+        self.submission: _Submission | None = None
+
+    def hold(self, delta: int) -> None:
+        self.fh._hold(delta)
+        if self.buffer_core is not None:
+            self.buffer_core._hold(delta)
+
+
+def _index(value: Any, name: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+
+
+class BatchIO:
+    """A batch context: up to ``max_nr`` entries in flight at once.
+
+    Parameters
+    ----------
+    max_nr
+        Most entries submitted and not yet reported final at any time (the
+        library caps it; see ``DriverProperties.max_batch_io_count``).
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``max_nr`` is not a positive int.
+    HipFileException
+        The library refused (e.g. ``DriverNotInitializedError`` when no
+        :class:`~hipfile.Driver` is open, ``InvalidValueError`` above the cap).
+
+    Notes
+    -----
+    An entry's id (an int) is returned by :meth:`read` / :meth:`write`; the
+    library sees it as the entry's cookie, and events map it back to the
+    caller's cookie object. The object is safe to use from several threads.
+
+    See Also
+    --------
+    hipFileBatchIOSetUp, hipFileBatchIOSubmit, hipFileBatchIOGetStatus,
+    hipFileBatchIOCancel, hipFileBatchIODestroy
+    """
+
+    def __init__(self, max_nr: int) -> None:
+        self._handle: int | None = None
+        n = _index(max_nr, "max_nr")
+        if not 0 < n <= _MAX_NR:
+            raise ValueError(f"max_nr must be in 1..{_MAX_NR}, got {n}")
+        self._max_nr = n
+        self._lock = threading.RLock()          # entries and counts
+        self._status_lock = threading.Lock()    # the events array and library waits
+        self._pending: list[_Entry] = []
+        self._inflight: dict[int, _Entry] = {}
+        self._undelivered: list[BatchEvent] = []
+        self._next_id = 1
+        self._closing = False
+        self._events = np.zeros(n, dtype=EVENTS_DTYPE)
+        self._handle = _hipfile.batch_io_set_up(n)
+
+    # -- state ------------------------------------------------------------
+
+    @property
+    def max_nr(self) -> int:
+        """Capacity given at construction."""
+        return self._max_nr
+
+    @property
+    def closed(self) -> bool:
+        """Whether the batch has been destroyed."""
+        return self._handle is None
+
+    @property
+    def handle(self) -> int | None:
+        """The ``hipFileBatchHandle_t`` as an int, or None when closed."""
+        return self._handle
+
+    @property
+    def pending(self) -> int:
+        """Entries added and not yet submitted."""
+        return len(self._pending)
+
+    @property
+    def inflight(self) -> int:
+        """Entries submitted whose final state has not been seen yet."""
+        return len(self._inflight)
+
+    def _check_open(self) -> int:
+        handle = self._handle
+        if handle is None or self._closing:
+            raise ValueError("operation on a closed BatchIO")
+        return handle
+
+    # -- building -----------------------------------------------------------
+
+    def _add(self, opcode: Opcode, fh: Any, buffer: Any, size: int | None,
+             file_offset: int, buffer_offset: int, cookie: Any) -> int:
+        self._check_open()
+        if not isinstance(fh, _FileCore):
+            raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
+        if fh.handle is None:
+            raise ClosedFileError("batch entry on a closed FileHandle")
+        file_offset = _index(file_offset, "file_offset")
+        buffer_offset = _index(buffer_offset, "buffer_offset")
+        ptr, length, owner = buffer_info(buffer)
+        if file_offset < 0:
+            raise ValueError(f"file_offset must be >= 0, got {file_offset}")
+        if buffer_offset < 0:
+            raise ValueError(f"buffer_offset must be >= 0, got {buffer_offset}")
+        if buffer_offset > length:
+            raise ValueError(f"buffer_offset {buffer_offset} is past the {length}-byte buffer")
+        if size is None:
+            size = length - buffer_offset
+        else:
+            size = _index(size, "size")
+        if size < 0:
+            raise ValueError(f"size must be >= 0, got {size}")
+        if size > length - buffer_offset:
+            raise ValueError(f"size {size} at buffer_offset {buffer_offset} overruns the "
+                             f"{length}-byte buffer")
+        if size > _MAX_ENTRY:
+            raise ValueError(f"a batch entry moves at most {_MAX_ENTRY:#x} bytes; "
+                             f"split the {size}-byte range into several entries")
+        with self._lock:
+            self._check_open()
+            if len(self._pending) >= self._max_nr:
+                raise ValueError(f"the batch holds at most {self._max_nr} entries; "
+                                 "submit the pending ones first")
+            entry = _Entry(self._next_id, opcode, fh, ptr, owner, size, file_offset,
+                           buffer_offset, cookie)
+            self._next_id += 1
+            self._pending.append(entry)
+        return entry.id
+
+    def read(self, fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
+             buffer_offset: int = 0, cookie: Any = None) -> int:
+        """Add a read of ``size`` bytes at ``file_offset`` into ``buffer`` at
+        ``buffer_offset`` (not yet submitted).
+
+        Parameters
+        ----------
+        fh
+            An open :class:`~hipfile.FileHandle`.
+        buffer
+            A :class:`~hipfile.Buffer` or anything it accepts.
+        size
+            Bytes to read; defaults to the rest of the buffer. At most
+            0x7ffff000 per entry.
+        file_offset, buffer_offset
+            Where in the file and in the buffer.
+        cookie
+            Any object, returned as :attr:`BatchEvent.cookie`; defaults to
+            the entry's id.
+
+        Returns
+        -------
+        int
+            The entry's id.
+
+        Raises
+        ------
+        TypeError
+            ``fh`` is not a FileHandle, ``buffer`` is not a device buffer, or
+            a size/offset is not an int.
+        ValueError
+            Negative offsets, a range that overruns the buffer or exceeds
+            one entry, a closed file or batch, or ``max_nr`` entries pending.
+        """
+        return self._add(Opcode.READ, fh, buffer, size, file_offset, buffer_offset, cookie)
+
+    def write(self, fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
+              buffer_offset: int = 0, cookie: Any = None) -> int:
+        """Add a write of ``size`` bytes from ``buffer`` at ``buffer_offset``
+        to the file at ``file_offset`` (not yet submitted). See :meth:`read`.
+
+        Returns
+        -------
+        int
+            The entry's id.
+        """
+        return self._add(Opcode.WRITE, fh, buffer, size, file_offset, buffer_offset, cookie)
+
+    # -- submitting -----------------------------------------------------------
+
+    def submit(self, flags: int = 0) -> list[int]:
+        """Submit every pending entry in one ``hipFileBatchIOSubmit`` call.
+
+        Parameters
+        ----------
+        flags
+            Submission flags (0; the library defines no others yet).
+
+        Returns
+        -------
+        list[int]
+            Ids of the submitted entries (empty if none was pending).
+
+        Raises
+        ------
+        ValueError
+            The batch is closed, or bad flags.
+        ClosedFileError
+            A file of a pending entry was closed since it was added (nothing
+            is submitted).
+        BatchFullError
+            The entries would exceed ``max_nr`` together with those still in
+            flight (nothing is submitted; collect completions first).
+        HipFileException
+            The library refused the submission.
+
+        On any error nothing is submitted and the entries stay pending
+        (:meth:`clear` drops them).
+
+        See Also
+        --------
+        hipFileBatchIOSubmit
+        """
+        flags = _index(flags, "flags")
+        if not 0 <= flags <= _MAX_NR:
+            raise ValueError(f"flags must be in 0..{_MAX_NR}, got {flags}")
+        with self._lock:
+            handle = self._check_open()
+            entries = self._pending
+            if not entries:
+                return []
+            if len(entries) + len(self._inflight) > self._max_nr:
+                raise BatchFullError(OpError.BATCH_FULL, 0, "hipFileBatchIOSubmit",
+                                     f"{len(entries)} pending + {len(self._inflight)} in flight "
+                                     f"> max_nr {self._max_nr}")
+            handles = []
+            for e in entries:
+                h = e.fh.handle
+                if h is None:
+                    raise ClosedFileError(f"the file of batch entry {e.id} was closed "
+                                          "before submit")
+                handles.append(h)
+            n = len(entries)
+            params = np.zeros(n, dtype=PARAMS_DTYPE)
+            params["mode"] = int(BatchMode.BATCH)
+            params["buffer"] = [e.ptr for e in entries]
+            params["file_offset"] = [e.file_offset for e in entries]
+            params["buffer_offset"] = [e.buffer_offset for e in entries]
+            params["size"] = [e.size for e in entries]
+            params["fh"] = handles
+            params["opcode"] = [int(e.opcode) for e in entries]
+            params["cookie"] = [e.id for e in entries]
+            # Hold first, so that no thread can close a file or deregister a
+            # buffer between the submission and the bookkeeping.
+            for e in entries:
+                e.hold(+1)
+            try:
+                _hipfile.batch_io_submit(handle, n, params.ctypes.data, flags)
+            except BaseException:
+                for e in entries:
+                    e.hold(-1)
+                raise
+            submission = _Submission(params, n)
+            for e in entries:
+                e.submission = submission
+                self._inflight[e.id] = e
+            self._pending = []
+            return [e.id for e in entries]
+
+    def clear(self) -> int:
+        """Drop the entries added and not yet submitted; returns how many.
+
+        Raises
+        ------
+        ValueError
+            The batch is closed.
+        """
+        with self._lock:
+            self._check_open()
+            n = len(self._pending)
+            self._pending = []
+        return n
+
+    # -- completion -----------------------------------------------------------
+
+    def _finish(self, entry: _Entry) -> None:
+        """The entry reached a final state: release what it held."""
+        del self._inflight[entry.id]
+        entry.hold(-1)
+        sub = entry.submission
+        entry.submission = None
+        if sub is not None:
+            sub.remaining -= 1
+            if sub.remaining == 0:
+                sub.array = np.empty(0, dtype=PARAMS_DTYPE)
+        entry.owner = None
+        entry.buffer_core = None
+
+    def _poll(self, handle: int, min_nr: int, timeout: float | None) -> list[BatchEvent]:
+        """One library call; the caller holds ``_status_lock``."""
+        with self._lock:
+            min_nr = min(min_nr, len(self._inflight))
+        n = _hipfile.batch_io_get_status(handle, min_nr, self._max_nr,
+                                         self._events.ctypes.data, timeout)
+        if n == 0:
+            return []
+        rows = self._events[:n]
+        cookies = rows["cookie"].tolist()
+        statuses = rows["status"].tolist()
+        rets = rows["ret"].tolist()
+        out = []
+        with self._lock:
+            for token, st, ret in zip(cookies, statuses, rets, strict=True):
+                entry = self._inflight.get(token)
+                if entry is None:
+                    continue  # not ours (cannot happen with a sane library)
+                status = Status(st)
+                out.append(BatchEvent(entry.cookie, status, int(ret), entry.id, entry.opcode))
+                if status & _FINAL:
+                    self._finish(entry)
+        return out
+
+    def _collect(self, min_nr: int, timeout: float | None) -> list[BatchEvent]:
+        """Events until ``min_nr`` of them arrived or ``timeout`` passed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._status_lock:
+            out, self._undelivered = self._undelivered, []
+            first = True
+            while True:
+                handle = self._handle
+                if handle is None or (self._closing and not first):
+                    break
+                need = max(0, min_nr - len(out))
+                if deadline is None:
+                    wait = _SLICE
+                else:
+                    wait = max(0.0, min(_SLICE, deadline - time.monotonic()))
+                out += self._poll(handle, need if wait > 0 else 0, wait if need else 0.0)
+                first = False
+                if len(out) >= min_nr or not self._inflight:
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+            return out
+
+    def get_status(self, min_nr: int = 0, timeout: float | None = None) -> list[BatchEvent]:
+        """Collect completion events.
+
+        Parameters
+        ----------
+        min_nr
+            Wait until at least this many events are available (capped at the
+            number of entries in flight, so the call cannot wait for ever).
+            0 only polls.
+        timeout
+            Seconds to wait at most, or None for no limit. When it expires
+            the events gathered so far are returned.
+
+        Returns
+        -------
+        list[BatchEvent]
+            Events in the order the library reported them (at most
+            ``max_nr`` per library call).
+
+        Raises
+        ------
+        ValueError
+            The batch is closed, ``min_nr`` is outside ``0..max_nr``, or
+            ``timeout`` is negative.
+
+        See Also
+        --------
+        hipFileBatchIOGetStatus
+        """
+        self._check_open()
+        min_nr = _index(min_nr, "min_nr")
+        if not 0 <= min_nr <= self._max_nr:
+            raise ValueError(f"min_nr must be in 0..{self._max_nr}, got {min_nr}")
+        timeout = self._check_timeout(timeout)
+        return self._collect(min_nr, timeout)
+
+    @staticmethod
+    def _check_timeout(timeout: float | None) -> float | None:
+        if timeout is None:
+            return None
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
+        if not timeout >= 0:
+            raise ValueError(f"timeout must be >= 0, got {timeout}")
+        return float(timeout)
+
+    def wait(self, timeout: float | None = None) -> list[BatchEvent]:
+        """Collect events until every submitted entry has reached a final state.
+
+        Parameters
+        ----------
+        timeout
+            Seconds to wait at most, or None for no limit.
+
+        Returns
+        -------
+        list[BatchEvent]
+            The events collected (one final event per entry in flight).
+
+        Raises
+        ------
+        TimeoutError
+            Entries are still in flight after ``timeout``. The events
+            collected so far are kept and returned by the next
+            :meth:`get_status` or :meth:`wait`.
+        ValueError
+            The batch is closed or ``timeout`` is negative.
+        """
+        self._check_open()
+        timeout = self._check_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        out: list[BatchEvent] = []
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            out += self._collect(len(self._inflight), left)
+            if not self._inflight:
+                return out
+            if self._handle is None or self._closing:
+                raise ValueError("the BatchIO was closed while waiting")
+            if deadline is not None and time.monotonic() >= deadline:
+                with self._status_lock:
+                    self._undelivered = out + self._undelivered
+                raise TimeoutError(f"{len(self._inflight)} batch entry(ies) still in flight "
+                                   f"after {timeout} s")
+
+    def cancel(self) -> None:
+        """Cancel the entries in flight.
+
+        Canceled entries report ``Status.CANCELED`` through
+        :meth:`get_status`; entries already running may still complete.
+
+        Raises
+        ------
+        ValueError
+            The batch is closed.
+        HipFileException
+            The library refused.
+
+        See Also
+        --------
+        hipFileBatchIOCancel
+        """
+        _hipfile.batch_io_cancel(self._check_open())
+
+    # -- lifetime -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Cancel what is in flight, wait (bounded) for it, destroy the batch.
+
+        Idempotent. Events collected here are discarded. Files and buffers
+        held by entries are released afterwards.
+
+        See Also
+        --------
+        hipFileBatchIOCancel, hipFileBatchIODestroy
+        """
+        with self._lock:
+            if self._handle is None or self._closing:
+                return
+            self._closing = True
+            handle = self._handle
+        try:
+            with self._status_lock:
+                if self._inflight:
+                    try:
+                        _hipfile.batch_io_cancel(handle)
+                    except Exception:
+                        pass
+                    deadline = time.monotonic() + CLOSE_TIMEOUT
+                    while self._inflight and time.monotonic() < deadline:
+                        try:
+                            self._poll(handle, len(self._inflight), _SLICE)
+                        except Exception:
+                            break
+                self._undelivered = []
+        finally:
+            with self._status_lock, self._lock:
+                self._handle = None
+                _hipfile.batch_io_destroy(handle)
+                for entry in list(self._inflight.values()):
+                    sub = entry.submission
+                    if sub is not None and sub.remaining and sub.array.size:
+                        _abandoned.append(sub.array)
+                        sub.array = np.empty(0, dtype=PARAMS_DTYPE)
+                    self._finish(entry)
+                self._pending = []
+                self._closing = False
+
+    def __enter__(self) -> BatchIO:
+        self._check_open()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_handle", None) is None:
+            return
+        try:
+            self.close()
+        except Exception:
+            return
+        warnings.warn(f"{self!r} was not closed", ResourceWarning, stacklevel=1)
+
+    def __repr__(self) -> str:
+        if self._handle is None:
+            return f"<hipfile.BatchIO max_nr={self._max_nr} closed>"
+        return (f"<hipfile.BatchIO max_nr={self._max_nr} pending={len(self._pending)} "
+                f"inflight={len(self._inflight)}>")

@@ -1,0 +1,543 @@
+"""Parallel reads and writes: one range split into tasks on a thread pool.
+
+:func:`pread` and :func:`pwrite` split ``size`` bytes into tasks of
+``task_size`` bytes, run each task's synchronous ``hipFileRead`` /
+``hipFileWrite`` loop on a thread pool (the calls release the GIL) and return
+an :class:`IOFuture` at once::
+
+    fut = hipfile.pread(fh, device_array)          # or fh.pread(device_array)
+    ...                                            # overlap other work
+    nbytes = fut.result()
+
+The file and buffer are kept alive until every task has ended; closing the
+file or deregistering the :class:`~hipfile.Buffer` meanwhile raises
+:class:`~hipfile.InFlightError`.
+
+Defaults: ``HIPFILE_TASK_SIZE`` (bytes, 4 MiB when unset) and
+``HIPFILE_NTHREADS`` (threads of the default pool, ``min(8, os.cpu_count())``
+when unset), both read when first needed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import operator
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any
+
+from hipfile._interop import buffer_info
+from hipfile._lib import _hipfile
+from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile.errors import ClosedFileError, raise_result
+
+__all__ = [
+    "IOFuture",
+    "default_task_size",
+    "get_num_threads",
+    "pread",
+    "pwrite",
+    "set_num_threads",
+    "shutdown",
+]
+
+_log = logging.getLogger("hipfile")
+_MAX_CHUNK: int = _hipfile.MAX_IO_CHUNK
+DEFAULT_TASK_SIZE = 4 << 20
+
+
+def _index(value: Any, name: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+
+
+def _positive_int(value: Any, name: str) -> int:
+    n = _index(value, name)
+    if n <= 0:
+        raise ValueError(f"{name} must be positive, got {n}")
+    return n
+
+
+def _env_int(var: str, default: int) -> int:
+    text = os.environ.get(var, "").strip()
+    if not text:
+        return default
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise ValueError(f"{var}={text!r} is not an integer") from None
+    if n <= 0:
+        raise ValueError(f"{var}={text!r} must be positive")
+    return n
+
+
+def default_task_size() -> int:
+    """Bytes per task when ``task_size`` is not given: ``HIPFILE_TASK_SIZE``
+    or 4 MiB.
+
+    Raises
+    ------
+    ValueError
+        ``HIPFILE_TASK_SIZE`` is not a positive integer.
+    """
+    return _env_int("HIPFILE_TASK_SIZE", DEFAULT_TASK_SIZE)
+
+
+# --------------------------------------------------------------------------
+# The default pool
+# --------------------------------------------------------------------------
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_nthreads: int | None = None
+
+
+def get_num_threads() -> int:
+    """Threads of the default pool: the last :func:`set_num_threads`, else
+    ``HIPFILE_NTHREADS``, else ``min(8, os.cpu_count())``.
+
+    Raises
+    ------
+    ValueError
+        ``HIPFILE_NTHREADS`` is not a positive integer.
+    """
+    global _nthreads
+    with _pool_lock:
+        if _nthreads is None:
+            _nthreads = _env_int("HIPFILE_NTHREADS", min(8, os.cpu_count() or 1))
+        return _nthreads
+
+
+def set_num_threads(n: int) -> None:
+    """Use ``n`` threads in the default pool from now on.
+
+    Work already queued on the current pool still runs to its end there;
+    that pool is then shut down, and later calls use a new pool of ``n``
+    threads (created on first use).
+
+    Raises
+    ------
+    TypeError, ValueError
+        ``n`` is not a positive int.
+    """
+    global _pool, _nthreads
+    n = _positive_int(n, "n")
+    with _pool_lock:
+        old, _pool = _pool, None
+        _nthreads = n
+    if old is not None:
+        old.shutdown(wait=False)
+
+
+def shutdown(wait: bool = True) -> None:
+    """Shut the default pool down (a later call creates a new one).
+
+    Parameters
+    ----------
+    wait
+        Wait for the work queued on it to finish.
+    """
+    global _pool
+    with _pool_lock:
+        old, _pool = _pool, None
+    if old is not None:
+        old.shutdown(wait=wait)
+
+
+def _default_executor() -> ThreadPoolExecutor:
+    global _pool
+    n = get_num_threads()
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="hipfile-io")
+        return _pool
+
+
+def _after_fork_in_child() -> None:
+    # The pool's threads do not exist in a forked child.
+    global _pool, _pool_lock
+    _pool_lock = threading.Lock()
+    _pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# --------------------------------------------------------------------------
+# Tasks and futures
+# --------------------------------------------------------------------------
+
+
+class _Stopped(Exception):
+    """A task ended early because its future was canceled or another failed."""
+
+
+class _Job:
+    """What every task of one request shares."""
+
+    __slots__ = ("buffer_offset", "file_offset", "handle", "ptr", "stop", "write")
+
+    def __init__(self, write: bool, handle: int, ptr: int, file_offset: int,
+                 buffer_offset: int) -> None:
+        self.write = write
+        self.handle = handle
+        self.ptr = ptr
+        self.file_offset = file_offset
+        self.buffer_offset = buffer_offset
+        self.stop = False
+
+
+def _run_task(job: _Job, start: int, size: int) -> int:
+    """Move ``size`` bytes at ``start`` (relative to the request); returns
+    the bytes moved, fewer at end of file."""
+    call = _hipfile.write_raw if job.write else _hipfile.read_raw
+    done = 0
+    while done < size:
+        if job.stop:
+            raise _Stopped
+        chunk = min(size - done, _MAX_CHUNK)
+        pos = start + done
+        n, err = call(job.handle, job.ptr, chunk, job.file_offset + pos,
+                      job.buffer_offset + pos)
+        if n < 0:
+            raise_result(n, err, "hipFileWrite" if job.write else "hipFileRead")
+        if n == 0:
+            break  # end of file (or a write that moved nothing)
+        done += n
+    return done
+
+
+class IOFuture:
+    """The outcome of a :func:`pread` / :func:`pwrite`.
+
+    Follows the :class:`concurrent.futures.Future` interface: :meth:`result`,
+    :meth:`exception`, :meth:`done`, :meth:`cancel`, :meth:`cancelled`,
+    :meth:`add_done_callback`.
+    """
+
+    def __init__(self, nbytes: int, write: bool) -> None:
+        self._nbytes = nbytes
+        self._write = write
+        self._lock = threading.RLock()
+        self._event = threading.Event()
+        self._tasks: list[Future[int]] = []
+        self._remaining = 0
+        self._expected = 0
+        self._job: _Job | None = None
+        self._release: Callable[[], None] | None = None
+        self._callbacks: list[Callable[[IOFuture], Any]] = []
+        self._cancel_requested = False
+        self._cancelled = False
+        self._result = 0
+        self._exception: BaseException | None = None
+
+    # -- set up by pread/pwrite ------------------------------------------
+
+    def _start(self, executor: Executor, job: _Job, spans: list[tuple[int, int]],
+               release: Callable[[], None]) -> None:
+        self._job = job
+        self._release = release
+        self._remaining = self._expected = len(spans)
+        if not spans:
+            self._finish()
+            return
+        for i, (start, size) in enumerate(spans):
+            try:
+                fut = executor.submit(_run_task, job, start, size)
+            except BaseException:
+                # Tasks never submitted will not report; account for them
+                # and stop the ones that were.
+                job.stop = True
+                with self._lock:
+                    submitted = list(self._tasks)
+                    self._remaining -= len(spans) - i
+                    finished = self._remaining == 0
+                for t in submitted:
+                    t.cancel()
+                if finished:
+                    self._finish()
+                raise
+            with self._lock:
+                self._tasks.append(fut)
+            fut.add_done_callback(self._task_done)
+
+    def _task_done(self, fut: Future[int]) -> None:
+        if not fut.cancelled() and fut.exception() is not None:
+            # fail fast: stop the other tasks
+            self._stop_tasks()
+        with self._lock:
+            self._remaining -= 1
+            finished = self._remaining == 0
+        if finished:
+            self._finish()
+
+    def _stop_tasks(self) -> None:
+        job = self._job
+        if job is not None:
+            job.stop = True
+        with self._lock:
+            tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()  # only queued tasks; runs callbacks in this thread
+
+    def _finish(self) -> None:
+        error: BaseException | None = None
+        total = 0
+        any_cancelled = False
+        for t in self._tasks:
+            if t.cancelled():
+                any_cancelled = True
+                continue
+            exc = t.exception()
+            if isinstance(exc, _Stopped):
+                any_cancelled = True
+            elif exc is not None:
+                if error is None:
+                    error = exc
+            else:
+                total += t.result()
+        with self._lock:
+            if self._cancel_requested:
+                self._cancelled = True
+            elif error is not None:
+                self._exception = error
+            elif any_cancelled or len(self._tasks) < self._expected:
+                # canceled from outside (e.g. the executor was shut down)
+                self._cancelled = True
+            else:
+                self._result = total
+            release, self._release = self._release, None
+            self._tasks = []
+            self._job = None
+            callbacks, self._callbacks = self._callbacks, []
+        if release is not None:
+            release()
+        self._event.set()
+        for fn in callbacks:
+            self._invoke(fn)
+
+    def _invoke(self, fn: Callable[[IOFuture], Any]) -> None:
+        try:
+            fn(self)
+        except Exception:
+            _log.exception("exception calling callback for %r", self)
+
+    # -- public ----------------------------------------------------------
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes requested."""
+        return self._nbytes
+
+    def done(self) -> bool:
+        """Whether every task has ended (never blocks)."""
+        return self._event.is_set()
+
+    def cancelled(self) -> bool:
+        """Whether the request was canceled."""
+        return self._event.is_set() and self._cancelled
+
+    def running(self) -> bool:
+        """Whether the request has not ended yet."""
+        return not self._event.is_set()
+
+    def cancel(self) -> bool:
+        """Cancel the request, best effort.
+
+        Tasks not yet started are dropped and running ones stop at their
+        next chunk; bytes already moved stay moved.
+
+        Returns
+        -------
+        bool
+            False if the request had already ended, True otherwise (it then
+            ends as canceled: :meth:`result` raises ``CancelledError``).
+        """
+        with self._lock:
+            if self._event.is_set():
+                return self._cancelled
+            self._cancel_requested = True
+        self._stop_tasks()
+        return True
+
+    def result(self, timeout: float | None = None) -> int:
+        """Wait for every task; return the total bytes moved.
+
+        Parameters
+        ----------
+        timeout
+            Seconds to wait, or None for no limit.
+
+        Returns
+        -------
+        int
+            Bytes moved; for a read, fewer than requested at end of file.
+
+        Raises
+        ------
+        TimeoutError
+            Not done within ``timeout``.
+        concurrent.futures.CancelledError
+            The request was canceled.
+        OSError, HipFileException
+            The first failing task's error (in file order).
+        """
+        self._wait(timeout)
+        if self._cancelled:
+            raise concurrent.futures.CancelledError()
+        if self._exception is not None:
+            raise self._exception
+        return self._result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Wait like :meth:`result`; return the error instead of raising it
+        (None on success)."""
+        self._wait(timeout)
+        if self._cancelled:
+            raise concurrent.futures.CancelledError()
+        return self._exception
+
+    def _wait(self, timeout: float | None) -> None:
+        if not self._event.wait(timeout):
+            raise TimeoutError(f"{self!r} not done after {timeout} s")
+
+    def add_done_callback(self, fn: Callable[[IOFuture], Any]) -> None:
+        """Call ``fn(self)`` once every task has ended (at once if already
+        done). Runs in the thread that ended the last task; exceptions are
+        logged and ignored."""
+        with self._lock:
+            if not self._event.is_set():
+                self._callbacks.append(fn)
+                return
+        self._invoke(fn)
+
+    def __repr__(self) -> str:
+        kind = "pwrite" if self._write else "pread"
+        if not self._event.is_set():
+            state = "running"
+        elif self._cancelled:
+            state = "cancelled"
+        elif self._exception is not None:
+            state = f"raised {type(self._exception).__name__}"
+        else:
+            state = f"done result={self._result}"
+        return f"<hipfile.IOFuture {kind} nbytes={self._nbytes} {state}>"
+
+
+def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: int,
+            buffer_offset: int, task_size: int | None, executor: Executor | None) -> IOFuture:
+    if not isinstance(fh, _FileCore):
+        raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
+    tsize = default_task_size() if task_size is None else _positive_int(task_size, "task_size")
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise TypeError(f"executor must be a concurrent.futures.Executor, not "
+                        f"{type(executor).__name__}")
+    file_offset = _index(file_offset, "file_offset")
+    buffer_offset = _index(buffer_offset, "buffer_offset")
+    if size is not None:
+        size = _index(size, "size")
+    ptr, length, owner = buffer_info(buffer)
+    if file_offset < 0:
+        raise ValueError(f"file_offset must be >= 0, got {file_offset}")
+    if buffer_offset < 0:
+        raise ValueError(f"buffer_offset must be >= 0, got {buffer_offset}")
+    if buffer_offset > length:
+        raise ValueError(f"buffer_offset {buffer_offset} is past the {length}-byte buffer")
+    if size is None:
+        size = length - buffer_offset
+    if size < 0:
+        raise ValueError(f"size must be >= 0, got {size}")
+    if size > length - buffer_offset:
+        raise ValueError(f"size {size} at buffer_offset {buffer_offset} overruns the "
+                         f"{length}-byte buffer")
+    pool = executor if executor is not None else _default_executor()
+
+    core = owner if isinstance(owner, _BufferCore) else None
+    # Hold before checking, so that a close racing with this call either
+    # sees the hold or is seen here.
+    fh._hold(+1)
+    handle = fh.handle
+    if handle is None:
+        fh._hold(-1)
+        raise ClosedFileError("I/O operation on a closed FileHandle")
+    if core is not None:
+        core._hold(+1)
+
+    keep: list[Any] = [fh, owner]
+
+    def release() -> None:
+        fh._hold(-1)
+        if core is not None:
+            core._hold(-1)
+        keep.clear()
+
+    spans = [(start, min(tsize, size - start)) for start in range(0, size, tsize)]
+    job = _Job(write, handle, ptr, file_offset, buffer_offset)
+    future = IOFuture(size, write)
+    future._start(pool, job, spans, release)
+    return future
+
+
+def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
+          buffer_offset: int = 0, *, task_size: int | None = None,
+          executor: Executor | None = None) -> IOFuture:
+    """Read ``size`` bytes at ``file_offset`` into ``buffer`` at
+    ``buffer_offset`` in parallel tasks; returns an :class:`IOFuture`.
+
+    Parameters
+    ----------
+    fh
+        An open :class:`~hipfile.FileHandle`.
+    buffer
+        A :class:`~hipfile.Buffer` or anything it accepts.
+    size
+        Bytes to read; defaults to the rest of the buffer.
+    file_offset, buffer_offset
+        Where in the file and in the buffer.
+    task_size
+        Bytes per task (default :func:`default_task_size`).
+    executor
+        A :class:`concurrent.futures.Executor` to run the tasks on (default:
+        the module's thread pool, see :func:`set_num_threads`).
+
+    Returns
+    -------
+    IOFuture
+        ``result()`` is the total bytes read, fewer than ``size`` at end of
+        file.
+
+    Raises
+    ------
+    TypeError
+        Bad argument types.
+    ValueError
+        Negative offsets, a range that overruns the buffer, a non-positive
+        ``task_size``, or a closed file.
+
+    See Also
+    --------
+    hipFileRead
+    """
+    return _submit(False, fh, buffer, size, file_offset, buffer_offset, task_size, executor)
+
+
+def pwrite(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
+           buffer_offset: int = 0, *, task_size: int | None = None,
+           executor: Executor | None = None) -> IOFuture:
+    """Write ``size`` bytes from ``buffer`` at ``buffer_offset`` to the file
+    at ``file_offset`` in parallel tasks; returns an :class:`IOFuture`. See
+    :func:`pread`.
+
+    See Also
+    --------
+    hipFileWrite
+    """
+    return _submit(True, fh, buffer, size, file_offset, buffer_offset, task_size, executor)

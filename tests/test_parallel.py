@@ -1,0 +1,397 @@
+"""Parallel pread/pwrite with futures, and the default thread pool."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import errno
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _util import device_array, from_device, random_bytes, to_device
+
+import hipfile
+from hipfile import Buffer, FileHandle, IOFuture, parallel
+
+N = 1 << 18
+
+
+@pytest.fixture
+def driver():
+    with hipfile.Driver() as d:
+        yield d
+
+
+@pytest.fixture(autouse=True)
+def _no_idle_pool() -> Iterator[None]:
+    """Leave no pool threads behind for later tests (forking tests among them)."""
+    yield
+    parallel.shutdown()
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    data = random_bytes(N, seed=21)
+    path = tmp_path / "data.bin"
+    path.write_bytes(data.tobytes())
+    return path, data
+
+
+def emu():
+    from hipfile.platforms import emulated
+
+    return emulated
+
+
+class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """A pool that counts the tasks given to it."""
+
+    def __init__(self, workers: int = 2) -> None:
+        super().__init__(max_workers=workers)
+        self.submitted = 0
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        self.submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.fixture
+def blocked() -> Iterator[tuple[CountingExecutor, threading.Event]]:
+    """A one-thread pool whose thread waits on an event: tasks stay queued."""
+    gate = threading.Event()
+    pool = CountingExecutor(1)
+    pool.submit(gate.wait, 30)
+    try:
+        yield pool, gate
+    finally:
+        gate.set()
+        pool.shutdown(wait=True)
+
+
+# -- round trips ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task_size", [4096, 10_000, 65_536, N, 4 * N])
+def test_pwrite_then_pread_round_trip(driver, tmp_path, task_size):
+    data = random_bytes(N, seed=task_size)
+    path = tmp_path / "out.bin"
+    with device_array(N) as src, device_array(N) as dst, \
+            FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
+        to_device(src, data)
+        pool = CountingExecutor(3)
+        try:
+            wfut = hipfile.pwrite(fh, src, task_size=task_size, executor=pool)
+            assert isinstance(wfut, IOFuture)
+            assert wfut.result(timeout=30) == N
+            assert wfut.done() and not wfut.cancelled() and wfut.exception() is None
+            rfut = hipfile.pread(fh, dst, task_size=task_size, executor=pool)
+            assert rfut.result(timeout=30) == N
+            assert pool.submitted == 2 * -(-N // task_size)
+        finally:
+            pool.shutdown()
+        assert rfut.nbytes == N
+        assert "result=" in repr(rfut)
+    assert path.read_bytes() == data.tobytes()
+    with device_array(N) as dev, FileHandle(path) as fh:
+        fh.pread(dev, task_size=task_size).result(timeout=30)
+        assert np.array_equal(from_device(dev, N), data)
+
+
+def test_offsets_with_the_default_pool(driver, data_file):
+    path, data = data_file
+    with device_array(N) as dev, FileHandle(path, os.O_RDWR) as fh:
+        # 100_000 bytes of the file from 1234 into the buffer at 777
+        fut = fh.pread(dev, np.int64(100_000), np.int64(1234), 777, task_size=8192)
+        assert fut.result(timeout=30) == 100_000
+        got = from_device(dev, 100_000, 777)
+        assert np.array_equal(got, data[1234:101_234])
+        # write them back elsewhere in the file
+        assert fh.pwrite(dev, 100_000, 150_000, 777, task_size=30_000).result(30) == 100_000
+    on_disk = np.frombuffer(path.read_bytes(), dtype=np.uint8)
+    assert np.array_equal(on_disk[150_000:250_000], data[1234:101_234])
+    assert np.array_equal(on_disk[:150_000], data[:150_000])
+
+
+def test_many_requests_from_several_threads(driver, data_file):
+    path, data = data_file
+    parts = 8
+    part = N // parts
+    with device_array(N) as dev, FileHandle(path) as fh:
+        futures: list[IOFuture] = []
+        lock = threading.Lock()
+
+        def start(i: int) -> None:
+            f = fh.pread(dev, part, i * part, i * part, task_size=4096)
+            with lock:
+                futures.append(f)
+
+        threads = [threading.Thread(target=start, args=(i,)) for i in range(parts)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sum(f.result(timeout=30) for f in futures) == N
+        assert np.array_equal(from_device(dev, N), data)
+
+
+def test_registered_buffer(driver, data_file):
+    path, data = data_file
+    with device_array(N) as dev, FileHandle(path) as fh, Buffer(dev) as buf:
+        assert hipfile.pread(fh, buf, task_size=1 << 16).result(timeout=30) == N
+        assert np.array_equal(from_device(dev, N), data)
+
+
+def test_short_read_at_end_of_file(driver, tmp_path):
+    data = random_bytes(N - 1000, seed=5)
+    path = tmp_path / "short.bin"
+    path.write_bytes(data.tobytes())
+    with device_array(N) as dev, FileHandle(path) as fh:
+        fut = hipfile.pread(fh, dev, task_size=4096)
+        assert fut.result(timeout=30) == N - 1000
+        assert np.array_equal(from_device(dev, N - 1000), data)
+        # wholly past the end: nothing read
+        assert hipfile.pread(fh, dev, 5000, N + 10, task_size=1024).result(30) == 0
+
+
+def test_zero_size_completes_at_once(driver, data_file):
+    path, _ = data_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        fut = hipfile.pread(fh, dev, 0)
+        assert fut.done() and fut.result() == 0
+        seen = []
+        fut.add_done_callback(seen.append)
+        assert seen == [fut]
+        fh.close()
+
+
+@pytest.mark.emulated
+def test_short_transfers_are_looped(driver, data_file):
+    path, data = data_file
+    emu().set_short_transfer(1000)
+    with device_array(N) as dev, FileHandle(path) as fh:
+        assert hipfile.pread(fh, dev, task_size=50_000).result(timeout=30) == N
+        assert np.array_equal(from_device(dev, N), data)
+
+
+# -- errors ---------------------------------------------------------------------
+
+
+@pytest.mark.emulated
+def test_error_in_one_task_propagates(driver, data_file):
+    path, _ = data_file
+    emu().inject_fault("read", errno.EIO, count=1, after=3)
+    with device_array(N) as dev, FileHandle(path) as fh:
+        fut = hipfile.pread(fh, dev, task_size=4096)
+        with pytest.raises(OSError) as info:
+            fut.result(timeout=30)
+        assert info.value.errno == errno.EIO
+        assert isinstance(fut.exception(), OSError)
+        assert "raised OSError" in repr(fut)
+        fh.close()  # released although a task failed
+
+
+@pytest.mark.emulated
+def test_hipfile_error_in_a_write_task(driver, tmp_path):
+    path = tmp_path / "w.bin"
+    emu().inject_fault("write", int(hipfile.OpError.INTERNAL_ERROR), count=1)
+    with device_array(N) as dev, FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
+        with pytest.raises(hipfile.InternalError):
+            fh.pwrite(dev, task_size=1 << 16).result(timeout=30)
+
+
+def test_closing_mid_flight_raises(driver, data_file, blocked):
+    path, data = data_file
+    pool, gate = blocked
+    with device_array(N) as dev:
+        fh = FileHandle(path).open()
+        buf = Buffer(dev)
+        buf.register()
+        fut = hipfile.pread(fh, buf, task_size=1 << 16, executor=pool)
+        assert not fut.done() and fut.running()
+        assert "running" in repr(fut)
+        with pytest.raises(hipfile.InFlightError):
+            fh.close()
+        with pytest.raises(hipfile.InFlightError):
+            buf.deregister()
+        with pytest.raises(TimeoutError):
+            fut.result(timeout=0.01)
+        gate.set()
+        assert fut.result(timeout=30) == N
+        fh.close()
+        buf.deregister()
+        assert np.array_equal(from_device(dev, N), data)
+
+
+def test_cancel_before_the_tasks_run(driver, data_file, blocked):
+    path, _ = data_file
+    pool, gate = blocked
+    with device_array(N) as dev, FileHandle(path) as fh:
+        fut = hipfile.pread(fh, dev, task_size=1 << 16, executor=pool)
+        seen = []
+        fut.add_done_callback(seen.append)
+        assert fut.cancel()
+        assert fut.done() and fut.cancelled()  # every task was still queued
+        assert seen == [fut]
+        with pytest.raises(concurrent.futures.CancelledError):
+            fut.result()
+        with pytest.raises(concurrent.futures.CancelledError):
+            fut.exception()
+        assert "cancelled" in repr(fut)
+        gate.set()
+        fh.close()  # nothing held
+
+
+def test_cancel_after_done_returns_false(driver, data_file):
+    path, _ = data_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        fut = hipfile.pread(fh, dev)
+        assert fut.result(timeout=30) == N
+        assert not fut.cancel()
+        assert not fut.cancelled()
+
+
+def test_done_callbacks(driver, data_file, blocked):
+    path, _ = data_file
+    pool, gate = blocked
+    with device_array(N) as dev, FileHandle(path) as fh:
+        fut = hipfile.pread(fh, dev, task_size=1 << 16, executor=pool)
+        calls: list[tuple[str, int]] = []
+        done = threading.Event()
+
+        def first(f: IOFuture) -> None:
+            calls.append(("first", f.result()))
+
+        def broken(f: IOFuture) -> None:
+            raise RuntimeError("ignored")
+
+        def last(f: IOFuture) -> None:
+            calls.append(("last", f.result()))
+            done.set()
+
+        fut.add_done_callback(first)
+        fut.add_done_callback(broken)
+        fut.add_done_callback(last)
+        assert calls == []
+        gate.set()
+        assert done.wait(30)
+        assert calls == [("first", N), ("last", N)]
+
+
+def test_executor_that_refuses_work(driver, data_file):
+    path, _ = data_file
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    pool.shutdown()
+    with device_array(N) as dev, FileHandle(path) as fh:
+        with pytest.raises(RuntimeError):
+            hipfile.pread(fh, dev, executor=pool)
+        fh.close()  # holds were released
+
+
+def test_argument_checks(driver, data_file):
+    path, _ = data_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        with pytest.raises(TypeError, match="FileHandle"):
+            hipfile.pread("file", dev)
+        with pytest.raises(TypeError):
+            hipfile.pread(fh, int(dev))
+        with pytest.raises(ValueError, match="task_size"):
+            hipfile.pread(fh, dev, task_size=0)
+        with pytest.raises(TypeError, match="task_size"):
+            hipfile.pread(fh, dev, task_size=1.5)
+        with pytest.raises(TypeError, match="executor"):
+            hipfile.pread(fh, dev, executor=object())
+        with pytest.raises(ValueError, match="overruns"):
+            hipfile.pread(fh, dev, N + 1)
+        with pytest.raises(ValueError, match="past"):
+            hipfile.pwrite(fh, dev, None, 0, N + 1)
+        with pytest.raises(ValueError, match="file_offset"):
+            hipfile.pread(fh, dev, 10, -1)
+        with pytest.raises(ValueError, match="buffer_offset"):
+            hipfile.pread(fh, dev, 10, 0, -1)
+        with pytest.raises(ValueError, match="size"):
+            hipfile.pread(fh, dev, -5)
+        with pytest.raises(TypeError, match="size"):
+            hipfile.pread(fh, dev, 10.0)
+        with pytest.raises(TypeError, match="file_offset"):
+            hipfile.pread(fh, dev, 10, 1.0)
+    with device_array(N) as dev, pytest.raises(hipfile.ClosedFileError):
+        hipfile.pread(fh, dev)
+
+
+# -- task size and threads --------------------------------------------------------
+
+
+def test_task_size_from_the_environment(driver, data_file, monkeypatch):
+    path, _ = data_file
+    monkeypatch.setenv("HIPFILE_TASK_SIZE", "8192")
+    assert parallel.default_task_size() == 8192
+    pool = CountingExecutor(2)
+    try:
+        with device_array(N) as dev, FileHandle(path) as fh:
+            assert fh.pread(dev, executor=pool).result(timeout=30) == N
+        assert pool.submitted == N // 8192
+    finally:
+        pool.shutdown()
+    monkeypatch.setenv("HIPFILE_TASK_SIZE", "lots")
+    with pytest.raises(ValueError, match="HIPFILE_TASK_SIZE"):
+        parallel.default_task_size()
+    monkeypatch.setenv("HIPFILE_TASK_SIZE", "-4")
+    with pytest.raises(ValueError, match="HIPFILE_TASK_SIZE"):
+        parallel.default_task_size()
+    monkeypatch.delenv("HIPFILE_TASK_SIZE")
+    assert parallel.default_task_size() == 4 << 20
+
+
+@pytest.fixture
+def restore_threads() -> Iterator[None]:
+    saved = parallel._nthreads
+    yield
+    parallel.shutdown()
+    parallel._nthreads = saved
+
+
+def test_thread_count_settings(driver, data_file, restore_threads):
+    path, data = data_file
+    hipfile.set_num_threads(3)
+    assert hipfile.get_num_threads() == 3
+    pool = parallel._default_executor()
+    assert pool._max_workers == 3
+    with device_array(N) as dev, FileHandle(path) as fh:
+        assert fh.pread(dev, task_size=4096).result(timeout=30) == N
+        names = set()
+
+        def note(_: IOFuture) -> None:
+            names.add(threading.current_thread().name)
+
+        fh.pread(dev, task_size=4096).add_done_callback(note)
+        hipfile.set_num_threads(2)  # the old pool finishes its work
+        assert parallel._default_executor() is not pool
+        assert parallel._default_executor()._max_workers == 2
+        assert fh.pread(dev, task_size=4096).result(timeout=30) == N
+        pool.shutdown(wait=True)
+        assert names and all(n.startswith("hipfile-io") for n in names)
+        assert np.array_equal(from_device(dev, N), data)
+    parallel.shutdown()
+    assert parallel._pool is None
+    for bad, exc in ((0, ValueError), (-2, ValueError), ("2", TypeError), (True, TypeError)):
+        with pytest.raises(exc):
+            hipfile.set_num_threads(bad)
+    assert hipfile.get_num_threads() == 2
+
+
+def test_thread_count_from_the_environment(monkeypatch, restore_threads):
+    parallel.shutdown()
+    monkeypatch.setattr(parallel, "_nthreads", None)
+    monkeypatch.setenv("HIPFILE_NTHREADS", "5")
+    assert hipfile.get_num_threads() == 5
+    monkeypatch.setattr(parallel, "_nthreads", None)
+    monkeypatch.delenv("HIPFILE_NTHREADS")
+    assert hipfile.get_num_threads() == min(8, os.cpu_count() or 1)
+    monkeypatch.setattr(parallel, "_nthreads", None)
+    monkeypatch.setenv("HIPFILE_NTHREADS", "zero")
+    with pytest.raises(ValueError, match="HIPFILE_NTHREADS"):
+        hipfile.get_num_threads()
