@@ -103,9 +103,9 @@ def test_dropped_handles_park_their_slots(driver, data_file):
     """Drop every handle before completion, collect, allocate more: no slot
     is reused while the library may still write it, and the data is right."""
     path, data = data_file
-    chunk = 1024
-    count = N // chunk
-    emu().set_completion_delay(2_000)
+    chunk = 4096
+    count = N // chunk  # 8 operations a stream, each delayed 50 ms: 0.4 s a stream
+    emu().set_completion_delay(50_000)
     with device_array(N) as dev1, device_array(N) as dev2, hip_stream() as s1, \
             hip_stream() as s2, FileHandle(path) as fh, Stream(s1) as st1, Stream(s2) as st2:
         handles = [

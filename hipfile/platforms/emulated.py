@@ -1,0 +1,265 @@
+"""Test hooks of the emulated platform.
+
+The emulated ``libhipfile.so`` and ``libamdhip64.so`` export a few functions
+beyond the C ABIs they implement, so that tests can inject faults, slow down
+completions and check that nothing was left behind. This module wraps them
+with :mod:`ctypes`, on the copies of the libraries that the process has
+already loaded (``dlopen`` of the same path returns the same instance), so the
+hooks act on the very state that ``hipfile`` and HIP-Python use.
+
+Every function raises :class:`RuntimeError` unless the emulated platform is the
+active one (``HIPFILE_PLATFORM=emulated`` or
+``hipfile.platforms.activate("emulated")``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+from hipfile import platforms
+
+__all__ = [
+    "FAULT_OPS",
+    "counters",
+    "inject_fault",
+    "reset",
+    "set_completion_delay",
+    "set_short_transfer",
+]
+
+#: Operations that :func:`inject_fault` accepts, with their number in the C hook.
+FAULT_OPS: dict[str, int] = {
+    "read": 0,
+    "write": 1,
+    "read_async": 2,
+    "write_async": 3,
+    "batch": 4,
+    "register": 5,
+}
+
+_HIPFILE_COUNTERS = ("handles", "buffers", "streams_registered", "inflight", "batches")
+_HIP_COUNTERS = ("allocations", "host_allocations", "streams", "events")
+
+
+class _Counters(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_longlong) for name in _HIPFILE_COUNTERS]
+
+
+class _Libraries:
+    def __init__(self, hipfile_lib: ctypes.CDLL, hip_lib: ctypes.CDLL) -> None:
+        self.hipfile = hipfile_lib
+        self.hip = hip_lib
+        hipfile_lib.hipfileEmuInjectFault.argtypes = [
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.c_uint,
+            ctypes.c_uint,
+        ]
+        hipfile_lib.hipfileEmuInjectFault.restype = ctypes.c_int
+        hipfile_lib.hipfileEmuSetShortTransfer.argtypes = [ctypes.c_size_t]
+        hipfile_lib.hipfileEmuSetShortTransfer.restype = None
+        hipfile_lib.hipfileEmuSetCompletionDelay.argtypes = [ctypes.c_ulonglong]
+        hipfile_lib.hipfileEmuSetCompletionDelay.restype = None
+        hipfile_lib.hipfileEmuGetCounters.argtypes = [ctypes.POINTER(_Counters)]
+        hipfile_lib.hipfileEmuGetCounters.restype = None
+        hipfile_lib.hipfileEmuReset.argtypes = []
+        hipfile_lib.hipfileEmuReset.restype = None
+        counter_p = ctypes.POINTER(ctypes.c_longlong)
+        hip_lib.hipEmuCounters.argtypes = [counter_p] * 4
+        hip_lib.hipEmuCounters.restype = ctypes.c_int
+        self.hip_reset = getattr(hip_lib, "hipEmuReset", None)
+        if self.hip_reset is not None:
+            self.hip_reset.argtypes = []
+            self.hip_reset.restype = None
+
+
+_lock = threading.Lock()
+_libs: _Libraries | None = None
+
+
+def _open_loaded(path: str) -> ctypes.CDLL:
+    """Return the already loaded library at ``path`` (never a second copy)."""
+    try:
+        return ctypes.CDLL(path, mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+    except OSError as exc:
+        raise RuntimeError(
+            f"the emulated platform is active but {path} is not loaded in this process"
+        ) from exc
+
+
+def _libraries() -> _Libraries:
+    global _libs
+    if platforms.active() != "emulated":
+        raise RuntimeError(
+            "the emulated platform is not active in this process "
+            f"(active: {platforms.active()!r}); set HIPFILE_PLATFORM=emulated "
+            "before importing hipfile"
+        )
+    with _lock:
+        if _libs is None:
+            lib = platforms.prefix("emulated") / "lib"
+            _libs = _Libraries(
+                _open_loaded(str(lib / "libhipfile.so")),
+                _open_loaded(str(lib / "libamdhip64.so")),
+            )
+        return _libs
+
+
+def inject_fault(op: str, errno: int, count: int = 1, after: int = 0) -> None:
+    """Make the next calls of one operation fail.
+
+    The next ``count`` calls of ``op``, after ``after`` calls that succeed,
+    fail with ``errno``. Calls rejected for bad arguments do not count.
+
+    Parameters
+    ----------
+    op
+        One of :data:`FAULT_OPS`: ``"read"``/``"write"`` (``hipFileRead``/
+        ``hipFileWrite`` return -1 and set ``errno``), ``"read_async"``/
+        ``"write_async"`` (the submit succeeds; when the operation runs on the
+        stream it writes -1 to the bytes slot), ``"batch"`` (each entry counts
+        once; it completes as Failed with ``ret`` = -errno), ``"register"``
+        (``hipFileHandleRegister``, ``hipFileBufRegister`` and
+        ``hipFileStreamRegister`` count; the call returns
+        ``hipFileInternalError``).
+    errno
+        A system error number (1..4999), or a hipFile error code
+        (5001..5038) to make the call fail with that code instead: -code from
+        the I/O calls and in the bytes slot, the code itself from the
+        registrations.
+    count
+        How many calls fail; 0 clears the fault of ``op``.
+    after
+        How many calls pass before the first failure.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``op``, a negative ``count`` or ``after``, or an
+        ``errno`` outside both ranges.
+    RuntimeError
+        If the emulated platform is not active.
+
+    See Also
+    --------
+    hipfileEmuInjectFault : the C hook.
+    """
+    if op not in FAULT_OPS:
+        raise ValueError(f"unknown fault op {op!r}; expected one of {sorted(FAULT_OPS)}")
+    if not 0 <= count < 2**32 or not 0 <= after < 2**32:
+        raise ValueError("count and after must be in 0..2**32-1")
+    if not 0 < errno < 2**31:
+        raise ValueError(f"bad errno {errno!r}: expected 1..4999 or a hipFile code 5001..5038")
+    libs = _libraries()
+    if libs.hipfile.hipfileEmuInjectFault(FAULT_OPS[op], errno, count, after) != 0:
+        raise ValueError(f"bad errno {errno!r}: expected 1..4999 or a hipFile code 5001..5038")
+
+
+def set_short_transfer(max_bytes: int | None) -> None:
+    """Cap every transfer and return its count.
+
+    While set, each read or write of the library (synchronous, stream-ordered
+    or batch) performs a single ``pread``/``pwrite`` of at most ``max_bytes``
+    and reports what it moved, so callers see short counts and must loop.
+
+    Parameters
+    ----------
+    max_bytes
+        The cap in bytes; ``None`` or 0 turns it off.
+
+    Raises
+    ------
+    ValueError
+        If ``max_bytes`` is negative.
+    RuntimeError
+        If the emulated platform is not active.
+
+    See Also
+    --------
+    hipfileEmuSetShortTransfer : the C hook.
+    """
+    value = 0 if max_bytes is None else max_bytes
+    if value < 0:
+        raise ValueError("max_bytes must not be negative")
+    _libraries().hipfile.hipfileEmuSetShortTransfer(value)
+
+
+def set_completion_delay(microseconds: int) -> None:
+    """Delay stream-ordered operations and batch entries.
+
+    Each operation queued afterwards sleeps this long on its stream (or batch
+    worker) before it moves data and writes its result, so the result is
+    visibly late.
+
+    Parameters
+    ----------
+    microseconds
+        The delay; 0 turns it off.
+
+    Raises
+    ------
+    ValueError
+        If ``microseconds`` is negative.
+    RuntimeError
+        If the emulated platform is not active.
+
+    See Also
+    --------
+    hipfileEmuSetCompletionDelay : the C hook.
+    """
+    if microseconds < 0:
+        raise ValueError("microseconds must not be negative")
+    _libraries().hipfile.hipfileEmuSetCompletionDelay(microseconds)
+
+
+def counters() -> dict[str, int]:
+    """Live resources of both emulated libraries.
+
+    Returns
+    -------
+    dict[str, int]
+        ``handles``, ``buffers``, ``streams_registered``, ``inflight`` (stream
+        ordered operations not yet run) and ``batches`` from ``libhipfile``;
+        ``allocations``, ``host_allocations``, ``streams`` and ``events`` from
+        ``libamdhip64``. All are zero when nothing is left behind.
+
+    Raises
+    ------
+    RuntimeError
+        If the emulated platform is not active.
+
+    See Also
+    --------
+    hipfileEmuGetCounters, hipEmuCounters : the C hooks.
+    """
+    libs = _libraries()
+    own = _Counters()
+    libs.hipfile.hipfileEmuGetCounters(ctypes.byref(own))
+    result = {name: int(getattr(own, name)) for name in _HIPFILE_COUNTERS}
+    hip_values = [ctypes.c_longlong(0) for _ in _HIP_COUNTERS]
+    libs.hip.hipEmuCounters(*(ctypes.byref(v) for v in hip_values))
+    result.update({name: int(v.value) for name, v in zip(_HIP_COUNTERS, hip_values, strict=True)})
+    return result
+
+
+def reset() -> None:
+    """Clear injected faults, the short transfer cap and the completion delay.
+
+    Also clears the calling thread's last HIP error. Live counters are left
+    as they are: they are what tells a leak.
+
+    Raises
+    ------
+    RuntimeError
+        If the emulated platform is not active.
+
+    See Also
+    --------
+    hipfileEmuReset, hipEmuReset : the C hooks.
+    """
+    libs = _libraries()
+    libs.hipfile.hipfileEmuReset()
+    if libs.hip_reset is not None:
+        libs.hip_reset()

@@ -1,1 +1,0 @@
-int emu_placeholder_hf(void) { return 0; }
