@@ -1,0 +1,237 @@
+"""The driver: open/close per object, the process-wide count, the four setters."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import hipfile
+from hipfile import (
+    BoolConfigParameter,
+    Driver,
+    DriverControlFlags,
+    SizeTConfigParameter,
+    StringConfigParameter,
+    driver_get_properties,
+    get_parameter,
+    set_parameter,
+)
+
+
+@pytest.fixture
+def saved_config() -> Iterator[None]:
+    """Put every configuration parameter back as it was (they are process-wide)."""
+    saved = [
+        (p, get_parameter(p))
+        for enum in (SizeTConfigParameter, BoolConfigParameter, StringConfigParameter)
+        for p in enum
+    ]
+    yield
+    with Driver():
+        for p, v in saved:
+            set_parameter(p, v)
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+# -- open / close ---------------------------------------------------------------
+
+
+def test_open_and_close_are_idempotent_per_object() -> None:
+    base = hipfile.use_count()
+    drv = Driver()
+    assert not drv.is_open
+    assert drv.open() is drv
+    assert drv.is_open
+    assert hipfile.use_count() == base + 1
+    drv.open()
+    assert hipfile.use_count() == base + 1
+    drv.close()
+    assert not drv.is_open
+    assert hipfile.use_count() == base
+    drv.close()
+    assert hipfile.use_count() == base
+    drv.open()
+    assert hipfile.use_count() == base + 1
+    drv.close()
+    assert hipfile.use_count() == base
+
+
+def test_use_count_tracks_nested_drivers() -> None:
+    base = hipfile.use_count()
+    with Driver() as outer:
+        assert outer.is_open
+        assert Driver.use_count() == base + 1
+        with Driver() as inner:
+            assert inner is not outer
+            assert Driver.use_count() == base + 2
+            assert hipfile.use_count() == base + 2
+        assert not inner.is_open
+        assert outer.is_open
+        assert Driver.use_count() == base + 1
+    assert not outer.is_open
+    assert Driver.use_count() == base
+    assert isinstance(Driver.use_count(), int)
+
+
+def test_context_manager_closes_on_error() -> None:
+    base = hipfile.use_count()
+    drv = Driver()
+    with pytest.raises(KeyError), drv:
+        assert hipfile.use_count() == base + 1
+        raise KeyError("boom")
+    assert not drv.is_open
+    assert hipfile.use_count() == base
+
+
+def test_repr() -> None:
+    drv = Driver()
+    assert repr(drv) == "<hipfile.Driver closed>"
+    with drv:
+        assert repr(drv) == "<hipfile.Driver open>"
+
+
+@pytest.mark.emulated
+def test_fresh_process_without_open_driver() -> None:
+    """In a new process nothing has opened the driver: closing it through the
+    raw shim, reading properties and the setters are refused."""
+    proc = run_python(
+        """
+        import json, warnings
+        warnings.simplefilter("ignore")
+        import hipfile
+        from hipfile._lib import _hipfile
+
+        def outcome(fn):
+            try:
+                fn()
+            except Exception as exc:
+                return [type(exc).__name__, getattr(exc, "hipfile_err", None),
+                        getattr(exc, "func", None)]
+            return None
+
+        out = {"count0": hipfile.use_count()}
+        out["raw_close"] = outcome(_hipfile.driver_close)
+        out["object_close"] = outcome(hipfile.Driver().close)
+        out["props"] = outcome(hipfile.driver_get_properties)
+        out["setter"] = outcome(lambda: hipfile.Driver.set_max_cache_size(1024))
+        drv = hipfile.Driver().open()
+        out["count1"] = hipfile.use_count()
+        drv.close()
+        out["count2"] = hipfile.use_count()
+        print(json.dumps(out))
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["count0"] == 0
+    assert out["raw_close"] == ["DriverNotInitializedError", 5001, "hipFileDriverClose"]
+    assert out["object_close"] is None  # never opened by this object: nothing to do
+    assert out["props"] == ["DriverNotInitializedError", 5001, "hipFileDriverGetProperties"]
+    assert out["setter"] == ["DriverNotInitializedError", 5001, "hipFileDriverSetMaxCacheSize"]
+    assert out["count1"] == 1
+    assert out["count2"] == 0
+
+
+# -- setters ---------------------------------------------------------------------
+
+
+@pytest.mark.emulated
+def test_set_poll_mode_is_reflected(saved_config: None) -> None:
+    with Driver():
+        Driver.set_poll_mode(True, 64)
+        props = driver_get_properties()
+        assert props.nvfs_poll_thresh_size == 64
+        assert DriverControlFlags.USE_POLL_MODE in props.driver_control
+        assert get_parameter(BoolConfigParameter.PROPERTIES_USE_POLL_MODE) is True
+        assert get_parameter(SizeTConfigParameter.POLLTHRESHOLD_SIZE_KB) == 64
+
+        Driver.set_poll_mode(False, 8)
+        props = driver_get_properties()
+        assert props.nvfs_poll_thresh_size == 8
+        assert DriverControlFlags.USE_POLL_MODE not in props.driver_control
+        assert get_parameter(BoolConfigParameter.PROPERTIES_USE_POLL_MODE) is False
+        assert get_parameter(SizeTConfigParameter.POLLTHRESHOLD_SIZE_KB) == 8
+
+
+SIZE_SETTERS = [
+    (
+        "set_max_direct_io_size",
+        "nvfs_max_direct_io_size",
+        SizeTConfigParameter.PROPERTIES_MAX_DIRECT_IO_SIZE_KB,
+    ),
+    (
+        "set_max_cache_size",
+        "max_device_cache_size",
+        SizeTConfigParameter.PROPERTIES_MAX_DEVICE_CACHE_SIZE_KB,
+    ),
+    (
+        "set_max_pinned_mem_size",
+        "max_device_pinned_mem_size",
+        SizeTConfigParameter.PROPERTIES_MAX_DEVICE_PINNED_MEM_SIZE_KB,
+    ),
+]
+
+
+@pytest.mark.emulated
+@pytest.mark.parametrize(("setter", "field", "param"), SIZE_SETTERS)
+def test_size_setters_are_reflected(
+    saved_config: None, setter: str, field: str, param: SizeTConfigParameter
+) -> None:
+    with Driver():
+        before = driver_get_properties()[field]
+        for kib in (before + 4096, 3072):
+            getattr(Driver, setter)(kib)
+            props = driver_get_properties()
+            assert props[field] == kib
+            assert getattr(props, field) == kib
+            assert get_parameter(param) == kib
+        # the parameter and the property are one value
+        set_parameter(param, 5120)
+        assert driver_get_properties()[field] == 5120
+
+
+@pytest.mark.emulated
+def test_zero_direct_io_size_is_refused(saved_config: None) -> None:
+    with Driver():
+        before = driver_get_properties().nvfs_max_direct_io_size
+        with pytest.raises(hipfile.InvalidValueError) as info:
+            Driver.set_max_direct_io_size(0)
+        assert info.value.func == "hipFileDriverSetMaxDirectIOSize"
+        assert driver_get_properties().nvfs_max_direct_io_size == before
+
+
+@pytest.mark.parametrize("setter", [s for s, _, _ in SIZE_SETTERS])
+@pytest.mark.parametrize("value", ["1024", 1.5, None, True, b"1"])
+def test_setters_reject_wrong_types(setter: str, value: Any) -> None:
+    with pytest.raises(TypeError):
+        getattr(Driver, setter)(value)
+
+
+@pytest.mark.parametrize("setter", [s for s, _, _ in SIZE_SETTERS])
+def test_setters_reject_negative_sizes(setter: str) -> None:
+    with pytest.raises(ValueError, match="size must be >= 0, got -1"):
+        getattr(Driver, setter)(-1)
+
+
+def test_set_poll_mode_rejects_bad_thresholds() -> None:
+    with pytest.raises(ValueError, match=">= 0"):
+        Driver.set_poll_mode(True, -4)
+    with pytest.raises(TypeError):
+        Driver.set_poll_mode(True, "4")  # type: ignore[arg-type]

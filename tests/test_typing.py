@@ -1,0 +1,121 @@
+"""Static checks: the package's types serve a strictly typed caller, and the
+package itself passes mypy --strict and ruff."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+GOOD = """
+    import ctypes
+    import os
+
+    import hipfile
+    from hipfile import Buffer, Driver, FileHandle, OpError
+
+
+    def load(path: str, ptr: int, n: int) -> int:
+        with Driver(), hipfile.open(path) as fh, Buffer(ptr, n) as buf:
+            got: int = fh.read(buf, n, 0, 0)
+            got += fh.write(buf)
+        return got
+
+
+    def upstream(path: str, ptr: ctypes.c_void_p, n: int) -> int:
+        with FileHandle(path, os.O_RDONLY | os.O_DIRECT) as fh:
+            with Buffer.from_ctypes_void_p(ptr, n, 0) as buf:
+                return fh.read(buf, n, 0, 0)
+
+
+    def props() -> int:
+        p = hipfile.driver_get_properties()
+        flags: hipfile.FeatureFlags = p.features
+        return p.feature_flags + p["max_batch_io_count"] + int(flags)
+
+
+    def version() -> tuple[int, int, int]:
+        return hipfile.get_version()
+
+
+    def classify(e: hipfile.HipFileException) -> bool:
+        return e.err is OpError.INVALID_VALUE and e.hip_err == 0 and e.hipfile_err > 0
+
+
+    def config() -> int | bool | str:
+        hipfile.set_parameter(hipfile.BoolConfigParameter.PROFILE_NVTX, True)
+        return hipfile.get_parameter(hipfile.SizeTConfigParameter.PROFILE_STATS)
+
+
+    def handle(fh: FileHandle) -> int | None:
+        reveal_type(fh.read)
+        return fh.handle
+"""
+
+BAD = """
+    import hipfile
+
+    major: str = hipfile.get_version()
+    count: str = hipfile.Driver.use_count()
+    hipfile.Buffer(1, 2).register(3)
+"""
+
+
+def _mypy(tmp: Path, name: str, source: str) -> subprocess.CompletedProcess[str]:
+    path = tmp / name
+    path.write_text(textwrap.dedent(source))
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary",
+         "--cache-dir", str(tmp / ".mypy_cache"), "--config-file", str(REPO / "pyproject.toml"),
+         str(path)],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def mypy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("mypy")
+    return tmp_path_factory.mktemp("typing")
+
+
+def test_strictly_typed_usage(mypy_dir: Path) -> None:
+    proc = _mypy(mypy_dir, "good.py", GOOD)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    notes = [line for line in lines if ": note: " in line]
+    errors = [line for line in lines if ": error: " in line]
+    assert errors == [], proc.stdout + proc.stderr
+    assert len(notes) == 1
+    assert "def (buffer: Any, size: int | None =, file_offset: int =, buffer_offset: int =) " \
+        "-> int" in notes[0].replace("builtins.", "")
+
+
+def test_type_errors_are_caught(mypy_dir: Path) -> None:
+    proc = _mypy(mypy_dir, "bad.py", BAD)
+    errors = [line for line in proc.stdout.splitlines() if ": error: " in line]
+    assert len(errors) == 3, proc.stdout + proc.stderr
+    assert "bad.py:4:" in errors[0] and "Incompatible types in assignment" in errors[0]
+    assert "bad.py:5:" in errors[1] and "Incompatible types in assignment" in errors[1]
+    assert "bad.py:6:" in errors[2] and "Too many arguments" in errors[2]
+
+
+def test_package_passes_mypy_strict(mypy_dir: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(mypy_dir / ".mypy_cache"), "hipfile"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_package_passes_ruff() -> None:
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    proc = subprocess.run([ruff, "check", "--no-cache", "hipfile"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
