@@ -183,6 +183,7 @@ def test_last_error_is_per_thread() -> None:
     assert err(hip.hipGetLastError()) == E.hipErrorInvalidDevice
 
 
+@pytest.mark.emulated  # relies on the emulated runtime's extras or timing
 def test_device_properties_match_attributes() -> None:
     props = ok(hip.hipGetDeviceProperties(0))
     attr = hip.hipDeviceAttribute_t
@@ -257,6 +258,7 @@ def test_zero_sizes() -> None:
     ok(hip.hipMemcpy(None, None, 0, K.hipMemcpyDefault))
 
 
+@pytest.mark.emulated  # relies on the emulated runtime's extras or timing
 def test_host_malloc(pinned: object, dmem: object) -> None:
     view = host_view(pinned, 4096)
     view[:] = np.arange(4096) % 251
@@ -284,6 +286,7 @@ def test_malloc_host_and_free_host() -> None:
     ok(hip.hipFreeHost(p))
 
 
+@pytest.mark.emulated  # relies on the emulated runtime's extras or timing
 def test_memset(dmem: object, stream: object) -> None:
     ok(hip.hipMemset(dmem, 0xAB, 4096))
     ok(hip.hipMemset(int(dmem) + 16, 0x01, 16))  # type: ignore[call-overload]
@@ -313,6 +316,7 @@ def test_host_register() -> None:
 # -------------------------------------------------------- pointer attributes
 
 
+@pytest.mark.emulated  # relies on the emulated runtime's extras or timing
 def test_pointer_attributes(dmem: object, pinned: object) -> None:
     attrs = ok(hip.hipPointerGetAttributes(dmem))
     assert attrs.type == hip.hipMemoryType.hipMemoryTypeDevice
@@ -605,6 +609,7 @@ def test_event_on_null_stream_waits_for_blocking_streams(stream: object) -> None
         ok(hip.hipEventDestroy(ev))
 
 
+@pytest.mark.emulated  # relies on the emulated runtime's extras or timing
 def test_blocking_stream_waits_for_null_stream(stream: object, dmem: object) -> None:
     gate = Gate()
     gate.launch(None)
@@ -619,6 +624,7 @@ def test_blocking_stream_waits_for_null_stream(stream: object, dmem: object) -> 
     assert (out == 3).all()
 
 
+@pytest.mark.emulated  # relies on the emulated runtime's extras or timing
 def test_stream_wait_event_across_streams(stream: object, dmem: object) -> None:
     other = ok(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
     ev = ok(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming))

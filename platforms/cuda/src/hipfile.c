@@ -221,9 +221,9 @@ struct ptr_set {
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ptr_set handles, batches, streams, buffers;
 
-/* hipFileDriverOpen/Close reference count of this process. cuFile would
- * open itself implicitly at the first call; hipFile's calls instead need an
- * explicit open, so they report hipFileDriverNotInitialized before it. */
+/* hipFileDriverOpen/Close reference count of this process. Registrations
+ * open the driver implicitly (see implicit_open); the other calls report
+ * hipFileDriverNotInitialized until it is open. */
 static pthread_mutex_t driver_lock = PTHREAD_MUTEX_INITIALIZER;
 static int64_t open_count;
 
@@ -336,11 +336,10 @@ static void announce(const struct hfc_cufile *F)
                 (version % 1000) / 10, cf_path, cf_json);
 }
 
-HFC_EXPORT hipFileError_t hipFileDriverOpen(void)
+/* One more open; the caller holds driver_lock. */
+static CUfileError_t open_locked(const struct hfc_cufile *F)
 {
     CUfileError_t e;
-    NEED(cuFileDriverOpen);
-    pthread_mutex_lock(&driver_lock);
     if (open_count == 0)
         apply_compat_environment(F);
     e = F->cuFileDriverOpen();
@@ -348,9 +347,40 @@ HFC_EXPORT hipFileError_t hipFileDriverOpen(void)
         __atomic_add_fetch(&open_count, 1, __ATOMIC_ACQ_REL);
         announce(F);
     }
+    return e;
+}
+
+HFC_EXPORT hipFileError_t hipFileDriverOpen(void)
+{
+    CUfileError_t e;
+    NEED(cuFileDriverOpen);
+    pthread_mutex_lock(&driver_lock);
+    e = open_locked(F);
     pthread_mutex_unlock(&driver_lock);
     return from_cufile(e);
 }
+
+/* As AMD documents, the first handle or buffer registration opens the
+ * driver implicitly (count 0 -> 1), as the emulated platform does. */
+static hipFileError_t implicit_open(const struct hfc_cufile *F)
+{
+    CUfileError_t e = {CU_FILE_SUCCESS, 0};
+    if (F->cuFileDriverOpen == NULL)
+        return missing("cuFileDriverOpen");
+    pthread_mutex_lock(&driver_lock);
+    if (open_count == 0)
+        e = open_locked(F);
+    pthread_mutex_unlock(&driver_lock);
+    return from_cufile(e);
+}
+
+#define NEED_IMPLICIT_OPEN(fn)                                                             \
+    NEED(fn);                                                                              \
+    do {                                                                                   \
+        hipFileError_t opened = implicit_open(F);                                          \
+        if (opened.err != hipFileSuccess)                                                  \
+            return opened;                                                                 \
+    } while (0)
 
 HFC_EXPORT hipFileError_t hipFileDriverClose(void)
 {
@@ -529,7 +559,7 @@ HFC_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDesc
         return make_error(hipFileInvalidValue);
     if (descr->type < hipFileHandleTypeOpaqueFD || descr->type > hipFileHandleTypeUserspaceFS)
         return make_error(hipFileInvalidValue);
-    NEED_OPEN(cuFileHandleRegister);
+    NEED_IMPLICIT_OPEN(cuFileHandleRegister);
     memset(&d, 0, sizeof d);
     d.type = descr->type; /* the same numbers */
     if (descr->type == hipFileHandleTypeOpaqueFD)
@@ -581,7 +611,7 @@ HFC_EXPORT hipFileError_t hipFileBufRegister(const void *base, size_t length, in
     if (base == NULL || length == 0)
         return make_error(hipFileInvalidValue);
     CUfileError_t e;
-    NEED_OPEN(cuFileBufRegister);
+    NEED_IMPLICIT_OPEN(cuFileBufRegister);
     e = F->cuFileBufRegister(base, length, flags);
     if (e.err == CU_FILE_SUCCESS) {
         pthread_mutex_lock(&reg_lock);
