@@ -731,8 +731,6 @@ HFC_EXPORT hipFileError_t hipFileStreamDeregister(hipStream_t stream)
     return from_cufile(F->cuFileStreamDeregister((CUstream)stream));
 }
 
-static pthread_mutex_t submit_lock = PTHREAD_MUTEX_INITIALIZER;
-
 static hipFileError_t submit_async(hfc_cuFileReadAsync_fn fn, hipFileHandle_t fh, void *base,
                                    size_t *size_p, hoff_t *file_offset_p, hoff_t *buffer_offset_p,
                                    ssize_t *bytes_p, hipStream_t stream)
@@ -745,15 +743,8 @@ static hipFileError_t submit_async(hfc_cuFileReadAsync_fn fn, hipFileHandle_t fh
     if (fh == NULL || !is_registered(&handles, fh))
         return make_error(hipFileHandleNotRegistered);
     *bytes_p = 0;
-    /* cuFile's stream-ordered path (seen with 1.15, compat mode) aborts the
-     * process when several threads submit at once ("putStreamOp: Assertion
-     * `tmp == sinfo' failed"); hipFile allows concurrent submission, so
-     * submissions are serialised here. Each call only enqueues work. */
-    pthread_mutex_lock(&submit_lock);
-    CUfileError_t e = fn(fh, base, size_p, (off_t *)file_offset_p, (off_t *)buffer_offset_p,
-                         bytes_p, (CUstream)stream);
-    pthread_mutex_unlock(&submit_lock);
-    return from_cufile(e);
+    return from_cufile(fn(fh, base, size_p, (off_t *)file_offset_p, (off_t *)buffer_offset_p,
+                          bytes_p, (CUstream)stream));
 }
 
 HFC_EXPORT hipFileError_t hipFileReadAsync(hipFileHandle_t fh, void *buffer_base,
