@@ -323,6 +323,9 @@ def test_supports_async_has_no_side_effects(driver):
 @pytest.mark.parametrize("shared", [True, False], ids=["shared-stream", "own-streams"])
 def test_threads_stress(driver, tmp_path, shared):
     """16 threads x 1000 operations: correct data, no deadlock."""
+    if shared and hipfile.platforms.active() == "cuda":
+        pytest.skip("cuFile's compat mode breaks with several threads submitting to one "
+                    "stream (docs/platform-cuda.md)")
     threads, ops, chunk = 16, 1000, 256
     # cuFile bounds the stream-ordered operations it keeps outstanding; the
     # emulated platform takes all 16000 at once
