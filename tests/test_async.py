@@ -327,9 +327,6 @@ def test_threads_stress(driver, tmp_path, shared):
         pytest.skip("cuFile's compat mode breaks with several threads submitting to one "
                     "stream (docs/platform-cuda.md)")
     threads, ops, chunk = 16, 1000, 256
-    # cuFile bounds the stream-ordered operations it keeps outstanding; the
-    # emulated platform takes all 16000 at once
-    window = ops if hipfile.platforms.active() == "emulated" else 16
     data = random_bytes(ops * chunk, seed=3)
     path = tmp_path / "stress.bin"
     path.write_bytes(data.tobytes())
@@ -339,22 +336,25 @@ def test_threads_stress(driver, tmp_path, shared):
             try:
                 with device_array(ops * chunk) as dev:
                     own = None if shared else check(hip.hipStreamCreate())
-                    stream = shared_stream if shared else own
+                    # a thread's own stream is registered, and deregistered
+                    # before it is destroyed, as the ABI asks
+                    raw = shared_stream if shared else own
+                    stream = shared_stream if shared else Stream(own)
                     try:
-                        hs = []
-                        for i in range(ops):
-                            hs.append(fh.read_async(dev, chunk, i * chunk, i * chunk, stream))
-                            if len(hs) % window == 0:
-                                hs[-1].wait()
+                        if not shared:
+                            stream.register()
+                        hs = [fh.read_async(dev, chunk, i * chunk, i * chunk, stream)
+                              for i in range(ops)]
                         del hs[::7]  # drop some before they complete
                         if t == 0:
                             gc.collect()
-                        check(hip.hipStreamSynchronize(stream))
+                        check(hip.hipStreamSynchronize(raw))
                         assert all(h.wait() == chunk for h in hs)
                         assert np.array_equal(from_device(dev, ops * chunk), data)
                     finally:
                         if own is not None:
                             check(hip.hipStreamSynchronize(own))
+                            stream.deregister()
                             check(hip.hipStreamDestroy(own))
             except BaseException as exc:
                 errors.append(exc)
