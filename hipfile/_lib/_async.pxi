@@ -171,10 +171,7 @@ cdef object _hipapi():
 cdef class _Page:
     """One pinned allocation holding SLOTS_PER_PAGE slots."""
     cdef object mem          # HIP-Python Pointer from hipHostMalloc
-    cdef Slots *slots
     cdef unsigned char *state   # malloc'ed, never moves
-    cdef int used
-    cdef int index
 
     def __dealloc__(self):
         if self.state != NULL:
@@ -182,9 +179,18 @@ cdef class _Page:
             self.state = NULL
 
 
-cdef list _pages = []
-cdef list _free = []          # global slot numbers
+cdef list _pages = []         # the _Page objects (own the memory)
 cdef dict _parked = {}        # slot number -> _Parked
+
+# C views of the pool for the hot path: per page its slots, states and use
+# count; a stack of free slot numbers.
+cdef Slots **_pslots = NULL
+cdef unsigned char **_pstate = NULL
+cdef int *_pused = NULL
+cdef int _npages = 0
+cdef int _pcap = 0
+cdef int *_fstack = NULL
+cdef int _nfree = 0
 
 
 cdef class _Parked:
@@ -194,37 +200,65 @@ cdef class _Parked:
     cdef object event
 
 
-cdef _Page _new_page():
+cdef int _new_page() except -1:
+    global _pslots, _pstate, _pused, _pcap, _npages, _fstack, _nfree
+    cdef int cap, i, base
+    cdef void *p
+    if _npages == _pcap:
+        cap = 8 if _pcap == 0 else 2 * _pcap
+        p = realloc(_pslots, cap * sizeof(Slots *))
+        if p == NULL:
+            raise MemoryError()
+        _pslots = <Slots **>p
+        p = realloc(_pstate, cap * sizeof(unsigned char *))
+        if p == NULL:
+            raise MemoryError()
+        _pstate = <unsigned char **>p
+        p = realloc(_pused, cap * sizeof(int))
+        if p == NULL:
+            raise MemoryError()
+        _pused = <int *>p
+        p = realloc(_fstack, cap * SLOTS_PER_PAGE * sizeof(int))
+        if p == NULL:
+            raise MemoryError()
+        _fstack = <int *>p
+        _pcap = cap
     h = _hipapi()
     mem = h.check(h.hip.hipHostMalloc(SLOTS_PER_PAGE * sizeof(Slots), 0), "hipHostMalloc")
     cdef _Page page = _Page.__new__(_Page)
     page.mem = mem
-    page.slots = <Slots *><uintptr_t>int(mem)
     page.state = <unsigned char *>malloc(SLOTS_PER_PAGE)
     if page.state == NULL:
         h.hip.hipHostFree(mem)
         raise MemoryError()
     memset(page.state, SLOT_FREE, SLOTS_PER_PAGE)
-    page.used = 0
-    page.index = len(_pages)
     _pages.append(page)
-    base = page.index * SLOTS_PER_PAGE
-    _free.extend(range(base + SLOTS_PER_PAGE - 1, base - 1, -1))
-    return page
+    _pslots[_npages] = <Slots *><uintptr_t>int(mem)
+    _pstate[_npages] = page.state
+    _pused[_npages] = 0
+    base = _npages * SLOTS_PER_PAGE
+    _npages += 1
+    for i in range(SLOTS_PER_PAGE - 1, -1, -1):
+        _fstack[_nfree] = base + i
+        _nfree += 1
+    return 0
+
+
+cdef inline Slots *_slot_ptr(int n) noexcept:
+    return &_pslots[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
+
+
+cdef inline unsigned char *_state_ptr(int n) noexcept:
+    return &_pstate[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
 
 
 cdef int _sweep() except -1:
     """Return parked slots whose operation has passed to the free list."""
     cdef int n
-    cdef _Page page
     cdef _Parked rec
     if not _parked:
         return 0
-    done = []
-    for n in _parked:
-        page = <_Page>_pages[n // SLOTS_PER_PAGE]
-        if hipfile_atomic_load_u8(&page.state[n % SLOTS_PER_PAGE]) == SLOT_DONE:
-            done.append(n)
+    done = [n for n in _parked if hipfile_atomic_load_u8(_state_ptr(n)) == SLOT_DONE]
     for n in done:
         rec = <_Parked>_parked.pop(n)
         _release_refs(rec.file, rec.buffer, rec.stream_state)
@@ -233,29 +267,26 @@ cdef int _sweep() except -1:
     return 0
 
 
-cdef inline void _give_back(int n):
-    cdef _Page page = <_Page>_pages[n // SLOTS_PER_PAGE]
-    page.state[n % SLOTS_PER_PAGE] = SLOT_FREE
-    page.used -= 1
-    _free.append(n)
+cdef inline void _give_back(int n) noexcept:
+    global _nfree
+    _state_ptr(n)[0] = SLOT_FREE
+    _pused[n // SLOTS_PER_PAGE] -= 1
+    _fstack[_nfree] = n
+    _nfree += 1
 
 
-cdef int _take() except -1:
-    cdef _Page page
+cdef inline int _take() except -1:
+    global _nfree
     cdef int n
-    if not _free:
+    if _nfree == 0:
         _sweep()
-        if not _free:
+        if _nfree == 0:
             _new_page()
-    n = _free.pop()
-    page = <_Page>_pages[n // SLOTS_PER_PAGE]
-    page.state[n % SLOTS_PER_PAGE] = SLOT_USED
-    page.used += 1
+    _nfree -= 1
+    n = _fstack[_nfree]
+    _state_ptr(n)[0] = SLOT_USED
+    _pused[n // SLOTS_PER_PAGE] += 1
     return n
-
-
-cdef inline Slots *_slot_ptr(int n):
-    return &(<_Page>_pages[n // SLOTS_PER_PAGE]).slots[n % SLOTS_PER_PAGE]
 
 
 cdef void _host_done(void *state) noexcept nogil:
@@ -264,35 +295,35 @@ cdef void _host_done(void *state) noexcept nogil:
 
 
 def trim_pool():
-    """Free pinned pages whose slots are all free; returns the pages freed.
-
-    Slots parked behind operations still in flight are kept.
+    """Free the pinned pages when none of their slots is in use; returns the
+    pages freed. Slots parked behind operations still in flight are kept.
     """
+    global _npages, _nfree
+    cdef int i, freed = 0
     _sweep()
-    cdef _Page page
-    cdef int freed = 0
-    if not _pages:
+    if _npages == 0:
         return 0
-    if any((<_Page>p).used for p in _pages):
-        return 0
+    for i in range(_npages):
+        if _pused[i]:
+            return 0
     h = _hipapi()
     for p in _pages:
-        page = <_Page>p
-        h.check(h.hip.hipHostFree(page.mem), "hipHostFree")
-        page.mem = None
+        h.check(h.hip.hipHostFree((<_Page>p).mem), "hipHostFree")
+        (<_Page>p).mem = None
         freed += 1
+    _npages = 0
+    _nfree = 0
     _pages.clear()
-    _free.clear()
     return freed
 
 
 def pool_stats():
     """Counts of the slot pool: pages, free, in_use, parked."""
     _sweep()
-    cdef int used = 0
-    for p in _pages:
-        used += (<_Page>p).used
-    return {"pages": len(_pages), "free": len(_free), "in_use": used - len(_parked),
+    cdef int i, used = 0
+    for i in range(_npages):
+        used += _pused[i]
+    return {"pages": _npages, "free": _nfree, "in_use": used - len(_parked),
             "parked": len(_parked), "slots_per_page": SLOTS_PER_PAGE}
 
 
@@ -644,19 +675,20 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         st = None
     # ranges: refuse anything that would let the library touch memory
     # outside the buffer
-    if file_offset < 0 or buffer_offset < 0:
-        raise ValueError(f"offsets must be >= 0 (file_offset={file_offset}, "
-                         f"buffer_offset={buffer_offset})")
-    boff = buffer_offset
+    cdef long long req
     foff = file_offset
+    boff = buffer_offset
+    if foff < 0 or boff < 0:
+        raise ValueError(f"offsets must be >= 0 (file_offset={foff}, buffer_offset={boff})")
     if <size_t>boff > length:
         raise ValueError(f"buffer_offset {boff} is past the end of the {length}-byte buffer")
     if size is None:
         nbytes = length - <size_t>boff
     else:
-        if size < 0:
-            raise ValueError(f"size must be >= 0, got {size}")
-        nbytes = size
+        req = size
+        if req < 0:
+            raise ValueError(f"size must be >= 0, got {req}")
+        nbytes = <size_t>req
         if nbytes > length - <size_t>boff:
             raise ValueError(f"size {nbytes} at buffer_offset {boff} overruns the "
                              f"{length}-byte buffer")
@@ -766,7 +798,10 @@ def settle(obj=None):
     return left
 
 
-@cython.no_gc_clear
+# Not tracked by the cyclic GC (``no_gc``): a handle only refers to the file,
+# buffer, stream and event it keeps alive, which do not refer back to it, and
+# skipping the tracking keeps the submit path short.
+@cython.no_gc
 @cython.freelist(64)
 cdef class AsyncIOHandle:
     """One stream-ordered read or write and the four values it uses.
@@ -828,7 +863,6 @@ cdef class AsyncIOHandle:
 
     def __dealloc__(self):
         cdef _Parked rec
-        cdef _Page page
         if self._slot < 0:
             return
         if not self._submitted or self._complete:
@@ -840,15 +874,14 @@ cdef class AsyncIOHandle:
         # objects the operation uses) until a host function enqueued behind
         # the operation marks them done. No blocking here.
         _unlink(self)
-        page = <_Page>_pages[self._slot // SLOTS_PER_PAGE]
-        page.state[self._slot % SLOTS_PER_PAGE] = SLOT_PARKED
+        cdef unsigned char *state = _state_ptr(self._slot)
+        state[0] = SLOT_PARKED
         rec = _Parked.__new__(_Parked)
         rec.file = self._file
         rec.buffer = self._buffer
         rec.stream_state = self._state
         rec.event = self._event
         _parked[self._slot] = rec
-        cdef unsigned char *state = &page.state[self._slot % SLOTS_PER_PAGE]
         try:
             _load_hip_capi()
         except BaseException:
