@@ -16,11 +16,12 @@ from __future__ import annotations
 import ctypes
 import math
 import numbers
+import operator
 import re
 import struct
 from typing import Any
 
-__all__ = ["buffer_info", "stream_info"]
+__all__ = ["as_int", "buffer_info", "io_range", "stream_info"]
 
 # DLPack device types that hold GPU memory hipFile can use.
 _DL_DEVICE_GPU = {2, 10}  # kDLCUDA, kDLROCM
@@ -228,3 +229,49 @@ def _check_handle(value: int) -> int:
     if value < 0 or value >= 1 << 64:
         raise ValueError(f"stream handle {value:#x} out of range")
     return value
+
+
+def as_int(value: Any, name: str) -> int:
+    """``value`` as an int (``__index__``); bools and non-integers raise TypeError."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+
+
+def io_range(buffer: Any, size: Any, file_offset: Any,
+             buffer_offset: Any) -> tuple[int, int, Any, int, int, int]:
+    """Check one transfer against its buffer.
+
+    Returns ``(address, length, owner, size, file_offset, buffer_offset)``
+    with ``size`` defaulting to the rest of the buffer.
+
+    Raises
+    ------
+    TypeError
+        Non-integer arguments or an unsupported buffer.
+    ValueError
+        Negative offsets or sizes, or a range that overruns the buffer: the
+        library is never asked to touch memory outside it.
+    """
+    file_offset = as_int(file_offset, "file_offset")
+    buffer_offset = as_int(buffer_offset, "buffer_offset")
+    if size is not None:
+        size = as_int(size, "size")
+    ptr, length, owner = buffer_info(buffer)
+    if file_offset < 0:
+        raise ValueError(f"file_offset must be >= 0, got {file_offset}")
+    if buffer_offset < 0:
+        raise ValueError(f"buffer_offset must be >= 0, got {buffer_offset}")
+    if buffer_offset > length:
+        raise ValueError(f"buffer_offset {buffer_offset} is past the {length}-byte buffer")
+    if size is None:
+        size = length - buffer_offset
+    if size < 0:
+        raise ValueError(f"size must be >= 0, got {size}")
+    if size > length - buffer_offset:
+        raise ValueError(f"size {size} at buffer_offset {buffer_offset} overruns the "
+                         f"{length}-byte buffer")
+    return ptr, length, owner, size, file_offset, buffer_offset

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import errno as _errno
-import operator
 import threading
 import time
 import warnings
@@ -33,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from hipfile._interop import buffer_info
+from hipfile._interop import as_int, io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
 from hipfile.enums import BASE_ERR, BatchMode, Opcode, OpError, Status
@@ -204,13 +203,6 @@ class _Entry:
             self.buffer_core._hold(delta)
 
 
-def _index(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not bool")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
 
 
 class BatchIO:
@@ -244,7 +236,7 @@ class BatchIO:
 
     def __init__(self, max_nr: int) -> None:
         self._handle: int | None = None
-        n = _index(max_nr, "max_nr")
+        n = as_int(max_nr, "max_nr")
         if not 0 < n <= _MAX_NR:
             raise ValueError(f"max_nr must be in 1..{_MAX_NR}, got {n}")
         self._max_nr = n
@@ -300,24 +292,8 @@ class BatchIO:
             raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
         if fh.handle is None:
             raise ClosedFileError("batch entry on a closed FileHandle")
-        file_offset = _index(file_offset, "file_offset")
-        buffer_offset = _index(buffer_offset, "buffer_offset")
-        ptr, length, owner = buffer_info(buffer)
-        if file_offset < 0:
-            raise ValueError(f"file_offset must be >= 0, got {file_offset}")
-        if buffer_offset < 0:
-            raise ValueError(f"buffer_offset must be >= 0, got {buffer_offset}")
-        if buffer_offset > length:
-            raise ValueError(f"buffer_offset {buffer_offset} is past the {length}-byte buffer")
-        if size is None:
-            size = length - buffer_offset
-        else:
-            size = _index(size, "size")
-        if size < 0:
-            raise ValueError(f"size must be >= 0, got {size}")
-        if size > length - buffer_offset:
-            raise ValueError(f"size {size} at buffer_offset {buffer_offset} overruns the "
-                             f"{length}-byte buffer")
+        ptr, _, owner, size, file_offset, buffer_offset = io_range(
+            buffer, size, file_offset, buffer_offset)
         if size > _MAX_ENTRY:
             raise ValueError(f"a batch entry moves at most {_MAX_ENTRY:#x} bytes; "
                              f"split the {size}-byte range into several entries")
@@ -415,7 +391,7 @@ class BatchIO:
         --------
         hipFileBatchIOSubmit
         """
-        flags = _index(flags, "flags")
+        flags = as_int(flags, "flags")
         if not 0 <= flags <= _MAX_NR:
             raise ValueError(f"flags must be in 0..{_MAX_NR}, got {flags}")
         with self._lock:
@@ -567,7 +543,7 @@ class BatchIO:
         hipFileBatchIOGetStatus
         """
         self._check_open()
-        min_nr = _index(min_nr, "min_nr")
+        min_nr = as_int(min_nr, "min_nr")
         if not 0 <= min_nr <= self._max_nr:
             raise ValueError(f"min_nr must be in 0..{self._max_nr}, got {min_nr}")
         timeout = self._check_timeout(timeout)

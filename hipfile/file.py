@@ -8,7 +8,7 @@ import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from hipfile._interop import buffer_info
+from hipfile._interop import io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
 from hipfile.enums import FileHandleType
@@ -196,28 +196,13 @@ class FileHandle(_FileCore):
 
     # -- synchronous I/O -----------------------------------------------
 
-    def _range(self, buffer: Any, size: int | None, buffer_offset: int) -> tuple[int, int]:
-        if self.handle is None:
-            raise ClosedFileError("I/O operation on a closed FileHandle")
-        ptr, length, _ = buffer_info(buffer)
-        if buffer_offset < 0:
-            raise ValueError(f"buffer_offset must be >= 0, got {buffer_offset}")
-        if buffer_offset > length:
-            raise ValueError(f"buffer_offset {buffer_offset} is past the {length}-byte buffer")
-        if size is None:
-            size = length - buffer_offset
-        if size < 0:
-            raise ValueError(f"size must be >= 0, got {size}")
-        if size > length - buffer_offset:
-            raise ValueError(f"size {size} at buffer_offset {buffer_offset} overruns the "
-                             f"{length}-byte buffer")
-        return ptr, size
 
     def _io(self, write: bool, buffer: Any, size: int | None, file_offset: int,
             buffer_offset: int) -> int:
-        ptr, size = self._range(buffer, size, buffer_offset)
-        if file_offset < 0:
-            raise ValueError(f"file_offset must be >= 0, got {file_offset}")
+        if self.handle is None:
+            raise ClosedFileError("I/O operation on a closed FileHandle")
+        ptr, _, _, size, file_offset, buffer_offset = io_range(
+            buffer, size, file_offset, buffer_offset)
         call = _hipfile.write_raw if write else _hipfile.read_raw
         name = "hipFileWrite" if write else "hipFileRead"
         handle = self.handle

@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import operator
 import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
-from hipfile._interop import buffer_info
+from hipfile._interop import as_int, io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
 from hipfile.errors import ClosedFileError, raise_result
@@ -49,17 +48,10 @@ _MAX_CHUNK: int = _hipfile.MAX_IO_CHUNK
 DEFAULT_TASK_SIZE = 4 << 20
 
 
-def _index(value: Any, name: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not bool")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
 
 
 def _positive_int(value: Any, name: str) -> int:
-    n = _index(value, name)
+    n = as_int(value, name)
     if n <= 0:
         raise ValueError(f"{name} must be positive, got {n}")
     return n
@@ -440,24 +432,8 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise TypeError(f"executor must be a concurrent.futures.Executor, not "
                         f"{type(executor).__name__}")
-    file_offset = _index(file_offset, "file_offset")
-    buffer_offset = _index(buffer_offset, "buffer_offset")
-    if size is not None:
-        size = _index(size, "size")
-    ptr, length, owner = buffer_info(buffer)
-    if file_offset < 0:
-        raise ValueError(f"file_offset must be >= 0, got {file_offset}")
-    if buffer_offset < 0:
-        raise ValueError(f"buffer_offset must be >= 0, got {buffer_offset}")
-    if buffer_offset > length:
-        raise ValueError(f"buffer_offset {buffer_offset} is past the {length}-byte buffer")
-    if size is None:
-        size = length - buffer_offset
-    if size < 0:
-        raise ValueError(f"size must be >= 0, got {size}")
-    if size > length - buffer_offset:
-        raise ValueError(f"size {size} at buffer_offset {buffer_offset} overruns the "
-                         f"{length}-byte buffer")
+    ptr, _, owner, size, file_offset, buffer_offset = io_range(
+        buffer, size, file_offset, buffer_offset)
     pool = executor if executor is not None else _default_executor()
 
     core = owner if isinstance(owner, _BufferCore) else None

@@ -402,3 +402,33 @@ def test_upstream_contract(driver, data_file):
         fh.close()
         buf.deregister()
         assert np.array_equal(from_device(dev, N), data)
+
+
+def test_pool_grows_safely_under_threads(driver, data_file):
+    """Threads that grow the slot pool at once never get the same slot."""
+    path, _ = data_file
+    hipfile.trim_pool()
+    per_thread, threads = 2500, 8  # about 10 pages, grown concurrently
+    results: list[list[AsyncIOHandle]] = [[] for _ in range(threads)]
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+        buf = Buffer(dev)
+
+        def work(t: int) -> None:
+            results[t] = [fh.read_async(buf, 16, 0, 0, s) for _ in range(per_thread)]
+
+        pool = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
+        for th in pool:
+            th.start()
+        for th in pool:
+            th.join(timeout=120)
+        handles = [h for r in results for h in r]
+        assert len(handles) == per_thread * threads
+        assert len({int(h.slots) for h in handles}) == len(handles)
+        stats = hipfile.pool_stats()
+        assert stats["in_use"] == len(handles)
+        assert stats["pages"] * stats["slots_per_page"] == stats["in_use"] + stats["free"]
+        check(hip.hipStreamSynchronize(s))
+        assert all(h.wait() == 16 for h in handles)
+        handles.clear()
+        results.clear()
+    assert hipfile.pool_stats()["in_use"] == 0

@@ -204,43 +204,47 @@ cdef int _new_page() except -1:
     global _pslots, _pstate, _pused, _pcap, _npages, _fstack, _nfree
     cdef int cap, i, base
     cdef void *p
+    cdef unsigned char *state
+    # The HIP call may let other threads run (and grow the pool too), so it
+    # comes first; everything after it runs without releasing the GIL.
+    h = _hipapi()
+    mem = h.check(h.hip.hipHostMalloc(SLOTS_PER_PAGE * sizeof(Slots), 0), "hipHostMalloc")
+    state = <unsigned char *>malloc(SLOTS_PER_PAGE)
+    if state == NULL:
+        h.hip.hipHostFree(mem)
+        raise MemoryError()
+    memset(state, SLOT_FREE, SLOTS_PER_PAGE)
+    cdef _Page page = _Page.__new__(_Page)
+    page.mem = mem
+    page.state = state
+    cdef Slots *slots = <Slots *><uintptr_t>int(mem)
+    # from here to the append: C only, so no other thread runs in between
     if _npages == _pcap:
         cap = 8 if _pcap == 0 else 2 * _pcap
         p = realloc(_pslots, cap * sizeof(Slots *))
+        if p != NULL:
+            _pslots = <Slots **>p
+            p = realloc(_pstate, cap * sizeof(unsigned char *))
+        if p != NULL:
+            _pstate = <unsigned char **>p
+            p = realloc(_pused, cap * sizeof(int))
+        if p != NULL:
+            _pused = <int *>p
+            p = realloc(_fstack, cap * SLOTS_PER_PAGE * sizeof(int))
         if p == NULL:
-            raise MemoryError()
-        _pslots = <Slots **>p
-        p = realloc(_pstate, cap * sizeof(unsigned char *))
-        if p == NULL:
-            raise MemoryError()
-        _pstate = <unsigned char **>p
-        p = realloc(_pused, cap * sizeof(int))
-        if p == NULL:
-            raise MemoryError()
-        _pused = <int *>p
-        p = realloc(_fstack, cap * SLOTS_PER_PAGE * sizeof(int))
-        if p == NULL:
-            raise MemoryError()
+            h.hip.hipHostFree(mem)
+            raise MemoryError()  # page frees its state
         _fstack = <int *>p
         _pcap = cap
-    h = _hipapi()
-    mem = h.check(h.hip.hipHostMalloc(SLOTS_PER_PAGE * sizeof(Slots), 0), "hipHostMalloc")
-    cdef _Page page = _Page.__new__(_Page)
-    page.mem = mem
-    page.state = <unsigned char *>malloc(SLOTS_PER_PAGE)
-    if page.state == NULL:
-        h.hip.hipHostFree(mem)
-        raise MemoryError()
-    memset(page.state, SLOT_FREE, SLOTS_PER_PAGE)
-    _pages.append(page)
-    _pslots[_npages] = <Slots *><uintptr_t>int(mem)
-    _pstate[_npages] = page.state
+    _pslots[_npages] = slots
+    _pstate[_npages] = state
     _pused[_npages] = 0
     base = _npages * SLOTS_PER_PAGE
     _npages += 1
     for i in range(SLOTS_PER_PAGE - 1, -1, -1):
         _fstack[_nfree] = base + i
         _nfree += 1
+    _pages.append(page)
     return 0
 
 
@@ -260,7 +264,10 @@ cdef int _sweep() except -1:
         return 0
     done = [n for n in _parked if hipfile_atomic_load_u8(_state_ptr(n)) == SLOT_DONE]
     for n in done:
-        rec = <_Parked>_parked.pop(n)
+        o = _parked.pop(n, None)
+        if o is None:  # another thread's sweep took it
+            continue
+        rec = <_Parked>o
         _release_refs(rec.file, rec.buffer, rec.stream_state)
         _destroy_event(rec.event)
         _give_back(n)
@@ -275,13 +282,20 @@ cdef inline void _give_back(int n) noexcept:
     _nfree += 1
 
 
+cdef int _refill() except -1:
+    _sweep()
+    if _nfree == 0:
+        _new_page()
+    return 0
+
+
 cdef inline int _take() except -1:
     global _nfree
     cdef int n
-    if _nfree == 0:
-        _sweep()
-        if _nfree == 0:
-            _new_page()
+    # _refill may let other threads run and take the new slots: check again
+    # until one is free with no Python code in between
+    while _nfree == 0:
+        _refill()
     _nfree -= 1
     n = _fstack[_nfree]
     _state_ptr(n)[0] = SLOT_USED
@@ -306,14 +320,17 @@ def trim_pool():
     for i in range(_npages):
         if _pused[i]:
             return 0
+    # detach the pages first (C only), then free them: threads that submit
+    # meanwhile start new pages
+    _npages = 0
+    _nfree = 0
+    pages = list(_pages)
+    _pages.clear()
     h = _hipapi()
-    for p in _pages:
+    for p in pages:
         h.check(h.hip.hipHostFree((<_Page>p).mem), "hipHostFree")
         (<_Page>p).mem = None
         freed += 1
-    _npages = 0
-    _nfree = 0
-    _pages.clear()
     return freed
 
 
