@@ -26,7 +26,6 @@ def _find_pointer_type() -> type:
 Pointer: type = _find_pointer_type()
 
 _SUCCESS = hip.hipError_t.hipSuccess
-_NOT_READY = hip.hipError_t.hipErrorNotReady
 
 
 def error_name(code: int) -> str:
@@ -53,10 +52,3 @@ def check(result: Any, func: str) -> Any:
         return result[1:]
     return None
 
-
-def is_not_ready(err: Any) -> bool:
-    return bool(err == _NOT_READY)
-
-
-def is_success(err: Any) -> bool:
-    return bool(err == _SUCCESS)

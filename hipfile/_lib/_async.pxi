@@ -360,12 +360,6 @@ cdef class _StreamState:
 cdef dict _stream_states = {}     # handle -> _StreamState (registered streams)
 
 
-def registered_stream_flags(uintptr_t handle):
-    """Flags the stream was registered with through hipfile, or None."""
-    st = _stream_states.get(handle)
-    return None if st is None else (<_StreamState>st).flags
-
-
 cdef class _BufferCore:
     """Address, size and registration of a buffer (base of :class:`Buffer`)."""
     cdef uintptr_t _ptr
@@ -624,7 +618,6 @@ cdef class _FileCore:
 
 
 _interop_mod = None
-_closed_error = None
 
 
 cdef object _interop():
