@@ -290,8 +290,7 @@ class BatchIO:
         self._check_open()
         if not isinstance(fh, _FileCore):
             raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
-        if fh.handle is None:
-            raise ClosedFileError("batch entry on a closed FileHandle")
+        fh._check_registered()
         ptr, _, owner, size, file_offset, buffer_offset = io_range(
             buffer, size, file_offset, buffer_offset)
         if size > _MAX_ENTRY:
@@ -409,6 +408,7 @@ class BatchIO:
                 if h is None:
                     raise ClosedFileError(f"the file of batch entry {e.id} was closed "
                                           "before submit")
+                e.fh._check_registered()
                 handles.append(h)
             n = len(entries)
             params = np.zeros(n, dtype=PARAMS_DTYPE)

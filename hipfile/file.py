@@ -12,7 +12,7 @@ from hipfile._interop import io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
 from hipfile.enums import FileHandleType
-from hipfile.errors import ClosedFileError, raise_result
+from hipfile.errors import raise_result
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -199,8 +199,7 @@ class FileHandle(_FileCore):
 
     def _io(self, write: bool, buffer: Any, size: int | None, file_offset: int,
             buffer_offset: int) -> int:
-        if self.handle is None:
-            raise ClosedFileError("I/O operation on a closed FileHandle")
+        self._check_registered()
         ptr, _, _, size, file_offset, buffer_offset = io_range(
             buffer, size, file_offset, buffer_offset)
         call = _hipfile.write_raw if write else _hipfile.read_raw

@@ -31,7 +31,7 @@ from typing import Any
 from hipfile._interop import as_int, io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
-from hipfile.errors import ClosedFileError, raise_result
+from hipfile.errors import raise_result
 
 __all__ = [
     "IOFuture",
@@ -440,10 +440,13 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     # Hold before checking, so that a close racing with this call either
     # sees the hold or is seen here.
     fh._hold(+1)
-    handle = fh.handle
-    if handle is None:
+    try:
+        fh._check_registered()
+    except BaseException:
         fh._hold(-1)
-        raise ClosedFileError("I/O operation on a closed FileHandle")
+        raise
+    handle = fh.handle
+    assert handle is not None
     if core is not None:
         core._hold(+1)
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from hipfile import (
     get_parameter,
     set_parameter,
 )
+from hipfile._lib import _hipfile
 
 
 @pytest.fixture
@@ -235,3 +237,38 @@ def test_set_poll_mode_rejects_bad_thresholds() -> None:
         Driver.set_poll_mode(True, -4)
     with pytest.raises(TypeError):
         Driver.set_poll_mode(True, "4")  # type: ignore[arg-type]
+
+
+def test_closing_the_driver_invalidates_registrations(tmp_path: Path) -> None:
+    """When the count reaches 0 the library drops every registration: the
+    objects stop using their stale handle and deregistration becomes a no-op."""
+    from hip import hip
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"x" * 4096)
+    err, dev = hip.hipMalloc(4096)
+    assert err == hip.hipError_t.hipSuccess
+    try:
+        while hipfile.use_count() > 0:  # start from a closed driver
+            _hipfile.driver_close()
+        epoch = _hipfile.driver_epoch()
+        drv = hipfile.Driver().open()
+        fh = hipfile.FileHandle(path, os.O_RDONLY).open()
+        buf = hipfile.Buffer(dev)
+        buf.register()
+        assert fh.read(buf) == 4096
+        drv.close()
+        assert hipfile.use_count() == 0
+        assert _hipfile.driver_epoch() == epoch + 1
+        assert not buf.registered
+        with pytest.raises(hipfile.HandleNotRegisteredError, match="reopen"):
+            fh.read(buf)
+        with pytest.raises(hipfile.HandleNotRegisteredError):
+            fh.read_async(buf, 16, 0, 0, 0)
+        buf.deregister()  # no stale call into the library
+        fh.close()
+        assert fh.closed
+        with hipfile.FileHandle(path, os.O_RDONLY) as again:  # a fresh registration works
+            assert again.read(buf) == 4096
+    finally:
+        hip.hipFree(dev)

@@ -355,6 +355,7 @@ cdef class _StreamState:
     cdef readonly unsigned flags
     cdef readonly bint registered
     cdef readonly Py_ssize_t pending
+    cdef unsigned long epoch
 
 
 cdef dict _stream_states = {}     # handle -> _StreamState (registered streams)
@@ -370,6 +371,7 @@ cdef class _BufferCore:
     cdef object _owner
     cdef int _device
     cdef Py_ssize_t _held
+    cdef unsigned long _epoch
 
     def _hold(self, Py_ssize_t delta):
         """Count operations outside AsyncIOHandle (batch entries) using this buffer."""
@@ -387,8 +389,9 @@ cdef class _BufferCore:
 
     @property
     def registered(self):
-        """Whether the memory is registered with hipFile by this object."""
-        return self._registered
+        """Whether the memory is registered with hipFile by this object (a
+        registration dropped by closing the driver counts as gone)."""
+        return bool(self._registered and self._epoch == _driver_epoch)
 
     @property
     def pending(self):
@@ -421,12 +424,13 @@ cdef class _BufferCore:
         --------
         hipFileBufRegister
         """
-        if self._registered:
+        if self._registered and self._epoch == _driver_epoch:
             return
         if self._length == 0:
             raise ValueError("cannot register an empty buffer")
         buf_register(self._ptr, self._length, self._flags)
         self._registered = 1
+        self._epoch = _driver_epoch
 
     def deregister(self):
         """Deregister the memory (idempotent).
@@ -441,6 +445,10 @@ cdef class _BufferCore:
         hipFileBufDeregister
         """
         if not self._registered:
+            return
+        if self._epoch != _driver_epoch:
+            # the driver was closed since: the library dropped the registration
+            self._registered = 0
             return
         if self._held:
             from hipfile.errors import InFlightError
@@ -511,6 +519,7 @@ cdef class _StreamCore:
         st.handle = self._handle
         st.flags = self._flags
         st.registered = 1
+        st.epoch = _driver_epoch
         self._state = st
         _stream_states[self._handle] = st
 
@@ -537,7 +546,16 @@ cdef class _StreamCore:
         if _stream_states.get(self._handle) is st:
             del _stream_states[self._handle]
         self._state = None
-        stream_deregister(self._handle)
+        if st.epoch == _driver_epoch:
+            stream_deregister(self._handle)
+            return
+        # the driver was closed since: some libraries drop stream
+        # registrations with it, others keep them
+        from hipfile.errors import InvalidValueError
+        try:
+            stream_deregister(self._handle)
+        except InvalidValueError:
+            pass
 
 
 cdef class _FileCore:
@@ -546,6 +564,7 @@ cdef class _FileCore:
     cdef bint _is_open
     cdef Py_ssize_t _pending
     cdef Py_ssize_t _held
+    cdef unsigned long _epoch
 
     def _hold(self, Py_ssize_t delta):
         """Count operations outside AsyncIOHandle (batch entries) using this file."""
@@ -564,6 +583,20 @@ cdef class _FileCore:
     def _attach(self, uintptr_t fh):
         self._fh = <hipFileHandle_t>fh
         self._is_open = 1
+        self._epoch = _driver_epoch
+
+    def _check_registered(self):
+        """Raise unless the file is open and its registration is current.
+
+        Raises
+        ------
+        ClosedFileError
+            The file is closed.
+        HandleNotRegisteredError
+            The driver was closed since the file was opened, which dropped
+            the registration; the stale handle is never passed on.
+        """
+        _check_file(self)
 
     def _detach(self):
         """Mark closed and return the handle to deregister (None if not open).
@@ -581,6 +614,8 @@ cdef class _FileCore:
             raise InFlightError(detail=f"cannot close the file: {self._pending} asynchronous "
                                 "operation(s) still in flight; wait for them first")
         self._is_open = 0
+        if self._epoch != _driver_epoch:
+            return None  # dropped with the driver: nothing to deregister
         return <uintptr_t>self._fh
 
     def read_async(self, buffer, size=None, file_offset=0, buffer_offset=0, stream=0):
@@ -633,6 +668,18 @@ cdef object _interop():
 cdef PyObject *_pending_head = NULL
 
 
+cdef int _check_file(_FileCore f) except -1:
+    if not f._is_open:
+        from hipfile.errors import ClosedFileError
+        raise ClosedFileError("I/O operation on a closed FileHandle")
+    if f._epoch != _driver_epoch:
+        from hipfile.errors import HandleNotRegisteredError
+        raise HandleNotRegisteredError(
+            5027, 0, None, "the driver was closed after this file was opened, which "
+            "dropped its registration; close and reopen the file")
+    return 0
+
+
 cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
                            object file_offset, object buffer_offset, object stream):
     global _pending_head
@@ -651,9 +698,8 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     cdef Slots *s
     cdef AsyncIOHandle h
 
-    if not f._is_open:
-        from hipfile.errors import ClosedFileError
-        raise ClosedFileError("I/O operation on a closed FileHandle")
+    if not f._is_open or f._epoch != _driver_epoch:
+        _check_file(f)
     # buffer
     if isinstance(buffer, _BufferCore):
         bc = <_BufferCore>buffer

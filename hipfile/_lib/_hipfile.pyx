@@ -244,6 +244,28 @@ def driver_close():
     with nogil:
         e = _p_driver_close()
     _check(e, "hipFileDriverClose")
+    _note_driver_close()
+
+
+# Incremented whenever a close brings the driver's count to 0: the library
+# then drops every handle and buffer registration, so objects registered in
+# an older epoch must neither use nor deregister their (stale) registration.
+cdef unsigned long _driver_epoch = 0
+
+
+cdef void _note_driver_close():
+    global _driver_epoch
+    try:
+        if use_count() == 0:
+            _driver_epoch += 1
+    except Exception:
+        _driver_epoch += 1
+
+
+def driver_epoch():
+    """How many times the driver's open count has dropped to 0 through
+    :func:`driver_close` in this process."""
+    return _driver_epoch
 
 
 def use_count():
