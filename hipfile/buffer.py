@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import ctypes
-import warnings
-from types import TracebackType
 from typing import Any
 
 from hipfile._interop import buffer_info, pointer_value
 from hipfile._lib._hipfile import _BufferCore
+from hipfile._lifetime import RegistrationLifetime
 
 __all__ = ["Buffer"]
 
 
-class Buffer(_BufferCore):
+class Buffer(_BufferCore, RegistrationLifetime):
     """A range of device memory, optionally registered with hipFile.
 
     ``Buffer`` never owns the allocation: it keeps the object it was made
@@ -84,24 +83,6 @@ class Buffer(_BufferCore):
         if ctypes_void_p.value is None:
             raise ValueError("Cannot pass in a null pointer.")
         return cls(ctypes_void_p.value, length, flags)
-
-    def __enter__(self) -> Buffer:
-        self.register()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.deregister()
-
-    def __del__(self) -> None:
-        if self.registered:
-            text = repr(self)
-            try:
-                self.deregister()
-            except Exception:
-                return
-            warnings.warn(f"{text} was still registered; deregistered it",
-                          ResourceWarning, stacklevel=1)
 
     def __len__(self) -> int:
         return int(self.length)

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import warnings
-from types import TracebackType
 from typing import Any
 
 from hipfile._interop import stream_info
 from hipfile._lib._hipfile import _StreamCore
+from hipfile._lifetime import RegistrationLifetime
 from hipfile.enums import StreamFlags
 
 __all__ = ["Stream"]
 
 
-class Stream(_StreamCore):
+class Stream(_StreamCore, RegistrationLifetime):
     """A HIP stream as hipFile sees it, registered or not.
 
     Parameters
@@ -54,23 +53,6 @@ class Stream(_StreamCore):
 
     def __int__(self) -> int:
         return int(self.handle)
-
-    def __enter__(self) -> Stream:
-        self.register()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.deregister()
-
-    def __del__(self) -> None:
-        if self.registered:
-            try:
-                self.deregister()
-            except Exception:
-                return
-            warnings.warn(f"{self!r} was still registered; deregistered it",
-                          ResourceWarning, stacklevel=1)
 
     def __repr__(self) -> str:
         state = "registered" if self.registered else "unregistered"

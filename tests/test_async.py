@@ -439,3 +439,14 @@ def test_pool_grows_safely_under_threads(driver, data_file):
         handles.clear()
         results.clear()
     assert hipfile.pool_stats()["in_use"] == 0
+
+
+def test_stream_collected_while_registered_warns_and_deregisters(driver):
+    with hip_stream() as s:
+        st = Stream(s)
+        st.register()
+        with pytest.warns(ResourceWarning, match=r" registered> was still registered"):
+            del st
+            gc.collect()
+        with Stream(s) as again:  # the registration is gone: it registers anew
+            assert again.registered

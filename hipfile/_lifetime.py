@@ -1,0 +1,45 @@
+"""Context manager and finalizer shared by objects that hold a registration."""
+
+from __future__ import annotations
+
+import warnings
+from types import TracebackType
+from typing import TYPE_CHECKING, TypeVar
+
+_T = TypeVar("_T", bound="RegistrationLifetime")
+
+
+class RegistrationLifetime:
+    """``with obj:`` registers and deregisters; an object collected while still
+    registered is deregistered and warns with ``ResourceWarning``.
+
+    Mixed in after a core class that provides ``registered``, ``register()``
+    and ``deregister()``.
+    """
+
+    if TYPE_CHECKING:
+
+        @property
+        def registered(self) -> bool: ...
+
+        def register(self) -> None: ...
+
+        def deregister(self) -> None: ...
+
+    def __enter__(self: _T) -> _T:
+        self.register()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.deregister()
+
+    def __del__(self) -> None:
+        if self.registered:
+            text = repr(self)  # before deregistering changes what it says
+            try:
+                self.deregister()
+            except Exception:
+                return
+            warnings.warn(f"{text} was still registered; deregistered it",
+                          ResourceWarning, stacklevel=1)
