@@ -104,16 +104,19 @@ def main() -> int:
                         ctypes.c_int64]
     handle, base = fh.handle, int(dev)
 
-    def raw_hipfile() -> int:
-        done = 0
-        while done < size:
-            n = hf_read(handle, base, min(CHUNK, size - done), done, done)
-            if n <= 0:
-                raise OSError(f"hipFileRead returned {n}")
-            done += n
-        return done
+    def raw_loop(read: Callable[..., int], fh: object, name: str) -> Callable[[], int]:
+        def run() -> int:
+            done = 0
+            while done < size:
+                n = read(fh, base, min(CHUNK, size - done), done, done)
+                if n <= 0:
+                    raise OSError(f"{name} returned {n}")
+                done += n
+            return done
 
-    methods["raw hipFileRead loop (ctypes)"] = raw_hipfile
+        return run
+
+    methods["raw hipFileRead loop (ctypes)"] = raw_loop(hf_read, handle, "hipFileRead")
     reference = "raw hipFileRead loop (ctypes)"
 
     try:
@@ -136,16 +139,7 @@ def main() -> int:
         cu_handle = ctypes.c_void_p()
         status = cufile.cuFileHandleRegister(ctypes.byref(cu_handle), ctypes.byref(d))
         if status & 0xFFFFFFFF == 0:
-            def raw_cufile() -> int:
-                done = 0
-                while done < size:
-                    n = cu_read(cu_handle, base, min(CHUNK, size - done), done, done)
-                    if n <= 0:
-                        raise OSError(f"cuFileRead returned {n}")
-                    done += n
-                return done
-
-            methods["raw cuFileRead loop (ctypes)"] = raw_cufile
+            methods["raw cuFileRead loop (ctypes)"] = raw_loop(cu_read, cu_handle, "cuFileRead")
             reference = "raw cuFileRead loop (ctypes)"
             cleanups.append(lambda: (cufile.cuFileHandleDeregister(cu_handle), os.close(raw_fd)))
         else:

@@ -491,36 +491,39 @@ def buf_deregister(uintptr_t base):
 # Synchronous I/O
 # --------------------------------------------------------------------------
 
-def read_raw(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
-             hoff_t buffer_offset):
-    """Wraps ``hipFileRead``; returns ``(result, errno)`` without raising."""
-    global _p_read
-    if _p_read == NULL:
-        _p_read = <fn_io_t>_resolve(b"hipFileRead")
+cdef fn_io_t _get_io(int opcode) except NULL:
+    global _p_read, _p_write
+    if opcode == 0:
+        if _p_read == NULL:
+            _p_read = <fn_io_t>_resolve(b"hipFileRead")
+        return _p_read
+    if _p_write == NULL:
+        _p_write = <fn_io_t>_resolve(b"hipFileWrite")
+    return _p_write
+
+
+cdef tuple _io_raw(fn_io_t fn, uintptr_t handle, uintptr_t base, size_t size,
+                   hoff_t file_offset, hoff_t buffer_offset):
     cdef ssize_t r
     cdef int err = 0
     with nogil:
         libc.errno.errno = 0
-        r = _p_read(<hipFileHandle_t>handle, <void *>base, size, file_offset, buffer_offset)
+        r = fn(<hipFileHandle_t>handle, <void *>base, size, file_offset, buffer_offset)
         if r < 0:
             err = libc.errno.errno
     return (r, err)
+
+
+def read_raw(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
+             hoff_t buffer_offset):
+    """Wraps ``hipFileRead``; returns ``(result, errno)`` without raising."""
+    return _io_raw(_get_io(0), handle, base, size, file_offset, buffer_offset)
 
 
 def write_raw(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
               hoff_t buffer_offset):
     """Wraps ``hipFileWrite``; returns ``(result, errno)`` without raising."""
-    global _p_write
-    if _p_write == NULL:
-        _p_write = <fn_io_t>_resolve(b"hipFileWrite")
-    cdef ssize_t r
-    cdef int err = 0
-    with nogil:
-        libc.errno.errno = 0
-        r = _p_write(<hipFileHandle_t>handle, <void *>base, size, file_offset, buffer_offset)
-        if r < 0:
-            err = libc.errno.errno
-    return (r, err)
+    return _io_raw(_get_io(1), handle, base, size, file_offset, buffer_offset)
 
 
 def read(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
