@@ -256,22 +256,9 @@ def io_range(buffer: Any, size: Any, file_offset: Any,
         Negative offsets or sizes, or a range that overruns the buffer: the
         library is never asked to touch memory outside it.
     """
-    file_offset = as_int(file_offset, "file_offset")
-    buffer_offset = as_int(buffer_offset, "buffer_offset")
-    if size is not None:
-        size = as_int(size, "size")
+    from hipfile._lib import _hipfile
+
     ptr, length, owner = buffer_info(buffer)
-    if file_offset < 0:
-        raise ValueError(f"file_offset must be >= 0, got {file_offset}")
-    if buffer_offset < 0:
-        raise ValueError(f"buffer_offset must be >= 0, got {buffer_offset}")
-    if buffer_offset > length:
-        raise ValueError(f"buffer_offset {buffer_offset} is past the {length}-byte buffer")
-    if size is None:
-        size = length - buffer_offset
-    if size < 0:
-        raise ValueError(f"size must be >= 0, got {size}")
-    if size > length - buffer_offset:
-        raise ValueError(f"size {size} at buffer_offset {buffer_offset} overruns the "
-                         f"{length}-byte buffer")
+    size, file_offset, buffer_offset = _hipfile.io_range_check(
+        length, size, file_offset, buffer_offset)
     return ptr, length, owner, size, file_offset, buffer_offset
