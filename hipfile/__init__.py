@@ -18,6 +18,7 @@ from hipfile.async_io import AsyncIOHandle, pool_stats, supports_async, trim_poo
 from hipfile.batch import BatchEvent, BatchIO  # noqa: E402
 from hipfile.buffer import Buffer  # noqa: E402
 from hipfile.driver import Driver, use_count  # noqa: E402
+from hipfile.engine import StreamIOHandle  # noqa: E402
 from hipfile.enums import (  # noqa: E402
     BASE_ERR,
     BatchMode,
@@ -74,6 +75,7 @@ from hipfile.stream import Stream  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
+    "StreamIOHandle",
     "BASE_ERR",
     "AsyncIOHandle",
     "AsyncNotSupportedError",

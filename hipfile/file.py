@@ -15,7 +15,10 @@ from hipfile.enums import FileHandleType
 from hipfile.errors import raise_result
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from concurrent.futures import Executor
+
+    from hipfile.engine import StreamIOHandle
 
     from hipfile.parallel import IOFuture
 
@@ -299,6 +302,93 @@ class FileHandle(_FileCore):
 
         return pwrite(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
                       executor=executor)
+
+    # -- stream-ordered parallel I/O (the engine) -------------------------
+
+    def pread_async(self, buffer: Any, size: int | None = None, file_offset: int = 0,
+                    buffer_offset: int = 0, stream: Any = 0, *,
+                    task_size: int | None = None) -> StreamIOHandle:
+        """Read ``size`` bytes (None: the rest of the buffer) at
+        ``file_offset`` into ``buffer`` at ``buffer_offset``, in stream order
+        on ``stream``, with the parallel engine; returns a
+        :class:`~hipfile.StreamIOHandle` at once.
+
+        The read starts once ``stream`` has passed this point and runs in
+        ``task_size`` chunks on the engine's threads; ``handle.wait_on(s)``
+        makes another stream wait for it without blocking the host. A read
+        that reaches the end of the file moves fewer bytes; a short count in
+        the middle of the file is retried, never taken for the end.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A bad buffer, stream, range or task size (nothing is submitted).
+        ClosedFileError
+            The file is closed.
+
+        See Also
+        --------
+        hipFileRead, hipStreamWriteValue32, hipStreamWaitValue32
+        """
+        return self.pread_async_ranges(buffer, [(size, file_offset, buffer_offset)], stream,
+                                       task_size=task_size)[0]
+
+    def pwrite_async(self, buffer: Any, size: int | None = None, file_offset: int = 0,
+                     buffer_offset: int = 0, stream: Any = 0, *,
+                     task_size: int | None = None) -> StreamIOHandle:
+        """Write ``size`` bytes of ``buffer`` at ``buffer_offset`` to the file
+        at ``file_offset``, in stream order on ``stream``, with the parallel
+        engine: the buffer is read only after the work enqueued on
+        ``stream`` before this call has finished. See :meth:`pread_async`.
+
+        See Also
+        --------
+        hipFileWrite, hipStreamWriteValue32, hipStreamWaitValue32
+        """
+        return self.pwrite_async_ranges(buffer, [(size, file_offset, buffer_offset)], stream,
+                                        task_size=task_size)[0]
+
+    def pread_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
+                           stream: Any = 0, *,
+                           task_size: int | None = None) -> list[StreamIOHandle]:
+        """Read many ``(size, file_offset, buffer_offset)`` ranges of one
+        buffer in stream order; returns one handle per range.
+
+        All ranges start together once ``stream`` has passed this point;
+        each completes on its own (oldest range first), so layer *i* is
+        usable as soon as its own bytes have landed. Every range is checked
+        before anything is submitted.
+
+        See Also
+        --------
+        hipFileRead
+        """
+        return list(_hipfile.engine_submit(self, 0, buffer, _ranges(ranges), stream,
+                                           task_size))
+
+    def pwrite_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
+                            stream: Any = 0, *,
+                            task_size: int | None = None) -> list[StreamIOHandle]:
+        """Write many ``(size, file_offset, buffer_offset)`` ranges of one
+        buffer in stream order; returns one handle per range. See
+        :meth:`pread_async_ranges`.
+
+        See Also
+        --------
+        hipFileWrite
+        """
+        return list(_hipfile.engine_submit(self, 1, buffer, _ranges(ranges), stream,
+                                           task_size))
+
+
+def _ranges(ranges: Any) -> list[tuple[Any, Any, Any]]:
+    out = []
+    for r in ranges:
+        t = tuple(r)
+        if len(t) != 3:
+            raise TypeError(f"each range must be (size, file_offset, buffer_offset), got {r!r}")
+        out.append(t)
+    return out
 
 
 def open(

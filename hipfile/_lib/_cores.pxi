@@ -99,9 +99,12 @@ cdef class _BufferCore:
     cdef bint _registered
     cdef Py_ssize_t _pending
     cdef object _owner
-    cdef int _device
+    cdef int _device          # -1 until the engine asks
     cdef Py_ssize_t _held
     cdef unsigned long _epoch
+
+    def __cinit__(self):
+        self._device = -1
 
     def _hold(self, Py_ssize_t delta):
         """Count operations outside AsyncIOHandle (batch entries) using this buffer."""
@@ -137,6 +140,7 @@ cdef class _BufferCore:
         if self._registered:
             raise ValueError("cannot change a registered buffer")
         self._ptr = ptr
+        self._device = -1
         self._length = length
         self._flags = flags
         self._owner = owner
@@ -180,6 +184,8 @@ cdef class _BufferCore:
             # the driver was closed since: the library dropped the registration
             self._registered = 0
             return
+        if self._held:
+            _eng_sweep()
         if self._held:
             raise InFlightError(detail=f"cannot deregister the buffer at {self._ptr:#x}: "
                                 f"{self._held} operation(s) (batch entries, parallel "
@@ -331,6 +337,8 @@ cdef class _FileCore:
         """
         if not self._is_open:
             return None
+        if self._held:
+            _eng_sweep()
         if self._held:
             raise InFlightError(detail=f"cannot close the file: {self._held} operation(s) "
                                 "(batch entries, parallel reads or writes) still in flight")

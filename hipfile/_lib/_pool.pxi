@@ -170,9 +170,12 @@ cdef void _host_done(void *state) noexcept nogil:
 def trim_pool():
     """Free the pinned pages when none of their slots is in use; returns the
     pages freed. Slots parked behind operations still in flight are kept.
+    The stream engine's flags are freed too when none of its operations is
+    outstanding (after synchronizing the devices that hold them).
     """
     global _npages, _nfree
     cdef int i, freed = 0
+    _eng_trim()
     _sweep()
     if _npages == 0:
         return 0
