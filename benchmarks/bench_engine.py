@@ -41,39 +41,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-KVIKIO_SCRIPT = r"""
-import json, os, statistics, sys, time
-import cupy, kvikio
-path, layers, chunk, repeats, cold = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
-threads, task = int(os.environ.get("BENCH_KVIKIO_THREADS", "0")), int(os.environ.get("BENCH_KVIKIO_TASK", "0"))
-if threads or task:
-    kvikio.defaults.set({k: v for k, v in (("num_threads", threads), ("task_size", task)) if v})
-total = layers * chunk
-buf = cupy.empty(total, dtype=cupy.uint8)
-stream = cupy.cuda.Stream(non_blocking=True)
-def drop():
-    fd = os.open(path, os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f: f.write("1")
-    except OSError: pass
-out = {"compat_mode": str(kvikio.defaults.get("compat_mode")), "num_threads": kvikio.defaults.get("num_threads"), "task_size": kvikio.defaults.get("task_size")}
-with kvikio.CuFile(path, "r") as f:
-    def raw_async():
-        futs = [f.raw_read_async(buf[i * chunk:(i + 1) * chunk], stream, chunk, i * chunk, 0) for i in range(layers)]
-        assert sum(x.check_bytes_done() for x in futs) == total
-    def pread():
-        assert f.pread(buf, total, 0).get() == total
-    for name, fn in (("raw_read_async", raw_async), ("pread", pread)):
-        if cold and name == "raw_read_async":
-            continue
-        fn(); cupy.cuda.Device().synchronize()
-        ts = []
-        for _ in range(repeats):
-            if cold: drop()
-            t0 = time.perf_counter(); fn(); cupy.cuda.Device().synchronize(); ts.append(time.perf_counter() - t0)
-        out[name] = statistics.median(ts)
-print("KVIKIO_RESULT " + json.dumps(out))
-"""
+KVIKIO_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvikio_worker.py")
 
 
 def _drop_cache(path: str) -> None:
@@ -318,9 +286,10 @@ def main() -> int:
             for cold_flag in (("0", "1") if args.cold else ("0",)):
                 for name, extra in configs.items():
                     env = dict(os.environ, **extra)
-                    env.pop("KVIKIO_COMPAT_MODE", None) if not extra else None
+                    if not extra:
+                        env.pop("KVIKIO_COMPAT_MODE", None)
                     proc = subprocess.run(
-                        [sys.executable, "-c", KVIKIO_SCRIPT, path, str(layers), str(chunk),
+                        [sys.executable, KVIKIO_WORKER, path, str(layers), str(chunk),
                          str(args.repeats), cold_flag], env=env, capture_output=True, text=True,
                         timeout=300)
                     line = [ln for ln in proc.stdout.splitlines()

@@ -105,6 +105,12 @@ def main() -> int:
             for i in range(n):
                 keep[i] = ra(buf, 4096, 0, 0, st)
 
+        # HIP-Python objects as they come: a DeviceArray and a hipStream_t
+        def run_hipfile_hip_objects(n: int) -> None:
+            ra = fh.read_async
+            for i in range(n):
+                keep[i] = ra(dev, 4096, 0, 0, stream)
+
         # ctypes: direct call, slots allocated beforehand
         lib = ctypes.CDLL(lib_path)
         fn = lib.hipFileReadAsync
@@ -133,6 +139,7 @@ def main() -> int:
 
         cases = (("hipfile read_async (Buffer, int stream)", run_hipfile_int),
                  ("hipfile read_async (Buffer, Stream)", run_hipfile_stream),
+                 ("hipfile read_async (DeviceArray, hipStream_t)", run_hipfile_hip_objects),
                  ("member-slot floor (unsafe reference design)", run_member_slots),
                  ("ctypes hipFileReadAsync, preallocated slots", run_ctypes))
         for _, run in cases:  # warm up: pool pages, symbol lookup

@@ -75,7 +75,6 @@ from hipfile.stream import Stream  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
-    "StreamIOHandle",
     "BASE_ERR",
     "AsyncIOHandle",
     "AsyncNotSupportedError",
@@ -116,6 +115,7 @@ __all__ = [
     "Status",
     "Stream",
     "StreamFlags",
+    "StreamIOHandle",
     "StringConfigParameter",
     "__version__",
     "driver_get_properties",

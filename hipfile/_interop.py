@@ -21,7 +21,7 @@ import re
 import struct
 from typing import Any
 
-__all__ = ["as_int", "buffer_info", "io_range", "stream_info"]
+__all__ = ["as_int", "buffer_info", "io_range", "protocol_buffer_info", "stream_info"]
 
 # DLPack device types that hold GPU memory hipFile can use.
 _DL_DEVICE_GPU = {2, 10}  # kDLCUDA, kDLROCM
@@ -123,7 +123,9 @@ def _from_dlpack(obj: Any) -> tuple[int, int, Any]:
 
 
 def buffer_info(obj: Any) -> tuple[int, int, Any]:
-    """``(address, nbytes, owner)`` of a device buffer object.
+    """``(address, nbytes, owner)`` of a buffer object: :class:`Buffer` and
+    HIP-Python arrays are read in C by the core, everything else through the
+    protocols here (:func:`protocol_buffer_info`).
 
     Raises
     ------
@@ -135,8 +137,20 @@ def buffer_info(obj: Any) -> tuple[int, int, Any]:
     """
     from hipfile._lib import _hipfile
 
-    if isinstance(obj, _hipfile._BufferCore):
-        return obj.ptr, obj.length, obj
+    return _hipfile.buffer_info(obj)  # type: ignore[no-any-return]
+
+
+def protocol_buffer_info(obj: Any) -> tuple[int, int, Any]:
+    """``(address, nbytes, owner)`` of a device buffer object.
+
+    Raises
+    ------
+    TypeError
+        The object exposes no size (pass ``Buffer(ptr, length)``) or is of an
+        unsupported kind.
+    ValueError
+        The memory is not one contiguous device range.
+    """
     if isinstance(obj, bool | int) or obj is None:
         raise TypeError(
             "a bare address has no size: wrap it as hipfile.Buffer(ptr, length)"

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from hipfile.engine import StreamIOHandle
-
     from hipfile.parallel import IOFuture
 
 __all__ = ["FileHandle"]

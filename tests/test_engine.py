@@ -15,12 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _util import check, device_array, from_device, random_bytes, to_device
 from hip import hip
 
 import hipfile
 from hipfile import Buffer, FileHandle, StreamIOHandle
-
-from _util import check, device_array, from_device, random_bytes, to_device
 
 N = 1 << 20
 LAYERS = 32
@@ -348,7 +347,7 @@ def test_many_threads_submitting_to_their_own_streams(drv, layers_file):
                         assert np.array_equal(from_device(dev, LAYERS * LAYER), data)
             finally:
                 check(hip.hipStreamDestroy(s))
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:
             errors.append(e)
 
     with FileHandle(path) as fh:
@@ -371,7 +370,7 @@ def test_configure_validates():
 
 
 def test_shutdown_and_restart(drv, layers_file):
-    path, data = layers_file
+    path, _data = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
         fh.pread_async(dev, N).wait(timeout=30)
         hipfile.engine.shutdown(timeout=10)

@@ -64,7 +64,7 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         length = bc._length
         buf_owner = buffer
     else:
-        base, length, buf_owner = _interop().buffer_info(buffer)
+        buf_owner = _buffer_info(buffer, &base, &length)
     # stream
     if isinstance(stream, _StreamCore):
         sh = (<_StreamCore>stream)._handle
@@ -76,10 +76,8 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         if o is not None:
             st = <_StreamState>o
     else:
-        if stream is None:
-            sh = 0
-        else:
-            sh, stream_owner = _interop().stream_info(stream)
+        sh = _stream_handle(stream)
+        stream_owner = stream
         if _stream_states:
             o = _stream_states.get(sh)
             if o is not None:

@@ -16,6 +16,151 @@ cdef enum:
     FIXED_FILE_OFFSET = 2
     FIXED_FILE_SIZE = 4
 # --------------------------------------------------------------------------
+# Buffers and streams of HIP-Python, resolved in C
+# --------------------------------------------------------------------------
+
+cdef object _HipNDBuffer = None     # HIP-Python's DeviceArray and its base
+cdef object _HipDeviceArray = None
+cdef object _HipStream = None       # hipStream_t (ihipStream_t)
+cdef bint _hip_types_loaded = 0
+# Field offsets inside HIP-Python's objects, measured once at run time on
+# objects made for the purpose (-1: not found; the slow path is used).
+cdef Py_ssize_t _off_ptr = -1         # Pointer._ptr (void *)
+cdef Py_ssize_t _off_stream_ptr = -1  # the same field in ihipStream_t
+cdef Py_ssize_t _off_itemsize = -1    # NDBuffer._itemsize (size_t)
+cdef Py_ssize_t _off_cai = -1         # NDBuffer._cuda_array_interface (dict)
+
+
+cdef Py_ssize_t _find_word(object a, object b, uintptr_t va, uintptr_t vb):
+    """The offset of the one pointer-sized field holding ``va`` in ``a`` and
+    ``vb`` in ``b`` (two objects of one type), or -1."""
+    cdef Py_ssize_t n = type(a).__basicsize__
+    cdef Py_ssize_t off, found = -1
+    for off in range(sizeof(PyObject), n - <Py_ssize_t>sizeof(uintptr_t) + 1,
+                     sizeof(uintptr_t)):
+        if (<uintptr_t *>(<char *><PyObject *>a + off))[0] == va and \
+                (<uintptr_t *>(<char *><PyObject *>b + off))[0] == vb:
+            if found >= 0:
+                return -1      # ambiguous
+            found = off
+    return found
+
+
+cdef int _calibrate() except -1:
+    global _off_ptr, _off_stream_ptr, _off_itemsize, _off_cai
+    import gc
+    cdef uintptr_t s1 = 0x5A17C0DE00001000, s2 = 0x5A17C0DE00042000
+    try:
+        if _HipDeviceArray is not None:
+            a = _HipDeviceArray.fromObj(s1)
+            b = _HipDeviceArray.fromObj(s2)
+            _off_ptr = _find_word(a, b, s1, s2)
+            a.configure(shape=(3, 5), typestr="f8", _force=True)
+            b.configure(shape=(7,), typestr="i2", _force=True)
+            _off_itemsize = _find_word(a, b, 8, 2)
+            dicts = {id(o): o for o in gc.get_referents(a) if type(o) is dict}
+            dicts_b = {id(o): o for o in gc.get_referents(b) if type(o) is dict}
+            for da in dicts.values():
+                for db in dicts_b.values():
+                    if da.get("shape") == (3, 5) and db.get("shape") == (7,):
+                        _off_cai = _find_word(a, b, <uintptr_t>id(da), <uintptr_t>id(db))
+        if _HipStream is not None:
+            _off_stream_ptr = _find_word(_HipStream.fromObj(s1), _HipStream.fromObj(s2), s1, s2)
+    except Exception:
+        _off_ptr = _off_stream_ptr = _off_itemsize = _off_cai = -1
+    if _off_ptr < 0 or _off_itemsize < 0 or _off_cai < 0:
+        _off_ptr = _off_itemsize = _off_cai = -1
+    return 0
+
+
+cdef int _load_hip_types() except -1:
+    global _HipNDBuffer, _HipDeviceArray, _HipStream, _hip_types_loaded
+    import sys
+    h = _hipapi()
+    mod = sys.modules.get(h.Pointer.__module__)
+    _HipNDBuffer = getattr(mod, "NDBuffer", None)
+    _HipDeviceArray = getattr(mod, "DeviceArray", None)
+    _HipStream = getattr(h.hip, "ihipStream_t", None)
+    _calibrate()
+    _hip_types_loaded = 1
+    return 0
+
+
+cdef object _buffer_info(object obj, uintptr_t *base, size_t *length):
+    """Address and size of a buffer object; returns the object to keep
+    alive. Buffer cores and HIP-Python arrays are read in C; other objects
+    go through the protocols of :mod:`hipfile._interop`."""
+    cdef size_t n, item
+    cdef char *p
+    if isinstance(obj, _BufferCore):
+        base[0] = (<_BufferCore>obj)._ptr
+        length[0] = (<_BufferCore>obj)._length
+        return obj
+    if not _hip_types_loaded:
+        _load_hip_types()
+    t = type(obj)
+    if t is _HipDeviceArray or t is _HipNDBuffer:
+        if _off_cai >= 0:
+            p = <char *><PyObject *>obj
+            cai = <object>(<PyObject **>(p + _off_cai))[0]
+            if type(cai) is dict and (<dict>cai).get("strides") is None:
+                shape = (<dict>cai).get("shape")
+                if type(shape) is tuple:
+                    n = (<size_t *>(p + _off_itemsize))[0]
+                    for d in <tuple>shape:
+                        n *= <size_t>d
+                    base[0] = (<uintptr_t *>(p + _off_ptr))[0]
+                    length[0] = n
+                    return obj
+        base[0] = <uintptr_t>int(obj)
+        length[0] = <size_t>obj.itemsize * <size_t>obj.size
+        return obj
+    b, n, owner = _interop().protocol_buffer_info(obj)
+    base[0] = b
+    length[0] = n
+    return owner
+
+
+cdef uintptr_t _stream_handle(object obj) except? 0:
+    """A stream object's handle. Stream cores, ints, None and HIP-Python
+    ``hipStream_t`` are read in C; the object itself (unless an int or None)
+    is what to keep alive while the stream is used."""
+    if isinstance(obj, _StreamCore):
+        return (<_StreamCore>obj)._handle
+    if obj is None:
+        return 0
+    if type(obj) is int:
+        if obj < 0 or obj >= (1 << 64):
+            raise ValueError(f"stream handle {obj:#x} out of range")
+        return <uintptr_t>obj
+    if not _hip_types_loaded:
+        _load_hip_types()
+    if type(obj) is _HipStream:
+        if _off_stream_ptr >= 0:
+            return (<uintptr_t *>(<char *><PyObject *>obj + _off_stream_ptr))[0]
+        return <uintptr_t>int(obj)
+    return <uintptr_t>_interop().stream_info(obj)[0]
+
+
+def hip_layout():
+    """The field offsets measured in HIP-Python's objects (-1: not found,
+    the Python-level path is used)."""
+    if not _hip_types_loaded:
+        _load_hip_types()
+    return {"ptr": _off_ptr, "stream_ptr": _off_stream_ptr, "itemsize": _off_itemsize,
+            "cuda_array_interface": _off_cai}
+
+
+def buffer_info(obj):
+    """``(address, nbytes, owner)`` of a buffer object (see
+    :func:`hipfile._interop.buffer_info`)."""
+    cdef uintptr_t base = 0
+    cdef size_t length = 0
+    owner = _buffer_info(obj, &base, &length)
+    return base, length, owner
+
+
+# --------------------------------------------------------------------------
 # The one range check of every I/O path
 # --------------------------------------------------------------------------
 

@@ -514,22 +514,12 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     cdef int qerr
 
     _check_file(f)
+    buf_owner = _buffer_info(buffer, &base, &length)
     if isinstance(buffer, _BufferCore):
         bc = <_BufferCore>buffer
-        base = bc._ptr
-        length = bc._length
-        buf_owner = buffer
-    else:
-        base, length, buf_owner = _interop().buffer_info(buffer)
-    if isinstance(stream, _StreamCore):
-        sh = (<_StreamCore>stream)._handle
+    sh = _stream_handle(stream)
+    if stream is not None and type(stream) is not int:
         stream_owner = stream
-    elif stream is None:
-        sh = 0
-    elif type(stream) is int:
-        sh = <uintptr_t>stream
-    else:
-        sh, stream_owner = _interop().stream_info(stream)
     _eng_defaults()
     if task_size is None:
         task = _eng_task_default

@@ -240,16 +240,8 @@ cdef class StreamIOHandle:
         --------
         hipStreamWaitValue32, hipLaunchHostFunc
         """
-        cdef uintptr_t sh
         cdef int err
-        if isinstance(stream, _StreamCore):
-            sh = (<_StreamCore>stream)._handle
-        elif stream is None:
-            sh = 0
-        elif type(stream) is int:
-            sh = <uintptr_t>stream
-        else:
-            sh = _interop().stream_info(stream)[0]
+        cdef uintptr_t sh = _stream_handle(stream)
         if self.done():
             return None      # nothing left to wait for
         if self._flag.pool.memops:
