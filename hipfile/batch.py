@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from hipfile._abi import IO_EVENTS, IO_PARAMS
 from hipfile._interop import as_int, io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
@@ -39,34 +40,6 @@ from hipfile.enums import BASE_ERR, BatchMode, Opcode, OpError, Status
 from hipfile.errors import BatchFullError, ClosedFileError, HipFileException, error_for_result
 
 __all__ = ["BatchEvent", "BatchIO"]
-
-#: ``hipFileIOParams_t`` (64 bytes): mode, then the ``batch`` member of the
-#: union (buffer base, file offset, buffer offset, size), handle, opcode, cookie.
-PARAMS_DTYPE = np.dtype(
-    {
-        "names": ["mode", "buffer", "file_offset", "buffer_offset", "size", "fh", "opcode",
-                  "cookie"],
-        "formats": [np.int32, np.uint64, np.int64, np.int64, np.uint64, np.uint64, np.int32,
-                    np.uint64],
-        "offsets": [0, 8, 16, 24, 32, 40, 48, 56],
-        "itemsize": 64,
-    }
-)
-
-#: ``hipFileIOEvents_t`` (24 bytes): cookie, status, ret. ``ret`` is a
-#: ``size_t`` holding bytes or a negative error; it is read as signed.
-EVENTS_DTYPE = np.dtype(
-    {
-        "names": ["cookie", "status", "ret"],
-        "formats": [np.uint64, np.int32, np.int64],
-        "offsets": [0, 8, 16],
-        "itemsize": 24,
-    }
-)
-
-if (PARAMS_DTYPE.itemsize != _hipfile.SIZEOF_IO_PARAMS
-        or EVENTS_DTYPE.itemsize != _hipfile.SIZEOF_IO_EVENTS):  # pragma: no cover
-    raise ImportError("hipfile.batch: struct sizes disagree with the compiled shim")
 
 _MAX_NR = 2**32 - 1
 _MAX_ENTRY: int = _hipfile.MAX_IO_CHUNK
@@ -247,7 +220,7 @@ class BatchIO:
         self._undelivered: list[BatchEvent] = []
         self._next_id = 1
         self._closing = False
-        self._events = np.zeros(n, dtype=EVENTS_DTYPE)
+        self._events = np.zeros(n, dtype=IO_EVENTS)
         self._handle = _hipfile.batch_io_set_up(n)
 
     # -- state ------------------------------------------------------------
@@ -411,7 +384,7 @@ class BatchIO:
                 e.fh._check_registered()
                 handles.append(h)
             n = len(entries)
-            params = np.zeros(n, dtype=PARAMS_DTYPE)
+            params = np.zeros(n, dtype=IO_PARAMS)
             params["mode"] = int(BatchMode.BATCH)
             params["buffer"] = [e.ptr for e in entries]
             params["file_offset"] = [e.file_offset for e in entries]
@@ -462,7 +435,7 @@ class BatchIO:
         if sub is not None:
             sub.remaining -= 1
             if sub.remaining == 0:
-                sub.array = np.empty(0, dtype=PARAMS_DTYPE)
+                sub.array = np.empty(0, dtype=IO_PARAMS)
         entry.owner = None
         entry.buffer_core = None
 
@@ -656,7 +629,7 @@ class BatchIO:
                     sub = entry.submission
                     if sub is not None and sub.remaining and sub.array.size:
                         _abandoned.append(sub.array)
-                        sub.array = np.empty(0, dtype=PARAMS_DTYPE)
+                        sub.array = np.empty(0, dtype=IO_PARAMS)
                     self._finish(entry)
                 self._pending = []
                 self._closing = False

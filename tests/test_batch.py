@@ -16,7 +16,6 @@ from _util import device_array, from_device, random_bytes, to_device
 import hipfile
 from hipfile import BatchEvent, BatchIO, Buffer, FileHandle, Opcode, Status
 from hipfile._lib import _hipfile
-from hipfile.batch import EVENTS_DTYPE, PARAMS_DTYPE
 
 N = 1 << 16
 CHUNK = N // 8
@@ -40,25 +39,6 @@ def emu():
     from hipfile.platforms import emulated
 
     return emulated
-
-
-# -- layout -------------------------------------------------------------------
-
-
-def test_params_layout_matches_the_compiled_abi():
-    size, offsets = _hipfile.abi_layout()["io_params"]
-    assert PARAMS_DTYPE.itemsize == size == _hipfile.SIZEOF_IO_PARAMS == 64
-    assert set(offsets) == set(PARAMS_DTYPE.names)
-    for name, off in offsets.items():
-        assert PARAMS_DTYPE.fields[name][1] == off, name
-
-
-def test_events_layout_matches_the_compiled_abi():
-    size, offsets = _hipfile.abi_layout()["io_events"]
-    assert EVENTS_DTYPE.itemsize == size == _hipfile.SIZEOF_IO_EVENTS == 24
-    assert set(offsets) == set(EVENTS_DTYPE.names)
-    for name, off in offsets.items():
-        assert EVENTS_DTYPE.fields[name][1] == off, name
 
 
 # -- round trips ----------------------------------------------------------------
