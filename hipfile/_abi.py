@@ -56,8 +56,10 @@ def _struct(size: int, offsets: dict[str, int], types: dict[str, np.dtype[Any]])
 
 def _build() -> tuple[np.dtype[Any], np.dtype[Any], np.dtype[Any], int]:
     layout = _hipfile.abi_layout()
-    params = _struct(*layout["io_params"], _IO_PARAMS_TYPES)
-    events = _struct(*layout["io_events"], _IO_EVENTS_TYPES)
+    size, members = layout["io_params"]
+    params = _struct(size, members, _IO_PARAMS_TYPES)
+    size, members = layout["io_events"]
+    events = _struct(size, members, _IO_EVENTS_TYPES)
     size, handle, fs_ops = layout["descr"]
     # ``handle`` is a union of an ``int`` fd and a ``void *``: two fields
     # over the same bytes.
