@@ -28,7 +28,7 @@ _INT = np.dtype(np.int32)
 _I64 = np.dtype(np.int64)
 
 #: numpy type of each member, by the names ``abi_layout()`` uses.
-_IO_PARAMS_TYPES = {
+_IO_PARAMS_TYPES: dict[str, np.dtype[Any]] = {
     "mode": _INT,
     "buffer": _PTR,
     "file_offset": _I64,
@@ -38,7 +38,8 @@ _IO_PARAMS_TYPES = {
     "opcode": _INT,
     "cookie": _PTR,
 }
-_IO_EVENTS_TYPES = {"cookie": _PTR, "status": _INT, "ret": np.dtype(np.intp)}
+_IO_EVENTS_TYPES: dict[str, np.dtype[Any]] = {
+    "cookie": _PTR, "status": _INT, "ret": np.dtype(np.intp)}
 
 
 def _struct(size: int, offsets: dict[str, int], types: dict[str, np.dtype[Any]]) -> np.dtype[Any]:
