@@ -47,3 +47,10 @@ def from_device(src: Any, nbytes: int, offset: int = 0) -> np.ndarray:
 
 def random_bytes(n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)
+
+
+def emu() -> Any:
+    """The emulated platform's hooks (tests that call it are marked ``emulated``)."""
+    from hipfile.platforms import emulated
+
+    return emulated

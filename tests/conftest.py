@@ -13,8 +13,12 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+from _util import device_array, random_bytes
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -75,3 +79,31 @@ def platform() -> str:
 @pytest.fixture
 def hipfile_module() -> object:
     return hipfile
+
+
+def _module_size(request: pytest.FixtureRequest) -> int:
+    """The test module's ``N`` (bytes of its data file and device array)."""
+    return int(getattr(request.module, "N", 1 << 16))
+
+
+@pytest.fixture
+def driver() -> Iterator[hipfile.Driver]:
+    """The hipFile driver, open for the test."""
+    with hipfile.Driver() as drv:
+        yield drv
+
+
+@pytest.fixture
+def data_file(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, np.ndarray]:
+    """A file of the module's ``N`` random bytes, and those bytes."""
+    data = random_bytes(_module_size(request), seed=11)
+    path = tmp_path / "data.bin"
+    path.write_bytes(data.tobytes())
+    return path, data
+
+
+@pytest.fixture
+def dev(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Device memory of the module's ``N`` bytes."""
+    with device_array(_module_size(request)) as ptr:
+        yield ptr

@@ -7,11 +7,10 @@ import errno
 import gc
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import device_array, from_device, random_bytes, to_device
+from _util import device_array, emu, from_device, random_bytes, to_device
 
 import hipfile
 from hipfile import BatchEvent, BatchIO, Buffer, FileHandle, Opcode, Status
@@ -19,26 +18,6 @@ from hipfile._lib import _hipfile
 
 N = 1 << 16
 CHUNK = N // 8
-
-
-@pytest.fixture
-def driver():
-    with hipfile.Driver() as d:
-        yield d
-
-
-@pytest.fixture
-def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    data = random_bytes(N, seed=11)
-    path = tmp_path / "data.bin"
-    path.write_bytes(data.tobytes())
-    return path, data
-
-
-def emu():
-    from hipfile.platforms import emulated
-
-    return emulated
 
 
 # -- round trips ----------------------------------------------------------------

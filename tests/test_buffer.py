@@ -5,7 +5,6 @@ from __future__ import annotations
 import ctypes
 import gc
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -29,12 +28,6 @@ class CudaArray:
             "strides": strides,
             "version": 3,
         }
-
-
-@pytest.fixture
-def dev() -> Iterator[Any]:
-    with device_array(N) as ptr:
-        yield ptr
 
 
 def registered_buffers() -> int:
