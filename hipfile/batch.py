@@ -215,7 +215,7 @@ class BatchIO:
         self._max_nr = n
         self._lock = threading.RLock()          # entries and counts
         self._status_lock = threading.Lock()    # the events array and library waits
-        self._pending: list[_Entry] = []
+        self._queued: list[_Entry] = []
         self._inflight: dict[int, _Entry] = {}
         self._undelivered: list[BatchEvent] = []
         self._next_id = 1
@@ -241,9 +241,10 @@ class BatchIO:
         return self._handle
 
     @property
-    def pending(self) -> int:
-        """Entries added and not yet submitted."""
-        return len(self._pending)
+    def queued(self) -> int:
+        """Entries added and not yet submitted (``inflight`` counts the
+        submitted ones)."""
+        return len(self._queued)
 
     @property
     def inflight(self) -> int:
@@ -271,13 +272,13 @@ class BatchIO:
                              f"split the {size}-byte range into several entries")
         with self._lock:
             self._check_open()
-            if len(self._pending) >= self._max_nr:
+            if len(self._queued) >= self._max_nr:
                 raise ValueError(f"the batch holds at most {self._max_nr} entries; "
-                                 "submit the pending ones first")
+                                 "submit the queued ones first")
             entry = _Entry(self._next_id, opcode, fh, ptr, owner, size, file_offset,
                            buffer_offset, cookie)
             self._next_id += 1
-            self._pending.append(entry)
+            self._queued.append(entry)
         return entry.id
 
     def read(self, fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
@@ -312,7 +313,7 @@ class BatchIO:
             a size/offset is not an int.
         ValueError
             Negative offsets, a range that overruns the buffer or exceeds
-            one entry, a closed file or batch, or ``max_nr`` entries pending.
+            one entry, a closed file or batch, or ``max_nr`` entries queued.
         """
         return self._add(Opcode.READ, fh, buffer, size, file_offset, buffer_offset, cookie)
 
@@ -331,7 +332,7 @@ class BatchIO:
     # -- submitting -----------------------------------------------------------
 
     def submit(self, flags: int = 0) -> list[int]:
-        """Submit every pending entry in one ``hipFileBatchIOSubmit`` call.
+        """Submit every queued entry in one ``hipFileBatchIOSubmit`` call.
 
         Parameters
         ----------
@@ -341,14 +342,14 @@ class BatchIO:
         Returns
         -------
         list[int]
-            Ids of the submitted entries (empty if none was pending).
+            Ids of the submitted entries (empty if none was queued).
 
         Raises
         ------
         ValueError
             The batch is closed, or bad flags.
         ClosedFileError
-            A file of a pending entry was closed since it was added (nothing
+            A file of a queued entry was closed since it was added (nothing
             is submitted).
         BatchFullError
             The entries would exceed ``max_nr`` together with those still in
@@ -356,7 +357,7 @@ class BatchIO:
         HipFileException
             The library refused the submission.
 
-        On any error nothing is submitted and the entries stay pending
+        On any error nothing is submitted and the entries stay queued
         (:meth:`clear` drops them).
 
         See Also
@@ -368,12 +369,12 @@ class BatchIO:
             raise ValueError(f"flags must be in 0..{_MAX_NR}, got {flags}")
         with self._lock:
             handle = self._check_open()
-            entries = self._pending
+            entries = self._queued
             if not entries:
                 return []
             if len(entries) + len(self._inflight) > self._max_nr:
                 raise BatchFullError(OpError.BATCH_FULL, 0, "hipFileBatchIOSubmit",
-                                     f"{len(entries)} pending + {len(self._inflight)} in flight "
+                                     f"{len(entries)} queued + {len(self._inflight)} in flight "
                                      f"> max_nr {self._max_nr}")
             handles = []
             for e in entries:
@@ -407,7 +408,7 @@ class BatchIO:
             for e in entries:
                 e.submission = submission
                 self._inflight[e.id] = e
-            self._pending = []
+            self._queued = []
             return [e.id for e in entries]
 
     def clear(self) -> int:
@@ -420,8 +421,8 @@ class BatchIO:
         """
         with self._lock:
             self._check_open()
-            n = len(self._pending)
-            self._pending = []
+            n = len(self._queued)
+            self._queued = []
         return n
 
     # -- completion -----------------------------------------------------------
@@ -631,7 +632,7 @@ class BatchIO:
                         _abandoned.append(sub.array)
                         sub.array = np.empty(0, dtype=IO_PARAMS)
                     self._finish(entry)
-                self._pending = []
+                self._queued = []
                 self._closing = False
 
     def __enter__(self) -> BatchIO:
@@ -654,5 +655,5 @@ class BatchIO:
     def __repr__(self) -> str:
         if self._handle is None:
             return f"<hipfile.BatchIO max_nr={self._max_nr} closed>"
-        return (f"<hipfile.BatchIO max_nr={self._max_nr} pending={len(self._pending)} "
+        return (f"<hipfile.BatchIO max_nr={self._max_nr} queued={len(self._queued)} "
                 f"inflight={len(self._inflight)}>")
