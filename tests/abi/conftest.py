@@ -1,0 +1,156 @@
+"""Fixtures of the C ABI tests: every resource is released by the fixture
+that made it. The library is the active platform's (``_abi_calls.load``)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from _abi_calls import (
+    SUCCESS,
+    P,
+    addr,
+    bool_param,
+    code,
+    counters,
+    hip,
+    hip_check,
+    load,
+    register,
+    size_param,
+)
+
+
+@pytest.fixture
+def lib() -> ctypes.CDLL:
+    return load()
+
+
+@pytest.fixture
+def driver(lib: ctypes.CDLL) -> Iterator[None]:
+    """The driver opened through the C ABI itself (not through the shim)."""
+    assert code(lib.hipFileDriverOpen()) == SUCCESS
+    yield
+    assert code(lib.hipFileDriverClose()) == SUCCESS
+
+
+@pytest.fixture
+def from_zero(lib: ctypes.CDLL) -> Iterator[None]:
+    """Run with the driver's use count at 0, and give the count back after."""
+    live = counters()
+    if live["handles"] or live["buffers"] or live["batches"]:
+        pytest.skip("registrations of other tests are alive; the count cannot drop to 0")
+    before = lib.hipFileUseCount()
+    for _ in range(before):
+        assert code(lib.hipFileDriverClose()) == SUCCESS
+    assert lib.hipFileUseCount() == 0
+    yield
+    while lib.hipFileUseCount() > 0:
+        assert code(lib.hipFileDriverClose()) == SUCCESS
+    for _ in range(before):
+        assert code(lib.hipFileDriverOpen()) == SUCCESS
+
+
+@pytest.fixture
+def devmem() -> Iterator[Callable[[int], int]]:
+    made: list[object] = []
+
+    def alloc(size: int) -> int:
+        ptr = hip_check(hip.hipMalloc(size))
+        made.append(ptr)
+        return addr(ptr)
+
+    yield alloc
+    for ptr in made:
+        hip_check(hip.hipFree(ptr))
+
+
+@pytest.fixture
+def hostmem() -> Iterator[Callable[[int], int]]:
+    made: list[object] = []
+
+    def alloc(size: int) -> int:
+        ptr = hip_check(hip.hipHostMalloc(size, 0))
+        made.append(ptr)
+        return addr(ptr)
+
+    yield alloc
+    for ptr in made:
+        hip_check(hip.hipHostFree(ptr))
+
+
+@pytest.fixture
+def stream() -> Iterator[int]:
+    s = hip_check(hip.hipStreamCreate())
+    yield addr(s)
+    hip_check(hip.hipStreamDestroy(s))
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Iterator[Callable[..., int]]:
+    """open_file(content=b"", flags=os.O_RDWR) -> fd of a new file in tmp_path."""
+    fds: list[int] = []
+
+    def open_file(content: bytes = b"", flags: int = os.O_RDWR, name: str | None = None) -> int:
+        path = tmp_path / (name or f"f{len(fds)}")
+        path.write_bytes(content)
+        fd = os.open(path, flags)
+        fds.append(fd)
+        return fd
+
+    yield open_file
+    for fd in fds:
+        os.close(fd)
+
+
+@pytest.fixture
+def handles(lib: ctypes.CDLL) -> Iterator[Callable[[int], int]]:
+    """register_fd(fd) -> a registered handle, deregistered at teardown."""
+    made: list[int] = []
+
+    def register_fd(fd: int) -> int:
+        rc, fh = register(lib, fd)
+        assert rc == SUCCESS
+        made.append(fh)
+        return fh
+
+    yield register_fd
+    for fh in made:
+        lib.hipFileHandleDeregister(fh)
+
+
+@pytest.fixture
+def batches(lib: ctypes.CDLL) -> Iterator[Callable[[int], int]]:
+    made: list[int] = []
+
+    def setup(max_nr: int) -> int:
+        batch = P()
+        assert code(lib.hipFileBatchIOSetUp(ctypes.byref(batch), max_nr)) == SUCCESS
+        made.append(batch.value or 0)
+        return batch.value or 0
+
+    yield setup
+    for batch in made:
+        lib.hipFileBatchIODestroy(batch)
+
+
+@pytest.fixture
+def saved_config(lib: ctypes.CDLL, driver: None) -> Iterator[None]:
+    """Put every property and parameter back as it was."""
+    sizes = {p: size_param(lib, p) for p in range(12)}
+    bools = {p: bool_param(lib, p) for p in range(12)}
+    strings = {}
+    for p in range(3):
+        text = ctypes.create_string_buffer(2048)
+        assert code(lib.hipFileGetParameterString(p, text, 2048)) == SUCCESS
+        strings[p] = text.value
+    yield
+    for p, size in sizes.items():
+        assert code(lib.hipFileSetParameterSizeT(p, size)) == SUCCESS
+    for p, flag in bools.items():
+        assert code(lib.hipFileSetParameterBool(p, flag)) == SUCCESS
+    for p, value in strings.items():
+        assert code(lib.hipFileSetParameterString(p, value)) == SUCCESS
