@@ -54,3 +54,22 @@ def emu() -> Any:
     from hipfile.platforms import emulated
 
     return emulated
+
+
+class CudaArray:
+    """An object exposing memory only through ``__cuda_array_interface__``
+    (version 3): built from a pointer, a shape (or a byte count), a typestr
+    and strides, or from a whole interface dict."""
+
+    def __init__(self, ptr: int | dict[str, Any], shape: int | tuple[int, ...] = 0,
+                 typestr: str = "|u1", strides: tuple[int, ...] | None = None) -> None:
+        if isinstance(ptr, dict):
+            self.__cuda_array_interface__ = ptr
+            return
+        self.__cuda_array_interface__ = {
+            "shape": (shape,) if isinstance(shape, int) else shape,
+            "typestr": typestr,
+            "data": (ptr, False),
+            "strides": strides,
+            "version": 3,
+        }

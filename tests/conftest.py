@@ -107,3 +107,17 @@ def dev(request: pytest.FixtureRequest) -> Iterator[Any]:
     """Device memory of the module's ``N`` bytes."""
     with device_array(_module_size(request)) as ptr:
         yield ptr
+
+
+@pytest.fixture
+def payload(request: pytest.FixtureRequest) -> np.ndarray:
+    """The module's ``N`` random bytes (the content of ``data_path``)."""
+    return random_bytes(_module_size(request), seed=7)
+
+
+@pytest.fixture
+def data_path(tmp_path: Path, payload: np.ndarray) -> Path:
+    """A file holding ``payload``."""
+    path = tmp_path / "data.bin"
+    path.write_bytes(payload.tobytes())
+    return path

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, device_array, hip_stream
+from _util import CudaArray, check, device_array, hip_stream
 from hip import hip
 
 from hipfile import Buffer
@@ -127,11 +127,6 @@ def test_out_of_range_pointers(value: int) -> None:
 
 
 # -- __cuda_array_interface__ -------------------------------------------------------------------
-
-
-class CudaArray:
-    def __init__(self, cai: dict[str, Any]) -> None:
-        self.__cuda_array_interface__ = cai
 
 
 def test_cai_buffer_info() -> None:
