@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,11 @@ from hipfile._abi import DESCR, IO_EVENTS, IO_PARAMS
 from hipfile._lib import _hipfile
 
 hip = pytest.importorskip("hip").hip
+
+#: Fixture types: ``files(content, flags)`` -> fd; ``devmem(size)`` and the
+#: like -> an address or handle.
+Files = Callable[..., int]
+Alloc = Callable[[int], int]
 
 # --------------------------------------------------------------------------
 # The ABI, declared with ctypes.

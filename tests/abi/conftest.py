@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from _abi_calls import (
     SUCCESS,
+    Alloc,
+    Files,
     P,
     addr,
     bool_param,
@@ -55,7 +57,7 @@ def from_zero(lib: ctypes.CDLL) -> Iterator[None]:
 
 
 @pytest.fixture
-def devmem() -> Iterator[Callable[[int], int]]:
+def devmem() -> Iterator[Alloc]:
     made: list[object] = []
 
     def alloc(size: int) -> int:
@@ -69,7 +71,7 @@ def devmem() -> Iterator[Callable[[int], int]]:
 
 
 @pytest.fixture
-def hostmem() -> Iterator[Callable[[int], int]]:
+def hostmem() -> Iterator[Alloc]:
     made: list[object] = []
 
     def alloc(size: int) -> int:
@@ -90,7 +92,7 @@ def stream() -> Iterator[int]:
 
 
 @pytest.fixture
-def files(tmp_path: Path) -> Iterator[Callable[..., int]]:
+def files(tmp_path: Path) -> Iterator[Files]:
     """open_file(content=b"", flags=os.O_RDWR) -> fd of a new file in tmp_path."""
     fds: list[int] = []
 
@@ -107,7 +109,7 @@ def files(tmp_path: Path) -> Iterator[Callable[..., int]]:
 
 
 @pytest.fixture
-def handles(lib: ctypes.CDLL) -> Iterator[Callable[[int], int]]:
+def handles(lib: ctypes.CDLL) -> Iterator[Alloc]:
     """register_fd(fd) -> a registered handle, deregistered at teardown."""
     made: list[int] = []
 
@@ -123,7 +125,7 @@ def handles(lib: ctypes.CDLL) -> Iterator[Callable[[int], int]]:
 
 
 @pytest.fixture
-def batches(lib: ctypes.CDLL) -> Iterator[Callable[[int], int]]:
+def batches(lib: ctypes.CDLL) -> Iterator[Alloc]:
     made: list[int] = []
 
     def setup(max_nr: int) -> int:

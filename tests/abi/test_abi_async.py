@@ -1,43 +1,13 @@
-"""The C ABI: stream-ordered I/O and stream registration.
-
-Calls the active platform's libhipfile.so directly through ctypes (see
-``_abi_calls``), independently of the package's shim. Tests that use the
-emulated platform's hooks or counters are marked ``emulated``.
-"""
+"""The C ABI: stream-ordered I/O and stream registration."""
 
 from __future__ import annotations
 
 import ctypes
 import os
 import time
-from collections.abc import Callable
 
 import pytest
-from _abi_calls import (
-    FIXED_BUF_OFFSET,
-    FIXED_FILE_OFFSET,
-    FIXED_FILE_SIZE,
-    HIP_CONTEXT_MISMATCH,
-    HIP_DRIVER_ERROR,
-    HIP_MEMORY_TYPE_INVALID,
-    HIP_POINTER_INVALID,
-    INVALID_VALUE,
-    PAGE_ALIGNED_INPUTS,
-    SUCCESS,
-    Slots,
-    addr,
-    code,
-    counters,
-    get,
-    hip,
-    hip_check,
-    pattern,
-    put,
-    read_async,
-    register,
-    sync,
-    write_async,
-)
+from _abi_calls import *  # noqa: F403
 
 from hipfile.platforms import emulated
 
@@ -47,12 +17,7 @@ from hipfile.platforms import emulated
 
 @pytest.mark.emulated
 def test_async_round_trip_with_deferred_completion(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    stream: int,
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
 ) -> None:
     data = pattern(20000)
     fd = files(data)
@@ -79,11 +44,7 @@ def test_async_round_trip_with_deferred_completion(
 
 
 def test_async_on_the_null_stream(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
 ) -> None:
     data = pattern(3000)
     fh = handles(files(data))
@@ -97,12 +58,7 @@ def test_async_on_the_null_stream(
 
 @pytest.mark.emulated
 def test_unfixed_slots_are_read_when_the_operation_runs(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    stream: int,
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
 ) -> None:
     data = pattern(8192)
     fh = handles(files(data))
@@ -122,12 +78,7 @@ def test_unfixed_slots_are_read_when_the_operation_runs(
 @pytest.mark.parametrize("flag", [FIXED_FILE_SIZE, FIXED_FILE_OFFSET, FIXED_BUF_OFFSET])
 @pytest.mark.emulated
 def test_fixed_slots_are_copied_at_submit(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    stream: int,
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
     flag: int,
 ) -> None:
     data = pattern(8192)
@@ -151,12 +102,7 @@ def test_fixed_slots_are_copied_at_submit(
 
 @pytest.mark.emulated
 def test_all_fixed_flags_ignore_every_change(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    stream: int,
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
 ) -> None:
     data = pattern(8192)
     fh = handles(files(data))
@@ -176,12 +122,7 @@ def test_all_fixed_flags_ignore_every_change(
 
 @pytest.mark.emulated
 def test_execution_errors_come_back_as_negative_counts(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    stream: int,
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
 ) -> None:
     fh = handles(files(pattern(8192)))
     buf = devmem(8192)
@@ -209,12 +150,7 @@ def test_execution_errors_come_back_as_negative_counts(
 
 @pytest.mark.emulated
 def test_async_submit_validation(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    hostmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, hostmem: Alloc,
     stream: int,
 ) -> None:
     fh = handles(files(pattern(8192)))
@@ -238,11 +174,7 @@ def test_async_submit_validation(
 
 @pytest.mark.emulated
 def test_async_on_an_unknown_stream_reports_the_hip_error(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
 ) -> None:
     fh = handles(files(pattern(100)))
     buf = devmem(4096)
@@ -256,10 +188,7 @@ def test_async_on_an_unknown_stream_reports_the_hip_error(
 
 
 def test_buffer_must_live_on_the_stream_device(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc,
 ) -> None:
     count = hip_check(hip.hipGetDeviceCount())
     if count < 2:  # type: ignore[operator]
@@ -293,12 +222,7 @@ def test_stream_registration_rules(lib: ctypes.CDLL, stream: int) -> None:
 
 
 def test_page_aligned_inputs_are_checked(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    stream: int,
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
 ) -> None:
     data = pattern(16384)
     fh = handles(files(data))
@@ -318,11 +242,7 @@ def test_page_aligned_inputs_are_checked(
 
 @pytest.mark.emulated
 def test_deregister_waits_for_operations_in_flight(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    devmem: Callable[[int], int],
-    stream: int,
+    lib: ctypes.CDLL, driver: None, files: Files, devmem: Alloc, stream: int,
 ) -> None:
     data = pattern(4096)
     rc, fh = register(lib, files(data))

@@ -1,9 +1,4 @@
-"""The C ABI: batch I/O.
-
-Calls the active platform's libhipfile.so directly through ctypes (see
-``_abi_calls``), independently of the package's shim. Tests that use the
-emulated platform's hooks or counters are marked ``emulated``.
-"""
+"""The C ABI: batch I/O."""
 
 from __future__ import annotations
 
@@ -12,32 +7,9 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable
 
 import pytest
-from _abi_calls import (
-    BATCH_FULL,
-    CANCELED,
-    COMPLETE,
-    HANDLE_NOT_REGISTERED,
-    HIP_MEMORY_TYPE_INVALID,
-    HIP_POINTER_RANGE_ERROR,
-    INVALID_VALUE,
-    READ,
-    SUCCESS,
-    WRITE,
-    IOEvent,
-    P,
-    Timespec,
-    code,
-    counters,
-    get,
-    params,
-    pattern,
-    put,
-    register,
-    status,
-)
+from _abi_calls import *  # noqa: F403
 
 from hipfile.platforms import emulated
 
@@ -46,7 +18,7 @@ from hipfile.platforms import emulated
 
 
 @pytest.mark.emulated
-def test_batch_setup_rules(lib: ctypes.CDLL, driver: None, batches: Callable[[int], int]) -> None:
+def test_batch_setup_rules(lib: ctypes.CDLL, driver: None, batches: Alloc) -> None:
     batch = P()
     assert code(lib.hipFileBatchIOSetUp(ctypes.byref(batch), 0)) == INVALID_VALUE
     assert code(lib.hipFileBatchIOSetUp(ctypes.byref(batch), 129)) == INVALID_VALUE
@@ -62,12 +34,7 @@ def test_batch_setup_rules(lib: ctypes.CDLL, driver: None, batches: Callable[[in
 
 
 def test_batch_reads_and_writes(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    batches: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, batches: Alloc,
 ) -> None:
     data = pattern(10000)
     fd = files(data)
@@ -99,13 +66,8 @@ def test_batch_reads_and_writes(
 
 
 def test_batch_submit_validation(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    hostmem: Callable[[int], int],
-    batches: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, hostmem: Alloc,
+    batches: Alloc,
 ) -> None:
     fh = handles(files(pattern(100)))
     buf = devmem(4096)
@@ -164,12 +126,7 @@ def test_batch_submit_validation(
 
 @pytest.mark.emulated
 def test_batch_min_nr_and_timeouts(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    batches: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, batches: Alloc,
 ) -> None:
     fh = handles(files(pattern(8192)))
     buf = devmem(8192)
@@ -190,12 +147,7 @@ def test_batch_min_nr_and_timeouts(
 
 @pytest.mark.emulated
 def test_batch_parameters_are_copied_at_submit(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    batches: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, batches: Alloc,
 ) -> None:
     data = pattern(8192)
     fh = handles(files(data))
@@ -213,12 +165,7 @@ def test_batch_parameters_are_copied_at_submit(
 
 @pytest.mark.emulated
 def test_batch_cancel(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    batches: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, batches: Alloc,
 ) -> None:
     fh = handles(files(pattern(8192)))
     buf = devmem(8192)
@@ -244,10 +191,7 @@ def test_batch_cancel(
 
 @pytest.mark.emulated
 def test_batch_destroy_with_entries_in_flight(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, devmem: Alloc,
 ) -> None:
     rc, fh = register(lib, files(pattern(8192)))
     assert rc == SUCCESS
@@ -275,10 +219,7 @@ def test_batch_destroy_with_entries_in_flight(
 
 @pytest.mark.emulated
 def test_forked_child_sees_nothing_in_flight(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, devmem: Alloc,
 ) -> None:
     rc, fh = register(lib, files(pattern(8192)))
     assert rc == SUCCESS

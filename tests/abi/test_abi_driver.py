@@ -1,51 +1,12 @@
-"""The C ABI: exported functions, version, error strings, driver life cycle,
-properties and parameters.
-
-Calls the active platform's libhipfile.so directly through ctypes (see
-``_abi_calls``), independently of the package's shim. Tests that use the
-emulated platform's hooks or counters are marked ``emulated``.
-"""
+"""The C ABI: exported functions, version, error strings, driver, properties, parameters."""
 
 from __future__ import annotations
 
 import ctypes
 import errno
-from collections.abc import Callable
 
 import pytest
-from _abi_calls import (
-    DIO_NOT_SET,
-    DRIVER_NOT_INITIALIZED,
-    HANDLE_NOT_REGISTERED,
-    INVALID_VALUE,
-    MEMORY_NOT_REGISTERED,
-    P_ALLOW_COMPAT,
-    P_BATCH_TIMEOUT_MS,
-    P_IO_BATCHSIZE,
-    P_LOGGING_LEVEL,
-    P_MAX_CACHE_KB,
-    P_MAX_DIRECT_IO_KB,
-    P_MAX_PINNED_KB,
-    P_PER_BUFFER_CACHE_KB,
-    P_POLL_THRESHOLD_KB,
-    P_USE_POLL_MODE,
-    SIGNATURES,
-    SUCCESS,
-    SZ,
-    Error,
-    IOEvent,
-    IOParams,
-    P,
-    Props,
-    Slots,
-    bool_param,
-    code,
-    counters,
-    props_of,
-    read_async,
-    register,
-    size_param,
-)
+from _abi_calls import *  # noqa: F403
 
 from hipfile._abi import DRIVER_PROPS_SIZE
 
@@ -114,7 +75,7 @@ def test_driver_reference_count(lib: ctypes.CDLL, from_zero: None) -> None:
 
 @pytest.mark.emulated
 def test_calls_that_need_an_open_driver(
-    lib: ctypes.CDLL, from_zero: None, devmem: Callable[[int], int], stream: int
+    lib: ctypes.CDLL, from_zero: None, devmem: Alloc, stream: int
 ) -> None:
     props = Props()
     assert code(lib.hipFileDriverGetProperties(ctypes.byref(props))) == DRIVER_NOT_INITIALIZED
@@ -138,7 +99,7 @@ def test_calls_that_need_an_open_driver(
 
 @pytest.mark.emulated
 def test_registration_opens_the_driver_and_close_drops_everything(
-    lib: ctypes.CDLL, from_zero: None, devmem: Callable[[int], int], files: Callable[..., int]
+    lib: ctypes.CDLL, from_zero: None, devmem: Alloc, files: Files
 ) -> None:
     buf = devmem(8192)
     assert code(lib.hipFileBufRegister(buf, 8192, 0)) == SUCCESS

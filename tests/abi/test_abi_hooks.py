@@ -1,38 +1,12 @@
-"""The emulated platform's hooks: fault injection, short transfers, counters.
-
-Calls the active platform's libhipfile.so directly through ctypes (see
-``_abi_calls``), independently of the package's shim. Tests that use the
-emulated platform's hooks or counters are marked ``emulated``.
-"""
+"""The emulated platform's hooks: fault injection, short transfers, counters."""
 
 from __future__ import annotations
 
 import ctypes
 import errno
-from collections.abc import Callable
 
 import pytest
-from _abi_calls import (
-    COMPLETE,
-    FAILED,
-    HANDLE_ALREADY_REGISTERED,
-    INTERNAL_ERROR,
-    READ,
-    SUCCESS,
-    P,
-    Slots,
-    code,
-    counters,
-    get,
-    params,
-    pattern,
-    read_async,
-    register,
-    signed,
-    status,
-    sync,
-    write_async,
-)
+from _abi_calls import *  # noqa: F403
 
 from hipfile import platforms
 from hipfile.platforms import emulated
@@ -69,11 +43,7 @@ def test_inject_fault_rejects_bad_arguments() -> None:
 
 @pytest.mark.emulated
 def test_sync_faults(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
 ) -> None:
     fh = handles(files(pattern(1000)))
     buf = devmem(4096)
@@ -102,12 +72,7 @@ def test_sync_faults(
 
 @pytest.mark.emulated
 def test_async_faults(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    stream: int,
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
 ) -> None:
     fh = handles(files(pattern(1000)))
     buf = devmem(4096)
@@ -125,11 +90,7 @@ def test_async_faults(
 
 @pytest.mark.emulated
 def test_register_faults(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    devmem: Callable[[int], int],
-    stream: int,
+    lib: ctypes.CDLL, driver: None, files: Files, devmem: Alloc, stream: int,
 ) -> None:
     fd = files(b"abc")
     buf = devmem(4096)
@@ -148,12 +109,7 @@ def test_register_faults(
 
 @pytest.mark.emulated
 def test_batch_faults(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    batches: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, batches: Alloc,
 ) -> None:
     fh = handles(files(pattern(1000)))
     buf = devmem(4096)
@@ -175,13 +131,8 @@ def test_batch_faults(
 
 @pytest.mark.emulated
 def test_short_transfers(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    stream: int,
-    batches: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
+    batches: Alloc,
 ) -> None:
     data = pattern(10000)
     fh = handles(files(data))
@@ -209,11 +160,7 @@ def test_short_transfers(
 
 @pytest.mark.emulated
 def test_counters_track_resources_and_reset_keeps_them(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    devmem: Callable[[int], int],
-    stream: int,
+    lib: ctypes.CDLL, driver: None, files: Files, devmem: Alloc, stream: int,
 ) -> None:
     base = counters()
     assert set(base) >= {

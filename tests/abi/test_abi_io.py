@@ -1,9 +1,4 @@
-"""The C ABI: file handles, buffers and synchronous I/O.
-
-Calls the active platform's libhipfile.so directly through ctypes (see
-``_abi_calls``), independently of the package's shim. Tests that use the
-emulated platform's hooks or counters are marked ``emulated``.
-"""
+"""The C ABI: file handles, buffers and synchronous I/O."""
 
 from __future__ import annotations
 
@@ -12,41 +7,10 @@ import errno
 import fcntl
 import os
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from _abi_calls import (
-    DIO_NOT_SET,
-    HANDLE_ALREADY_REGISTERED,
-    HANDLE_NOT_REGISTERED,
-    HIP_MEMORY_TYPE_INVALID,
-    HIP_POINTER_INVALID,
-    HIP_POINTER_RANGE_ERROR,
-    INVALID_FILE_OPEN_FLAG,
-    INVALID_FILE_TYPE,
-    INVALID_VALUE,
-    IO_NOT_SUPPORTED,
-    MAX_IO,
-    MEMORY_ALREADY_REGISTERED,
-    MEMORY_NOT_REGISTERED,
-    P_ALLOW_COMPAT,
-    P_FORCE_COMPAT,
-    SUCCESS,
-    P,
-    Slots,
-    code,
-    counters,
-    descr,
-    get,
-    hip,
-    hip_check,
-    pattern,
-    put,
-    read_async,
-    register,
-    try_open_direct,
-)
+from _abi_calls import *  # noqa: F403
 
 # --------------------------------------------------------------------------
 # File handles.
@@ -54,7 +18,7 @@ from _abi_calls import (
 
 @pytest.mark.emulated
 def test_handle_registration_rules(
-    lib: ctypes.CDLL, driver: None, files: Callable[..., int], tmp_path: Path
+    lib: ctypes.CDLL, driver: None, files: Files, tmp_path: Path
 ) -> None:
     fd = files(b"abc")
     rc, fh = register(lib, fd)
@@ -91,11 +55,7 @@ def test_handle_registration_rules(
 
 @pytest.mark.emulated
 def test_stale_and_unknown_handles_are_rejected_not_dereferenced(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    devmem: Callable[[int], int],
-    stream: int,
+    lib: ctypes.CDLL, driver: None, files: Files, devmem: Alloc, stream: int,
 ) -> None:
     buf = devmem(4096)
     rc, fh = register(lib, files(b"data"))
@@ -118,10 +78,7 @@ def test_stale_and_unknown_handles_are_rejected_not_dereferenced(
 
 
 def test_compat_mode_policy(
-    lib: ctypes.CDLL,
-    saved_config: None,
-    files: Callable[..., int],
-    monkeypatch: pytest.MonkeyPatch,
+    lib: ctypes.CDLL, saved_config: None, files: Files, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     plain = files(b"p" * 8192)
     direct = try_open_direct(files)
@@ -152,11 +109,7 @@ def test_compat_mode_policy(
 
 
 def test_o_direct_files_take_aligned_and_unaligned_io(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
 ) -> None:
     data = pattern(3 * 4096)
     fd = try_open_direct(files, data)
@@ -189,10 +142,7 @@ def test_o_direct_files_take_aligned_and_unaligned_io(
 
 @pytest.mark.emulated
 def test_buffer_registration_rules(
-    lib: ctypes.CDLL,
-    driver: None,
-    devmem: Callable[[int], int],
-    hostmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, devmem: Alloc, hostmem: Alloc,
 ) -> None:
     buf = devmem(1 << 16)
     assert code(lib.hipFileBufRegister(buf, 1 << 16, 0)) == SUCCESS
@@ -225,11 +175,7 @@ def test_buffer_registration_rules(
 
 
 def test_sync_round_trip(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
 ) -> None:
     fd = files()
     fh = handles(fd)
@@ -247,11 +193,7 @@ def test_sync_round_trip(
 
 
 def test_short_reads_at_end_of_file(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
 ) -> None:
     data = pattern(1000)
     fh = handles(files(data))
@@ -263,11 +205,7 @@ def test_short_reads_at_end_of_file(
 
 
 def test_negative_offsets_give_einval(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
 ) -> None:
     fh = handles(files(b"z" * 100))
     buf = devmem(4096)
@@ -282,12 +220,7 @@ def test_negative_offsets_give_einval(
 
 
 def test_sync_io_checks_the_buffer(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
-    hostmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, hostmem: Alloc,
 ) -> None:
     fh = handles(files(b"q" * 8192))
     buf = devmem(4096)
@@ -303,11 +236,7 @@ def test_sync_io_checks_the_buffer(
 
 
 def test_sizes_are_clamped_before_the_range_check(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
 ) -> None:
     # A buffer of exactly the largest transfer (address space only: nothing
     # touches most of it). A bigger size passes only because it is clamped.
@@ -324,11 +253,7 @@ def test_sizes_are_clamped_before_the_range_check(
 
 
 def test_system_errors_set_errno(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
 ) -> None:
     buf = devmem(4096)
     ro = handles(files(b"r" * 100, os.O_RDONLY))
@@ -342,11 +267,7 @@ def test_system_errors_set_errno(
 
 
 def test_concurrent_sync_io(
-    lib: ctypes.CDLL,
-    driver: None,
-    files: Callable[..., int],
-    handles: Callable[[int], int],
-    devmem: Callable[[int], int],
+    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
 ) -> None:
     data = pattern(64 * 1024)
     fh = handles(files(data))

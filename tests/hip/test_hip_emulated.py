@@ -1,10 +1,4 @@
-"""The emulated HIP runtime: counters, limits, devices, threads, exit and fork.
-
-Every call goes through HIP-Python's own bindings (``from hip import hip``),
-so these tests also check that HIP-Python runs on the platform's
-``libamdhip64.so``. Tests marked ``emulated`` rely on behaviour only the
-emulated platform has.
-"""
+"""The emulated HIP runtime: counters, limits, devices, threads, exit and fork."""
 
 from __future__ import annotations
 
@@ -18,20 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from _hip_calls import (
-    HOST_FN,
-    NEEDS_HIP_PYTHON_10,
-    WAIT_S,
-    E,
-    K,
-    emu_counters,
-    err,
-    fn_ptr,
-    hip,
-    ok,
-    platforms,
-    runtime_library,
-)
+from _hip_calls import *  # noqa: F403
 
 pytestmark = NEEDS_HIP_PYTHON_10
 

@@ -1,24 +1,10 @@
-"""The HIP runtime of the test platform: memory and pointer attributes.
-
-Every call goes through HIP-Python's own bindings (``from hip import hip``),
-so these tests also check that HIP-Python runs on the platform's
-``libamdhip64.so``. Tests marked ``emulated`` rely on behaviour only the
-emulated platform has.
-"""
+"""The HIP runtime of the test platform: memory and pointer attributes."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from _hip_calls import (
-    NEEDS_HIP_PYTHON_10,
-    E,
-    K,
-    err,
-    hip,
-    host_view,
-    ok,
-)
+from _hip_calls import *  # noqa: F403
 
 pytestmark = NEEDS_HIP_PYTHON_10
 

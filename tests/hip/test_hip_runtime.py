@@ -1,11 +1,4 @@
-"""The HIP runtime of the test platform: devices, versions, last error and
-error paths.
-
-Every call goes through HIP-Python's own bindings (``from hip import hip``),
-so these tests also check that HIP-Python runs on the platform's
-``libamdhip64.so``. Tests marked ``emulated`` rely on behaviour only the
-emulated platform has.
-"""
+"""The HIP runtime of the test platform: devices, versions, last error and error paths."""
 
 from __future__ import annotations
 
@@ -14,18 +7,7 @@ import threading
 
 import numpy as np
 import pytest
-from _hip_calls import (
-    NEEDS_HIP_PYTHON_10,
-    STREAM_CALLBACK,
-    WAIT_S,
-    E,
-    K,
-    err,
-    fn_ptr,
-    hip,
-    ok,
-    runtime_library,
-)
+from _hip_calls import *  # noqa: F403
 
 pytestmark = NEEDS_HIP_PYTHON_10
 
