@@ -25,9 +25,7 @@ import concurrent.futures
 import errno as _errno
 import threading
 import time
-import warnings
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -36,6 +34,7 @@ from hipfile._abi import IO_EVENTS, IO_PARAMS
 from hipfile._interop import as_int, io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile._lifetime import ClosesWhenCollected
 from hipfile.enums import BASE_ERR, BatchMode, Opcode, OpError, Status
 from hipfile.errors import BatchFullError, ClosedFileError, HipFileException, error_for_result
 
@@ -178,7 +177,7 @@ class _Entry:
 
 
 
-class BatchIO:
+class BatchIO(ClosesWhenCollected):
     """A batch context: up to ``max_nr`` entries in flight at once.
 
     Parameters
@@ -639,18 +638,8 @@ class BatchIO:
         self._check_open()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is None:
-            return
-        try:
-            self.close()
-        except Exception:
-            return
-        warnings.warn(f"{self!r} was not closed", ResourceWarning, stacklevel=1)
+    def _left_open(self) -> bool:
+        return getattr(self, "_handle", None) is not None
 
     def __repr__(self) -> str:
         if self._handle is None:

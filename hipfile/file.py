@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import stat
-import warnings
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
+from hipfile._lifetime import ClosesWhenCollected
 from hipfile._transfer import transfer
 from hipfile.enums import FileHandleType
 
@@ -22,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["FileHandle"]
 
 
-class FileHandle(_FileCore):
+class FileHandle(_FileCore, ClosesWhenCollected):
     """A file opened with ``os.open`` and registered with hipFile.
 
     Parameters
@@ -174,19 +173,8 @@ class FileHandle(_FileCore):
     def __enter__(self) -> FileHandle:
         return self.open()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if self.handle is None:
-            return
-        text = repr(self)
-        try:
-            self.close()
-        except Exception:
-            return
-        warnings.warn(f"{text} was not closed", ResourceWarning, stacklevel=1)
+    def _left_open(self) -> bool:
+        return self.handle is not None
 
     def __repr__(self) -> str:
         state = "closed" if self.handle is None else f"fd={self._fd}"

@@ -19,6 +19,7 @@ import pytest
 
 from hipfile._abi import DESCR, IO_EVENTS, IO_PARAMS
 from hipfile._lib import _hipfile
+from hipfile.enums import OpError
 
 hip = pytest.importorskip("hip").hip
 
@@ -30,24 +31,25 @@ Alloc = Callable[[int], int]
 # --------------------------------------------------------------------------
 # The ABI, declared with ctypes.
 
-SUCCESS = 0
-DRIVER_NOT_INITIALIZED = 5001
-IO_NOT_SUPPORTED = 5008
-HIP_DRIVER_ERROR = 5011
-HIP_POINTER_INVALID = 5012
-HIP_MEMORY_TYPE_INVALID = 5013
-HIP_POINTER_RANGE_ERROR = 5014
-HIP_CONTEXT_MISMATCH = 5015
-INVALID_FILE_TYPE = 5018
-INVALID_FILE_OPEN_FLAG = 5019
-DIO_NOT_SET = 5020
-INVALID_VALUE = 5022
-MEMORY_ALREADY_REGISTERED = 5023
-MEMORY_NOT_REGISTERED = 5024
-HANDLE_NOT_REGISTERED = 5027
-HANDLE_ALREADY_REGISTERED = 5028
-INTERNAL_ERROR = 5030
-BATCH_FULL = 5037
+# Status codes, as the package declares them (hipfile.enums.OpError).
+SUCCESS = int(OpError.SUCCESS)
+DRIVER_NOT_INITIALIZED = int(OpError.DRIVER_NOT_INITIALIZED)
+IO_NOT_SUPPORTED = int(OpError.IO_NOT_SUPPORTED)
+HIP_DRIVER_ERROR = int(OpError.HIP_DRIVER_ERROR)
+HIP_POINTER_INVALID = int(OpError.HIP_POINTER_INVALID)
+HIP_MEMORY_TYPE_INVALID = int(OpError.HIP_MEMORY_TYPE_INVALID)
+HIP_POINTER_RANGE_ERROR = int(OpError.HIP_POINTER_RANGE_ERROR)
+HIP_CONTEXT_MISMATCH = int(OpError.HIP_CONTEXT_MISMATCH)
+INVALID_FILE_TYPE = int(OpError.INVALID_FILE_TYPE)
+INVALID_FILE_OPEN_FLAG = int(OpError.INVALID_FILE_OPEN_FLAG)
+DIO_NOT_SET = int(OpError.DIO_NOT_SET)
+INVALID_VALUE = int(OpError.INVALID_VALUE)
+MEMORY_ALREADY_REGISTERED = int(OpError.MEMORY_ALREADY_REGISTERED)
+MEMORY_NOT_REGISTERED = int(OpError.MEMORY_NOT_REGISTERED)
+HANDLE_NOT_REGISTERED = int(OpError.HANDLE_NOT_REGISTERED)
+HANDLE_ALREADY_REGISTERED = int(OpError.HANDLE_ALREADY_REGISTERED)
+INTERNAL_ERROR = int(OpError.INTERNAL_ERROR)
+BATCH_FULL = int(OpError.BATCH_FULL)
 MAX_IO = 0x7FFFF000
 
 FIXED_BUF_OFFSET, FIXED_FILE_OFFSET, FIXED_FILE_SIZE, PAGE_ALIGNED_INPUTS = 1, 2, 4, 8
@@ -68,12 +70,9 @@ class Error(ctypes.Structure):
 
 class Nvfs(ctypes.Structure):
     _fields_ = [
-        ("major_version", ctypes.c_uint),
-        ("minor_version", ctypes.c_uint),
-        ("poll_thresh_size", ctypes.c_uint64),
-        ("max_direct_io_size", ctypes.c_uint64),
-        ("driver_status_flags", ctypes.c_uint),
-        ("driver_control_flags", ctypes.c_uint),
+        ("major_version", ctypes.c_uint), ("minor_version", ctypes.c_uint),
+        ("poll_thresh_size", ctypes.c_uint64), ("max_direct_io_size", ctypes.c_uint64),
+        ("driver_status_flags", ctypes.c_uint), ("driver_control_flags", ctypes.c_uint),
     ]
 
 
