@@ -175,8 +175,6 @@ class _Entry:
             self.buffer_core._hold(delta)
 
 
-
-
 class BatchIO(ClosesWhenCollected):
     """A batch context: up to ``max_nr`` entries in flight at once.
 

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,3 +77,17 @@ class CudaArray:
             "strides": strides,
             "version": 3,
         }
+
+
+#: Variables that select a platform or a library.
+PLATFORM_VARS = ("ROCM_PATH", "HIPFILE_PLATFORM", "HIPFILE_LIBRARY")
+
+
+def run_python(code: str, clear: tuple[str, ...] = (), **env: str
+               ) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` (dedented) in a new interpreter, with this environment
+    less ``clear`` plus ``env``; the output is captured as text."""
+    clean = {k: v for k, v in os.environ.items() if k not in clear}
+    clean.update(env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=clean,
+                          capture_output=True, text=True, timeout=120, check=False)

@@ -121,3 +121,25 @@ def data_path(tmp_path: Path, payload: np.ndarray) -> Path:
     path = tmp_path / "data.bin"
     path.write_bytes(payload.tobytes())
     return path
+
+
+@pytest.fixture
+def saved_config() -> Iterator[None]:
+    """Put every configuration parameter back as it was (they are process-wide)."""
+    from hipfile import (
+        BoolConfigParameter,
+        SizeTConfigParameter,
+        StringConfigParameter,
+        get_parameter,
+        set_parameter,
+    )
+
+    saved = [
+        (p, get_parameter(p))
+        for enum in (SizeTConfigParameter, BoolConfigParameter, StringConfigParameter)
+        for p in enum
+    ]
+    yield
+    with hipfile.Driver():
+        for p, v in saved:
+            set_parameter(p, v)

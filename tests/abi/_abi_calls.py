@@ -67,7 +67,6 @@ class Error(ctypes.Structure):
     _fields_ = [("err", ctypes.c_int), ("hip_drv_err", ctypes.c_int)]
 
 
-
 class Nvfs(ctypes.Structure):
     _fields_ = [
         ("major_version", ctypes.c_uint), ("minor_version", ctypes.c_uint),
@@ -86,7 +85,6 @@ class Props(ctypes.Structure):
         ("max_batch_io_count", ctypes.c_uint),
         ("max_batch_io_timeout_msecs", ctypes.c_uint),
     ]
-
 
 
 #: ``hipFileIOParams_t``: fields named as in :data:`hipfile._abi.IO_PARAMS`
@@ -233,7 +231,6 @@ def read_async(lib: ctypes.CDLL, fh: int, buf: int, slots: Slots, stream: int | 
 
 def write_async(lib: ctypes.CDLL, fh: int, buf: int, slots: Slots, stream: int | None) -> int:
     return code(lib.hipFileWriteAsync(fh, buf, *slots.args(), stream))
-
 
 
 def try_open_direct(files: Any, content: bytes = b"d" * 8192) -> int:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import ctypes
-import os
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -13,6 +11,7 @@ import time
 import numpy as np
 import pytest
 from _hip_calls import *  # noqa: F403
+from _util import run_python
 
 pytestmark = NEEDS_HIP_PYTHON_10
 
@@ -72,18 +71,9 @@ def test_device_memory_limit() -> None:
 
 
 def _run_emulated_script(script: str, **env_extra: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env["HIPFILE_PLATFORM"] = "emulated"
-    env["HIPFILE_EMULATED_PREFIX"] = str(platforms.prefix("emulated"))
-    env.pop("ROCM_PATH", None)
-    env.update(env_extra)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    env = {"HIPFILE_PLATFORM": "emulated",
+           "HIPFILE_EMULATED_PREFIX": str(platforms.prefix("emulated")), **env_extra}
+    return run_python(script, ("ROCM_PATH",), **env)
 
 
 MULTI_DEVICE_SCRIPT = textwrap.dedent(
