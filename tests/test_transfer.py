@@ -31,47 +31,39 @@ def capped() -> Iterator[None]:
     emu().set_short_transfer(None)
 
 
-def sync_read(fh: FileHandle, dev: Any, size: int, foff: int, boff: int) -> int:
-    return fh.read(dev, size, foff, boff)
+def transfer(how: str, fh: FileHandle, dev: Any, size: int, foff: int, boff: int) -> int:
+    """One request through ``fh.read``/``fh.write`` or a pread/pwrite future."""
+    if how in ("read", "write"):
+        return int(getattr(fh, how)(dev, size, foff, boff))
+    fut = getattr(hipfile, how)(fh, dev, size, foff, boff, task_size=5000)
+    return int(fut.result(timeout=30))
 
 
-def task_read(fh: FileHandle, dev: Any, size: int, foff: int, boff: int) -> int:
-    return hipfile.pread(fh, dev, size, foff, boff, task_size=5000).result(timeout=30)
-
-
-def sync_write(fh: FileHandle, dev: Any, size: int, foff: int, boff: int) -> int:
-    return fh.write(dev, size, foff, boff)
-
-
-def task_write(fh: FileHandle, dev: Any, size: int, foff: int, boff: int) -> int:
-    return hipfile.pwrite(fh, dev, size, foff, boff, task_size=5000).result(timeout=30)
-
-
-READS = [pytest.param(sync_read, id="read"), pytest.param(task_read, id="pread")]
-WRITES = [pytest.param(sync_write, id="write"), pytest.param(task_write, id="pwrite")]
+READS = ["read", "pread"]
+WRITES = ["write", "pwrite"]
 
 
 @pytest.mark.parametrize("read", READS)
 def test_short_reads_in_the_middle_are_not_end_of_file(
-    read: Any, driver: hipfile.Driver, data_file: tuple[Path, np.ndarray], dev: Any,
+    read: str, driver: hipfile.Driver, data_file: tuple[Path, np.ndarray], dev: Any,
     capped: None,
 ) -> None:
     path, data = data_file
     with FileHandle(path) as fh:
-        assert read(fh, dev, 12345, 100, 10) == 12345
+        assert transfer(read, fh, dev, 12345, 100, 10) == 12345
     assert np.array_equal(from_device(dev, 12345, 10), data[100:12445])
 
 
 @pytest.mark.parametrize("read", READS)
 def test_short_reads_stop_at_end_of_file(
-    read: Any, driver: hipfile.Driver, data_file: tuple[Path, np.ndarray], dev: Any,
+    read: str, driver: hipfile.Driver, data_file: tuple[Path, np.ndarray], dev: Any,
     capped: None,
 ) -> None:
     path, data = data_file
     to_device(dev, np.zeros(N, dtype=np.uint8))
     with FileHandle(path) as fh:
-        assert read(fh, dev, 20000, N - 7500, 0) == 7500
-        assert read(fh, dev, 100, N + 10, 0) == 0
+        assert transfer(read, fh, dev, 20000, N - 7500, 0) == 7500
+        assert transfer(read, fh, dev, 100, N + 10, 0) == 0
     host = from_device(dev, 20000)
     assert np.array_equal(host[:7500], data[N - 7500:])
     assert (host[7500:] == 0).all()
@@ -79,13 +71,13 @@ def test_short_reads_stop_at_end_of_file(
 
 @pytest.mark.parametrize("write", WRITES)
 def test_short_writes_are_completed(
-    write: Any, driver: hipfile.Driver, dev: Any, tmp_path: Path, capped: None,
+    write: str, driver: hipfile.Driver, dev: Any, tmp_path: Path, capped: None,
 ) -> None:
     data = random_bytes(N, seed=4)
     to_device(dev, data)
     out = tmp_path / "out.bin"
     with hipfile.open(out, "w") as fh:
-        assert write(fh, dev, 23456, 3, 50) == 23456
+        assert transfer(write, fh, dev, 23456, 3, 50) == 23456
     written = out.read_bytes()
     assert written[:3] == b"\0\0\0"
     assert written[3:] == data[50:50 + 23456].tobytes()

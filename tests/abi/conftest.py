@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -56,32 +56,31 @@ def from_zero(lib: ctypes.CDLL) -> Iterator[None]:
         assert code(lib.hipFileDriverOpen()) == SUCCESS
 
 
+def _each(make: Callable[[int], int], release: Callable[[int], object]) -> Iterator[Alloc]:
+    """A fixture's ``make(n)``, with everything it made released at teardown."""
+    made: list[int] = []
+
+    def one(n: int) -> int:
+        made.append(make(n))
+        return made[-1]
+
+    yield one
+    for thing in made:
+        release(thing)
+
+
 @pytest.fixture
 def devmem() -> Iterator[Alloc]:
-    made: list[object] = []
-
-    def alloc(size: int) -> int:
-        ptr = hip_check(hip.hipMalloc(size))
-        made.append(ptr)
-        return addr(ptr)
-
-    yield alloc
-    for ptr in made:
-        hip_check(hip.hipFree(ptr))
+    """devmem(size) -> the address of new device memory."""
+    yield from _each(lambda n: addr(hip_check(hip.hipMalloc(n))),
+                     lambda p: hip_check(hip.hipFree(p)))
 
 
 @pytest.fixture
 def hostmem() -> Iterator[Alloc]:
-    made: list[object] = []
-
-    def alloc(size: int) -> int:
-        ptr = hip_check(hip.hipHostMalloc(size, 0))
-        made.append(ptr)
-        return addr(ptr)
-
-    yield alloc
-    for ptr in made:
-        hip_check(hip.hipHostFree(ptr))
+    """hostmem(size) -> the address of new pinned host memory."""
+    yield from _each(lambda n: addr(hip_check(hip.hipHostMalloc(n, 0))),
+                     lambda p: hip_check(hip.hipHostFree(p)))
 
 
 @pytest.fixture
@@ -111,32 +110,25 @@ def files(tmp_path: Path) -> Iterator[Files]:
 @pytest.fixture
 def handles(lib: ctypes.CDLL) -> Iterator[Alloc]:
     """register_fd(fd) -> a registered handle, deregistered at teardown."""
-    made: list[int] = []
 
     def register_fd(fd: int) -> int:
         rc, fh = register(lib, fd)
         assert rc == SUCCESS
-        made.append(fh)
         return fh
 
-    yield register_fd
-    for fh in made:
-        lib.hipFileHandleDeregister(fh)
+    yield from _each(register_fd, lib.hipFileHandleDeregister)
 
 
 @pytest.fixture
 def batches(lib: ctypes.CDLL) -> Iterator[Alloc]:
-    made: list[int] = []
+    """setup(max_nr) -> a batch handle, destroyed at teardown."""
 
     def setup(max_nr: int) -> int:
         batch = P()
         assert code(lib.hipFileBatchIOSetUp(ctypes.byref(batch), max_nr)) == SUCCESS
-        made.append(batch.value or 0)
         return batch.value or 0
 
-    yield setup
-    for batch in made:
-        lib.hipFileBatchIODestroy(batch)
+    yield from _each(setup, lib.hipFileBatchIODestroy)
 
 
 @pytest.fixture
