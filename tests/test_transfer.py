@@ -43,27 +43,32 @@ READS = ["read", "pread"]
 WRITES = ["write", "pwrite"]
 
 
-@pytest.mark.parametrize("read", READS)
-def test_short_reads_in_the_middle_are_not_end_of_file(
-    read: str, driver: hipfile.Driver, data_file: tuple[Path, np.ndarray], dev: Any,
-    capped: None,
-) -> None:
+@pytest.fixture
+def source(driver: hipfile.Driver, data_file: tuple[Path, np.ndarray],
+           capped: None) -> Iterator[tuple[FileHandle, np.ndarray]]:
+    """The data file, open, with every transfer capped; and its content."""
     path, data = data_file
     with FileHandle(path) as fh:
-        assert transfer(read, fh, dev, 12345, 100, 10) == 12345
+        yield fh, data
+
+
+@pytest.mark.parametrize("read", READS)
+def test_short_reads_in_the_middle_are_not_end_of_file(
+    read: str, source: tuple[FileHandle, np.ndarray], dev: Any
+) -> None:
+    fh, data = source
+    assert transfer(read, fh, dev, 12345, 100, 10) == 12345
     assert np.array_equal(from_device(dev, 12345, 10), data[100:12445])
 
 
 @pytest.mark.parametrize("read", READS)
 def test_short_reads_stop_at_end_of_file(
-    read: str, driver: hipfile.Driver, data_file: tuple[Path, np.ndarray], dev: Any,
-    capped: None,
+    read: str, source: tuple[FileHandle, np.ndarray], dev: Any
 ) -> None:
-    path, data = data_file
+    fh, data = source
     to_device(dev, np.zeros(N, dtype=np.uint8))
-    with FileHandle(path) as fh:
-        assert transfer(read, fh, dev, 20000, N - 7500, 0) == 7500
-        assert transfer(read, fh, dev, 100, N + 10, 0) == 0
+    assert transfer(read, fh, dev, 20000, N - 7500, 0) == 7500
+    assert transfer(read, fh, dev, 100, N + 10, 0) == 0
     host = from_device(dev, 20000)
     assert np.array_equal(host[:7500], data[N - 7500:])
     assert (host[7500:] == 0).all()
