@@ -285,13 +285,12 @@ class BatchIO(ClosesWhenCollected):
 
         Parameters
         ----------
-        fh
-            An open :class:`~hipfile.FileHandle`.
-        buffer
-            A :class:`~hipfile.Buffer` or anything it accepts.
+        fh, buffer
+            The open :class:`~hipfile.FileHandle`, and the device memory: a
+            :class:`~hipfile.Buffer` or anything it accepts.
         size
-            Bytes to read; defaults to the rest of the buffer. At most
-            0x7ffff000 per entry.
+            Bytes to read (at most 0x7ffff000 per entry); defaults to the
+            rest of the buffer.
         file_offset, buffer_offset
             Where in the file and in the buffer.
         cookie
