@@ -4,7 +4,9 @@ Every hipFile status becomes a :class:`HipFileException` (or a subclass chosen
 by its code, which also inherits the matching builtin where one exists);
 ``-1`` results of the I/O calls become :class:`OSError` subclasses chosen by
 ``errno``; a missing library or symbol becomes :class:`HipFileLibraryError`.
-All of them pickle.
+Two :class:`HipFileException` subclasses are raised by the package itself,
+not for a library status: :class:`InFlightError` and :class:`ClosedFileError`
+(``hipfile_err`` 0, ``from_library`` False). All of them pickle.
 """
 
 from __future__ import annotations
