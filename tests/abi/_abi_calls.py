@@ -27,6 +27,8 @@ hip = pytest.importorskip("hip").hip
 #: like -> an address or handle.
 Files = Callable[..., int]
 Alloc = Callable[[int], int]
+#: ``opened(content, size)`` -> (registered file handle, device memory).
+Opened = Callable[[bytes, int], tuple[int, int]]
 
 # --------------------------------------------------------------------------
 # The ABI, declared with ctypes.

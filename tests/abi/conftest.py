@@ -13,6 +13,7 @@ from _abi_calls import (
     SUCCESS,
     Alloc,
     Files,
+    Opened,
     P,
     addr,
     bool_param,
@@ -148,3 +149,14 @@ def saved_config(lib: ctypes.CDLL, driver: None) -> Iterator[None]:
         assert code(lib.hipFileSetParameterBool(p, flag)) == SUCCESS
     for p, value in strings.items():
         assert code(lib.hipFileSetParameterString(p, value)) == SUCCESS
+
+
+@pytest.fixture
+def opened(driver: None, files: Files, handles: Alloc, devmem: Alloc) -> Opened:
+    """opened(content, size) -> (fh, buf): with the driver open, a registered
+    new file holding ``content`` and ``size`` bytes of device memory."""
+
+    def open_(content: bytes, size: int) -> tuple[int, int]:
+        return handles(files(content)), devmem(size)
+
+    return open_

@@ -43,12 +43,9 @@ def test_async_round_trip_with_deferred_completion(
     assert os.pread(fd, 5000, 30000) == data[10:5010]
 
 
-def test_async_on_the_null_stream(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
-) -> None:
+def test_async_on_the_null_stream(lib: ctypes.CDLL, opened: Opened) -> None:
     data = pattern(3000)
-    fh = handles(files(data))
-    buf = devmem(4096)
+    fh, buf = opened(data, 4096)
     slots = Slots(3000)
     assert read_async(lib, fh, buf, slots, None) == SUCCESS
     sync(None)
@@ -58,11 +55,10 @@ def test_async_on_the_null_stream(
 
 @pytest.mark.emulated
 def test_unfixed_slots_are_read_when_the_operation_runs(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
+    lib: ctypes.CDLL, opened: Opened, stream: int,
 ) -> None:
     data = pattern(8192)
-    fh = handles(files(data))
-    buf = devmem(8192)
+    fh, buf = opened(data, 8192)
     put(buf, bytes(8192))
     emulated.set_completion_delay(150_000)
     slots = Slots(4096, file_offset=0, buffer_offset=0)
@@ -78,12 +74,10 @@ def test_unfixed_slots_are_read_when_the_operation_runs(
 @pytest.mark.parametrize("flag", [FIXED_FILE_SIZE, FIXED_FILE_OFFSET, FIXED_BUF_OFFSET])
 @pytest.mark.emulated
 def test_fixed_slots_are_copied_at_submit(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
-    flag: int,
+    lib: ctypes.CDLL, opened: Opened, stream: int, flag: int,
 ) -> None:
     data = pattern(8192)
-    fh = handles(files(data))
-    buf = devmem(8192)
+    fh, buf = opened(data, 8192)
     assert code(lib.hipFileStreamRegister(stream, flag)) == SUCCESS
     try:
         emulated.set_completion_delay(150_000)
@@ -101,12 +95,9 @@ def test_fixed_slots_are_copied_at_submit(
 
 
 @pytest.mark.emulated
-def test_all_fixed_flags_ignore_every_change(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
-) -> None:
+def test_all_fixed_flags_ignore_every_change(lib: ctypes.CDLL, opened: Opened, stream: int) -> None:
     data = pattern(8192)
-    fh = handles(files(data))
-    buf = devmem(8192)
+    fh, buf = opened(data, 8192)
     assert code(lib.hipFileStreamRegister(stream, 7)) == SUCCESS
     emulated.set_completion_delay(100_000)
     slots = Slots(1000, file_offset=10, buffer_offset=20)
@@ -122,10 +113,9 @@ def test_all_fixed_flags_ignore_every_change(
 
 @pytest.mark.emulated
 def test_execution_errors_come_back_as_negative_counts(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
+    lib: ctypes.CDLL, opened: Opened, files: Files, handles: Alloc, stream: int,
 ) -> None:
-    fh = handles(files(pattern(8192)))
-    buf = devmem(8192)
+    fh, buf = opened(pattern(8192), 8192)
     emulated.set_completion_delay(50_000)
     grow = Slots(100)
     negative = Slots(100)
@@ -150,11 +140,9 @@ def test_execution_errors_come_back_as_negative_counts(
 
 @pytest.mark.emulated
 def test_async_submit_validation(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, hostmem: Alloc,
-    stream: int,
+    lib: ctypes.CDLL, opened: Opened, hostmem: Alloc, stream: int,
 ) -> None:
-    fh = handles(files(pattern(8192)))
-    buf = devmem(4096)
+    fh, buf = opened(pattern(8192), 4096)
     ok = Slots(100)
     args = [fh, buf, *ok.args(), stream]
     for i in range(1, 6):  # each of the five pointers
@@ -173,11 +161,8 @@ def test_async_submit_validation(
 
 
 @pytest.mark.emulated
-def test_async_on_an_unknown_stream_reports_the_hip_error(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
-) -> None:
-    fh = handles(files(pattern(100)))
-    buf = devmem(4096)
+def test_async_on_an_unknown_stream_reports_the_hip_error(lib: ctypes.CDLL, opened: Opened) -> None:
+    fh, buf = opened(pattern(100), 4096)
     dead = hip_check(hip.hipStreamCreate())
     dead_addr = addr(dead)
     hip_check(hip.hipStreamDestroy(dead))
@@ -221,12 +206,9 @@ def test_stream_registration_rules(lib: ctypes.CDLL, stream: int) -> None:
     assert counters()["streams_registered"] == 0
 
 
-def test_page_aligned_inputs_are_checked(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
-) -> None:
+def test_page_aligned_inputs_are_checked(lib: ctypes.CDLL, opened: Opened, stream: int) -> None:
     data = pattern(16384)
-    fh = handles(files(data))
-    buf = devmem(16384)
+    fh, buf = opened(data, 16384)
     assert code(lib.hipFileStreamRegister(stream, PAGE_ALIGNED_INPUTS)) == SUCCESS
     try:
         assert read_async(lib, fh, buf, Slots(100), stream) == INVALID_VALUE

@@ -66,11 +66,9 @@ def test_batch_reads_and_writes(
 
 
 def test_batch_submit_validation(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, hostmem: Alloc,
-    batches: Alloc,
+    lib: ctypes.CDLL, opened: Opened, hostmem: Alloc, batches: Alloc,
 ) -> None:
-    fh = handles(files(pattern(100)))
-    buf = devmem(4096)
+    fh, buf = opened(pattern(100), 4096)
     batch = batches(2)
     good = (READ, fh, buf, 0, 0, 10)
 
@@ -125,11 +123,8 @@ def test_batch_submit_validation(
 
 
 @pytest.mark.emulated
-def test_batch_min_nr_and_timeouts(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, batches: Alloc,
-) -> None:
-    fh = handles(files(pattern(8192)))
-    buf = devmem(8192)
+def test_batch_min_nr_and_timeouts(lib: ctypes.CDLL, opened: Opened, batches: Alloc) -> None:
+    fh, buf = opened(pattern(8192), 8192)
     batch = batches(4)
     emulated.set_completion_delay(300_000)
     arr = params([(READ, fh, buf, 0, 0, 100), (READ, fh, buf, 100, 100, 100)])
@@ -147,11 +142,10 @@ def test_batch_min_nr_and_timeouts(
 
 @pytest.mark.emulated
 def test_batch_parameters_are_copied_at_submit(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, batches: Alloc,
+    lib: ctypes.CDLL, opened: Opened, batches: Alloc,
 ) -> None:
     data = pattern(8192)
-    fh = handles(files(data))
-    buf = devmem(8192)
+    fh, buf = opened(data, 8192)
     batch = batches(1)
     emulated.set_completion_delay(100_000)
     arr = params([(READ, fh, buf, 0, 1000, 500)])
@@ -164,11 +158,8 @@ def test_batch_parameters_are_copied_at_submit(
 
 
 @pytest.mark.emulated
-def test_batch_cancel(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, batches: Alloc,
-) -> None:
-    fh = handles(files(pattern(8192)))
-    buf = devmem(8192)
+def test_batch_cancel(lib: ctypes.CDLL, opened: Opened, batches: Alloc) -> None:
+    fh, buf = opened(pattern(8192), 8192)
     batch = batches(16)
     emulated.set_completion_delay(100_000)
     arr = params([(READ, fh, buf, i * 100, i * 100, 100) for i in range(16)])

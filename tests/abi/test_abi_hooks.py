@@ -42,11 +42,8 @@ def test_inject_fault_rejects_bad_arguments() -> None:
 
 
 @pytest.mark.emulated
-def test_sync_faults(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
-) -> None:
-    fh = handles(files(pattern(1000)))
-    buf = devmem(4096)
+def test_sync_faults(lib: ctypes.CDLL, opened: Opened) -> None:
+    fh, buf = opened(pattern(1000), 4096)
     emulated.inject_fault("read", errno.EIO, count=2, after=1)
     assert lib.hipFileRead(fh, buf, 100, 0, 0) == 100
     for _ in range(2):
@@ -71,11 +68,8 @@ def test_sync_faults(
 
 
 @pytest.mark.emulated
-def test_async_faults(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
-) -> None:
-    fh = handles(files(pattern(1000)))
-    buf = devmem(4096)
+def test_async_faults(lib: ctypes.CDLL, opened: Opened, stream: int) -> None:
+    fh, buf = opened(pattern(1000), 4096)
     emulated.inject_fault("read_async", errno.EIO, after=1)
     emulated.inject_fault("write_async", INTERNAL_ERROR)
     first, second, third, write = Slots(100), Slots(100), Slots(100), Slots(100)
@@ -108,11 +102,8 @@ def test_register_faults(
 
 
 @pytest.mark.emulated
-def test_batch_faults(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, batches: Alloc,
-) -> None:
-    fh = handles(files(pattern(1000)))
-    buf = devmem(4096)
+def test_batch_faults(lib: ctypes.CDLL, opened: Opened, batches: Alloc) -> None:
+    fh, buf = opened(pattern(1000), 4096)
     batch = batches(4)
     emulated.inject_fault("batch", errno.EIO, count=1, after=1)
     arr = params(
@@ -130,13 +121,9 @@ def test_batch_faults(
 
 
 @pytest.mark.emulated
-def test_short_transfers(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
-    batches: Alloc,
-) -> None:
+def test_short_transfers(lib: ctypes.CDLL, opened: Opened, stream: int, batches: Alloc) -> None:
     data = pattern(10000)
-    fh = handles(files(data))
-    buf = devmem(10000)
+    fh, buf = opened(data, 10000)
     emulated.set_short_transfer(4096)
     assert lib.hipFileRead(fh, buf, 10000, 0, 0) == 4096
     assert get(buf, 4096) == data[:4096]

@@ -192,23 +192,17 @@ def test_sync_round_trip(
     assert code(lib.hipFileBufDeregister(src)) == SUCCESS
 
 
-def test_short_reads_at_end_of_file(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
-) -> None:
+def test_short_reads_at_end_of_file(lib: ctypes.CDLL, opened: Opened) -> None:
     data = pattern(1000)
-    fh = handles(files(data))
-    buf = devmem(8192)
+    fh, buf = opened(data, 8192)
     assert lib.hipFileRead(fh, buf, 4096, 900, 0) == 100
     assert get(buf, 100) == data[900:]
     assert lib.hipFileRead(fh, buf, 4096, 1000, 0) == 0
     assert lib.hipFileRead(fh, buf, 4096, 5000, 0) == 0
 
 
-def test_negative_offsets_give_einval(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc,
-) -> None:
-    fh = handles(files(b"z" * 100))
-    buf = devmem(4096)
+def test_negative_offsets_give_einval(lib: ctypes.CDLL, opened: Opened) -> None:
+    fh, buf = opened(b"z" * 100, 4096)
     for fn in (lib.hipFileRead, lib.hipFileWrite):
         for foff, boff in ((-1, 0), (0, -1), (-(2**63), 0)):
             ctypes.set_errno(0)
@@ -219,11 +213,8 @@ def test_negative_offsets_give_einval(
     assert ctypes.get_errno() == errno.EINVAL
 
 
-def test_sync_io_checks_the_buffer(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, hostmem: Alloc,
-) -> None:
-    fh = handles(files(b"q" * 8192))
-    buf = devmem(4096)
+def test_sync_io_checks_the_buffer(lib: ctypes.CDLL, opened: Opened, hostmem: Alloc) -> None:
+    fh, buf = opened(b"q" * 8192, 4096)
     assert lib.hipFileRead(fh, hostmem(4096), 10, 0, 0) == -HIP_MEMORY_TYPE_INVALID
     plain = ctypes.create_string_buffer(4096)
     assert lib.hipFileRead(fh, ctypes.addressof(plain), 10, 0, 0) == -HIP_POINTER_INVALID
