@@ -180,18 +180,28 @@ def test_batch_cancel(lib: ctypes.CDLL, opened: Opened, batches: Alloc) -> None:
     assert status(lib, batch, 1, 1) == (SUCCESS, [(1, COMPLETE, 10)])
 
 
-@pytest.mark.emulated
-def test_batch_destroy_with_entries_in_flight(
-    lib: ctypes.CDLL, driver: None, files: Files, devmem: Alloc,
-) -> None:
+def submitted(lib: ctypes.CDLL, files: Files, devmem: Alloc, max_nr: int, delay_us: int,
+              reads: list[tuple[int, int, int]]) -> tuple[int, int, ctypes.c_void_p]:
+    """A registered file, device memory and a batch (file and batch released by
+    the test); ``reads``
+    (buffer_offset, file_offset, size) are submitted, delayed by ``delay_us``."""
     rc, fh = register(lib, files(pattern(8192)))
     assert rc == SUCCESS
     buf = devmem(8192)
     batch = P()
-    assert code(lib.hipFileBatchIOSetUp(ctypes.byref(batch), 8)) == SUCCESS
-    emulated.set_completion_delay(100_000)
-    arr = params([(READ, fh, buf, i * 100, 0, 100) for i in range(8)])
-    assert code(lib.hipFileBatchIOSubmit(batch, 8, arr, 0)) == SUCCESS
+    assert code(lib.hipFileBatchIOSetUp(ctypes.byref(batch), max_nr)) == SUCCESS
+    emulated.set_completion_delay(delay_us)
+    arr = params([(READ, fh, buf, boff, foff, size) for boff, foff, size in reads])
+    assert code(lib.hipFileBatchIOSubmit(batch, len(reads), arr, 0)) == SUCCESS
+    return fh, buf, batch
+
+
+@pytest.mark.emulated
+def test_batch_destroy_with_entries_in_flight(
+    lib: ctypes.CDLL, driver: None, files: Files, devmem: Alloc,
+) -> None:
+    reads = [(i * 100, 0, 100) for i in range(8)]
+    fh, _, batch = submitted(lib, files, devmem, 8, 100_000, reads)
     waiter_result: list[int] = []
 
     def wait_all() -> None:
@@ -212,14 +222,7 @@ def test_batch_destroy_with_entries_in_flight(
 def test_forked_child_sees_nothing_in_flight(
     lib: ctypes.CDLL, driver: None, files: Files, devmem: Alloc,
 ) -> None:
-    rc, fh = register(lib, files(pattern(8192)))
-    assert rc == SUCCESS
-    buf = devmem(8192)
-    batch = P()
-    assert code(lib.hipFileBatchIOSetUp(ctypes.byref(batch), 4)) == SUCCESS
-    emulated.set_completion_delay(300_000)
-    arr = params([(READ, fh, buf, 0, 0, 100), (READ, fh, buf, 100, 100, 100)])
-    assert code(lib.hipFileBatchIOSubmit(batch, 2, arr, 0)) == SUCCESS
+    fh, buf, batch = submitted(lib, files, devmem, 4, 300_000, [(0, 0, 100), (100, 100, 100)])
     time.sleep(0.02)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
