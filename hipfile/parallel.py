@@ -29,9 +29,8 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from hipfile._interop import as_int, io_range
-from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
-from hipfile.errors import raise_result
+from hipfile._transfer import transfer
 
 __all__ = [
     "IOFuture",
@@ -44,10 +43,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("hipfile")
-_MAX_CHUNK: int = _hipfile.MAX_IO_CHUNK
 DEFAULT_TASK_SIZE = 4 << 20
-
-
 
 
 def _positive_int(value: Any, name: str) -> int:
@@ -189,22 +185,14 @@ class _Job:
 
 def _run_task(job: _Job, start: int, size: int) -> int:
     """Move ``size`` bytes at ``start`` (relative to the request); returns
-    the bytes moved, fewer at end of file."""
-    call = _hipfile.write_raw if job.write else _hipfile.read_raw
-    done = 0
-    while done < size:
+    the bytes moved, fewer only at end of file (see :mod:`hipfile._transfer`)."""
+
+    def check() -> None:
         if job.stop:
             raise _Stopped
-        chunk = min(size - done, _MAX_CHUNK)
-        pos = start + done
-        n, err = call(job.handle, job.ptr, chunk, job.file_offset + pos,
-                      job.buffer_offset + pos)
-        if n < 0:
-            raise_result(n, err, "hipFileWrite" if job.write else "hipFileRead")
-        if n == 0:
-            break  # end of file (or a write that moved nothing)
-        done += n
-    return done
+
+    return transfer(job.write, job.handle, job.ptr, size, job.file_offset + start,
+                    job.buffer_offset + start, check)
 
 
 class IOFuture:
@@ -487,11 +475,15 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
         A :class:`concurrent.futures.Executor` to run the tasks on (default:
         the module's thread pool, see :func:`set_num_threads`).
 
+    Each task calls ``hipFileRead`` until its part is read or the call
+    returns 0 (end of file): a short count in the middle of the file is read
+    again, never taken for end of file. Parts past end of file read 0 bytes.
+
     Returns
     -------
     IOFuture
-        ``result()`` is the total bytes read, fewer than ``size`` at end of
-        file.
+        ``result()`` is the total bytes read, fewer than ``size`` only at
+        end of file.
 
     Raises
     ------
@@ -514,6 +506,10 @@ def pwrite(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
     """Write ``size`` bytes from ``buffer`` at ``buffer_offset`` to the file
     at ``file_offset`` in parallel tasks; returns an :class:`IOFuture`. See
     :func:`pread`.
+
+    Each task calls ``hipFileWrite`` until its part is written; a call that
+    writes 0 bytes fails the future with :class:`OSError` (``EIO``), so
+    ``result()`` is always ``size``.
 
     See Also
     --------

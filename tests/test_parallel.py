@@ -7,12 +7,11 @@ import errno
 import os
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _util import device_array, from_device, random_bytes, to_device
+from _util import device_array, emu, from_device, random_bytes, to_device
 
 import hipfile
 from hipfile import Buffer, FileHandle, IOFuture, parallel
@@ -20,31 +19,11 @@ from hipfile import Buffer, FileHandle, IOFuture, parallel
 N = 1 << 18
 
 
-@pytest.fixture
-def driver():
-    with hipfile.Driver() as d:
-        yield d
-
-
 @pytest.fixture(autouse=True)
 def _no_idle_pool() -> Iterator[None]:
     """Leave no pool threads behind for later tests (forking tests among them)."""
     yield
     parallel.shutdown()
-
-
-@pytest.fixture
-def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    data = random_bytes(N, seed=21)
-    path = tmp_path / "data.bin"
-    path.write_bytes(data.tobytes())
-    return path, data
-
-
-def emu():
-    from hipfile.platforms import emulated
-
-    return emulated
 
 
 class CountingExecutor(concurrent.futures.ThreadPoolExecutor):

@@ -200,10 +200,10 @@ def set_completion_delay(microseconds: int) -> None:
 
     Raises
     ------
-    ValueError
-        If ``microseconds`` is negative.
     RuntimeError
         If the emulated platform is not active.
+    ValueError
+        If ``microseconds`` is negative.
 
     See Also
     --------
