@@ -243,6 +243,12 @@ def path_report(folder: str, platform: str) -> dict[str, Any]:
     elif fs == "ext4" and any(o.startswith("data=") and o != "data=ordered"
                               for o in rep["mount_options"]):
         reasons.append("ext4 is mounted without data=ordered")
+    unsupported = os.environ.get("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", "")
+    if fs in {n.strip() for n in unsupported.replace(";", ",").split(",")}:
+        reasons.append(f"HIPFILE_UNSUPPORTED_FILE_SYSTEMS lists {fs!r}")
+    force = os.environ.get("HIPFILE_FORCE_COMPAT_MODE", "").strip().lower()
+    if force and force not in ("0", "false", "no", "off"):
+        reasons.append(f"HIPFILE_FORCE_COMPAT_MODE={force} forces the buffered fallback")
     rep["fast_path"] = {"eligible": not reasons, "reasons": reasons,
                         "note": "files must be opened with O_DIRECT "
                                 "(hipfile.open(path, mode, direct=True))"}

@@ -106,6 +106,37 @@ def test_info_reports_a_missing_library(tmp_path: Path) -> None:
     assert rep["driver"]["error"] == "the library could not be loaded"
 
 
+AMD_PREFIX_SCRIPT = Path(__file__).resolve().parent.parent.parent / "shared" / "amd-hipfile" \
+    / "make-prefix.sh"
+
+
+@pytest.mark.skipif(not AMD_PREFIX_SCRIPT.is_file(), reason="AMD's libhipfile is not here")
+def test_info_with_amd_library_reports_5030(tmp_path: Path) -> None:
+    subprocess.run(["bash", str(AMD_PREFIX_SCRIPT), str(tmp_path / "amd")], env=env(),
+                   check=True, capture_output=True, timeout=120)
+    clean = env(ROCM_PATH=str(tmp_path / "amd"))
+    del clean["HIPFILE_PLATFORM"]
+    proc = subprocess.run([sys.executable, "-m", "hipfile", "info", "--json"], env=clean,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert rep["library"]["path"].startswith(str(tmp_path / "amd"))
+    assert rep["driver"] == {"error": "hipFileDriverGetProperties is not implemented by "
+                                      "this library (hipFileInternalError 5030)"}
+
+
+def test_path_report_honours_the_library_environment(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    fs = cli.path_report(str(tmp_path), "rocm")["fs_type"]
+    monkeypatch.setenv("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", f"nfs,{fs}")
+    monkeypatch.setenv("HIPFILE_FORCE_COMPAT_MODE", "true")
+    rep = cli.path_report(str(tmp_path), "rocm")
+    assert rep["fast_path"]["eligible"] is False
+    reasons = " | ".join(rep["fast_path"]["reasons"])
+    assert f"HIPFILE_UNSUPPORTED_FILE_SYSTEMS lists {fs!r}" in reasons
+    assert "HIPFILE_FORCE_COMPAT_MODE=true" in reasons
+
+
 def test_path_report_without_a_test_platform(tmp_path: Path) -> None:
     rep = cli.path_report(str(tmp_path), "rocm")
     reasons = rep["fast_path"]["reasons"]
