@@ -454,9 +454,17 @@ def _spans(size: int, task: int) -> list[tuple[int, int]]:
 
 def _io_async(job: BenchJob) -> int:
     call = job.fh.write_async if job.write else job.fh.read_async
-    handles = [call(job.buffer, n, off, off, job.stream)
-               for off, n in _spans(job.size, job.task_size)]
-    return sum(int(h.wait()) for h in handles)
+    handles = []
+    try:
+        for off, n in _spans(job.size, job.task_size):
+            handles.append(call(job.buffer, n, off, off, job.stream))
+        return sum(int(h.wait()) for h in handles)
+    except BaseException:
+        # let the stream pass what was submitted before the buffer goes away
+        for h in handles:
+            with contextlib.suppress(Exception):
+                h.wait()
+        raise
 
 
 def _io_batch(job: BenchJob) -> int:
