@@ -14,6 +14,7 @@ from hipfile import platforms as _platforms
 
 _platforms._activate_from_environment()
 
+from hipfile import defaults  # noqa: E402
 from hipfile.async_io import AsyncIOHandle, pool_stats, supports_async, trim_pool  # noqa: E402
 from hipfile.batch import BatchEvent, BatchIO  # noqa: E402
 from hipfile.buffer import Buffer  # noqa: E402
@@ -118,6 +119,7 @@ __all__ = [
     "StreamIOHandle",
     "StringConfigParameter",
     "__version__",
+    "defaults",
     "driver_get_properties",
     "get_num_threads",
     "get_parameter",

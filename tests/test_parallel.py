@@ -327,10 +327,10 @@ def test_task_size_from_the_environment(driver, data_file, monkeypatch):
 
 @pytest.fixture
 def restore_threads() -> Iterator[None]:
-    saved = parallel._nthreads
-    yield
+    with hipfile.defaults.set("num_threads", 1):  # restores what was set before
+        hipfile.defaults.reset("num_threads")
+        yield
     parallel.shutdown()
-    parallel._nthreads = saved
 
 
 def test_thread_count_settings(driver, data_file, restore_threads):
@@ -364,13 +364,10 @@ def test_thread_count_settings(driver, data_file, restore_threads):
 
 def test_thread_count_from_the_environment(monkeypatch, restore_threads):
     parallel.shutdown()
-    monkeypatch.setattr(parallel, "_nthreads", None)
     monkeypatch.setenv("HIPFILE_NTHREADS", "5")
     assert hipfile.get_num_threads() == 5
-    monkeypatch.setattr(parallel, "_nthreads", None)
     monkeypatch.delenv("HIPFILE_NTHREADS")
     assert hipfile.get_num_threads() == min(8, os.cpu_count() or 1)
-    monkeypatch.setattr(parallel, "_nthreads", None)
     monkeypatch.setenv("HIPFILE_NTHREADS", "zero")
     with pytest.raises(ValueError, match="HIPFILE_NTHREADS"):
         hipfile.get_num_threads()
