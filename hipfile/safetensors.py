@@ -690,11 +690,17 @@ def _load(fh: FileHandle, header: Header, names: Sequence[str] | None, framework
             region: Any = Buffer(owner, span + ALIGNMENT)
         else:
             region = Buffer(addr, span + ALIGNMENT)
-        got = READERS[reader](fh, region, _shifted(reads, shift), task_size=task)
-        expect = sum(min(r.size, header.file_size - r.file_offset) for r in reads)
-        if got != expect:
-            raise SafetensorsError(f"read {got} of {expect} bytes: the file changed or is "
-                                   "truncated")
+        try:
+            got = READERS[reader](fh, region, _shifted(reads, shift), task_size=task)
+            expect = sum(min(r.size, header.file_size - r.file_offset) for r in reads)
+            if got != expect:
+                raise SafetensorsError(f"read {got} of {expect} bytes: the file changed or "
+                                       "is truncated")
+        except BaseException:
+            # free now: the traceback would otherwise keep the memory alive
+            if isinstance(owner, DeviceAllocation):
+                owner.free()
+            raise
         del region
     if info is not None:
         info.update(direct=bool(fh.flags & getattr(os, "O_DIRECT", 0)), reads=len(reads),
