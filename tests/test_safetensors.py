@@ -38,7 +38,7 @@ def write_reference(path: Path, tensors: dict[str, tuple[str, list[int], bytes]]
                     metadata: dict[str, str] | None = None) -> None:
     """Write a file with the reference serializer from raw bytes."""
     keep = {}
-    specs = {}
+    specs: dict[str, Any] = {}
     for name, (dtype, shape, data) in tensors.items():
         arr = np.frombuffer(data, np.uint8) if data else np.zeros(1, np.uint8)
         keep[name] = arr
@@ -46,8 +46,11 @@ def write_reference(path: Path, tensors: dict[str, tuple[str, list[int], bytes]]
         storage = list(shape)
         if dtype == "F4":
             storage[-1] //= 2
-        specs[name] = st.TensorSpec(dtype=ref, shape=storage, data_ptr=arr.ctypes.data,
-                                    data_len=len(data))
+        if hasattr(st, "TensorSpec"):  # safetensors >= 0.8
+            specs[name] = st.TensorSpec(dtype=ref, shape=storage, data_ptr=arr.ctypes.data,
+                                        data_len=len(data))
+        else:  # older releases take the bytes
+            specs[name] = {"dtype": ref, "shape": storage, "data": data}
     st.serialize_file(specs, str(path), metadata)
 
 
