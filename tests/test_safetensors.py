@@ -480,3 +480,20 @@ def test_torch_framework(tmp_path: Path) -> None:
     ref, _ = reference_tensors(back)
     for name, (_, _, data) in tensors.items():
         assert bytes(ref[name]["data"]) == data
+
+
+@pytest.mark.emulated
+def test_benchmark_checks_correctness_on_the_emulated_platform(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_safetensors.py"
+    env = dict(os.environ, HIPFILE_PLATFORM="emulated", PYTHONWARNINGS="ignore")
+    refused = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode == 2 and "refusing" in refused.stderr
+    ran = subprocess.run([sys.executable, str(script), "--allow-emulated", "--size-gib", "0.01",
+                          "--tensors", "9", "--dir", str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "9 tensors" in ran.stdout and ": OK" in ran.stdout
