@@ -658,7 +658,7 @@ def _torch_view(flat: Any, offset: int, info: TensorInfo, device: int) -> Any:
     if info.nbytes == 0:
         return torch.empty(shape, dtype=tdt, device=f"cuda:{device}")
     raw = flat[offset:offset + info.nbytes]
-    size = max(1, torch.empty((), dtype=tdt).element_size())
+    size = max(1, int(getattr(tdt, "itemsize", 1)))
     if (int(raw.data_ptr()) % size) != 0:  # misaligned in the file: copy
         out = torch.empty(shape, dtype=tdt, device=raw.device)
         out.view(-1).view(torch.uint8).copy_(raw)
@@ -686,10 +686,7 @@ def _load(fh: FileHandle, header: Header, names: Sequence[str] | None, framework
     shift = (-addr) % ALIGNMENT
     out: dict[str, Any] = {}
     if span:
-        if framework == "torch":
-            region: Any = Buffer(owner, span + ALIGNMENT)
-        else:
-            region = Buffer(addr, span + ALIGNMENT)
+        region = Buffer(addr, span + ALIGNMENT)  # `owner` keeps the memory alive
         try:
             got = READERS[reader](fh, region, _shifted(reads, shift), task_size=task)
             expect = sum(min(r.size, header.file_size - r.file_offset) for r in reads)
@@ -861,6 +858,18 @@ class SafeOpen:
     def __enter__(self) -> SafeOpen:
         return self
 
+    def __del__(self) -> None:
+        if getattr(self, "_fh", None) is None:
+            return
+        try:
+            self.close()
+        except Exception:
+            return
+        import warnings
+
+        warnings.warn("hipfile.safetensors.SafeOpen was not closed", ResourceWarning,
+                      stacklevel=1)
+
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
@@ -888,10 +897,15 @@ def _describe(name: str, obj: Any) -> tuple[Dtype, tuple[int, ...], Any]:
             if d.torch == tname:
                 if not obj.is_contiguous():
                     raise SafetensorsError(f"tensor {name!r} is not contiguous")
+                if not obj.is_cuda:
+                    raise SafetensorsError(f"tensor {name!r} is in host memory")
                 shape = tuple(int(n) for n in obj.shape)
                 if d.name == "F4" and shape:
                     shape = (*shape[:-1], shape[-1] * 2)
-                return d, shape, obj
+                # by address: torch's array interface has no code for bf16/fp8
+                nbytes = int(obj.numel()) * int(obj.element_size())
+                mem = Buffer(int(obj.data_ptr()), nbytes) if nbytes else None
+                return d, shape, (mem, obj)
         raise SafetensorsError(f"tensor {name!r}: torch dtype {tname} has no safetensors dtype")
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is None:
@@ -976,7 +990,8 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
             pos = data_offset
             for _name, _dtype, _shape, nbytes, mem in items:
                 if nbytes:
-                    futures.append((nbytes, fh.pwrite(Buffer(mem), nbytes, pos,
+                    target = mem[0] if isinstance(mem, tuple) else Buffer(mem)
+                    futures.append((nbytes, fh.pwrite(target, nbytes, pos,
                                                       task_size=task)))
                 pos += nbytes
             errors = [f.exception() for _, f in futures]

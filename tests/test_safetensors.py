@@ -497,3 +497,24 @@ def test_benchmark_checks_correctness_on_the_emulated_platform(tmp_path: Path) -
                          capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "9 tensors" in ran.stdout and ": OK" in ran.stdout
+
+
+def test_safe_open_not_closed_warns_and_releases(tmp_path: Path) -> None:
+    path = tmp_path / "u.safetensors"
+    write_reference(path, {"a": ("U8", [4], b"abcd")})
+    count = hipfile.use_count()
+    f = hst.safe_open(path)
+    assert hipfile.use_count() == count + 1
+    with pytest.warns(ResourceWarning, match="not closed"):
+        del f
+        gc.collect()
+    assert hipfile.use_count() == count
+
+
+def test_bad_device_raises(tmp_path: Path) -> None:
+    path = tmp_path / "d.safetensors"
+    write_reference(path, {"a": ("U8", [4], b"abcd")})
+    with pytest.raises(hipfile.HipRuntimeError):
+        hst.load_file(path, device=97)
+    out = hst.load_file(path, device=0)
+    assert out["a"].device == 0 and host_bytes(out["a"]) == b"abcd"
