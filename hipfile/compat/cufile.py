@@ -33,6 +33,7 @@ cufile-python raises ``IOError``.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
 import os
@@ -121,6 +122,16 @@ class CuFileDriver:
 
     def __repr__(self) -> str:
         return f"<hipfile.compat.cufile.CuFileDriver {'open' if self.is_open else 'closed'}>"
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    inst = CuFileDriver._instance
+    if inst is not None:
+        try:
+            inst.close()
+        except Exception:
+            pass
 
 
 class CuFile:
