@@ -70,6 +70,7 @@ __all__ = [
     "SafetensorsError",
     "TensorInfo",
     "load_file",
+    "parse_header",
     "plan_reads",
     "read_header",
     "read_ranges",
