@@ -34,14 +34,14 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
-KVIKIO_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kvikio_worker.py")
+from _common import add_platform_argument, select_platform, temp_folder
+
+KVIKIO_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kvikio_worker.py")
 
 
 def _drop_cache(path: str) -> None:
@@ -58,7 +58,7 @@ def _drop_cache(path: str) -> None:
         pass
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", type=int, default=32, help="ranges (layers) per load")
     ap.add_argument("--layer-mib", type=int, default=16, help="MiB per layer")
@@ -72,10 +72,14 @@ def main() -> int:
     ap.add_argument("--json", default=None, help="write the results to this file")
     ap.add_argument("--allow-emulated", action="store_true",
                     help="run on the emulated platform (correctness only, no speed)")
+    add_platform_argument(ap)
+    return ap
+
+
+def main() -> int:
+    ap = build_parser()
     args = ap.parse_args()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import hipfile
+    hipfile = select_platform(args.platform)
     from hip import hip
 
     platform = hipfile.platforms.active() or "rocm"
@@ -91,7 +95,7 @@ def main() -> int:
 
     layers, chunk = args.layers, args.layer_mib << 20
     total = layers * chunk
-    folder = tempfile.mkdtemp(dir=args.dir, prefix="hipfile-bench-")
+    folder = temp_folder(args.dir)
     path = os.path.join(folder, "kv.bin")
     wpath = os.path.join(folder, "save.bin")
     results: dict[str, Any] = {"platform": platform, "layers": layers, "layer_bytes": chunk,

@@ -33,13 +33,14 @@ import struct
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from _common import add_platform_argument, select_platform
 
 ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1}
+
 
 
 def write_model(path: str, total: int, ntensors: int, dtype: str) -> dict[str, int]:
@@ -156,29 +157,35 @@ def check_emulated(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-gib", type=float, default=4.0, help="file size, 2-8 GiB (4)")
     ap.add_argument("--tensors", type=int, default=200, help="number of tensors (200)")
-    ap.add_argument("--dtype", choices=sorted(ITEMSIZE), default="BF16")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--dtype", choices=sorted(ITEMSIZE), default="BF16",
+                    help="tensor dtype (BF16)")
+    ap.add_argument("--repeats", type=int, default=3, help="timed loads per case (3)")
     ap.add_argument("--dir", default=None, help="folder for the file (on disk, not tmpfs)")
     ap.add_argument("--task-mib", type=int, default=16, help="hipfile pread task size (16)")
     ap.add_argument("--threads", type=int, default=32, help="page-cache reader threads (32)")
-    ap.add_argument("--cache", choices=("warm", "cold", "both"), default="both")
-    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--cache", choices=("warm", "cold", "both"), default="both",
+                    help="page cache state to time (both)")
+    ap.add_argument("--device", type=int, default=0, help="GPU to load onto (0)")
     ap.add_argument("--keep", action="store_true", help="keep the file")
     ap.add_argument("--allow-emulated", action="store_true",
                     help="on the emulated platform, check correctness instead of timing")
+    add_platform_argument(ap)
+    return ap
+
+
+def main() -> int:
+    ap = build_parser()
     args = ap.parse_args()
     if args.tensors <= 0 or args.repeats <= 0 or args.task_mib <= 0 or args.threads <= 0:
         ap.error("--tensors, --repeats, --task-mib and --threads must be positive")
     if not 0 < args.size_gib <= 64:
         ap.error("--size-gib must be in (0, 64]")
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import hipfile
+    hipfile = select_platform(args.platform)
     from hipfile import safetensors as hst
 
     platform = hipfile.platforms.active() or "rocm"

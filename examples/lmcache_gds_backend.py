@@ -504,7 +504,7 @@ def run_demo(location: str, chunks: int, chunk_size: int, nstreams: int,
         _hip(hip.hipFree(dst))
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description="LMCache-style GDS backend on hipfile: put and get chunks through a "
                     "slab file and verify them.")
@@ -513,6 +513,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk-kib", type=int, default=64, help="chunk size in KiB (64)")
     ap.add_argument("--streams", type=int, default=2, help="copy streams (2)")
     ap.add_argument("--no-direct-io", action="store_true", help="open the slab without O_DIRECT")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     if args.chunks <= 0 or args.chunk_kib <= 0 or args.streams <= 0:
         ap.error("--chunks, --chunk-kib and --streams must be positive")

@@ -1,7 +1,7 @@
 """KvikIO's side of ``bench_engine.py``, run in its own process because KvikIO
 reads its compat mode from the environment when it is imported.
 
-    python benchmarks/kvikio_worker.py PATH LAYERS LAYER_BYTES REPEATS COLD(0|1)
+    python benchmarks/_kvikio_worker.py PATH LAYERS LAYER_BYTES REPEATS COLD(0|1)
 
 Optional ``BENCH_KVIKIO_THREADS`` and ``BENCH_KVIKIO_TASK`` set KvikIO's
 ``num_threads`` and ``task_size``. Prints one ``KVIKIO_RESULT {json}`` line
