@@ -123,6 +123,30 @@ def stays_blocked(stream: object) -> bool:
     return not idle(stream)
 
 
+def settled(timeout: float = WAIT_S) -> bool:
+    """The current device's work has finished, found out without risking a hang.
+
+    Freeing memory synchronizes the device, which would never return while a
+    broken runtime keeps a stream blocked: teardown code checks this first,
+    and leaves the memory allocated (the leak check then reports it) rather
+    than hang the test process.
+    """
+    done = threading.Event()
+
+    def run() -> None:
+        hip.hipDeviceSynchronize()
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    return done.wait(timeout)
+
+
+def free_settled(free: Callable[[object], tuple], ptr: object) -> None:  # type: ignore[type-arg]
+    """Free ptr once the device has settled; fail, leaving it allocated, if not."""
+    assert settled(), "a stream is still blocked: memory left allocated to avoid a hang"
+    ok(free(ptr))
+
+
 def emu_counters() -> dict[str, int]:
     from hipfile.platforms import emulated
 
@@ -148,7 +172,7 @@ class Mapped:
 def mapped() -> Iterator[Mapped]:
     m = Mapped()
     yield m
-    ok(hip.hipHostFree(m.ptr))
+    free_settled(hip.hipHostFree, m.ptr)
 
 
 @pytest.fixture
@@ -424,7 +448,7 @@ def test_write_value_on_another_stream_releases_a_wait(
         if not idle(stream):  # release whatever the test left blocked
             ok(hip.hipStreamWriteValue64(stream2, flag, 3, 0))
             assert until(lambda: idle(stream))
-        ok(hip.hipFree(flag))
+        free_settled(hip.hipFree, flag)
 
 
 def test_write_value_orders_after_earlier_work(stream: object, mapped: Mapped) -> None:
@@ -535,8 +559,8 @@ def test_unknown_or_misaligned_memory_is_invalid(
             assert wait_value(64, stream, addr(flag) + 4, 1, EQ, 1) == E.hipErrorInvalidValue
             assert wait_value(32, stream, addr(flag) + 4, 0, EQ, ALL32) == E.hipSuccess
         finally:
-            ok(hip.hipStreamSynchronize(stream))
-            ok(hip.hipFree(flag))
+            assert until(lambda: idle(stream))
+            free_settled(hip.hipFree, flag)
 
 
 @pytest.mark.emulated  # a destroyed handle is undefined behaviour elsewhere
@@ -593,12 +617,12 @@ def test_injected_fault_fails_the_next_call_only(
     assert call() == E.hipErrorOutOfMemory
     assert err(hip.hipGetLastError()) == E.hipErrorOutOfMemory
     assert call() == E.hipSuccess
-    ok(hip.hipStreamSynchronize(stream))
+    assert until(lambda: idle(stream))
     assert load(host) == (4 if op == "write_value" else 0)
     emulated.inject_stream_mem_fault(op, int(E.hipErrorNotSupported), count=5)
     emulated.reset()
     assert call() == E.hipSuccess
-    ok(hip.hipStreamSynchronize(stream))
+    assert until(lambda: idle(stream))
 
 
 @pytest.mark.emulated
@@ -631,11 +655,11 @@ def test_signal_memory_requirement(stream: object, mapped: Mapped) -> None:
         emulated.require_signal_memory(True)
         emulated.reset()  # back to the default: any known memory
         assert wait_value(32, stream, addr(plain), 0, GTE, ALL32) == E.hipSuccess
-        ok(hip.hipStreamSynchronize(stream))
+        assert until(lambda: idle(stream))
     finally:
         emulated.require_signal_memory(None)
-        ok(hip.hipFree(plain))
-        ok(hip.hipFree(flag))
+        free_settled(hip.hipFree, plain)
+        free_settled(hip.hipFree, flag)
 
 
 # ------------------------------------------------------ devices and processes
@@ -662,14 +686,14 @@ def test_wait_on_device_one() -> None:
             try:
                 assert write_value(64, other, addr(flag), 1) == E.hipSuccess
                 assert until(lambda: load(marker_host) == 7)
-                ok(hip.hipStreamSynchronize(other))
+                assert until(lambda: idle(other))
             finally:
                 ok(hip.hipStreamDestroy(other))
                 ok(hip.hipSetDevice(1))
-            ok(hip.hipStreamSynchronize(s))
+            assert until(lambda: idle(s))
         finally:
-            ok(hip.hipHostFree(m.ptr))
-            ok(hip.hipFree(flag))
+            free_settled(hip.hipHostFree, m.ptr)
+            free_settled(hip.hipFree, flag)
             ok(hip.hipStreamDestroy(s))
     finally:
         ok(hip.hipSetDevice(0))
