@@ -292,7 +292,7 @@ def test_emulated_device_pointer_of_mapped_memory_is_the_host_address(mapped: Ma
 # (flags, mask, wait value, stores that keep it blocked, store that releases)
 CASES_32 = [
     (GTE, ALL32, 5, [4, 1], 5),
-    (GTE, ALL32, 5, [0], 0xFFFFFFFF),
+    (GTE, ALL32, 5, [0], 0x7FFFFFFF),
     (EQ, ALL32, 7, [6, 8], 7),
     (AND, ALL32, 0x4, [0x3, 0x8], 0x6),
     (AND, 0xF0, 0x30, [0x0F, 0xC0], 0x1F),  # ((v & 0xF0) & 0x30) != 0
@@ -304,8 +304,11 @@ CASES_64 = [
     (AND, ALL64, 1 << 63, [(1 << 63) - 1], (1 << 63) | 1),
     (NOR, ALL64, ALL64 ^ 1, [1], 0),
 ]
-# Masked compares that only the emulated runtime offers (CUDA has no mask).
-MASKED_EMULATED = [
+# Masked compares that only the emulated runtime offers (CUDA has no mask), and
+# HIP's unsigned >= across the whole range (CUDA's GEQ is a cyclic compare).
+EMULATED_ONLY = [
+    (32, GTE, ALL32, 5, [0, 4], 0xFFFFFFFF),
+    (64, GTE, ALL64, 5, [0, 4], ALL64),
     (32, GTE, 0xF0, 0x20, [0x1F, 0x0F], 0x2F),  # (v & 0xF0) >= 0x20
     (32, EQ, 0xFF, 0x07, [0x106, 0x17], 0xAB07),
     (64, EQ, 0xFFFF << 32, 0x1234 << 32, [0x1234], (0x1234 << 32) | 0xFFFF),
@@ -350,8 +353,8 @@ def test_wait_value64_conditions(stream: object, mapped: Mapped, case: tuple) ->
 
 
 @pytest.mark.emulated
-@pytest.mark.parametrize("case", MASKED_EMULATED, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]:#x}")
-def test_masked_compares(stream: object, mapped: Mapped, case: tuple) -> None:  # type: ignore[type-arg]
+@pytest.mark.parametrize("case", EMULATED_ONLY, ids=lambda c: f"{c[0]}-{c[1]}-{c[2]:#x}")
+def test_masked_and_full_range_compares(stream: object, mapped: Mapped, case: tuple) -> None:  # type: ignore[type-arg]
     width, flags, mask, value, blocked_by, release = case
     _check_condition(width, stream, mapped, flags, mask, value, blocked_by, release)
 
@@ -673,27 +676,32 @@ def test_wait_on_device_one() -> None:
         s = ok(hip.hipStreamCreate())
         flag = ok(hip.hipExtMallocWithFlags(8, SIGNAL))
         m = Mapped()
+        other = ok(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
         try:
             assert ok(hip.hipStreamGetDevice(s)) == 1
             attrs = ok(hip.hipPointerGetAttributes(flag))
             assert attrs.device == 1  # type: ignore[attr-defined]
+            flag_host, flag_dev = m.word(0)
             marker_host, marker_dev = m.word(1)
+            # Released by another device-1 stream writing signal memory...
             assert wait_value(64, s, addr(flag), 1, GTE, ALL64) == E.hipSuccess
             assert write_value(32, s, marker_dev, 7) == E.hipSuccess
             assert stays_blocked(s)
-            ok(hip.hipSetDevice(0))
-            other = ok(hip.hipStreamCreate())  # a device-0 stream releases it
+            assert write_value(64, other, addr(flag), 1) == E.hipSuccess
+            assert until(lambda: load(marker_host) == 7)
+            # ... and by the host, through mapped memory.
+            assert wait_value(32, s, flag_dev, 1, EQ, ALL32) == E.hipSuccess
+            assert write_value(32, s, marker_dev, 8) == E.hipSuccess
             try:
-                assert write_value(64, other, addr(flag), 1) == E.hipSuccess
-                assert until(lambda: load(marker_host) == 7)
-                assert until(lambda: idle(other))
+                assert stays_blocked(s)
             finally:
-                ok(hip.hipStreamDestroy(other))
-                ok(hip.hipSetDevice(1))
-            assert until(lambda: idle(s))
+                store(flag_host, 1, 32)
+            assert until(lambda: load(marker_host) == 8)
+            assert until(lambda: idle(s) and idle(other))
         finally:
             free_settled(hip.hipHostFree, m.ptr)
             free_settled(hip.hipFree, flag)
+            ok(hip.hipStreamDestroy(other))
             ok(hip.hipStreamDestroy(s))
     finally:
         ok(hip.hipSetDevice(0))
