@@ -219,3 +219,14 @@ EMU_EXPORT void hipEmuStreamMemReset(void) {
   emu_require_signal = -1;
   emu_lock_release();
 }
+
+/* A forked child forgets the parent's streams (streams.c), and with them
+ * their queued and blocked waits. */
+static void emu_streammem_fork_child(void) {
+  emu_pending_waits = 0;
+  emu_blocked_waits = 0;
+}
+
+__attribute__((constructor)) static void emu_streammem_load(void) {
+  pthread_atfork(NULL, NULL, emu_streammem_fork_child);
+}
