@@ -12,7 +12,8 @@
 #   (hipStreamWaitValue32 >= value, or a blocking host function where stream
 #   waits are unsupported) is always released; errors are reported on the
 #   host by wait()/result().
-# - Flags are 32-bit counters, one per slot, that only grow: a slot is
+# - Flags are 32-bit counters in mapped pinned host memory, that only grow
+#   (waits compare with >=, which CUDA's cyclic compare matches): a slot is
 #   reused at once after completion (older waiters stay satisfied), and
 #   freed only by trim once no operation is outstanding and the devices
 #   holding flags were synchronized.
@@ -50,7 +51,6 @@ cdef extern from "engine.h" nogil:
     void hfe_host_open(void *arg)
 
 DEF HIP_STREAM_WAIT_VALUE_GTE = 0
-DEF HIP_MALLOC_SIGNAL_MEMORY = 2
 DEF HIP_HOST_MALLOC_MAPPED = 2
 DEF HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE = 10013
 DEF FLAGS_PER_HOST_PAGE = 1024
@@ -139,7 +139,7 @@ cdef class _FlagPool:
     cdef readonly int device
     cdef readonly bint memops         # stream memory operations usable
     cdef list free
-    cdef list mems                    # (kind, HIP-Python pointer) to free
+    cdef list mems                    # HIP-Python pointers of the pages to free
     cdef object stream                # internal stream for record_event
     cdef int nflags
 
@@ -150,43 +150,34 @@ cdef class _FlagPool:
         return <_Flag>self.free.pop()
 
     cdef int _grow(self) except -1:
+        # Mapped pinned host memory: the engine's threads store completions
+        # into it and the gate thread reads it, while streams wait on it or
+        # write it through its device address. (Signal memory from
+        # hipExtMallocWithFlags is not host-writable on every platform; AMD's
+        # runtime accepts any memory it knows unless GPU_STREAMOPS_CP_WAIT=1,
+        # under which the engine uses host functions instead.)
         h = _hipapi()
         cdef _Flag f
         cdef int i
         cdef uintptr_t base, devbase
         with _on_device(self.device):
-            if self.memops:
-                # HIP documents that a stream wait's memory comes from
-                # hipExtMallocWithFlags(..., hipMallocSignalMemory): 8 bytes each
-                for i in range(8):
-                    mem = h.check(h.hip.hipExtMallocWithFlags(8, HIP_MALLOC_SIGNAL_MEMORY),
-                                  "hipExtMallocWithFlags")
-                    self.mems.append((0, mem))
-                    f = _Flag.__new__(_Flag)
-                    f.ptr = <uint32_t *><uintptr_t>int(mem)
-                    f.devptr = <uintptr_t>int(mem)
-                    f.ptr[0] = 0
-                    f.pool = self
-                    self.free.append(f)
-                    self.nflags += 1
-            else:
-                mem = h.check(h.hip.hipHostMalloc(FLAGS_PER_HOST_PAGE * 4,
-                                                  HIP_HOST_MALLOC_MAPPED), "hipHostMalloc")
-                self.mems.append((1, mem))
-                base = <uintptr_t>int(mem)
-                try:
-                    devbase = <uintptr_t>int(h.check(
-                        h.hip.hipHostGetDevicePointer(mem, 0), "hipHostGetDevicePointer"))
-                except Exception:
-                    devbase = base
-                memset(<void *>base, 0, FLAGS_PER_HOST_PAGE * 4)
-                for i in range(FLAGS_PER_HOST_PAGE):
-                    f = _Flag.__new__(_Flag)
-                    f.ptr = <uint32_t *>(base + 4 * i)
-                    f.devptr = devbase + 4 * i
-                    f.pool = self
-                    self.free.append(f)
-                    self.nflags += 1
+            mem = h.check(h.hip.hipHostMalloc(FLAGS_PER_HOST_PAGE * 4, HIP_HOST_MALLOC_MAPPED),
+                          "hipHostMalloc")
+            self.mems.append(mem)
+            base = <uintptr_t>int(mem)
+            try:
+                devbase = <uintptr_t>int(h.check(
+                    h.hip.hipHostGetDevicePointer(mem, 0), "hipHostGetDevicePointer"))
+            except Exception:
+                devbase = base
+        memset(<void *>base, 0, FLAGS_PER_HOST_PAGE * 4)
+        for i in range(FLAGS_PER_HOST_PAGE):
+            f = _Flag.__new__(_Flag)
+            f.ptr = <uint32_t *>(base + 4 * i)
+            f.devptr = devbase + 4 * i
+            f.pool = self
+            self.free.append(f)
+            self.nflags += 1
         return 0
 
     cdef int release(self) except -1:
@@ -197,11 +188,8 @@ cdef class _FlagPool:
             if self.stream is not None:
                 h.check(h.hip.hipStreamDestroy(self.stream), "hipStreamDestroy")
                 self.stream = None
-            for kind, mem in self.mems:
-                if kind == 0:
-                    h.check(h.hip.hipFree(mem), "hipFree")
-                else:
-                    h.check(h.hip.hipHostFree(mem), "hipHostFree")
+            for mem in self.mems:
+                h.check(h.hip.hipHostFree(mem), "hipHostFree")
         self.mems = []
         self.free = []
         self.nflags = 0
@@ -250,6 +238,8 @@ cdef bint _memops_supported(int device) except -1:
     forced = os.environ.get("HIPFILE_ENGINE_RELEASE", "").strip().lower()
     if forced in ("host", "host-functions"):
         return 0
+    if os.environ.get("GPU_STREAMOPS_CP_WAIT", "").strip().lower() in ("1", "true", "yes"):
+        return 0      # AMD's runtime then waits on signal memory only
     _load_engine_capi()
     if _c_wait_value32 == NULL or _c_write_value32 == NULL:
         if not hasattr(_hipapi().hip, "hipStreamWaitValue32"):
