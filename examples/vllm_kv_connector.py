@@ -453,6 +453,11 @@ class HipFileKVConnector:
                 recving.add(req_id)
         return sending or None, recving or None
 
+    @property
+    def loading(self) -> set[str]:
+        """Requests with loads not yet reported by :meth:`get_finished`."""
+        return set(self._loads)
+
     def _retire_load(self, req_id: str, load: _Load) -> None:
         for h in load.handles:
             try:
@@ -660,6 +665,25 @@ def _torch_gpu() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def collect_finished(connector: HipFileKVConnector, finished_req_ids: set[str],
+                     timeout: float = 30.0) -> tuple[set[str], set[str]]:
+    """Call :meth:`~HipFileKVConnector.get_finished` until every load has
+    been reported (a stream released by a load can run a moment before the
+    host sees the load done); returns the union of ``(saved, loaded)``."""
+    saved: set[str] = set()
+    loaded: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while True:
+        s, r = connector.get_finished(finished_req_ids)
+        saved |= s or set()
+        loaded |= r or set()
+        if not connector.loading:
+            return saved, loaded
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"loads of {sorted(connector.loading)} not finished")
+        time.sleep(0.0005)
+
+
 def forward_pass(model: FakeModel, connector: HipFileKVConnector,
                  meta: HipFileConnectorMetadata, *, observe: bool = True) -> None:
     """One pass of vLLM's worker: bind, load, the layers with their waits and
@@ -721,8 +745,7 @@ def run_demo(root: str, layers: int, blocks: int, block_bytes: int,
             forward_pass(model, conn, meta)
             model.synchronize()
             stats["pass_s"] = time.perf_counter() - t0
-            sending, recving = conn.get_finished({"req-load", "req-save"})
-            stats["finished"] = (sending, recving)
+            stats["finished"] = collect_finished(conn, {"req-load", "req-save"})
             stats["load_errors"] = conn.get_block_ids_with_load_errors()
             stats["mechanism"] = hipfile.engine.mechanism()
         n = len(load_ids) * block_bytes
@@ -765,7 +788,7 @@ def run_bench(root: str, args: argparse.Namespace) -> dict[str, Any]:
                         c.wait_for_layer_load(n)
                     model.synchronize()
                     c.clear_connector_metadata()
-                    assert c.get_finished(set())[1] == {"req"}
+                    assert collect_finished(c, set())[1] == {"req"}
 
                 def compute_only() -> None:
                     for i in range(layers):
@@ -780,7 +803,7 @@ def run_bench(root: str, args: argparse.Namespace) -> dict[str, Any]:
                         model.compute(i)
                     model.synchronize()
                     c.clear_connector_metadata()
-                    assert c.get_finished(set())[1] == {"req"}
+                    assert collect_finished(c, set())[1] == {"req"}
 
                 cases: dict[str, Callable[[], None]] = {"compute": compute_only}
                 for p, c in conns.items():

@@ -121,7 +121,7 @@ def test_load_and_save_many_layers(tmp_path: Path, model: Any, path: str) -> Non
         conn.register_kv_caches(model.kv)
         vkv.forward_pass(model, conn, meta)
         model.synchronize()
-        assert conn.get_finished(set()) == (None, {"a"})     # b: vLLM has not finished it
+        assert vkv.collect_finished(conn, set()) == (set(), {"a"})  # b: not finished yet
         assert conn.get_finished({"b"}) == ({"b"}, None)
         assert conn.get_finished({"a", "b"}) == (None, None)  # reported once
         assert conn.get_block_ids_with_load_errors() == set()
@@ -151,7 +151,7 @@ def test_each_layer_waits_for_its_own_load(tmp_path: Path, model: Any, connector
         blocker.release()
     model.synchronize()
     _check_observed(model, data, len(ids))
-    assert connector.get_finished(set()) == (None, {"r"})
+    assert vkv.collect_finished(connector, set()) == (set(), {"r"})
 
 
 @pytest.mark.emulated
@@ -190,8 +190,10 @@ def test_wait_for_save_raises_the_first_error(tmp_path: Path, model: Any,
         vkv.forward_pass(model, connector, meta)
     assert info.value.errno == errno.ENOSPC
     assert connector._saves == [] and connector._save_files == {}, "saves left in flight"
+    # the failed write belongs to one of the two requests (the engine's
+    # threads interleave them): that one is not reported as saved
     sending, _ = connector.get_finished({"ok", "bad"})
-    assert sending is not None and "bad" not in sending
+    assert sending is not None and len(sending) == 1
     # the connector keeps working after the error
     meta2 = vkv.HipFileConnectorMetadata([vkv.ReqMeta("again", ids, save=True)])
     vkv.forward_pass(model, connector, meta2)
@@ -209,7 +211,7 @@ def test_a_failed_load_releases_the_stream_and_is_reported(tmp_path: Path, model
     emulated.inject_fault("read", errno.EIO, count=1, after=3)
     vkv.forward_pass(model, connector, meta)
     model.synchronize()                      # released although a range failed
-    assert connector.get_finished(set()) == (None, {"r"})
+    assert vkv.collect_finished(connector, set()) == (set(), {"r"})
     assert connector.get_block_ids_with_load_errors() == set(ids)
     assert connector.get_block_ids_with_load_errors() == set()
 
