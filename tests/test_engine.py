@@ -376,14 +376,71 @@ def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanis
     assert not errors, errors
 
 
-def test_configure_validates():
+@pytest.fixture
+def engine_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The engine's settings from their defaults, restored afterwards."""
+    from hipfile import defaults
+
+    for var in ("HIPFILE_ENGINE_THREADS", "HIPFILE_ENGINE_TASK_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    defaults.reset("engine_threads", "engine_task_size")
+    yield
+    defaults.reset("engine_threads", "engine_task_size")
+
+
+def test_configure_validates(engine_settings):
     with pytest.raises(ValueError):
         hipfile.engine.configure(threads=0)
     with pytest.raises(TypeError):
         hipfile.engine.configure(task_size=1.0)
+    with pytest.raises(TypeError):
+        hipfile.engine.configure(threads=4, task_size=True)   # nothing applied
     before = hipfile.engine.settings()
+    assert before == {"threads": hipfile.defaults.engine_threads(),
+                      "task_size": hipfile.defaults.engine_task_size()}
     hipfile.engine.configure(task_size=before["task_size"])
     assert hipfile.engine.settings() == before
+
+
+def test_settings_come_from_hipfile_defaults(engine_settings, monkeypatch, drv, layers_file):
+    from hipfile import defaults
+
+    path, _ = layers_file
+    # configure() is defaults.set() of the engine's two settings
+    hipfile.engine.configure(threads=3, task_size=8192)
+    assert defaults.get("engine_threads") == 3 and defaults.get("engine_task_size") == 8192
+    assert hipfile.engine.settings() == {"threads": 3, "task_size": 8192}
+    with device_array(N) as dev, FileHandle(path) as fh:
+        h = fh.pread_async(dev, 65536)
+        assert h.wait(timeout=30) == 65536
+        assert h.calls == 65536 // 8192, "the default task size was not used"
+        assert hipfile.engine.info()["threads"] == 3
+        # defaults.set takes effect at the next submission (the engine is idle)
+        _wait_idle()
+        with defaults.set(engine_threads=5, engine_task_size=16384):
+            assert hipfile.engine.settings() == {"threads": 5, "task_size": 16384}
+            h = fh.pread_async(dev, 65536)
+            assert h.wait(timeout=30) == 65536 and h.calls == 4
+            assert hipfile.engine.info()["threads"] == 5
+            _wait_idle()
+        # the environment applies once nothing is set, units included
+        defaults.reset("engine_threads", "engine_task_size")
+        monkeypatch.setenv("HIPFILE_ENGINE_THREADS", "2")
+        monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "32K")
+        assert hipfile.engine.settings() == {"threads": 2, "task_size": 32 << 10}
+        h = fh.pread_async(dev, 65536)
+        assert h.wait(timeout=30) == 65536 and h.calls == 2
+        assert hipfile.engine.info()["threads"] == 2
+        # a bad variable is refused at the submission, which submits nothing
+        monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "0")
+        with pytest.raises(ValueError, match="HIPFILE_ENGINE_TASK_SIZE"):
+            fh.pread_async(dev, 4096)
+        with pytest.raises(ValueError, match="HIPFILE_ENGINE_TASK_SIZE"):
+            hipfile.engine.settings()
+        # an explicit value wins over the environment
+        defaults.set("engine_task_size", 4096)
+        h = fh.pread_async(dev, 65536)
+        assert h.wait(timeout=30) == 65536 and h.calls == 16
 
 
 def test_shutdown_and_restart(drv, layers_file):

@@ -289,61 +289,56 @@ cdef int _stream_device(uintptr_t stream) except? -2:
 # Engine threads and settings
 # --------------------------------------------------------------------------
 
-cdef int _eng_threads_wanted = 0
+cdef int _eng_threads_wanted = 0      # as read at the last submission
 cdef size_t _eng_task_default = 0
 cdef bint _eng_atexit = 0
-
-
-def _env_positive(name, default):
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        n = int(text, 0)
-    except ValueError:
-        raise ValueError(f"{name}={text!r} is not an integer") from None
-    if n <= 0:
-        raise ValueError(f"{name}={text!r} must be positive")
-    return n
+cdef object _eng_defaults_mod = None
 
 
 def engine_configure(threads=None, task_size=None):
     """Set the engine's worker thread count and default task (chunk) size
-    in bytes; None keeps the current value. A new thread count takes effect
-    at the next submission once the engine is idle.
+    in bytes; None keeps the current value. The same as
+    ``hipfile.defaults.set(engine_threads=..., engine_task_size=...)``: a
+    new thread count takes effect at the next submission once the engine is
+    idle.
 
     Raises
     ------
     TypeError, ValueError
-        A value that is not a positive integer.
+        A value that is not a positive integer (nothing is changed).
     """
-    global _eng_threads_wanted, _eng_task_default
-    cdef long long n
+    values = {}
     if threads is not None:
-        n = _as_index(threads, "threads")
-        if n <= 0:
-            raise ValueError(f"threads must be positive, got {n}")
-        _eng_threads_wanted = <int>n
+        values["engine_threads"] = threads
     if task_size is not None:
-        n = _as_index(task_size, "task_size")
-        if n <= 0:
-            raise ValueError(f"task_size must be positive, got {n}")
-        _eng_task_default = <size_t>n
+        values["engine_task_size"] = task_size
+    if values:
+        _settings_module().set(values)
 
 
 def engine_settings():
-    """The engine's thread count and default task size in bytes."""
+    """The engine's thread count and default task size in bytes, from
+    ``hipfile.defaults``."""
     _eng_defaults()
     return {"threads": _eng_threads_wanted, "task_size": _eng_task_default}
 
 
+cdef object _settings_module():
+    global _eng_defaults_mod
+    if _eng_defaults_mod is None:
+        from hipfile import defaults
+        _eng_defaults_mod = defaults
+    return _eng_defaults_mod
+
+
 cdef int _eng_defaults() except -1:
+    """Read ``engine_threads`` and ``engine_task_size`` from
+    ``hipfile.defaults`` (set(), else the environment, else the default),
+    the one source of the engine's settings; called at every submission."""
     global _eng_threads_wanted, _eng_task_default
-    if _eng_threads_wanted == 0:
-        _eng_threads_wanted = _env_positive("HIPFILE_ENGINE_THREADS",
-                                            min(16, max(4, os.cpu_count() or 4)))
-    if _eng_task_default == 0:
-        _eng_task_default = _env_positive("HIPFILE_ENGINE_TASK_SIZE", 4 << 20)
+    d = _settings_module()
+    _eng_threads_wanted = <int>d.engine_threads()
+    _eng_task_default = <size_t>d.engine_task_size()
     return 0
 
 
