@@ -39,21 +39,29 @@ def main() -> int:
     args = ap.parse_args()
     import cupy
     import kvikio
+    import kvikio.defaults
 
     threads = int(os.environ.get("BENCH_KVIKIO_THREADS", "0"))
     task = int(os.environ.get("BENCH_KVIKIO_TASK", "0"))
     if threads or task:
-        kvikio.defaults.set({k: v for k, v in (("num_threads", threads), ("task_size", task))
-                             if v})
+        wanted = {k: v for k, v in (("num_threads", threads), ("task_size", task)) if v}
+        try:
+            kvikio.defaults.set(wanted)
+        except Exception:  # older KvikIO: one setter per setting
+            for key, value in wanted.items():
+                getattr(kvikio.defaults, f"{key}_reset")(value)
     layers, chunk = args.layers, args.chunk
     total = layers * chunk
     buf = cupy.empty(total, dtype=cupy.uint8)
     stream = cupy.cuda.Stream(non_blocking=True)
-    out: dict[str, object] = {
-        "compat_mode": str(kvikio.defaults.get("compat_mode")),
-        "num_threads": kvikio.defaults.get("num_threads"),
-        "task_size": kvikio.defaults.get("task_size"),
-    }
+    out: dict[str, object] = {"kvikio": getattr(kvikio, "__version__", "?")}
+    for key in ("compat_mode", "num_threads", "task_size"):
+        try:
+            out[key] = str(kvikio.defaults.get(key))
+        except Exception:  # older KvikIO: one getter per setting
+            getter = getattr(kvikio.defaults, key, None) or getattr(
+                kvikio.defaults, f"get_{key}", None)
+            out[key] = str(getter()) if callable(getter) else "?"
     with kvikio.CuFile(args.path, "r") as f:
 
         def raw_async() -> None:

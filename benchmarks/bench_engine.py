@@ -258,6 +258,34 @@ def main() -> int:
                 hipfile.engine.configure(threads=saved["threads"], task_size=saved["task_size"])
                 results["sweep_gbps"] = sweep
 
+            if args.sweep:
+                # the overlap case across thread counts: the engine's threads
+                # share the CPU with the thread that enqueues the compute
+                overlap: dict[str, dict[str, float]] = {}
+                saved = hipfile.engine.settings()
+                for threads in (4, 8, 12, 16):
+                    hipfile.engine.shutdown()
+                    hipfile.engine.configure(threads=threads, task_size=8 << 20)
+                    both_engine()
+                    tb, ti = [], []
+                    for _ in range(args.repeats):
+                        sync_all()
+                        t0 = time.perf_counter()
+                        both_engine()
+                        tb.append(time.perf_counter() - t0)
+                        sync_all()
+                        t0 = time.perf_counter()
+                        engine()
+                        ti.append(time.perf_counter() - t0)
+                    overlap[f"{threads}t x 8 MiB"] = {
+                        "t_both_ms": 1e3 * statistics.median(tb),
+                        "t_io_ms": 1e3 * statistics.median(ti),
+                        "t_both_over_max": statistics.median(tb) / max(
+                            statistics.median(ti), med["compute"])}
+                hipfile.engine.shutdown()
+                hipfile.engine.configure(threads=saved["threads"], task_size=saved["task_size"])
+                results["overlap_sweep"] = overlap
+
             if args.cold:
                 cold: dict[str, list[float]] = {"pread": [], "engine": [], "pread_odirect": [],
                                                 "engine_odirect": []}
@@ -345,6 +373,9 @@ def main() -> int:
         print(f"  {k:28s} {v}")
     for k, v in results.get("sweep_gbps", {}).items():
         print(f"  sweep {k:22s} {v:7.2f} GB/s")
+    for k, v in results.get("overlap_sweep", {}).items():
+        print(f"  overlap {k:20s} t_both {v['t_both_ms']:7.2f} ms  t_io {v['t_io_ms']:7.2f} ms"
+              f"  t_both/max {v['t_both_over_max']:5.2f}")
     for k, v in results.get("cold_gbps", {}).items():
         print(f"  cold {k:23s} {v:7.2f} GB/s")
     for k, v in ratios.items():

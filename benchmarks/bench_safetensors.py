@@ -168,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dir", default=None, help="folder for the file (on disk, not tmpfs)")
     ap.add_argument("--task-mib", type=int, default=16, help="hipfile pread task size (16)")
     ap.add_argument("--threads", type=int, default=32, help="page-cache reader threads (32)")
-    ap.add_argument("--reader", choices=("parallel", "stream"), default="parallel",
+    ap.add_argument("--reader", choices=("parallel", "stream"), default="stream",
                     help="hipfile.safetensors read engine: the thread pool (parallel) or "
                          "the stream-ordered engine (stream)")
     ap.add_argument("--cache", choices=("warm", "cold", "both"), default="both",

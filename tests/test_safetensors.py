@@ -95,7 +95,7 @@ def test_load_every_dtype(tmp_path: Path) -> None:
     out = hst.load_file(path, info=info)
     assert list(out) == list(hst.read_header(path).tensors)
     assert set(out) == set(tensors)
-    assert info["reads"] == 1 and info["reader"] == "parallel"
+    assert info["reads"] == 1 and info["reader"] == "stream"
     for name, (dtype, shape, data) in tensors.items():
         t = out[name]
         assert isinstance(t, hst.DeviceTensor)
@@ -570,3 +570,32 @@ def test_bad_device_raises(tmp_path: Path) -> None:
         hst.load_file(path, device=97)
     out = hst.load_file(path, device=0)
     assert out["a"].device == 0 and host_bytes(out["a"]) == b"abcd"
+
+
+def test_direct_follows_the_page_cache(tmp_path: Path) -> None:
+    """direct=None reads a cached file buffered and an uncached one with
+    O_DIRECT (where the file system accepts it)."""
+    path = tmp_path / "cache.safetensors"
+    big = np.random.default_rng(5).integers(0, 256, 4 << 20, dtype=np.uint8).tobytes()
+    write_reference(path, {"big": ("U8", [4 << 20], big)}, None)
+    assert hst.cached_fraction(path) == 1.0
+    info: dict[str, Any] = {}
+    hst.load_file(path, info=info)
+    assert info["direct"] is False
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    if hst.cached_fraction(path) >= 0.5:
+        pytest.skip("this file system keeps the file cached")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        os.close(fd)
+    except OSError:
+        pytest.skip("no O_DIRECT on this file system")
+    info = {}
+    hst.load_file(path, info=info)
+    assert info["direct"] is True
+

@@ -41,14 +41,15 @@ cdef extern from "engine.h" nogil:
                        size_t task_size, uint32_t *flag, uint32_t flag_value)
     void hfe_op_incref(hfe_op *op)
     void hfe_op_decref(hfe_op *op)
+    ctypedef int (*hfe_event_fn)(void *) noexcept nogil
+    void hfe_set_event_fns(hfe_event_fn query, hfe_event_fn destroy)
     int hfe_submit(hfe_op **ops, int n, const uint32_t *gate, uint32_t gate_value,
-                   void **host_gate)
+                   void *gate_event)
     int hfe_op_done(const hfe_op *op)
     int hfe_op_wait(hfe_op *op, double timeout_s)
     int64_t hfe_op_result(const hfe_op *op, int *err_no)
     long hfe_op_calls(const hfe_op *op)
     void hfe_host_wait(void *arg)
-    void hfe_host_open(void *arg)
 
 DEF HIP_STREAM_WAIT_VALUE_GTE = 0
 DEF HIP_HOST_MALLOC_MAPPED = 2
@@ -62,6 +63,9 @@ ctypedef int (*hip_write32_t)(void *, void *, uint32_t, unsigned) noexcept nogil
 cdef hip_int_fn_t _c_set_device = NULL
 cdef hip_wait32_t _c_wait_value32 = NULL
 cdef hip_write32_t _c_write_value32 = NULL
+cdef hip_handle_fn_t _c_event_destroy = NULL
+ctypedef int (*hip_record_fn_t)(void *, void *) noexcept nogil
+cdef hip_record_fn_t _c_event_record = NULL
 cdef bint _eng_capi_tried = 0
 
 #: Mechanisms by which completion reaches GPU streams.
@@ -71,6 +75,7 @@ MECHANISM_HOST_FUNCTIONS = "host-functions"
 
 cdef int _load_engine_capi() except -1:
     global _eng_capi_tried, _c_set_device, _c_wait_value32, _c_write_value32
+    global _c_event_destroy, _c_event_record
     if _eng_capi_tried:
         return 0
     _load_hip_capi()
@@ -86,8 +91,14 @@ cdef int _load_engine_capi() except -1:
         _c_write_value32 = <hip_write32_t>_capsule_fn(
             capi, "hipStreamWriteValue32",
             b"enum hipError_t (hipStream_t, void *, uint32_t, unsigned int)")
+        _c_event_destroy = <hip_handle_fn_t>_capsule_fn(
+            capi, "hipEventDestroy", b"enum hipError_t (hipEvent_t)")
+        _c_event_record = <hip_record_fn_t>_capsule_fn(
+            capi, "hipEventRecord", b"enum hipError_t (hipEvent_t, hipStream_t)")
         break
     _eng_capi_tried = 1
+    if _c_event_query != NULL and _c_event_destroy != NULL:
+        hfe_set_event_fns(<hfe_event_fn>_c_event_query, <hfe_event_fn>_c_event_destroy)
     return 0
 
 
@@ -490,7 +501,7 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     cdef long long t
     cdef hfe_io_fn fn = <hfe_io_fn>_get_io(opcode)
     cdef hfe_op **ops = NULL
-    cdef void *host_gate = NULL
+    cdef uintptr_t gate_event = 0
     cdef _Flag gflag = None
     cdef _GateRef gate_ref = None
     cdef uint32_t gvalue = 0
@@ -578,15 +589,16 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
                     spool.free.append(gflag)
                     gflag = None
             if rc == -1:
-                rc = hfe_submit(ops, n, NULL, 0, &host_gate)
-                if rc == 0:
-                    _load_hip_capi()
-                    if _launch_gate(sh, host_gate) != HIP_SUCCESS:
-                        # no host function: wait for the stream here, then open
-                        try:
-                            _stream_sync(sh)
-                        finally:
-                            hfe_host_open(host_gate)
+                # an event the gate thread polls (no host function, so a host
+                # function blocked on another range cannot hold this one up)
+                gate_event = _gate_event(sh, sdev)
+                if gate_event:
+                    rc = hfe_submit(ops, n, NULL, 0, <void *>gate_event)
+                    if rc:
+                        _destroy_event_handle(gate_event)
+                else:
+                    _stream_sync(sh)       # no event: wait here for the stream
+                    rc = hfe_submit(ops, n, NULL, 0, NULL)
         if rc:
             if gflag is not None:
                 spool.free.append(gflag)
@@ -617,14 +629,35 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     return handles
 
 
-cdef int _launch_gate(uintptr_t stream, void *gate):
-    if _c_launch_host_func != NULL:
-        return _c_launch_host_func(<void *>stream, <host_fn_t>hfe_host_open, gate)
+cdef uintptr_t _gate_event(uintptr_t stream, int device) except? 0:
+    """An event recorded on ``stream`` now (0 if the runtime refused)."""
+    h = _hipapi()
+    cdef uintptr_t ev
+    cdef int err
     try:
-        return int(_hipapi().hip.hipLaunchHostFunc(
-            stream, <uintptr_t>&hfe_host_open, <uintptr_t>gate)[0])
-    except BaseException:
-        return -1
+        with _on_device(device):
+            ev = <uintptr_t>int(h.check(h.hip.hipEventCreateWithFlags(
+                h.hip.hipEventDisableTiming), "hipEventCreateWithFlags"))
+    except Exception:
+        return 0
+    if _c_event_record != NULL:
+        err = _c_event_record(<void *>ev, <void *>stream)
+    else:
+        err = int(h.hip.hipEventRecord(ev, stream)[0])
+    if err != HIP_SUCCESS:
+        _destroy_event_handle(ev)
+        return 0
+    return ev
+
+
+cdef void _destroy_event_handle(uintptr_t ev):
+    if _c_event_destroy != NULL:
+        _c_event_destroy(<void *>ev)
+    else:
+        try:
+            _hipapi().hip.hipEventDestroy(ev)
+        except Exception:
+            pass
 
 
 include "_engine_handle.pxi"

@@ -38,7 +38,7 @@ struct hfe_op {
 typedef struct gate {
     const uint32_t *ptr;
     uint32_t value;
-    uint32_t local;           /* the cell a host-function gate opens */
+    void *event;              /* an event gate, when ptr is NULL */
     int n;
     hfe_op **ops;
     struct gate *next;
@@ -60,6 +60,7 @@ static pthread_t *workers;
 static pthread_t gate_thread;
 static int gate_running;
 static hfe_set_device_fn set_device_fn;
+static hfe_event_fn event_query_fn, event_destroy_fn;
 static int atfork_done;
 
 static __thread int thread_device = -1;
@@ -243,10 +244,26 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static int gate_open(const gate_t *g)
+void hfe_set_event_fns(hfe_event_fn query, hfe_event_fn destroy)
 {
-    uint32_t cur = __atomic_load_n(g->ptr, __ATOMIC_ACQUIRE);
-    return (int32_t)(cur - g->value) >= 0;
+    event_query_fn = query;
+    event_destroy_fn = destroy;
+}
+
+static int gate_open(gate_t *g)
+{
+    if (g->ptr) {
+        uint32_t cur = __atomic_load_n(g->ptr, __ATOMIC_ACQUIRE);
+        return (int32_t)(cur - g->value) >= 0;
+    }
+    /* hipErrorNotReady (600) keeps it closed; success, or an error that
+     * will not go away, opens it (never a gate that cannot open) */
+    if (event_query_fn && event_query_fn(g->event) == 600)
+        return 0;
+    if (event_destroy_fn)
+        event_destroy_fn(g->event);
+    g->event = NULL;
+    return 1;
 }
 
 static void *gate_main(void *arg)
@@ -431,12 +448,12 @@ long hfe_outstanding(void)
 /* --------------------------------------------------------------- submit */
 
 int hfe_submit(hfe_op **ops, int n, const uint32_t *gate, uint32_t gate_value,
-               void **host_gate)
+               void *gate_event)
 {
     gate_t *g = NULL;
     if (n <= 0)
         return EINVAL;
-    if (gate || host_gate) {
+    if (gate || gate_event) {
         g = calloc(1, sizeof(*g));
         if (!g)
             return ENOMEM;
@@ -447,14 +464,9 @@ int hfe_submit(hfe_op **ops, int n, const uint32_t *gate, uint32_t gate_value,
         }
         memcpy(g->ops, ops, (size_t)n * sizeof(hfe_op *));
         g->n = n;
-        if (gate) {
-            g->ptr = gate;
-            g->value = gate_value;
-        } else {
-            g->ptr = &g->local;
-            g->value = 1;
-            *host_gate = g;
-        }
+        g->ptr = gate;
+        g->value = gate_value;
+        g->event = gate ? NULL : gate_event;
     }
     pthread_mutex_lock(&lock);
     if (!nthreads || stopping || draining) {
@@ -493,9 +505,3 @@ void hfe_host_wait(void *arg)
     hfe_op_decref(op);
 }
 
-void hfe_host_open(void *arg)
-{
-    gate_t *g = arg;
-    /* the last access: the gate thread may free g as soon as it sees this */
-    __atomic_store_n(&g->local, 1, __ATOMIC_RELEASE);
-}

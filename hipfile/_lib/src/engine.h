@@ -6,10 +6,12 @@
  * Threads
  * - Workers take chunks of ready operations, oldest operation first, and run
  *   the transfer loop with no Python and no GIL.
- * - One gate thread polls the gate flags of submitted operations and moves
- *   an operation to the ready queue once its caller's stream has written the
- *   gate value (everything enqueued on that stream before the submit has
- *   finished).
+ * - One gate thread polls the gates of submitted operations (a flag the
+ *   caller's stream writes, or an event recorded on it) and moves an
+ *   operation to the ready queue once the stream has passed the gate
+ *   (everything enqueued on it before the submit has finished). No host
+ *   function is ever needed to start an operation, so a host function that
+ *   blocks waiting for one cannot hold up its start.
  *
  * Lifetimes
  * - An operation is reference counted: its creator holds one reference, the
@@ -54,13 +56,17 @@ hfe_op *hfe_op_new(int opcode, hfe_io_fn fn, void *fh, void *base, size_t size,
 void hfe_op_incref(hfe_op *op);
 void hfe_op_decref(hfe_op *op);
 
+typedef int (*hfe_event_fn)(void *event);
+/* The runtime's hipEventQuery and hipEventDestroy, for event gates. */
+void hfe_set_event_fns(hfe_event_fn query, hfe_event_fn destroy);
+
 /* Submit n operations at once. They start when *gate >= gate_value
- * (wrap-around compare); with gate NULL and host_gate not NULL, when the
- * host function hfe_host_open(*host_gate) has run on the caller's stream;
- * with both NULL, at once. Returns 0 or an errno value (nothing is
- * submitted then). */
+ * (wrap-around compare); with gate NULL and gate_event not NULL, once that
+ * HIP event has completed (the gate thread then destroys it); with both
+ * NULL, at once. Returns 0 or an errno value (nothing is submitted then,
+ * and the event is left to the caller). */
 int hfe_submit(hfe_op **ops, int n, const uint32_t *gate, uint32_t gate_value,
-               void **host_gate);
+               void *gate_event);
 
 int hfe_op_done(const hfe_op *op);
 /* Wait up to timeout_s seconds (< 0: no limit); 1 when done, 0 otherwise. */
@@ -74,8 +80,6 @@ long hfe_op_calls(const hfe_op *op);
  * `arg` is done, then drops the reference taken for it. It makes no HIP call
  * and takes no GIL. */
 void hfe_host_wait(void *arg);
-/* A host function that opens the gate `arg` returned by hfe_submit. */
-void hfe_host_open(void *arg);
 
 #ifdef __cplusplus
 }
