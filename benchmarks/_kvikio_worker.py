@@ -65,7 +65,8 @@ def main() -> int:
     with kvikio.CuFile(args.path, "r") as f:
 
         def raw_async() -> None:
-            futs = [f.raw_read_async(buf[i * chunk:(i + 1) * chunk], stream, chunk, i * chunk, 0)
+            futs = [f.raw_read_async(buf[i * chunk:(i + 1) * chunk], stream.ptr, chunk,
+                                      i * chunk, 0)
                     for i in range(layers)]
             assert sum(x.check_bytes_done() for x in futs) == total
 

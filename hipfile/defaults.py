@@ -27,8 +27,8 @@ setting                   environment variable             default
 ``close_timeout``         ``HIPFILE_CLOSE_TIMEOUT``        None (no limit)
 ``wait_timeout``          ``HIPFILE_WAIT_TIMEOUT``         None (no limit)
 ``allow_host_buffers``    ``HIPFILE_ALLOW_HOST_BUFFERS``   True
-``engine_task_size``      ``HIPFILE_ENGINE_TASK_SIZE``     4 MiB
-``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``min(16, max(4, cpus))``
+``engine_task_size``      ``HIPFILE_ENGINE_TASK_SIZE``     8 MiB
+``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``cpus / 2, 4..16``
 ========================  ===============================  ====================
 
 The stream-ordered engine (:mod:`hipfile.engine`) reads ``engine_threads``
@@ -161,8 +161,10 @@ def _cpu_threads() -> int:
 
 
 def _engine_threads() -> int:
-    # the engine's threads mostly wait on I/O: at least 4, at most 16
-    return min(16, max(4, os.cpu_count() or 4))
+    # half the CPUs, 4 to 16: measured on a 16-core H200 machine, 8 threads
+    # leave the CPU time the thread enqueueing the compute needs (overlap
+    # 1.05x against 1.33x with 16), at 0.95x the read throughput of 16
+    return max(4, min(16, (os.cpu_count() or 8) // 2))
 
 
 @dataclass(frozen=True)
@@ -215,11 +217,11 @@ SETTINGS: dict[str, Setting] = {
                 "None (no limit)"),
         Setting("allow_host_buffers", "HIPFILE_ALLOW_HOST_BUFFERS", lambda: True, _check_bool,
                 _parse_bool, "Whether host (CPU) buffers are accepted for I/O.", "True"),
-        Setting("engine_task_size", "HIPFILE_ENGINE_TASK_SIZE", lambda: 4 << 20, _size_check(1),
-                parse_size, "Bytes per task of the stream-ordered engine.", "4 MiB"),
+        Setting("engine_task_size", "HIPFILE_ENGINE_TASK_SIZE", lambda: 8 << 20, _size_check(1),
+                parse_size, "Bytes per task of the stream-ordered engine.", "8 MiB"),
         Setting("engine_threads", "HIPFILE_ENGINE_THREADS", _engine_threads, _size_check(1),
                 _parse_int, "Threads of the stream-ordered engine.",
-                "min(16, max(4, CPU count))"),
+                "half the CPU count, 4 to 16"),
     )
 }
 

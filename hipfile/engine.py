@@ -32,8 +32,8 @@ is 0) the engine releases streams with a host function instead;
 host functions.
 
 Settings: ``engine_threads`` (worker threads, default
-``min(16, max(4, cpu_count))``) and ``engine_task_size`` (bytes per chunk,
-default 4 MiB) of :mod:`hipfile.defaults`, read at every submission: set
+``half the CPUs, 4 to 16``) and ``engine_task_size`` (bytes per chunk,
+default 8 MiB) of :mod:`hipfile.defaults`, read at every submission: set
 them with ``hipfile.defaults.set``, the variables ``HIPFILE_ENGINE_THREADS``
 and ``HIPFILE_ENGINE_TASK_SIZE``, or :func:`configure`.
 """

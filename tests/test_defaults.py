@@ -34,8 +34,8 @@ def test_builtin_defaults() -> None:
         "close_timeout": None,
         "wait_timeout": None,
         "allow_host_buffers": True,
-        "engine_task_size": 4 << 20,
-        "engine_threads": min(16, max(4, os.cpu_count() or 4)),
+        "engine_task_size": 8 << 20,
+        "engine_threads": max(4, min(16, (os.cpu_count() or 8) // 2)),
     }
     getters = {name: getattr(defaults, name) for name in defaults.SETTINGS}
     for name, getter in getters.items():

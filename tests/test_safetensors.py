@@ -521,7 +521,7 @@ def test_torch_framework(tmp_path: Path) -> None:
         t = out[name]
         assert str(t.dtype).removeprefix("torch.") == hst.DTYPES[dtype].torch
         assert t.is_cuda
-        assert t.contiguous().view(torch.uint8).cpu().numpy().tobytes() == data
+        assert t.contiguous().reshape(-1).view(torch.uint8).cpu().numpy().tobytes() == data
     back = tmp_path / "back.safetensors"
     hst.save_file(out, back)
     ref, _ = reference_tensors(back)
