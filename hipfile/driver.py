@@ -6,6 +6,7 @@ import operator
 from types import TracebackType
 
 from hipfile._lib import _hipfile
+from hipfile._lifetime import exit_block
 
 __all__ = ["Driver", "use_count"]
 
@@ -78,7 +79,17 @@ class Driver:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.close()
+        """Wait for the stream-ordered operations in flight (when this is the
+        last reference, whose close drops every registration), then close.
+
+        An exception raised in the block propagates unchanged; a failure
+        while waiting or closing is attached to it as context.
+        """
+        def wait() -> None:
+            if self._open and use_count() <= 1:
+                _hipfile.wait_for(None)
+
+        exit_block(exc, wait, self.close)
 
     def __repr__(self) -> str:
         return f"<hipfile.Driver {'open' if self._open else 'closed'}>"

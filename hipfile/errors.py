@@ -20,6 +20,7 @@ __all__ = [
     "BatchFullError",
     "ClosedFileError",
     "DriverNotInitializedError",
+    "ForkedProcessError",
     "HandleAlreadyRegisteredError",
     "HandleNotRegisteredError",
     "HipFileException",
@@ -189,6 +190,23 @@ class InFlightError(HipFileException, RuntimeError):
 
     def __str__(self) -> str:
         return self._detail or "operations are still in flight"
+
+
+class ForkedProcessError(HipFileException, RuntimeError):
+    """An object opened, registered or submitted in another process (the
+    parent of a ``fork``) was used here. hipFile state does not survive
+    ``fork``: the child must open its own files and register its own
+    buffers and streams. Inherited objects can still be closed or
+    deregistered (nothing is asked of the library) and are dropped quietly."""
+
+    def __init__(
+        self, hipfile_err: int = OpError.INVALID_VALUE, hip_err: int = 0,
+        func: str | None = None, detail: str = ""
+    ) -> None:
+        super().__init__(hipfile_err, hip_err, func, detail)
+
+    def __str__(self) -> str:
+        return self._detail or "object inherited across fork"
 
 
 class ClosedFileError(ValueError, RuntimeError):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
-import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
+from hipfile._lifetime import exit_block, finalize, wait_idle
 from hipfile.enums import FileHandleType
 from hipfile.errors import raise_result
 
@@ -160,10 +160,19 @@ class FileHandle(_FileCore):
     def close(self) -> None:
         """Deregister the handle and close the descriptor (idempotent).
 
+        Never waits (leaving a ``with`` block does). In a forked child, an
+        inherited handle is only dropped: the descriptor is closed and the
+        parent's registration is left alone.
+
         Raises
         ------
         InFlightError
-            Asynchronous operations on this file are still in flight.
+            Asynchronous operations on this file are still in flight
+            (nothing is changed).
+
+        See Also
+        --------
+        hipFileHandleDeregister
         """
         handle = self._detach()
         if handle is not None:
@@ -178,17 +187,15 @@ class FileHandle(_FileCore):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.close()
+        """Wait for this file's operations in flight, then close.
+
+        An exception raised in the block propagates unchanged; a failure
+        while waiting or closing is attached to it as context.
+        """
+        exit_block(exc, lambda: wait_idle(self, self), self.close)
 
     def __del__(self) -> None:
-        if self.handle is None:
-            return
-        text = repr(self)
-        try:
-            self.close()
-        except Exception:
-            return
-        warnings.warn(f"{text} was not closed", ResourceWarning, stacklevel=1)
+        finalize(self, "close", lambda: self.handle is not None, "was not closed")
 
     def __repr__(self) -> str:
         state = "closed" if self.handle is None else f"fd={self._fd}"

@@ -9,6 +9,16 @@
 #   the garbage collector) and enqueues a host function that marks it done.
 # - The pending list holds borrowed pointers: a handle unlinks itself before
 #   it dies.
+# - A stream that can no longer be queried (destroyed behind the binding's
+#   back) ends its handles as *lost*: their file, buffer and stream are
+#   released, the slot is never reused before ``hipDeviceSynchronize``, and
+#   ``wait()`` raises HipRuntimeError.
+# - Completion already observed (``_complete``) or marked (``SLOT_DONE``) is
+#   read without touching the stream.
+# - A handle that took part in a reference cycle is not tracked by the
+#   cyclic GC (submit speed): a GC callback observes completed handles on
+#   the older generations' collections, which drops their references and
+#   breaks the cycle.
 
 _interop_mod = None
 
@@ -27,6 +37,8 @@ cdef PyObject *_pending_head = NULL
 
 
 cdef int _check_file(_FileCore f) except -1:
+    if f._gen != _fork_gen and f._is_open:
+        _forked("this FileHandle")
     if not f._is_open:
         raise ClosedFileError("I/O operation on a closed FileHandle")
     if f._epoch != _driver_epoch:
@@ -60,6 +72,8 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     # buffer
     if isinstance(buffer, _BufferCore):
         bc = <_BufferCore>buffer
+        if bc._gen != _fork_gen and bc._registered:
+            _forked("this Buffer")
         base = bc._ptr
         length = bc._length
         buf_owner = buffer
@@ -84,7 +98,9 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
             o = _stream_states.get(sh)
             if o is not None:
                 st = <_StreamState>o
-    if st is not None and not st.registered:
+    if st is not None and (not st.registered or st.gen != _fork_gen):
+        if st.registered:
+            _forked("this Stream")
         st = None
     _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff)
 
@@ -112,6 +128,7 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         raise_status(e.err, e.hip_drv_err,
                      "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync")
     h._opcode = opcode
+    h._gen = _fork_gen
     h._submitted = 1
     h._file = f
     h._buffer = buf_owner
@@ -157,7 +174,7 @@ cdef void _release_refs(object file, object buffer, object state):
 
 
 cdef void _destroy_event(object event):
-    if event is None:
+    if event is None or _exiting:
         return
     try:
         _hipapi().hip.hipEventDestroy(event)
@@ -191,6 +208,109 @@ def settle(obj=None):
                 or obj is (<_Parked>rec).stream_state:
             left += 1
     return left
+
+
+def wait_for(obj=None, timeout=None):
+    """Wait until the stream-ordered operations using ``obj`` (a file,
+    buffer or stream state; every one when None), parked ones included,
+    have completed, at most ``timeout`` seconds (None: no limit). Results
+    stay in their handles. Interruptible (Ctrl-C raises within a few ms;
+    nothing observed is lost). Returns how many are still in flight.
+    """
+    cdef double deadline = -1.0, left = -1.0
+    cdef int n
+    if timeout is not None:
+        deadline = _time.monotonic() + max(0.0, float(timeout))
+    for h in pending_handles():
+        if obj is not None and not (<AsyncIOHandle>h)._uses(obj):
+            continue
+        if deadline >= 0:
+            left = max(0.0, deadline - _time.monotonic())
+        (<AsyncIOHandle>h)._wait_complete(left)
+    for n, rec in list(_parked.items()):
+        if (<_Parked>rec).lost:
+            continue
+        if obj is None or obj is (<_Parked>rec).file or obj is (<_Parked>rec).buffer \
+                or obj is (<_Parked>rec).stream_state:
+            if deadline >= 0:
+                left = max(0.0, deadline - _time.monotonic())
+            wait_interruptible(WAIT_FLAG, <uintptr_t>_state_ptr(n), left)
+    return settle(obj)
+
+
+# Finalizers that found operations in flight: the objects are kept here and
+# closed or deregistered once those complete, so a registration never leaks.
+cdef list _deferred = []
+cdef bint _retrying = 0
+
+
+def defer_release(obj, str method):
+    """Keep ``obj`` until its operations complete, then call
+    ``obj.<method>()`` (a finalizer that found operations in flight)."""
+    _deferred.append((obj, method))
+
+
+cdef int _retry_deferred() except -1:
+    global _retrying
+    if _retrying or not _deferred or _exiting:
+        return 0
+    _retrying = 1
+    try:
+        items = list(_deferred)
+        for item in items:
+            try:
+                getattr(item[0], item[1])()
+            except InFlightError:
+                continue
+            except Exception:
+                pass
+            try:
+                _deferred.remove(item)
+            except ValueError:
+                pass
+    finally:
+        _retrying = 0
+    return 0
+
+
+def deferred_releases():
+    """Objects whose close or deregistration waits for operations in flight."""
+    return [item[0] for item in _deferred]
+
+
+def _gc_observe(phase, info):
+    # Observe completed handles before older-generation collections, which
+    # drops their references and breaks cycles through them (handles are
+    # not tracked by the cyclic GC). Never blocks, never raises.
+    cdef dict idle
+    cdef AsyncIOHandle h
+    cdef int err
+    if phase != "start" or _exiting or _fork_gen and _pending_head == NULL:
+        return
+    if info.get("generation", 0) < 1:
+        return
+    try:
+        if _pending_head != NULL:
+            idle = {}
+            for o in pending_handles():
+                h = <AsyncIOHandle>o
+                if h._complete or h._gen != _fork_gen:
+                    continue
+                ok = idle.get(h._stream)
+                if ok is None:
+                    ok = _stream_query(h._stream) == HIP_SUCCESS
+                    idle[h._stream] = ok
+                if not ok and h._event is not None:
+                    ok = _event_query(h._event) == HIP_SUCCESS
+                if ok:
+                    h._observed()
+        _sweep()
+    except BaseException:
+        pass
+
+
+import gc as _gc
+_gc.callbacks.append(_gc_observe)
 
 
 # Not tracked by the cyclic GC (``no_gc``): a handle only refers to the file,
@@ -227,20 +347,26 @@ cdef class AsyncIOHandle:
     cdef object _slots_ptr
     cdef PyObject *_prev
     cdef PyObject *_next
+    cdef int _lost
+    cdef unsigned long _gen
 
     def __cinit__(self):
         self._slot = -1
         self._s = NULL
 
-    def __init__(self, size_t size=0, hoff_t file_offset=0, hoff_t buffer_offset=0):
+    def __init__(self, size=0, file_offset=0, buffer_offset=0):
+        cdef size_t n
+        cdef hoff_t f, b
+        _io_range(<size_t>-1, size, file_offset, buffer_offset, &n, &f, &b)
+        self._gen = _fork_gen
         if self._slot < 0:
             self._slot = _take()
             self._s = _slot_ptr(self._slot)
-        self._s.size = size
-        self._s.file_offset = file_offset
-        self._s.buffer_offset = buffer_offset
+        self._s.size = n
+        self._s.file_offset = f
+        self._s.buffer_offset = b
         self._s.bytes_done = 0
-        self._submitted_size = size
+        self._submitted_size = n
 
     cdef bint _uses(self, obj):
         return obj is self._file or obj is self._buffer or obj is self._state
@@ -256,15 +382,30 @@ cdef class AsyncIOHandle:
         self._stream_owner = None
         self._state = None
 
+    cdef void _abandon(self, int err):
+        # The stream (or event) can no longer be queried: release what the
+        # operation uses; the slot stays out of use (see _park_lost).
+        self._lost = err if err != 0 else -1
+        self._observed()
+
     def __dealloc__(self):
         cdef _Parked rec
-        if self._slot < 0:
+        if self._slot < 0 or self._gen != _fork_gen:
+            return   # inherited through fork: the parent owns the slot
+        if self._lost:
+            rec = _Parked.__new__(_Parked)
+            rec.event = self._event
+            rec.lost = 1
+            _state_ptr(self._slot)[0] = SLOT_PARKED
+            _parked[self._slot] = rec
             return
         if not self._submitted or self._complete:
             if self._event is not None:
                 _destroy_event(self._event)
             _give_back(self._slot)
             return
+        if _exiting:
+            return   # in flight at exit: touch nothing
         # Dropped before completion was observed: park the slots (and the
         # objects the operation uses) until a host function enqueued behind
         # the operation marks them done. No blocking here.
@@ -285,8 +426,11 @@ cdef class AsyncIOHandle:
             # Could not enqueue a marker: settle now if the stream is idle,
             # otherwise the slots stay parked (never reused).
             try:
-                if _stream_query(self._stream) == HIP_SUCCESS:
+                err = _stream_query(self._stream)
+                if err == HIP_SUCCESS:
                     state[0] = SLOT_DONE
+                elif err != HIP_ERROR_NOT_READY:
+                    rec.lost = 1
             except BaseException:
                 pass
 
@@ -337,6 +481,7 @@ cdef class AsyncIOHandle:
 
     @size.setter
     def size(self, value):
+        value = _as_index(value, "size")
         self._check_settable(FIXED_FILE_SIZE, "size")
         if value < 0:
             raise ValueError("size must be >= 0")
@@ -355,6 +500,7 @@ cdef class AsyncIOHandle:
 
     @file_offset.setter
     def file_offset(self, value):
+        value = _as_index(value, "file_offset")
         self._check_settable(FIXED_FILE_OFFSET, "file_offset")
         if value < 0:
             raise ValueError("file_offset must be >= 0")
@@ -367,6 +513,7 @@ cdef class AsyncIOHandle:
 
     @buffer_offset.setter
     def buffer_offset(self, value):
+        value = _as_index(value, "buffer_offset")
         self._check_settable(FIXED_BUF_OFFSET, "buffer_offset")
         if value < 0:
             raise ValueError("buffer_offset must be >= 0")
@@ -378,7 +525,11 @@ cdef class AsyncIOHandle:
     @property
     def bytes_done(self):
         """Bytes moved, or a negative error code, once the operation has
-        completed; ``None`` while it has not (not yet valid)."""
+        completed; ``None`` while it has not (not yet valid), and for an
+        operation whose stream was destroyed before its completion was
+        observed (its outcome is undefined)."""
+        if self._lost:
+            return None
         if self._complete or not self._submitted:
             return self._s.bytes_done
         if self.done():
@@ -391,10 +542,20 @@ cdef class AsyncIOHandle:
         """Whether the operation has completed (never blocks).
 
         Queries the stream; if it is busy with later work, records an event
-        behind the operation once and queries that.
+        behind the operation once and queries that. Completion already
+        observed is answered without touching the stream. If the stream can
+        no longer be queried (destroyed before completion was observed), the
+        handle ends as lost: True here, and :meth:`wait` raises.
+
+        Raises
+        ------
+        ForkedProcessError
+            The operation was submitted in the parent of a ``fork``.
         """
         if self._complete or not self._submitted:
             return bool(self._complete)
+        if self._gen != _fork_gen:
+            _forked("this AsyncIOHandle")
         cdef int err
         if self._event is None:
             err = _stream_query(self._stream)
@@ -402,14 +563,16 @@ cdef class AsyncIOHandle:
                 self._observed()
                 return True
             if err != HIP_ERROR_NOT_READY:
-                _hip_fail(err, "hipStreamQuery")
+                self._abandon(err)
+                return True
             self._record()
         err = _event_query(self._event)
         if err == HIP_SUCCESS:
             self._observed()
             return True
         if err != HIP_ERROR_NOT_READY:
-            _hip_fail(err, "hipEventQuery")
+            self._abandon(err)
+            return True
         return False
 
     cdef _record(self):
@@ -421,7 +584,29 @@ cdef class AsyncIOHandle:
         except BaseException:
             h.hip.hipEventDestroy(ev)
             raise
+        if self._event is not None:
+            # another thread recorded one while the HIP calls let it run
+            h.hip.hipEventDestroy(ev)
+            return
         self._event = ev
+
+    cdef int _wait_complete(self, double timeout_s) except -1:
+        # Wait (interruptibly) until completion is observed or the handle is
+        # lost; returns 1 when done, 0 on timeout. An interrupted wait
+        # changes nothing: the next call starts over.
+        cdef int err
+        if self._complete or not self._submitted:
+            return 1
+        if self.done():
+            return 1
+        err = wait_interruptible(WAIT_EVENT, <uintptr_t>int(self._event), timeout_s)
+        if err == HIP_ERROR_NOT_READY:
+            return 0
+        if err == HIP_SUCCESS:
+            self._observed()
+        else:
+            self._abandon(err)
+        return 1
 
     def record_event(self):
         """A HIP event (HIP-Python ``hipEvent_t``) that completes once this
@@ -432,12 +617,19 @@ cdef class AsyncIOHandle:
         """
         if not self._submitted:
             raise ValueError("the handle was never submitted")
+        if self._gen != _fork_gen:
+            _forked("this AsyncIOHandle")
         if self._event is None:
             self._record()
         return self._event
 
     def wait(self, timeout=None):
         """Block until the operation completes; return the bytes moved.
+
+        The wait polls the stream (or an event behind the operation) with a
+        backoff and checks for signals between polls: Ctrl-C raises
+        ``KeyboardInterrupt`` within a few milliseconds, and a later call
+        still returns the result.
 
         Parameters
         ----------
@@ -450,24 +642,28 @@ cdef class AsyncIOHandle:
             Not complete within ``timeout``.
         OSError, HipFileException
             The operation failed when it ran (a negative count).
+        HipRuntimeError
+            The stream was destroyed (or became invalid) before completion
+            was observed: whether the operation ran is undefined.
+        ForkedProcessError
+            The operation was submitted in the parent of a ``fork``.
+
+        See Also
+        --------
+        hipStreamQuery, hipEventQuery
         """
         if not self._submitted:
             raise ValueError("the handle was never submitted")
+        cdef double t = -1.0
         if not self._complete:
-            if timeout is None:
-                if self._event is not None:
-                    _event_sync(self._event)
-                else:
-                    _stream_sync(self._stream)
-                self._observed()
-            else:
-                deadline = _time.monotonic() + float(timeout)
-                delay = 1e-5
-                while not self.done():
-                    if _time.monotonic() >= deadline:
-                        raise TimeoutError(f"operation not complete after {timeout} s")
-                    _time.sleep(delay)
-                    delay = min(delay * 2, 1e-3)
+            if self._gen != _fork_gen:
+                _forked("this AsyncIOHandle")
+            if timeout is not None:
+                if isinstance(timeout, bool):
+                    raise TypeError("timeout must be a number or None, not bool")
+                t = max(0.0, float(timeout))
+            if not self._wait_complete(t):
+                raise TimeoutError(f"operation not complete after {timeout} s")
         return self._result()
 
     def result(self, timeout=None):
@@ -475,6 +671,11 @@ cdef class AsyncIOHandle:
         return self.wait(timeout)
 
     cdef object _result(self):
+        if self._lost:
+            raise HipRuntimeError(
+                hip_err=self._lost if self._lost > 0 else 0, func="hipStreamQuery",
+                detail="the stream was destroyed (or became invalid) before this "
+                       "operation's completion was observed; whether it ran is undefined")
         cdef ssize_t n = self._s.bytes_done
         if n >= 0:
             return n
@@ -485,6 +686,8 @@ cdef class AsyncIOHandle:
         kind = "read" if self._opcode == 0 else "write"
         if not self._submitted:
             state = "unsubmitted"
+        elif self._lost:
+            state = "lost (stream destroyed)"
         elif self._complete:
             state = f"done bytes_done={self._s.bytes_done}"
         else:

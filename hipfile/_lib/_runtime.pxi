@@ -10,6 +10,9 @@
 #   never take the GIL.
 # - The atomics are the only way memory shared with a stream's thread or
 #   with worker threads is read or written.
+# - Every blocking wait goes through ``wait_interruptible``: short queries
+#   with a backoff, the GIL released while sleeping, signals checked between
+#   them, so Ctrl-C is seen within a few milliseconds and nothing blocks in C.
 
 cdef extern from *:
     """
@@ -43,6 +46,8 @@ cdef bint _capi_tried = 0
 DEF HIP_SUCCESS = 0
 DEF HIP_ERROR_NOT_READY = 600
 
+from cpython.exc cimport PyErr_CheckSignals
+from posix.time cimport nanosleep, clock_gettime, CLOCK_MONOTONIC
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_GetName, PyCapsule_CheckExact
 
 
@@ -102,6 +107,77 @@ cdef int _event_query(object event) except? -1:
             err = _c_event_query(<void *>ev)
         return err
     return int(_hipapi().hip.hipEventQuery(event)[0])
+
+
+cdef int _event_query_h(uintptr_t ev) except? -1:
+    cdef int err
+    _load_hip_capi()
+    if _c_event_query != NULL:
+        with nogil:
+            err = _c_event_query(<void *>ev)
+        return err
+    return int(_hipapi().hip.hipEventQuery(ev)[0])
+
+
+# --------------------------------------------------------------------------
+# The one interruptible wait
+# --------------------------------------------------------------------------
+
+cdef enum WaitKind:
+    WAIT_EVENT = 0     # target: a hipEvent_t
+    WAIT_STREAM = 1    # target: a hipStream_t
+    WAIT_FLAG = 2      # target: address of an unsigned char, ready when != 0
+
+
+cdef inline double _now() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s) except -1:
+    """Wait until a HIP event or stream has passed its work, or until a C
+    flag (written by another thread or a host function with a release
+    store) is non-zero.
+
+    ``kind`` is ``WAIT_EVENT``, ``WAIT_STREAM`` or ``WAIT_FLAG``; ``target``
+    the ``hipEvent_t``, ``hipStream_t`` or ``unsigned char *`` as an integer;
+    ``timeout_s`` seconds, negative for no limit. Returns ``HIP_SUCCESS``
+    (0) once ready, ``HIP_ERROR_NOT_READY`` (600) when the timeout passed,
+    or the ``hipError_t`` of a failed query (left to the caller). Never
+    blocks in C for more than 2 ms: queries are repeated with a backoff
+    (10 us doubling to 2 ms) and the GIL is released while sleeping;
+    ``PyErr_CheckSignals`` runs between them, so a signal handler's
+    exception (``KeyboardInterrupt``) is raised from here within a few
+    milliseconds. Safe to call from any thread holding the GIL.
+    """
+    cdef int err
+    cdef double deadline = -1.0
+    cdef long delay_ns = 10000
+    cdef timespec ts
+    if timeout_s >= 0:
+        deadline = _now() + timeout_s
+    while True:
+        if kind == WAIT_FLAG:
+            err = HIP_SUCCESS if hipfile_atomic_load_u8(<unsigned char *>target) \
+                else HIP_ERROR_NOT_READY
+        elif kind == WAIT_EVENT:
+            err = _event_query_h(target)
+        else:
+            err = _stream_query(target)
+        if err != HIP_ERROR_NOT_READY:
+            return err
+        if deadline >= 0 and _now() >= deadline:
+            return HIP_ERROR_NOT_READY
+        PyErr_CheckSignals()
+        ts.tv_sec = 0
+        ts.tv_nsec = delay_ns
+        with nogil:
+            nanosleep(&ts, NULL)
+        if delay_ns < 2000000:
+            delay_ns *= 2
+            if delay_ns > 2000000:
+                delay_ns = 2000000
 
 
 cdef int _hip_fail(int err, str func) except -1:
