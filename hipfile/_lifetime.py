@@ -52,19 +52,19 @@ def wait_idle(obj: Any, state: Any) -> None:
 def exit_block(exc: BaseException | None, wait: Callable[[], None],
                close: Callable[[], None]) -> None:
     """Leave a ``with`` block: wait, then close. Without an exception from
-    the block, failures propagate; with one, they are attached to it."""
+    the block, failures propagate; with one, they are attached to it. An
+    interrupted wait (``KeyboardInterrupt``) propagates and closes nothing."""
     if exc is None:
-        try:
-            wait()
-        finally:
-            close()
+        wait()
+        close()
         return
     try:
-        try:
-            wait()
-        finally:
-            close()
+        wait()
     except Exception as err:  # attached, never substituted
+        _attach(exc, err)
+    try:
+        close()
+    except Exception as err:
         _attach(exc, err)
 
 

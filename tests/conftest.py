@@ -75,3 +75,17 @@ def platform() -> str:
 @pytest.fixture
 def hipfile_module() -> object:
     return hipfile
+
+
+try:  # property-based tests: a bounded budget in CI
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(
+        "ci", max_examples=40, deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    settings.register_profile(
+        "dev", max_examples=10, deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+except ImportError:  # pragma: no cover
+    pass
