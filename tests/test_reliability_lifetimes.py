@@ -157,22 +157,36 @@ def test_with_block_waits_and_never_masks(driver, data_file):
         fh.close()
 
 
-def test_failure_while_leaving_is_attached_not_substituted(driver, data_file):
+def test_failure_while_leaving_is_attached_not_substituted(driver, data_file, monkeypatch):
+    """A batch entry (never polled) holds the buffer: leaving the with block
+    waits a bounded time, the deregistration fails, and that failure is
+    attached to the block's exception, which propagates unchanged."""
+    from hipfile import _lifetime
+
+    monkeypatch.setattr(_lifetime, "HELD_WAIT_TIMEOUT", 0.2)
     path, _ = data_file
-    with device_array(N) as dev, FileHandle(path) as fh:
-        batch = hipfile.BatchIO(2)
-        try:
-            with pytest.raises(KeyError) as info:
-                with Buffer(dev) as buf:
-                    batch.read(fh, buf, N)
-                    batch.submit()
-                    raise KeyError("user")
-            assert isinstance(info.value.__context__, hipfile.InFlightError) or \
-                not buf.registered
-        finally:
-            batch.wait(timeout=30)
-            batch.close()
-            buf.deregister()
+    with device_array(N) as dev, FileHandle(path) as fh, hipfile.BatchIO(2) as batch:
+        buf = Buffer(dev)
+        with pytest.raises(KeyError) as info:
+            with buf:
+                batch.read(fh, buf, N)
+                batch.submit()
+                raise KeyError("user")
+        assert info.value.args == ("user",)
+        assert isinstance(info.value.__context__, hipfile.InFlightError)
+        assert any("while leaving the with block" in n
+                   for n in getattr(info.value, "__notes__", ["while leaving the with block"]))
+        assert buf.registered  # nothing was dropped under the entry
+        (event,) = batch.wait(timeout=30)
+        assert event.ok
+        buf.deregister()
+        # without an exception in the block, the failure propagates
+        with pytest.raises(hipfile.InFlightError):
+            with buf:
+                batch.read(fh, buf, N)
+                batch.submit()
+        batch.wait(timeout=30)
+        buf.deregister()
 
 
 def _in_child(fn) -> int:

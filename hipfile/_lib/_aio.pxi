@@ -15,10 +15,8 @@
 #   ``wait()`` raises HipRuntimeError.
 # - Completion already observed (``_complete``) or marked (``SLOT_DONE``) is
 #   read without touching the stream.
-# - A handle that took part in a reference cycle is not tracked by the
-#   cyclic GC (submit speed): a GC callback observes completed handles on
-#   the older generations' collections, which drops their references and
-#   breaks the cycle.
+# - Handles are not tracked by the cyclic GC (submit speed); cycles through
+#   them are broken by observing completion (see _observe.pxi).
 
 _interop_mod = None
 
@@ -208,109 +206,6 @@ def settle(obj=None):
                 or obj is (<_Parked>rec).stream_state:
             left += 1
     return left
-
-
-def wait_for(obj=None, timeout=None):
-    """Wait until the stream-ordered operations using ``obj`` (a file,
-    buffer or stream state; every one when None), parked ones included,
-    have completed, at most ``timeout`` seconds (None: no limit). Results
-    stay in their handles. Interruptible (Ctrl-C raises within a few ms;
-    nothing observed is lost). Returns how many are still in flight.
-    """
-    cdef double deadline = -1.0, left = -1.0
-    cdef int n
-    if timeout is not None:
-        deadline = _time.monotonic() + max(0.0, float(timeout))
-    for h in pending_handles():
-        if obj is not None and not (<AsyncIOHandle>h)._uses(obj):
-            continue
-        if deadline >= 0:
-            left = max(0.0, deadline - _time.monotonic())
-        (<AsyncIOHandle>h)._wait_complete(left)
-    for n, rec in list(_parked.items()):
-        if (<_Parked>rec).lost:
-            continue
-        if obj is None or obj is (<_Parked>rec).file or obj is (<_Parked>rec).buffer \
-                or obj is (<_Parked>rec).stream_state:
-            if deadline >= 0:
-                left = max(0.0, deadline - _time.monotonic())
-            wait_interruptible(WAIT_FLAG, <uintptr_t>_state_ptr(n), left)
-    return settle(obj)
-
-
-# Finalizers that found operations in flight: the objects are kept here and
-# closed or deregistered once those complete, so a registration never leaks.
-cdef list _deferred = []
-cdef bint _retrying = 0
-
-
-def defer_release(obj, str method):
-    """Keep ``obj`` until its operations complete, then call
-    ``obj.<method>()`` (a finalizer that found operations in flight)."""
-    _deferred.append((obj, method))
-
-
-cdef int _retry_deferred() except -1:
-    global _retrying
-    if _retrying or not _deferred or _exiting:
-        return 0
-    _retrying = 1
-    try:
-        items = list(_deferred)
-        for item in items:
-            try:
-                getattr(item[0], item[1])()
-            except InFlightError:
-                continue
-            except Exception:
-                pass
-            try:
-                _deferred.remove(item)
-            except ValueError:
-                pass
-    finally:
-        _retrying = 0
-    return 0
-
-
-def deferred_releases():
-    """Objects whose close or deregistration waits for operations in flight."""
-    return [item[0] for item in _deferred]
-
-
-def _gc_observe(phase, info):
-    # Observe completed handles before older-generation collections, which
-    # drops their references and breaks cycles through them (handles are
-    # not tracked by the cyclic GC). Never blocks, never raises.
-    cdef dict idle
-    cdef AsyncIOHandle h
-    cdef int err
-    if phase != "start" or _exiting or _fork_gen and _pending_head == NULL:
-        return
-    if info.get("generation", 0) < 1:
-        return
-    try:
-        if _pending_head != NULL:
-            idle = {}
-            for o in pending_handles():
-                h = <AsyncIOHandle>o
-                if h._complete or h._gen != _fork_gen:
-                    continue
-                ok = idle.get(h._stream)
-                if ok is None:
-                    ok = _stream_query(h._stream) == HIP_SUCCESS
-                    idle[h._stream] = ok
-                if not ok and h._event is not None:
-                    ok = _event_query(h._event) == HIP_SUCCESS
-                if ok:
-                    h._observed()
-        _sweep()
-    except BaseException:
-        pass
-
-
-import gc as _gc
-_gc.callbacks.append(_gc_observe)
 
 
 # Not tracked by the cyclic GC (``no_gc``): a handle only refers to the file,
