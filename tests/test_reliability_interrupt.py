@@ -162,7 +162,7 @@ path = {str(tmp_path / 'd.bin')!r}
 open(path, 'wb').write(bytes({N}))
 err, dev = hip.hipMalloc({N})
 with hipfile.Driver(), hipfile.FileHandle(path) as fh:
-    emulated.set_completion_delay(3_000_000)
+    emulated.set_completion_delay(1_500_000)
     h = fh.read_async(dev, {N}, 0, 0, 0)
     print('ready', flush=True)
     t0 = time.monotonic()

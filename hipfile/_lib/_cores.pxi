@@ -182,12 +182,14 @@ cdef class _BufferCore:
         self._gen = _fork_gen
 
     def deregister(self):
-        """Deregister the memory (idempotent).
+        """Deregister the memory (idempotent). Never waits; in a forked
+        child an inherited registration is only dropped.
 
         Raises
         ------
         InFlightError
-            Asynchronous operations on this buffer are still in flight.
+            Asynchronous operations on this buffer are still in flight
+            (nothing is changed).
 
         See Also
         --------
@@ -284,12 +286,22 @@ cdef class _StreamCore:
         _stream_states[self._handle] = st
 
     def deregister(self):
-        """Deregister the stream (idempotent).
+        """Deregister the stream (idempotent). Never waits.
+
+        If the stream was destroyed behind the binding's back, the handles
+        on it end as lost (see :meth:`AsyncIOHandle.done`) and the
+        deregistration goes ahead: it succeeds, or raises the library's
+        error once (the object is deregistered either way). What HIP did
+        with the work queued on a destroyed stream is undefined. In a forked
+        child an inherited registration is only dropped.
 
         Raises
         ------
         InFlightError
-            Asynchronous operations on the stream are still in flight.
+            Asynchronous operations on the stream are still in flight
+            (nothing is changed).
+        HipFileException
+            The library refused (e.g. a destroyed stream); raised once.
 
         See Also
         --------
