@@ -72,6 +72,30 @@ def test_stream_destroyed_behind_the_binding(driver, data_file):
         assert _hipfile.pool_stats()["parked"] == 0
 
 
+def test_handle_dropped_after_its_stream_was_destroyed(driver, data_file):
+    path, _ = data_file
+    emu().set_completion_delay(100_000)
+    with device_array(N) as dev:
+        s = check(hip.hipStreamCreate())
+        fh = FileHandle(path).open()
+        stream = Stream(s)
+        stream.register()
+        h = fh.read_async(dev, N, 0, 0, stream)
+        check(hip.hipStreamDestroy(s))
+        del h  # no marker can follow it: the slot is lost, the objects released
+        gc.collect()
+        assert fh.pending == 0 and stream.pending == 0
+        fh.close()
+        try:
+            stream.deregister()
+        except hipfile.HipFileException:
+            pass
+        assert not stream.registered
+        assert _hipfile.pool_stats()["parked"] == 1
+        _hipfile.trim_pool()
+        assert _hipfile.pool_stats()["parked"] == 0
+
+
 def test_done_from_two_threads_records_one_event(driver, data_file):
     path, _ = data_file
     emu().set_completion_delay(300_000)
@@ -286,3 +310,13 @@ print("exiting", flush=True)
                          env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "exiting" in out.stdout
+
+
+def test_wait_for_waits_for_parked_slots(driver, data_file):
+    path, _ = data_file
+    emu().set_completion_delay(200_000)
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+        fh.read_async(dev, N, 0, 0, s)  # dropped at once: parked
+        assert fh.pending == 1
+        assert _hipfile.wait_for(fh) == 0
+        assert fh.pending == 0

@@ -201,16 +201,23 @@ def settle(obj=None):
             continue
         if not (<AsyncIOHandle>h).done():
             left += 1
+    cdef _Parked r
     for n, rec in list(_parked.items()):
-        if obj is None or obj is (<_Parked>rec).file or obj is (<_Parked>rec).buffer \
-                or obj is (<_Parked>rec).stream_state:
+        r = <_Parked>rec
+        if r.lost:
+            continue
+        if obj is None or obj is r.file or obj is r.buffer or obj is r.stream_state:
+            err = _stream_query(r.stream)
+            if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
+                _lose(r)   # destroyed behind the binding's back
+                continue
             left += 1
     return left
 
 
-# Not tracked by the cyclic GC (``no_gc``): a handle only refers to the file,
-# buffer, stream and event it keeps alive, which do not refer back to it, and
-# skipping the tracking keeps the submit path short.
+# Not tracked by the cyclic GC (``no_gc``), which keeps the submit path
+# short: a cycle through a handle (``fh.h = fh.read_async(...)``) is broken
+# once its completion is observed, by the GC callback in _observe.pxi.
 @cython.no_gc
 @cython.freelist(64)
 cdef class AsyncIOHandle:
@@ -252,6 +259,8 @@ cdef class AsyncIOHandle:
     def __init__(self, size=0, file_offset=0, buffer_offset=0):
         cdef size_t n
         cdef hoff_t f, b
+        if size is None:
+            raise TypeError("size must be an int, not None")
         _io_range(<size_t>-1, size, file_offset, buffer_offset, &n, &f, &b)
         self._gen = _fork_gen
         if self._slot < 0:
@@ -312,6 +321,7 @@ cdef class AsyncIOHandle:
         rec.buffer = self._buffer
         rec.stream_state = self._state
         rec.event = self._event
+        rec.stream = self._stream
         _parked[self._slot] = rec
         try:
             _load_hip_capi()
@@ -325,7 +335,7 @@ cdef class AsyncIOHandle:
                 if err == HIP_SUCCESS:
                     state[0] = SLOT_DONE
                 elif err != HIP_ERROR_NOT_READY:
-                    rec.lost = 1
+                    _lose(rec)
             except BaseException:
                 pass
 

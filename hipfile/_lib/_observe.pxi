@@ -32,14 +32,31 @@ def wait_for(obj=None, timeout=None):
             left = max(0.0, deadline - _time.monotonic())
         (<AsyncIOHandle>h)._wait_complete(left)
     for n, rec in list(_parked.items()):
-        if (<_Parked>rec).lost:
-            continue
         if obj is None or obj is (<_Parked>rec).file or obj is (<_Parked>rec).buffer \
                 or obj is (<_Parked>rec).stream_state:
-            if deadline >= 0:
-                left = max(0.0, deadline - _time.monotonic())
-            wait_interruptible(WAIT_FLAG, <uintptr_t>_state_ptr(n), left)
+            _wait_parked(n, <_Parked>rec, deadline)
     return settle(obj)
+
+
+cdef int _wait_parked(int n, _Parked rec, double deadline) except -1:
+    # Wait for the marker behind a parked slot, in slices; between them the
+    # stream is queried, so a stream destroyed meanwhile ends the wait (the
+    # slot is then lost) instead of blocking for ever.
+    cdef double left
+    cdef int err
+    while not rec.lost:
+        left = 0.1
+        if deadline >= 0:
+            left = min(0.1, max(0.0, deadline - _time.monotonic()))
+        if wait_interruptible(WAIT_FLAG, <uintptr_t>_state_ptr(n), left,
+                              SLOT_DONE) == HIP_SUCCESS:
+            return 1
+        if deadline >= 0 and _time.monotonic() >= deadline:
+            return 0
+        err = _stream_query(rec.stream)
+        if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
+            _lose(rec)
+    return 0
 
 
 # Finalizers that found operations in flight: the objects are kept here and
@@ -89,7 +106,7 @@ def _gc_observe(phase, info):
     cdef dict idle
     cdef AsyncIOHandle h
     cdef int err
-    if phase != "start" or _exiting or _fork_gen and _pending_head == NULL:
+    if phase != "start" or _exiting:
         return
     if info.get("generation", 0) < 1:
         return

@@ -62,6 +62,17 @@ cdef class _Parked:
     cdef object stream_state
     cdef object event
     cdef bint lost
+    cdef uintptr_t stream
+
+
+cdef void _lose(_Parked rec):
+    # The stream can no longer be queried: what the operation uses is
+    # released now; the slot waits for a device synchronise (trim_pool).
+    rec.lost = 1
+    _release_refs(rec.file, rec.buffer, rec.stream_state)
+    rec.file = None
+    rec.buffer = None
+    rec.stream_state = None
 
 
 cdef int _new_page() except -1:

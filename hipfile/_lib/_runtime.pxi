@@ -126,7 +126,7 @@ cdef int _event_query_h(uintptr_t ev) except? -1:
 cdef enum WaitKind:
     WAIT_EVENT = 0     # target: a hipEvent_t
     WAIT_STREAM = 1    # target: a hipStream_t
-    WAIT_FLAG = 2      # target: address of an unsigned char, ready when != 0
+    WAIT_FLAG = 2      # target: address of an unsigned char, ready when == ready_value
 
 
 cdef inline double _now() noexcept nogil:
@@ -135,14 +135,16 @@ cdef inline double _now() noexcept nogil:
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
-cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s) except -1:
+cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
+                            unsigned char ready_value=1) except -1:
     """Wait until a HIP event or stream has passed its work, or until a C
     flag (written by another thread or a host function with a release
-    store) is non-zero.
+    store) equals ``ready_value``.
 
     ``kind`` is ``WAIT_EVENT``, ``WAIT_STREAM`` or ``WAIT_FLAG``; ``target``
     the ``hipEvent_t``, ``hipStream_t`` or ``unsigned char *`` as an integer;
-    ``timeout_s`` seconds, negative for no limit. Returns ``HIP_SUCCESS``
+    ``timeout_s`` seconds, negative for no limit; ``ready_value`` the flag's
+    value that means ready (WAIT_FLAG only). Returns ``HIP_SUCCESS``
     (0) once ready, ``HIP_ERROR_NOT_READY`` (600) when the timeout passed,
     or the ``hipError_t`` of a failed query (left to the caller). Never
     blocks in C for more than 2 ms: queries are repeated with a backoff
@@ -160,7 +162,7 @@ cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s) except
     while True:
         if kind == WAIT_FLAG:
             err = HIP_SUCCESS if hipfile_atomic_load_u8(<unsigned char *>target) \
-                else HIP_ERROR_NOT_READY
+                == ready_value else HIP_ERROR_NOT_READY
         elif kind == WAIT_EVENT:
             err = _event_query_h(target)
         else:
