@@ -202,7 +202,9 @@ def settle(obj=None):
         if not (<AsyncIOHandle>h).done():
             left += 1
     cdef _Parked r
-    for n, rec in list(_parked.items()):
+    # a snapshot: the loop body may let other threads change _parked
+    snapshot = list(_parked.items())
+    for n, rec in snapshot:
         r = <_Parked>rec
         if r.lost:
             continue

@@ -8,11 +8,13 @@
 #   the object is kept in ``_deferred`` and released by the sweep that sees
 #   the operations complete (``_sweep`` calls ``_retry_deferred``).
 # - A handle that takes part in a reference cycle (``fh.h = fh.read_async()``)
-#   is not tracked by the cyclic GC, which keeps submit short: before each
-#   collection of the older generations a GC callback observes the pending
-#   handles that have completed (one non-blocking query per stream), which
-#   drops their references and so breaks the cycle. Nothing is added to the
-#   submit path.
+#   is not tracked by the cyclic GC, which keeps submit short: each
+#   collection of the older generations schedules (``Py_AddPendingCall``)
+#   an observation of the pending handles that have completed (one
+#   non-blocking query per stream), which drops their references and so
+#   breaks the cycle. Nothing is added to the submit path.
+# - Nothing here runs inside a GC callback but the scheduling: the callback
+#   may fire in the middle of any loop over the pending list or ``_parked``.
 
 def wait_for(obj=None, timeout=None):
     """Wait until the stream-ordered operations using ``obj`` (a file,
@@ -31,7 +33,9 @@ def wait_for(obj=None, timeout=None):
         if deadline >= 0:
             left = max(0.0, deadline - _time.monotonic())
         (<AsyncIOHandle>h)._wait_complete(left)
-    for n, rec in list(_parked.items()):
+    # a snapshot: the loop body may let other threads change _parked
+    snapshot = list(_parked.items())
+    for n, rec in snapshot:
         if obj is None or obj is (<_Parked>rec).file or obj is (<_Parked>rec).buffer \
                 or obj is (<_Parked>rec).stream_state:
             _wait_parked(n, <_Parked>rec, deadline)
@@ -99,17 +103,38 @@ def deferred_releases():
     return [item[0] for item in _deferred]
 
 
+ctypedef int (*_pending_fn_t)(void *) noexcept
+
+cdef extern from "Python.h":
+    int Py_AddPendingCall(_pending_fn_t func, void *arg) noexcept
+
+cdef bint _observe_scheduled = 0
+
+
 def _gc_observe(phase, info):
-    # Observe completed handles before older-generation collections, which
-    # drops their references and breaks cycles through them (handles are
-    # not tracked by the cyclic GC). Never blocks, never raises.
+    # A GC callback runs inside arbitrary allocations, even in the middle of
+    # our own loops over the pending list or the parked slots: it only
+    # schedules the work, which the main thread runs between bytecodes
+    # (where other threads may run too, so our structures are consistent).
+    global _observe_scheduled
+    if phase != "start" or _exiting or _observe_scheduled:
+        return
+    if info.get("generation", 0) < 1 or (_pending_head == NULL and not _parked):
+        return
+    if Py_AddPendingCall(<_pending_fn_t>_observe_pending, NULL) == 0:
+        _observe_scheduled = 1
+
+
+cdef int _observe_pending(void *arg) except -1:
+    # Observe completed handles, which drops their references and breaks
+    # cycles through them (handles are not tracked by the cyclic GC). Never
+    # blocks; errors are dropped, a KeyboardInterrupt propagates.
+    global _observe_scheduled
+    _observe_scheduled = 0
+    if _exiting:
+        return 0
     cdef dict idle
     cdef AsyncIOHandle h
-    cdef int err
-    if phase != "start" or _exiting:
-        return
-    if info.get("generation", 0) < 1:
-        return
     try:
         if _pending_head != NULL:
             idle = {}
@@ -126,8 +151,9 @@ def _gc_observe(phase, info):
                 if ok:
                     h._observed()
         _sweep()
-    except BaseException:
+    except Exception:
         pass
+    return 0
 
 
 import gc as _gc
