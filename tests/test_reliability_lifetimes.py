@@ -97,26 +97,33 @@ def test_handle_dropped_after_its_stream_was_destroyed(driver, data_file):
 
 
 def test_done_from_two_threads_records_one_event(driver, data_file):
+    import sys
+
     path, _ = data_file
-    emu().set_completion_delay(300_000)
-    with device_array(2 * N) as dev, hip_stream() as s, FileHandle(path) as fh:
-        h = fh.read_async(dev, N, 0, 0, s)
-        fh.read_async(dev, N, 0, N, s)  # keeps the stream busy behind h
-        barrier = threading.Barrier(8)
+    emu().set_completion_delay(20_000)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        with device_array(2 * N) as dev, hip_stream() as s, FileHandle(path) as fh:
+            for _ in range(10):
+                h = fh.read_async(dev, N, 0, 0, s)
+                fh.read_async(dev, N, 0, N, s)  # keeps the stream busy behind h
+                barrier = threading.Barrier(8)
 
-        def poll() -> None:
-            barrier.wait()
-            h.done()
+                def poll(h=h, barrier=barrier) -> None:
+                    barrier.wait()
+                    h.done()
 
-        threads = [threading.Thread(target=poll) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert emu().counters()["events"] == 1
-        assert h.wait() == N
-        hipfile._lib._hipfile.wait_for(fh)
-    # the autouse fixture checks that no event leaked
+                threads = [threading.Thread(target=poll) for _ in range(8)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                assert emu().counters()["events"] == 1
+                assert h.wait() == N
+                _hipfile.wait_for(fh)
+    finally:
+        sys.setswitchinterval(interval)
 
 
 def test_dropped_stream_with_work_in_flight_is_deregistered_later(driver, data_file):
