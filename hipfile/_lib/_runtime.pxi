@@ -38,9 +38,7 @@ ctypedef int (*hip_handle_fn_t)(void *) noexcept nogil
 
 cdef hip_launch_host_func_t _c_launch_host_func = NULL
 cdef hip_handle_fn_t _c_stream_query = NULL
-cdef hip_handle_fn_t _c_stream_sync = NULL
 cdef hip_handle_fn_t _c_event_query = NULL
-cdef hip_handle_fn_t _c_event_sync = NULL
 cdef bint _capi_tried = 0
 
 DEF HIP_SUCCESS = 0
@@ -62,8 +60,7 @@ cdef void *_capsule_fn(dict capi, str name, bytes signature):
 
 
 cdef int _load_hip_capi() except -1:
-    global _capi_tried, _c_launch_host_func, _c_stream_query, _c_stream_sync
-    global _c_event_query, _c_event_sync
+    global _capi_tried, _c_launch_host_func, _c_stream_query, _c_event_query
     if _capi_tried:
         return 0
     _capi_tried = 1
@@ -77,12 +74,8 @@ cdef int _load_hip_capi() except -1:
             capi, "hipLaunchHostFunc", b"enum hipError_t (hipStream_t, hipHostFn_t, void *)")
         _c_stream_query = <hip_handle_fn_t>_capsule_fn(
             capi, "hipStreamQuery", b"enum hipError_t (hipStream_t)")
-        _c_stream_sync = <hip_handle_fn_t>_capsule_fn(
-            capi, "hipStreamSynchronize", b"enum hipError_t (hipStream_t)")
         _c_event_query = <hip_handle_fn_t>_capsule_fn(
             capi, "hipEventQuery", b"enum hipError_t (hipEvent_t)")
-        _c_event_sync = <hip_handle_fn_t>_capsule_fn(
-            capi, "hipEventSynchronize", b"enum hipError_t (hipEvent_t)")
         if _c_launch_host_func != NULL:
             break
     return 0
@@ -184,33 +177,6 @@ cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
 
 cdef int _hip_fail(int err, str func) except -1:
     raise HipRuntimeError(hip_err=err, func=func)
-
-
-cdef int _stream_sync(uintptr_t stream) except -1:
-    cdef int err
-    _load_hip_capi()
-    if _c_stream_sync != NULL:
-        with nogil:
-            err = _c_stream_sync(<void *>stream)
-    else:
-        err = int(_hipapi().hip.hipStreamSynchronize(stream)[0])
-    if err != HIP_SUCCESS:
-        _hip_fail(err, "hipStreamSynchronize")
-    return 0
-
-
-cdef int _event_sync(object event) except -1:
-    cdef int err
-    cdef uintptr_t ev = int(event)
-    _load_hip_capi()
-    if _c_event_sync != NULL:
-        with nogil:
-            err = _c_event_sync(<void *>ev)
-    else:
-        err = int(_hipapi().hip.hipEventSynchronize(event)[0])
-    if err != HIP_SUCCESS:
-        _hip_fail(err, "hipEventSynchronize")
-    return 0
 
 
 cdef int _launch_marker(uintptr_t stream, unsigned char *state):
