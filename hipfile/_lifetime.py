@@ -1,12 +1,105 @@
-"""Context managers and finalizers shared by objects that hold a library resource."""
+"""Context manager and finalizer shared by objects that hold a registration.
+
+One rule for every object that holds a hipFile resource (FileHandle, Buffer,
+Stream, Driver):
+
+* explicit ``close()`` / ``deregister()`` never wait: with operations in
+  flight they raise :class:`~hipfile.InFlightError` and change nothing;
+* leaving a ``with`` block waits for the object's stream-ordered operations
+  (interruptibly, like ``ThreadPoolExecutor``), then closes. An exception
+  raised in the block propagates unchanged; a failure while waiting or
+  closing is attached to it (``__context__`` and a note), never substituted;
+* a finalizer never raises and never drops a registration: an object
+  collected with operations in flight is kept until they complete, then
+  closed (with a ``ResourceWarning``); in a forked child or at interpreter
+  exit it only drops references.
+"""
 
 from __future__ import annotations
 
+import time
 import warnings
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from hipfile._lib import _hipfile
+from hipfile.errors import InFlightError
 
 _T = TypeVar("_T", bound="RegistrationLifetime")
+
+#: How long leaving a ``with`` block waits for batch entries and parallel
+#: tasks (operations outside the stream-ordered path) before closing.
+HELD_WAIT_TIMEOUT = 10.0
+
+
+def wait_idle(obj: Any, state: Any) -> None:
+    """Wait for the operations using ``obj``: stream-ordered ones without
+    limit (interruptible), batch entries and parallel tasks (``_held``) for
+    at most :data:`HELD_WAIT_TIMEOUT` seconds."""
+    if state is not None:
+        _hipfile.wait_for(state)
+    held = getattr(obj, "_held_count", None)
+    if held is None:
+        return
+    deadline = time.monotonic() + HELD_WAIT_TIMEOUT
+    delay = 1e-4
+    while held() and time.monotonic() < deadline:
+        time.sleep(delay)
+        delay = min(delay * 2, 0.01)
+
+
+def exit_block(exc: BaseException | None, wait: Callable[[], None],
+               close: Callable[[], None]) -> None:
+    """Leave a ``with`` block: wait, then close. Without an exception from
+    the block, failures propagate; with one, they are attached to it. An
+    interrupted wait (``KeyboardInterrupt``) propagates and closes nothing."""
+    if exc is None:
+        wait()
+        close()
+        return
+    try:
+        wait()
+    except Exception as err:  # attached, never substituted
+        _attach(exc, err)
+    try:
+        close()
+    except Exception as err:
+        _attach(exc, err)
+
+
+def _attach(exc: BaseException, err: BaseException) -> None:
+    if exc.__context__ is None and err is not exc:
+        exc.__context__ = err
+    add_note = getattr(exc, "add_note", None)  # Python >= 3.11
+    if add_note is not None:
+        add_note(f"while leaving the with block: {type(err).__name__}: {err}")
+
+
+def finalize(obj: Any, release: str, live: Callable[[], bool], message: str) -> None:
+    """The finalizer: release quietly in a child or at exit, defer while
+    operations are in flight, warn when something was left open."""
+    if not live():
+        return
+    if _hipfile.finalizing():
+        return
+    if getattr(obj, "inherited", False):
+        try:
+            getattr(obj, release)()   # drops the inherited state only
+        except Exception:
+            pass
+        return
+    text = repr(obj)  # before releasing changes what it says
+    try:
+        getattr(obj, release)()
+    except InFlightError:
+        _hipfile.defer_release(obj, release)
+        warnings.warn(f"{text} was collected with operations in flight; it is released "
+                      "once they complete", ResourceWarning, stacklevel=2)
+        return
+    except Exception:
+        return
+    warnings.warn(f"{text} {message}", ResourceWarning, stacklevel=2)
 
 
 class RegistrationLifetime:
@@ -26,23 +119,20 @@ class RegistrationLifetime:
 
         def deregister(self) -> None: ...
 
+    def _inflight_state(self) -> Any:
+        return self
+
     def __enter__(self: _T) -> _T:
         self.register()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.deregister()
+        exit_block(exc, lambda: wait_idle(self, self._inflight_state()), self.deregister)
 
     def __del__(self) -> None:
-        if self.registered:
-            text = repr(self)  # before deregistering changes what it says
-            try:
-                self.deregister()
-            except Exception:
-                return
-            warnings.warn(f"{text} was still registered; deregistered it",
-                          ResourceWarning, stacklevel=1)
+        finalize(self, "deregister", lambda: bool(self.registered),
+                 "was still registered; deregistered it")
 
 
 class Closes:
@@ -55,7 +145,7 @@ class Closes:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self.close()
+        exit_block(exc, lambda: None, self.close)
 
 
 class ClosesWhenCollected(Closes):
@@ -67,11 +157,4 @@ class ClosesWhenCollected(Closes):
         raise NotImplementedError
 
     def __del__(self) -> None:
-        if not self._left_open():
-            return
-        text = repr(self)  # before closing changes what it says
-        try:
-            self.close()
-        except Exception:
-            return
-        warnings.warn(f"{text} was not closed", ResourceWarning, stacklevel=1)
+        finalize(self, "close", self._left_open, "was not closed")

@@ -218,6 +218,10 @@ class BatchIO(ClosesWhenCollected):
         self._next_id = 1
         self._closing = False
         self._events = np.zeros(n, dtype=IO_EVENTS)
+        # rows of _events the library handed over and not yet turned into
+        # BatchEvents (written by the shim before it returns: an interrupt
+        # right after the call loses nothing)
+        self._nr = np.zeros(1, dtype=np.uint32)
         self._handle = _hipfile.batch_io_set_up(n)
 
     # -- state ------------------------------------------------------------
@@ -436,51 +440,64 @@ class BatchIO(ClosesWhenCollected):
         entry.owner = None
         entry.buffer_core = None
 
-    def _poll(self, handle: int, min_nr: int, timeout: float | None) -> list[BatchEvent]:
-        """One library call; the caller holds ``_status_lock``."""
+    def _poll(self, handle: int, min_nr: int, timeout: float | None) -> None:
+        """One library call; the caller holds ``_status_lock``. Events go to
+        ``_undelivered`` as they are decoded, so an interrupted wait (Ctrl-C)
+        keeps them for the next call."""
+        self._drain()
         with self._lock:
             min_nr = min(min_nr, len(self._inflight))
-        n = _hipfile.batch_io_get_status(handle, min_nr, self._max_nr,
-                                         self._events.ctypes.data, timeout)
+        _hipfile.batch_io_get_status(handle, min_nr, self._max_nr, self._events.ctypes.data,
+                                     timeout, self._nr.ctypes.data)
+        self._drain()
+
+    def _drain(self) -> None:
+        """Decode the rows the last library call handed over."""
+        n = int(self._nr[0])
         if n == 0:
-            return []
+            return
         rows = self._events[:n]
         cookies = rows["cookie"].tolist()
         statuses = rows["status"].tolist()
         rets = rows["ret"].tolist()
-        out = []
         with self._lock:
             for token, st, ret in zip(cookies, statuses, rets, strict=True):
                 entry = self._inflight.get(token)
                 if entry is None:
-                    continue  # not ours (cannot happen with a sane library)
+                    continue  # decoded already (an interrupted drain), or not ours
                 status = Status(st)
-                out.append(BatchEvent(entry.cookie, status, int(ret), entry.id, entry.opcode))
+                self._undelivered.append(
+                    BatchEvent(entry.cookie, status, int(ret), entry.id, entry.opcode))
                 if status & _FINAL:
                     self._finish(entry)
-        return out
+            self._nr[0] = 0
+
+    def _gather(self, min_nr: int, deadline: float | None) -> None:
+        """Poll until ``min_nr`` events are undelivered, nothing is in
+        flight, or ``deadline`` passed; the caller holds ``_status_lock``."""
+        first = True
+        while True:
+            handle = self._handle
+            if handle is None or (self._closing and not first):
+                return
+            need = max(0, min_nr - len(self._undelivered))
+            if deadline is None:
+                wait = _SLICE
+            else:
+                wait = max(0.0, min(_SLICE, deadline - time.monotonic()))
+            self._poll(handle, need if wait > 0 else 0, wait if need else 0.0)
+            first = False
+            if len(self._undelivered) >= min_nr or not self._inflight:
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                return
 
     def _collect(self, min_nr: int, timeout: float | None) -> list[BatchEvent]:
         """Events until ``min_nr`` of them arrived or ``timeout`` passed."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._status_lock:
+            self._gather(min_nr, deadline)
             out, self._undelivered = self._undelivered, []
-            first = True
-            while True:
-                handle = self._handle
-                if handle is None or (self._closing and not first):
-                    break
-                need = max(0, min_nr - len(out))
-                if deadline is None:
-                    wait = _SLICE
-                else:
-                    wait = max(0.0, min(_SLICE, deadline - time.monotonic()))
-                out += self._poll(handle, need if wait > 0 else 0, wait if need else 0.0)
-                first = False
-                if len(out) >= min_nr or not self._inflight:
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
             return out
 
     def get_status(self, min_nr: int = 0, timeout: float | None = None) -> list[BatchEvent]:
@@ -547,26 +564,25 @@ class BatchIO(ClosesWhenCollected):
         TimeoutError
             Entries are still in flight after ``timeout``. The events
             collected so far are kept and returned by the next
-            :meth:`get_status` or :meth:`wait`.
+            :meth:`get_status` or :meth:`wait`; so are they when the wait
+            is interrupted (``KeyboardInterrupt``, seen within 0.1 s).
         ValueError
             The batch is closed or ``timeout`` is negative.
         """
         self._check_open()
         timeout = self._check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
-        out: list[BatchEvent] = []
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            out += self._collect(len(self._inflight), left)
-            if not self._inflight:
-                return out
-            if self._handle is None or self._closing:
-                raise ValueError("the BatchIO was closed while waiting")
-            if deadline is not None and time.monotonic() >= deadline:
-                with self._status_lock:
-                    self._undelivered = out + self._undelivered
-                raise TimeoutError(f"{len(self._inflight)} batch entry(ies) still in flight "
-                                   f"after {timeout} s")
+        with self._status_lock:
+            while True:
+                self._gather(len(self._undelivered) + len(self._inflight), deadline)
+                if not self._inflight:
+                    out, self._undelivered = self._undelivered, []
+                    return out
+                if self._handle is None or self._closing:
+                    raise ValueError("the BatchIO was closed while waiting")
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"{len(self._inflight)} batch entry(ies) still in "
+                                       f"flight after {timeout} s")
 
     def cancel(self) -> None:
         """Cancel the entries in flight.

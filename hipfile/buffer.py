@@ -5,7 +5,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from hipfile._interop import buffer_info, pointer_value
+from hipfile._interop import as_int, buffer_info, pointer_value
 from hipfile._lib._hipfile import _BufferCore
 from hipfile._lifetime import RegistrationLifetime
 
@@ -59,6 +59,7 @@ class Buffer(_BufferCore, RegistrationLifetime):
             except TypeError:
                 ptr, size, owner = pointer_value(buffer_ptr), None, buffer_ptr
         if length is not None:
+            length = as_int(length, "length")
             if length < 0:
                 raise ValueError(f"length must be >= 0, got {length}")
             if size is not None and length > size:

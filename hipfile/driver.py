@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import operator
+from types import TracebackType
 
 from hipfile._lib import _hipfile
-from hipfile._lifetime import Closes
+from hipfile._lifetime import Closes, exit_block
 
 __all__ = ["Driver", "use_count"]
 
@@ -75,6 +76,20 @@ class Driver(Closes):
 
     def __enter__(self) -> Driver:
         return self.open()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        """Wait for the stream-ordered operations in flight (when this is the
+        last reference, whose close drops every registration), then close.
+
+        An exception raised in the block propagates unchanged; a failure
+        while waiting or closing is attached to it as context.
+        """
+        def wait() -> None:
+            if self._open and use_count() <= 1:
+                _hipfile.wait_for(None)
+
+        exit_block(exc, wait, self.close)
 
     def __repr__(self) -> str:
         return f"<hipfile.Driver {'open' if self._open else 'closed'}>"

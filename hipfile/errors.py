@@ -22,6 +22,7 @@ __all__ = [
     "BatchFullError",
     "ClosedFileError",
     "DriverNotInitializedError",
+    "ForkedProcessError",
     "HandleAlreadyRegisteredError",
     "HandleNotRegisteredError",
     "HipFileException",
@@ -224,6 +225,17 @@ class ClosedFileError(_PackageError, ValueError, RuntimeError):
     """
 
     _default = "I/O operation on a closed FileHandle"
+
+
+class ForkedProcessError(_PackageError, RuntimeError):
+    """An object opened, registered or submitted in another process (the
+    parent of a ``fork``) was used here. hipFile state does not survive
+    ``fork``: the child must open its own files and register its own
+    buffers and streams. Inherited objects can still be closed or
+    deregistered (nothing is asked of the library) and are dropped quietly.
+    Raised by the package: ``hipfile_err`` is 0."""
+
+    _default = "object inherited across fork"
 
 
 class HipFileLibraryError(OSError):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 import stat
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
-from hipfile._lifetime import ClosesWhenCollected
+from hipfile._lifetime import ClosesWhenCollected, exit_block, finalize, wait_idle
 from hipfile._transfer import transfer
 from hipfile.enums import FileHandleType
 
@@ -159,10 +160,19 @@ class FileHandle(_FileCore, ClosesWhenCollected):
     def close(self) -> None:
         """Deregister the handle and close the descriptor (idempotent).
 
+        Never waits (leaving a ``with`` block does). In a forked child, an
+        inherited handle is only dropped: the descriptor is closed and the
+        parent's registration is left alone.
+
         Raises
         ------
         InFlightError
-            Asynchronous operations on this file are still in flight.
+            Asynchronous operations on this file are still in flight
+            (nothing is changed).
+
+        See Also
+        --------
+        hipFileHandleDeregister
         """
         handle = self._detach()
         if handle is not None:
@@ -177,6 +187,18 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     def _left_open(self) -> bool:
         return self.handle is not None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        """Wait for this file's operations in flight, then close.
+
+        An exception raised in the block propagates unchanged; a failure
+        while waiting or closing is attached to it as context.
+        """
+        exit_block(exc, lambda: wait_idle(self, self), self.close)
+
+    def __del__(self) -> None:
+        finalize(self, "close", lambda: self.handle is not None, "was not closed")
 
     def __repr__(self) -> str:
         state = "closed" if self.handle is None else f"fd={self._fd}"

@@ -24,6 +24,7 @@ import concurrent.futures
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
@@ -32,6 +33,9 @@ from hipfile import defaults
 from hipfile._interop import as_int, io_range
 from hipfile._lib._hipfile import _BufferCore, _FileCore
 from hipfile._transfer import transfer
+
+#: Longest single blocking wait in IOFuture, so that signals are seen.
+_WAIT_SLICE = 0.05
 
 __all__ = [
     "IOFuture",
@@ -373,8 +377,14 @@ class IOFuture:
         return self._exception
 
     def _wait(self, timeout: float | None) -> None:
-        if not self._event.wait(timeout):
-            raise TimeoutError(f"{self!r} not done after {timeout} s")
+        # Short slices: a signal delivered to another thread (Ctrl-C can
+        # land on any thread) is handled by the main thread between them.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._event.wait(_WAIT_SLICE if deadline is None
+                                   else max(0.0, min(_WAIT_SLICE,
+                                                     deadline - time.monotonic()))):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{self!r} not done after {timeout} s")
 
     def add_done_callback(self, fn: Callable[[IOFuture], Any]) -> None:
         """Call ``fn(self)`` once every task has ended (at once if already

@@ -143,3 +143,17 @@ def saved_config() -> Iterator[None]:
     with hipfile.Driver():
         for p, v in saved:
             set_parameter(p, v)
+
+
+try:  # property-based tests: a bounded budget in CI
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(
+        "ci", max_examples=40, deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    settings.register_profile(
+        "dev", max_examples=10, deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+except ImportError:  # pragma: no cover
+    pass

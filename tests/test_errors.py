@@ -250,6 +250,7 @@ def test_status_exceptions_pickle(exc: errors.HipFileException) -> None:
     [
         errors.ClosedFileError("I/O operation on a closed FileHandle"),
         errors.InFlightError("cannot close the file: 2 in flight", "close"),
+        errors.ForkedProcessError("the file was opened in process 1"),
         errors.HipFileLibraryNotFound("libhipfile could not be loaded; tried: /x"),
         errors.HipFileSymbolNotFound("hipFileDriverOpen is not exported"),
         errors.HipFileLibraryError("libhipfile lacks a function"),
@@ -270,6 +271,7 @@ def test_every_exported_exception_is_covered() -> None:
     covered = {type(e) for e in _status_exceptions()} | {
         errors.ClosedFileError,
         errors.InFlightError,
+        errors.ForkedProcessError,
         errors.HipFileLibraryError,
         errors.HipFileLibraryNotFound,
         errors.HipFileSymbolNotFound,

@@ -9,6 +9,14 @@
 #   the garbage collector) and enqueues a host function that marks it done.
 # - The pending list holds borrowed pointers: a handle unlinks itself before
 #   it dies.
+# - A stream that can no longer be queried (destroyed behind the binding's
+#   back) ends its handles as *lost*: their file, buffer and stream are
+#   released, the slot is never reused before ``hipDeviceSynchronize``, and
+#   ``wait()`` raises HipRuntimeError.
+# - Completion already observed (``_complete``) or marked (``SLOT_DONE``) is
+#   read without touching the stream.
+# - Handles are not tracked by the cyclic GC (submit speed); cycles through
+#   them are broken by observing completion (see _observe.pxi).
 
 _interop_mod = None
 
@@ -27,6 +35,8 @@ cdef PyObject *_pending_head = NULL
 
 
 cdef int _check_file(_FileCore f) except -1:
+    if f._gen != _fork_gen and f._is_open:
+        _forked("this FileHandle")
     if not f._is_open:
         raise ClosedFileError("I/O operation on a closed FileHandle")
     if f._epoch != _driver_epoch:
@@ -60,6 +70,8 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     # buffer
     if isinstance(buffer, _BufferCore):
         bc = <_BufferCore>buffer
+        if bc._gen != _fork_gen and bc._registered:
+            _forked("this Buffer")
         base = bc._ptr
         length = bc._length
         buf_owner = buffer
@@ -82,7 +94,9 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
             o = _stream_states.get(sh)
             if o is not None:
                 st = <_StreamState>o
-    if st is not None and not st.registered:
+    if st is not None and (not st.registered or st.gen != _fork_gen):
+        if st.registered:
+            _forked("this Stream")
         st = None
     _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff)
 
@@ -110,6 +124,7 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         raise_status(e.err, e.hip_drv_err,
                      "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync")
     h._opcode = opcode
+    h._gen = _fork_gen
     h._submitted = 1
     h._file = f
     h._buffer = buf_owner
@@ -155,7 +170,7 @@ cdef void _release_refs(object file, object buffer, object state):
 
 
 cdef void _destroy_event(object event):
-    if event is None:
+    if event is None or _exiting:
         return
     try:
         _hipapi().hip.hipEventDestroy(event)
@@ -184,16 +199,25 @@ def settle(obj=None):
             continue
         if not (<AsyncIOHandle>h).done():
             left += 1
-    for n, rec in list(_parked.items()):
-        if obj is None or obj is (<_Parked>rec).file or obj is (<_Parked>rec).buffer \
-                or obj is (<_Parked>rec).stream_state:
+    cdef _Parked r
+    # a snapshot: the loop body may let other threads change _parked
+    snapshot = list(_parked.items())
+    for n, rec in snapshot:
+        r = <_Parked>rec
+        if r.lost:
+            continue
+        if obj is None or obj is r.file or obj is r.buffer or obj is r.stream_state:
+            err = _stream_query(r.stream)
+            if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
+                _lose(r)   # destroyed behind the binding's back
+                continue
             left += 1
     return left
 
 
-# Not tracked by the cyclic GC (``no_gc``): a handle only refers to the file,
-# buffer, stream and event it keeps alive, which do not refer back to it, and
-# skipping the tracking keeps the submit path short.
+# Not tracked by the cyclic GC (``no_gc``), which keeps the submit path
+# short: a cycle through a handle (``fh.h = fh.read_async(...)``) is broken
+# once its completion is observed, by the GC callback in _observe.pxi.
 @cython.no_gc
 @cython.freelist(64)
 cdef class AsyncIOHandle:
@@ -225,20 +249,28 @@ cdef class AsyncIOHandle:
     cdef object _slots_ptr
     cdef PyObject *_prev
     cdef PyObject *_next
+    cdef int _lost
+    cdef unsigned long _gen
 
     def __cinit__(self):
         self._slot = -1
         self._s = NULL
 
-    def __init__(self, size_t size=0, hoff_t file_offset=0, hoff_t buffer_offset=0):
+    def __init__(self, size=0, file_offset=0, buffer_offset=0):
+        cdef size_t n
+        cdef hoff_t f, b
+        if size is None:
+            raise TypeError("size must be an int, not None")
+        _io_range(<size_t>-1, size, file_offset, buffer_offset, &n, &f, &b)
+        self._gen = _fork_gen
         if self._slot < 0:
             self._slot = _take()
             self._s = _slot_ptr(self._slot)
-        self._s.size = size
-        self._s.file_offset = file_offset
-        self._s.buffer_offset = buffer_offset
+        self._s.size = n
+        self._s.file_offset = f
+        self._s.buffer_offset = b
         self._s.bytes_done = 0
-        self._submitted_size = size
+        self._submitted_size = n
 
     cdef bint _uses(self, obj):
         return obj is self._file or obj is self._buffer or obj is self._state
@@ -254,15 +286,30 @@ cdef class AsyncIOHandle:
         self._stream_owner = None
         self._state = None
 
+    cdef void _abandon(self, int err):
+        # The stream (or event) can no longer be queried: release what the
+        # operation uses; the slot stays out of use (see _park_lost).
+        self._lost = err if err != 0 else -1
+        self._observed()
+
     def __dealloc__(self):
         cdef _Parked rec
-        if self._slot < 0:
+        if self._slot < 0 or self._gen != _fork_gen:
+            return   # inherited through fork: the parent owns the slot
+        if self._lost:
+            rec = _Parked.__new__(_Parked)
+            rec.event = self._event
+            rec.lost = 1
+            _state_ptr(self._slot)[0] = SLOT_PARKED
+            _parked[self._slot] = rec
             return
         if not self._submitted or self._complete:
             if self._event is not None:
                 _destroy_event(self._event)
             _give_back(self._slot)
             return
+        if _exiting:
+            return   # in flight at exit: touch nothing
         # Dropped before completion was observed: park the slots (and the
         # objects the operation uses) until a host function enqueued behind
         # the operation marks them done. No blocking here.
@@ -274,6 +321,7 @@ cdef class AsyncIOHandle:
         rec.buffer = self._buffer
         rec.stream_state = self._state
         rec.event = self._event
+        rec.stream = self._stream
         _parked[self._slot] = rec
         try:
             _load_hip_capi()
@@ -283,8 +331,11 @@ cdef class AsyncIOHandle:
             # Could not enqueue a marker: settle now if the stream is idle,
             # otherwise the slots stay parked (never reused).
             try:
-                if _stream_query(self._stream) == HIP_SUCCESS:
+                err = _stream_query(self._stream)
+                if err == HIP_SUCCESS:
                     state[0] = SLOT_DONE
+                elif err != HIP_ERROR_NOT_READY:
+                    _lose(rec)
             except BaseException:
                 pass
 
@@ -335,6 +386,7 @@ cdef class AsyncIOHandle:
 
     @size.setter
     def size(self, value):
+        value = _as_index(value, "size")
         self._check_settable(FIXED_FILE_SIZE, "size")
         if value < 0:
             raise ValueError("size must be >= 0")
@@ -353,6 +405,7 @@ cdef class AsyncIOHandle:
 
     @file_offset.setter
     def file_offset(self, value):
+        value = _as_index(value, "file_offset")
         self._check_settable(FIXED_FILE_OFFSET, "file_offset")
         if value < 0:
             raise ValueError("file_offset must be >= 0")
@@ -365,6 +418,7 @@ cdef class AsyncIOHandle:
 
     @buffer_offset.setter
     def buffer_offset(self, value):
+        value = _as_index(value, "buffer_offset")
         self._check_settable(FIXED_BUF_OFFSET, "buffer_offset")
         if value < 0:
             raise ValueError("buffer_offset must be >= 0")
@@ -376,7 +430,11 @@ cdef class AsyncIOHandle:
     @property
     def bytes_done(self):
         """Bytes moved, or a negative error code, once the operation has
-        completed; ``None`` while it has not (not yet valid)."""
+        completed; ``None`` while it has not (not yet valid), and for an
+        operation whose stream was destroyed before its completion was
+        observed (its outcome is undefined)."""
+        if self._lost:
+            return None
         if self._complete or not self._submitted:
             return self._s.bytes_done
         if self.done():
@@ -389,10 +447,20 @@ cdef class AsyncIOHandle:
         """Whether the operation has completed (never blocks).
 
         Queries the stream; if it is busy with later work, records an event
-        behind the operation once and queries that.
+        behind the operation once and queries that. Completion already
+        observed is answered without touching the stream. If the stream can
+        no longer be queried (destroyed before completion was observed), the
+        handle ends as lost: True here, and :meth:`wait` raises.
+
+        Raises
+        ------
+        ForkedProcessError
+            The operation was submitted in the parent of a ``fork``.
         """
         if self._complete or not self._submitted:
             return bool(self._complete)
+        if self._gen != _fork_gen:
+            _forked("this AsyncIOHandle")
         cdef int err
         if self._event is None:
             err = _stream_query(self._stream)
@@ -400,14 +468,16 @@ cdef class AsyncIOHandle:
                 self._observed()
                 return True
             if err != HIP_ERROR_NOT_READY:
-                _hip_fail(err, "hipStreamQuery")
+                self._abandon(err)
+                return True
             self._record()
         err = _event_query(self._event)
         if err == HIP_SUCCESS:
             self._observed()
             return True
         if err != HIP_ERROR_NOT_READY:
-            _hip_fail(err, "hipEventQuery")
+            self._abandon(err)
+            return True
         return False
 
     cdef _record(self):
@@ -419,7 +489,29 @@ cdef class AsyncIOHandle:
         except BaseException:
             h.hip.hipEventDestroy(ev)
             raise
+        if self._event is not None:
+            # another thread recorded one while the HIP calls let it run
+            h.hip.hipEventDestroy(ev)
+            return
         self._event = ev
+
+    cdef int _wait_complete(self, double timeout_s) except -1:
+        # Wait (interruptibly) until completion is observed or the handle is
+        # lost; returns 1 when done, 0 on timeout. An interrupted wait
+        # changes nothing: the next call starts over.
+        cdef int err
+        if self._complete or not self._submitted:
+            return 1
+        if self.done():
+            return 1
+        err = wait_interruptible(WAIT_EVENT, <uintptr_t>int(self._event), timeout_s)
+        if err == HIP_ERROR_NOT_READY:
+            return 0
+        if err == HIP_SUCCESS:
+            self._observed()
+        else:
+            self._abandon(err)
+        return 1
 
     def record_event(self):
         """A HIP event (HIP-Python ``hipEvent_t``) that completes once this
@@ -430,12 +522,19 @@ cdef class AsyncIOHandle:
         """
         if not self._submitted:
             raise ValueError("the handle was never submitted")
+        if self._gen != _fork_gen:
+            _forked("this AsyncIOHandle")
         if self._event is None:
             self._record()
         return self._event
 
     def wait(self, timeout=None):
         """Block until the operation completes; return the bytes moved.
+
+        The wait polls the stream (or an event behind the operation) with a
+        backoff and checks for signals between polls: Ctrl-C raises
+        ``KeyboardInterrupt`` within a few milliseconds, and a later call
+        still returns the result.
 
         Parameters
         ----------
@@ -448,24 +547,28 @@ cdef class AsyncIOHandle:
             Not complete within ``timeout``.
         OSError, HipFileException
             The operation failed when it ran (a negative count).
+        HipRuntimeError
+            The stream was destroyed (or became invalid) before completion
+            was observed: whether the operation ran is undefined.
+        ForkedProcessError
+            The operation was submitted in the parent of a ``fork``.
+
+        See Also
+        --------
+        hipStreamQuery, hipEventQuery
         """
         if not self._submitted:
             raise ValueError("the handle was never submitted")
+        cdef double t = -1.0
         if not self._complete:
-            if timeout is None:
-                if self._event is not None:
-                    _event_sync(self._event)
-                else:
-                    _stream_sync(self._stream)
-                self._observed()
-            else:
-                deadline = _time.monotonic() + float(timeout)
-                delay = 1e-5
-                while not self.done():
-                    if _time.monotonic() >= deadline:
-                        raise TimeoutError(f"operation not complete after {timeout} s")
-                    _time.sleep(delay)
-                    delay = min(delay * 2, 1e-3)
+            if self._gen != _fork_gen:
+                _forked("this AsyncIOHandle")
+            if timeout is not None:
+                if isinstance(timeout, bool):
+                    raise TypeError("timeout must be a number or None, not bool")
+                t = max(0.0, float(timeout))
+            if not self._wait_complete(t):
+                raise TimeoutError(f"operation not complete after {timeout} s")
         return self._result()
 
     def result(self, timeout=None):
@@ -473,6 +576,11 @@ cdef class AsyncIOHandle:
         return self.wait(timeout)
 
     cdef object _result(self):
+        if self._lost:
+            raise HipRuntimeError(
+                hip_err=self._lost if self._lost > 0 else 0, func="hipStreamQuery",
+                detail="the stream was destroyed (or became invalid) before this "
+                       "operation's completion was observed; whether it ran is undefined")
         cdef ssize_t n = self._s.bytes_done
         if n >= 0:
             return n
@@ -483,6 +591,8 @@ cdef class AsyncIOHandle:
         kind = "read" if self._opcode == 0 else "write"
         if not self._submitted:
             state = "unsubmitted"
+        elif self._lost:
+            state = "lost (stream destroyed)"
         elif self._complete:
             state = f"done bytes_done={self._s.bytes_done}"
         else:

@@ -10,6 +10,12 @@
 # - ``_epoch`` is the driver epoch at registration: a registration older
 #   than ``_driver_epoch`` was dropped by the library and is never used or
 #   deregistered again.
+# - ``_gen`` / ``gen`` is the fork generation at open or registration: in a
+#   forked child an inherited registration is dropped, never passed to the
+#   library (see _process.pxi).
+# - close()/deregister() never wait: with operations in flight they raise
+#   InFlightError and change nothing. Leaving a ``with`` block waits for this
+#   object's stream-ordered operations first (see hipfile/_lifetime.py).
 
 cdef enum:
     FIXED_BUF_OFFSET = 1
@@ -231,6 +237,7 @@ cdef class _StreamState:
     cdef readonly bint registered
     cdef readonly Py_ssize_t pending
     cdef unsigned long epoch
+    cdef unsigned long gen
 
 
 cdef dict _stream_states = {}     # handle -> _StreamState (registered streams)
@@ -247,6 +254,7 @@ cdef class _BufferCore:
     cdef int _device          # -1 until the engine asks
     cdef Py_ssize_t _held
     cdef unsigned long _epoch
+    cdef unsigned long _gen
 
     def __cinit__(self):
         self._device = -1
@@ -254,6 +262,14 @@ cdef class _BufferCore:
     def _hold(self, Py_ssize_t delta):
         """Count operations outside AsyncIOHandle (batch entries) using this buffer."""
         self._held += delta
+
+    def _held_count(self):
+        return self._held
+
+    @property
+    def inherited(self):
+        """Whether the buffer was registered in the parent of a ``fork``."""
+        return bool(self._registered and self._gen != _fork_gen)
 
     @property
     def ptr(self):
@@ -303,6 +319,8 @@ cdef class _BufferCore:
         --------
         hipFileBufRegister
         """
+        if self._registered and self._gen != _fork_gen:
+            _forked("this Buffer")
         if self._registered and self._epoch == _driver_epoch:
             return
         if self._length == 0:
@@ -310,14 +328,17 @@ cdef class _BufferCore:
         buf_register(self._ptr, self._length, self._flags)
         self._registered = 1
         self._epoch = _driver_epoch
+        self._gen = _fork_gen
 
     def deregister(self):
-        """Deregister the memory (idempotent).
+        """Deregister the memory (idempotent). Never waits; in a forked
+        child an inherited registration is only dropped.
 
         Raises
         ------
         InFlightError
-            Asynchronous operations on this buffer are still in flight.
+            Asynchronous operations on this buffer are still in flight
+            (nothing is changed).
 
         See Also
         --------
@@ -325,8 +346,9 @@ cdef class _BufferCore:
         """
         if not self._registered:
             return
-        if self._epoch != _driver_epoch:
-            # the driver was closed since: the library dropped the registration
+        if self._epoch != _driver_epoch or self._gen != _fork_gen:
+            # the driver was closed since (the library dropped the
+            # registration), or this is a forked child (the parent owns it)
             self._registered = 0
             return
         if self._held:
@@ -358,6 +380,15 @@ cdef class _StreamCore:
     def registered(self):
         """Whether the stream is registered with hipFile by this object."""
         return self._state is not None and self._state.registered
+
+    @property
+    def inherited(self):
+        """Whether the stream was registered in the parent of a ``fork``."""
+        return bool(self._state is not None and self._state.registered
+                    and self._state.gen != _fork_gen)
+
+    def _inflight_state(self):
+        return self._state
 
     @property
     def pending(self):
@@ -392,6 +423,8 @@ cdef class _StreamCore:
         hipFileStreamRegister
         """
         if self._state is not None and self._state.registered:
+            if self._state.gen != _fork_gen:
+                _forked("this Stream")
             return
         stream_register(self._handle, self._flags)
         cdef _StreamState st = _StreamState.__new__(_StreamState)
@@ -399,16 +432,27 @@ cdef class _StreamCore:
         st.flags = self._flags
         st.registered = 1
         st.epoch = _driver_epoch
+        st.gen = _fork_gen
         self._state = st
         _stream_states[self._handle] = st
 
     def deregister(self):
-        """Deregister the stream (idempotent).
+        """Deregister the stream (idempotent). Never waits.
+
+        If the stream was destroyed behind the binding's back, the handles
+        on it end as lost (see :meth:`AsyncIOHandle.done`) and the
+        deregistration goes ahead: it succeeds, or raises the library's
+        error once (the object is deregistered either way). What HIP did
+        with the work queued on a destroyed stream is undefined. In a forked
+        child an inherited registration is only dropped.
 
         Raises
         ------
         InFlightError
-            Asynchronous operations on the stream are still in flight.
+            Asynchronous operations on the stream are still in flight
+            (nothing is changed).
+        HipFileException
+            The library refused (e.g. a destroyed stream); raised once.
 
         See Also
         --------
@@ -416,6 +460,11 @@ cdef class _StreamCore:
         """
         cdef _StreamState st = self._state
         if st is None or not st.registered:
+            return
+        if st.gen != _fork_gen:
+            # inherited through fork: the parent owns the registration
+            st.registered = 0
+            self._state = None
             return
         if st.pending and settle(st):
             raise InFlightError(detail=f"cannot deregister stream {self._handle:#x}: "
@@ -442,10 +491,14 @@ cdef class _FileCore:
     cdef Py_ssize_t _pending
     cdef Py_ssize_t _held
     cdef unsigned long _epoch
+    cdef unsigned long _gen
 
     def _hold(self, Py_ssize_t delta):
         """Count operations outside AsyncIOHandle (batch entries) using this file."""
         self._held += delta
+
+    def _held_count(self):
+        return self._held
 
     @property
     def pending(self):
@@ -461,6 +514,13 @@ cdef class _FileCore:
         self._fh = <hipFileHandle_t>fh
         self._is_open = 1
         self._epoch = _driver_epoch
+        self._gen = _fork_gen
+
+    @property
+    def inherited(self):
+        """Whether the file was opened in the parent of a ``fork`` (it is
+        then unusable here; close() only drops it)."""
+        return bool(self._is_open and self._gen != _fork_gen)
 
     def _check_registered(self):
         """Raise unless the file is open and its registration is current.
@@ -481,6 +541,9 @@ cdef class _FileCore:
         Raises InFlightError while operations on this file are in flight.
         """
         if not self._is_open:
+            return None
+        if self._gen != _fork_gen:
+            self._is_open = 0   # inherited through fork: the parent owns it
             return None
         if self._held:
             _eng_sweep()

@@ -597,7 +597,10 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
                     if rc:
                         _destroy_event_handle(gate_event)
                 else:
-                    _stream_sync(sh)       # no event: wait here for the stream
+                    # no event: wait here (interruptibly) for the stream
+                    qerr = wait_interruptible(WAIT_STREAM, sh, -1.0)
+                    if qerr != HIP_SUCCESS:
+                        _hip_fail(qerr, "hipStreamQuery")
                     rc = hfe_submit(ops, n, NULL, 0, NULL)
         if rc:
             if gflag is not None:

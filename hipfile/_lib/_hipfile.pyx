@@ -34,6 +34,7 @@ from hipfile.errors import (
     HipFileLibraryNotFound,
     HipFileSymbolNotFound,
     HipRuntimeError,
+    ForkedProcessError,
     InFlightError,
     InvalidValueError,
     raise_result,
@@ -550,9 +551,12 @@ def batch_io_submit(uintptr_t batch, unsigned nr, uintptr_t params, unsigned fla
 
 
 def batch_io_get_status(uintptr_t batch, unsigned min_nr, unsigned capacity,
-                        uintptr_t events, timeout=None):
+                        uintptr_t events, timeout=None, uintptr_t nr_out=0):
     """Wraps ``hipFileBatchIOGetStatus``; fills up to ``capacity`` events at
-    ``events`` and returns how many. ``timeout`` in seconds, None waits."""
+    ``events`` and returns how many. ``timeout`` in seconds, None waits.
+    ``nr_out``, if not 0, is the address of an ``unsigned`` that receives the
+    count before this function returns, so that a signal handler raising on
+    return (Ctrl-C) cannot lose the events the library handed over."""
     global _p_batch_status
     if _p_batch_status == NULL:
         _p_batch_status = <fn_batch_status_t>_resolve(b"hipFileBatchIOGetStatus")
@@ -570,6 +574,8 @@ def batch_io_get_status(uintptr_t batch, unsigned min_nr, unsigned capacity,
     with nogil:
         e = _p_batch_status(<hipFileBatchHandle_t>batch, min_nr, &nr,
                             <hipFileIOEvents_t *>events, tsp)
+    if e.err == 0 and nr_out != 0:
+        (<unsigned *>nr_out)[0] = nr
     _check(e, "hipFileBatchIOGetStatus")
     return nr
 
@@ -623,7 +629,9 @@ def abi_layout():
 # Stream-ordered I/O with owned slots, one concern a file (in this order:
 # each uses the ones before it).
 include "_runtime.pxi"
+include "_process.pxi"
 include "_pool.pxi"
 include "_cores.pxi"
 include "_aio.pxi"
+include "_observe.pxi"
 include "_engine.pxi"

@@ -12,6 +12,10 @@
 #   died before completion was observed; ``_parked`` owns the objects the
 #   operation uses) or DONE (a host function behind the operation said the
 #   stream passed it; written on the stream's thread with a release store).
+# - A parked slot is ``lost`` when its stream can no longer be queried
+#   (destroyed behind the binding's back): no marker can follow the
+#   operation, so the slot is reclaimed only after ``hipDeviceSynchronize``
+#   (``trim_pool``), never reused before.
 
 ctypedef struct Slots:
     size_t size
@@ -57,6 +61,18 @@ cdef class _Parked:
     cdef object buffer
     cdef object stream_state
     cdef object event
+    cdef bint lost
+    cdef uintptr_t stream
+
+
+cdef void _lose(_Parked rec):
+    # The stream can no longer be queried: what the operation uses is
+    # released now; the slot waits for a device synchronise (trim_pool).
+    rec.lost = 1
+    _release_refs(rec.file, rec.buffer, rec.stream_state)
+    rec.file = None
+    rec.buffer = None
+    rec.stream_state = None
 
 
 cdef int _new_page() except -1:
@@ -120,6 +136,8 @@ cdef int _sweep() except -1:
     cdef int n
     cdef _Parked rec
     if not _parked:
+        if _deferred:
+            _retry_deferred()
         return 0
     done = [n for n in _parked if hipfile_atomic_load_u8(_state_ptr(n)) == SLOT_DONE]
     for n in done:
@@ -130,6 +148,8 @@ cdef int _sweep() except -1:
         _release_refs(rec.file, rec.buffer, rec.stream_state)
         _destroy_event(rec.event)
         _give_back(n)
+    if _deferred:
+        _retry_deferred()
     return 0
 
 
@@ -170,12 +190,26 @@ cdef void _host_done(void *state) noexcept nogil:
 def trim_pool():
     """Free the pinned pages when none of their slots is in use; returns the
     pages freed. Slots parked behind operations still in flight are kept.
-    The stream engine's flags are freed too when none of its operations is
-    outstanding (after synchronizing the devices that hold them).
+    Slots lost to a stream destroyed while they were in flight are
+    reclaimed after ``hipDeviceSynchronize``. The stream engine's flags are
+    freed too when none of its operations is outstanding (after
+    synchronizing the devices that hold them). Does nothing in a forked
+    child or at interpreter exit.
     """
     global _npages, _nfree
     cdef int i, freed = 0
+    cdef int n
+    if _fork_gen or _exiting:
+        return 0
     _eng_trim()
+    lost = [n for n, rec in _parked.items() if (<_Parked>rec).lost]
+    if lost:
+        # the device has passed every operation once it synchronises, also
+        # those of streams destroyed since
+        h = _hipapi()
+        h.check(h.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
+        for n in lost:
+            hipfile_atomic_store_u8(_state_ptr(n), SLOT_DONE)
     _sweep()
     if _npages == 0:
         return 0

@@ -10,6 +10,9 @@
 #   never take the GIL.
 # - The atomics are the only way memory shared with a stream's thread or
 #   with worker threads is read or written.
+# - Every blocking wait goes through ``wait_interruptible``: short queries
+#   with a backoff, the GIL released while sleeping, signals checked between
+#   them, so Ctrl-C is seen within a few milliseconds and nothing blocks in C.
 
 cdef extern from *:
     """
@@ -35,14 +38,14 @@ ctypedef int (*hip_handle_fn_t)(void *) noexcept nogil
 
 cdef hip_launch_host_func_t _c_launch_host_func = NULL
 cdef hip_handle_fn_t _c_stream_query = NULL
-cdef hip_handle_fn_t _c_stream_sync = NULL
 cdef hip_handle_fn_t _c_event_query = NULL
-cdef hip_handle_fn_t _c_event_sync = NULL
 cdef bint _capi_tried = 0
 
 DEF HIP_SUCCESS = 0
 DEF HIP_ERROR_NOT_READY = 600
 
+from cpython.exc cimport PyErr_CheckSignals
+from posix.time cimport nanosleep, clock_gettime, CLOCK_MONOTONIC
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_GetName, PyCapsule_CheckExact
 
 
@@ -57,8 +60,7 @@ cdef void *_capsule_fn(dict capi, str name, bytes signature):
 
 
 cdef int _load_hip_capi() except -1:
-    global _capi_tried, _c_launch_host_func, _c_stream_query, _c_stream_sync
-    global _c_event_query, _c_event_sync
+    global _capi_tried, _c_launch_host_func, _c_stream_query, _c_event_query
     if _capi_tried:
         return 0
     _capi_tried = 1
@@ -72,12 +74,8 @@ cdef int _load_hip_capi() except -1:
             capi, "hipLaunchHostFunc", b"enum hipError_t (hipStream_t, hipHostFn_t, void *)")
         _c_stream_query = <hip_handle_fn_t>_capsule_fn(
             capi, "hipStreamQuery", b"enum hipError_t (hipStream_t)")
-        _c_stream_sync = <hip_handle_fn_t>_capsule_fn(
-            capi, "hipStreamSynchronize", b"enum hipError_t (hipStream_t)")
         _c_event_query = <hip_handle_fn_t>_capsule_fn(
             capi, "hipEventQuery", b"enum hipError_t (hipEvent_t)")
-        _c_event_sync = <hip_handle_fn_t>_capsule_fn(
-            capi, "hipEventSynchronize", b"enum hipError_t (hipEvent_t)")
         if _c_launch_host_func != NULL:
             break
     return 0
@@ -104,35 +102,81 @@ cdef int _event_query(object event) except? -1:
     return int(_hipapi().hip.hipEventQuery(event)[0])
 
 
+cdef int _event_query_h(uintptr_t ev) except? -1:
+    cdef int err
+    _load_hip_capi()
+    if _c_event_query != NULL:
+        with nogil:
+            err = _c_event_query(<void *>ev)
+        return err
+    return int(_hipapi().hip.hipEventQuery(ev)[0])
+
+
+# --------------------------------------------------------------------------
+# The one interruptible wait
+# --------------------------------------------------------------------------
+
+cdef enum WaitKind:
+    WAIT_EVENT = 0     # target: a hipEvent_t
+    WAIT_STREAM = 1    # target: a hipStream_t
+    WAIT_FLAG = 2      # target: address of an unsigned char, ready when == ready_value
+
+
+cdef inline double _now() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
+                            unsigned char ready_value=1) except -1:
+    """Wait until a HIP event or stream has passed its work, or until a C
+    flag (written by another thread or a host function with a release
+    store) equals ``ready_value``.
+
+    ``kind`` is ``WAIT_EVENT``, ``WAIT_STREAM`` or ``WAIT_FLAG``; ``target``
+    the ``hipEvent_t``, ``hipStream_t`` or ``unsigned char *`` as an integer;
+    ``timeout_s`` seconds, negative for no limit; ``ready_value`` the flag's
+    value that means ready (WAIT_FLAG only). Returns ``HIP_SUCCESS``
+    (0) once ready, ``HIP_ERROR_NOT_READY`` (600) when the timeout passed,
+    or the ``hipError_t`` of a failed query (left to the caller). Never
+    blocks in C for more than 2 ms: queries are repeated with a backoff
+    (10 us doubling to 2 ms) and the GIL is released while sleeping;
+    ``PyErr_CheckSignals`` runs between them, so a signal handler's
+    exception (``KeyboardInterrupt``) is raised from here within a few
+    milliseconds. Safe to call from any thread holding the GIL.
+    """
+    cdef int err
+    cdef double deadline = -1.0
+    cdef long delay_ns = 10000
+    cdef timespec ts
+    if timeout_s >= 0:
+        deadline = _now() + timeout_s
+    while True:
+        if kind == WAIT_FLAG:
+            err = HIP_SUCCESS if hipfile_atomic_load_u8(<unsigned char *>target) \
+                == ready_value else HIP_ERROR_NOT_READY
+        elif kind == WAIT_EVENT:
+            err = _event_query_h(target)
+        else:
+            err = _stream_query(target)
+        if err != HIP_ERROR_NOT_READY:
+            return err
+        if deadline >= 0 and _now() >= deadline:
+            return HIP_ERROR_NOT_READY
+        PyErr_CheckSignals()
+        ts.tv_sec = 0
+        ts.tv_nsec = delay_ns
+        with nogil:
+            nanosleep(&ts, NULL)
+        if delay_ns < 2000000:
+            delay_ns *= 2
+            if delay_ns > 2000000:
+                delay_ns = 2000000
+
+
 cdef int _hip_fail(int err, str func) except -1:
     raise HipRuntimeError(hip_err=err, func=func)
-
-
-cdef int _stream_sync(uintptr_t stream) except -1:
-    cdef int err
-    _load_hip_capi()
-    if _c_stream_sync != NULL:
-        with nogil:
-            err = _c_stream_sync(<void *>stream)
-    else:
-        err = int(_hipapi().hip.hipStreamSynchronize(stream)[0])
-    if err != HIP_SUCCESS:
-        _hip_fail(err, "hipStreamSynchronize")
-    return 0
-
-
-cdef int _event_sync(object event) except -1:
-    cdef int err
-    cdef uintptr_t ev = int(event)
-    _load_hip_capi()
-    if _c_event_sync != NULL:
-        with nogil:
-            err = _c_event_sync(<void *>ev)
-    else:
-        err = int(_hipapi().hip.hipEventSynchronize(event)[0])
-    if err != HIP_SUCCESS:
-        _hip_fail(err, "hipEventSynchronize")
-    return 0
 
 
 cdef int _launch_marker(uintptr_t stream, unsigned char *state):

@@ -1,0 +1,160 @@
+# Observing completion outside a handle's own calls.
+#
+# Invariants
+# - ``wait_for`` is the one wait for "everything using this object"
+#   (with-blocks, Driver exit): it goes through ``wait_interruptible`` only,
+#   so it is interruptible and loses nothing.
+# - A finalizer that finds operations in flight never drops a registration:
+#   the object is kept in ``_deferred`` and released by the sweep that sees
+#   the operations complete (``_sweep`` calls ``_retry_deferred``).
+# - A handle that takes part in a reference cycle (``fh.h = fh.read_async()``)
+#   is not tracked by the cyclic GC, which keeps submit short: each
+#   collection of the older generations schedules (``Py_AddPendingCall``)
+#   an observation of the pending handles that have completed (one
+#   non-blocking query per stream), which drops their references and so
+#   breaks the cycle. Nothing is added to the submit path.
+# - Nothing here runs inside a GC callback but the scheduling: the callback
+#   may fire in the middle of any loop over the pending list or ``_parked``.
+
+def wait_for(obj=None, timeout=None):
+    """Wait until the stream-ordered operations using ``obj`` (a file,
+    buffer or stream state; every one when None), parked ones included,
+    have completed, at most ``timeout`` seconds (None: no limit). Results
+    stay in their handles. Interruptible (Ctrl-C raises within a few ms;
+    nothing observed is lost). Returns how many are still in flight.
+    """
+    cdef double deadline = -1.0, left = -1.0
+    cdef int n
+    if timeout is not None:
+        deadline = _time.monotonic() + max(0.0, float(timeout))
+    for h in pending_handles():
+        if obj is not None and not (<AsyncIOHandle>h)._uses(obj):
+            continue
+        if deadline >= 0:
+            left = max(0.0, deadline - _time.monotonic())
+        (<AsyncIOHandle>h)._wait_complete(left)
+    # a snapshot: the loop body may let other threads change _parked
+    snapshot = list(_parked.items())
+    for n, rec in snapshot:
+        if obj is None or obj is (<_Parked>rec).file or obj is (<_Parked>rec).buffer \
+                or obj is (<_Parked>rec).stream_state:
+            _wait_parked(n, <_Parked>rec, deadline)
+    return settle(obj)
+
+
+cdef int _wait_parked(int n, _Parked rec, double deadline) except -1:
+    # Wait for the marker behind a parked slot, in slices; between them the
+    # stream is queried, so a stream destroyed meanwhile ends the wait (the
+    # slot is then lost) instead of blocking for ever.
+    cdef double left
+    cdef int err
+    while not rec.lost:
+        left = 0.1
+        if deadline >= 0:
+            left = min(0.1, max(0.0, deadline - _time.monotonic()))
+        if wait_interruptible(WAIT_FLAG, <uintptr_t>_state_ptr(n), left,
+                              SLOT_DONE) == HIP_SUCCESS:
+            return 1
+        if deadline >= 0 and _time.monotonic() >= deadline:
+            return 0
+        err = _stream_query(rec.stream)
+        if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
+            _lose(rec)
+    return 0
+
+
+# Finalizers that found operations in flight: the objects are kept here and
+# closed or deregistered once those complete, so a registration never leaks.
+cdef list _deferred = []
+cdef bint _retrying = 0
+
+
+def defer_release(obj, str method):
+    """Keep ``obj`` until its operations complete, then call
+    ``obj.<method>()`` (a finalizer that found operations in flight)."""
+    _deferred.append((obj, method))
+
+
+cdef int _retry_deferred() except -1:
+    global _retrying
+    if _retrying or not _deferred or _exiting:
+        return 0
+    _retrying = 1
+    try:
+        items = list(_deferred)
+        for item in items:
+            try:
+                getattr(item[0], item[1])()
+            except InFlightError:
+                continue
+            except Exception:
+                pass
+            try:
+                _deferred.remove(item)
+            except ValueError:
+                pass
+    finally:
+        _retrying = 0
+    return 0
+
+
+def deferred_releases():
+    """Objects whose close or deregistration waits for operations in flight."""
+    return [item[0] for item in _deferred]
+
+
+ctypedef int (*_pending_fn_t)(void *) noexcept
+
+cdef extern from "Python.h":
+    int Py_AddPendingCall(_pending_fn_t func, void *arg) noexcept
+
+cdef bint _observe_scheduled = 0
+
+
+def _gc_observe(phase, info):
+    # A GC callback runs inside arbitrary allocations, even in the middle of
+    # our own loops over the pending list or the parked slots: it only
+    # schedules the work, which the main thread runs between bytecodes
+    # (where other threads may run too, so our structures are consistent).
+    global _observe_scheduled
+    if phase != "start" or _exiting or _observe_scheduled:
+        return
+    if info.get("generation", 0) < 1 or (_pending_head == NULL and not _parked):
+        return
+    if Py_AddPendingCall(<_pending_fn_t>_observe_pending, NULL) == 0:
+        _observe_scheduled = 1
+
+
+cdef int _observe_pending(void *arg) except -1:
+    # Observe completed handles, which drops their references and breaks
+    # cycles through them (handles are not tracked by the cyclic GC). Never
+    # blocks; errors are dropped, a KeyboardInterrupt propagates.
+    global _observe_scheduled
+    _observe_scheduled = 0
+    if _exiting:
+        return 0
+    cdef dict idle
+    cdef AsyncIOHandle h
+    try:
+        if _pending_head != NULL:
+            idle = {}
+            for o in pending_handles():
+                h = <AsyncIOHandle>o
+                if h._complete or h._gen != _fork_gen:
+                    continue
+                ok = idle.get(h._stream)
+                if ok is None:
+                    ok = _stream_query(h._stream) == HIP_SUCCESS
+                    idle[h._stream] = ok
+                if not ok and h._event is not None:
+                    ok = _event_query(h._event) == HIP_SUCCESS
+                if ok:
+                    h._observed()
+        _sweep()
+    except Exception:
+        pass
+    return 0
+
+
+import gc as _gc
+_gc.callbacks.append(_gc_observe)

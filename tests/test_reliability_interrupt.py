@@ -1,0 +1,190 @@
+"""Every blocking wait is interruptible and loses nothing (Ctrl-C while
+blocked behind a long completion delay, then a later wait)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _util import device_array, from_device, hip_stream, random_bytes
+
+import hipfile
+from hipfile import BatchIO, FileHandle, Stream
+
+pytestmark = pytest.mark.emulated
+
+N = 1 << 14
+DELAY_US = 1_500_000
+
+
+@pytest.fixture
+def driver():
+    with hipfile.Driver() as d:
+        yield d
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    data = random_bytes(N, seed=11)
+    path = tmp_path / "data.bin"
+    path.write_bytes(data.tobytes())
+    return path, data
+
+
+def emu():
+    from hipfile.platforms import emulated
+
+    return emulated
+
+
+def interrupt_after(seconds: float) -> threading.Timer:
+    """SIGINT to this process (the main thread handles it) after ``seconds``."""
+    import signal
+
+    t = threading.Timer(seconds, signal.raise_signal, args=(signal.SIGINT,))
+    t.start()
+    return t
+
+
+def blocked_until_interrupt(fn) -> float:
+    """Run ``fn`` (which blocks) until a SIGINT 0.2 s later; returns the
+    latency between the signal and the KeyboardInterrupt."""
+    timer = interrupt_after(0.2)
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fn()
+    finally:
+        if timer.is_alive():
+            timer.cancel()
+    timer.join()
+    return time.monotonic() - start - 0.2
+
+
+def test_async_wait_is_interruptible_and_keeps_the_result(driver, data_file):
+    path, data = data_file
+    emu().set_completion_delay(DELAY_US)
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh, Stream(s) as st:
+        h = fh.read_async(dev, N, 0, 0, st)
+        late = blocked_until_interrupt(h.wait)
+        assert late < 0.5
+        assert not h.done()
+        late = blocked_until_interrupt(lambda: h.result(timeout=30))
+        assert late < 0.5
+        assert h.wait() == N  # nothing lost
+        assert np.array_equal(from_device(dev, N), data)
+
+
+def test_batch_wait_is_interruptible_and_keeps_the_events(driver, data_file):
+    path, data = data_file
+    with device_array(2 * N) as dev, FileHandle(path) as fh, BatchIO(4) as batch:
+        batch.read(fh, dev, N, 0, 0, cookie="fast")
+        batch.submit()
+        time.sleep(0.05)
+        emu().set_completion_delay(DELAY_US)
+        batch.read(fh, dev, N, 0, N, cookie="slow")
+        batch.submit()
+        late = blocked_until_interrupt(batch.wait)
+        assert late < 0.5
+        events = batch.wait(timeout=30)
+        assert sorted(e.cookie for e in events if e.final) == ["fast", "slow"]
+        assert all(e.ok for e in events if e.final)
+        assert batch.inflight == 0
+        assert np.array_equal(from_device(dev, N), data)
+
+
+def test_parallel_result_is_interruptible(driver, data_file):
+    path, data = data_file
+    big = np.tile(data, 256)
+    path.write_bytes(big.tobytes())
+    emu().set_short_transfer(1)  # one byte a call: the read runs for seconds
+    with device_array(big.nbytes) as dev, FileHandle(path) as fh:
+        fut = fh.pread(dev, big.nbytes, task_size=big.nbytes)
+        try:
+            late = blocked_until_interrupt(fut.result)
+            assert late < 0.5
+            assert not fut.done()
+        finally:
+            emu().set_short_transfer(None)
+        assert fut.result(timeout=60) == big.nbytes
+        assert np.array_equal(from_device(dev, big.nbytes), big)
+
+
+def test_with_block_wait_is_interruptible(driver, data_file):
+    path, _ = data_file
+    emu().set_completion_delay(DELAY_US)
+    with device_array(N) as dev, hip_stream() as s:
+        fh = FileHandle(path).open()
+        h = fh.read_async(dev, N, 0, 0, s)
+
+        def leave() -> None:
+            fh.__exit__(None, None, None)
+
+        late = blocked_until_interrupt(leave)
+        assert late < 0.5
+        assert not fh.closed  # nothing changed
+        assert h.wait() == N
+        fh.close()
+
+
+def test_wait_helper_times_out_and_reports(driver, data_file):
+    path, _ = data_file
+    emu().set_completion_delay(300_000)
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+        h = fh.read_async(dev, N, 0, 0, s)
+        start = time.monotonic()
+        with pytest.raises(TimeoutError):
+            h.wait(timeout=0.05)
+        assert time.monotonic() - start < 0.25
+        assert hipfile._lib._hipfile.wait_for(fh, timeout=0.01) == 1
+        assert hipfile._lib._hipfile.wait_for(fh) == 0
+        assert h.done() and h.wait() == N
+
+
+def test_ctrl_c_in_a_subprocess(tmp_path: Path):
+    """A real SIGINT from outside while the main thread waits."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "victim.py"
+    script.write_text(f"""
+import os, sys, time
+import numpy as np
+import hipfile
+from hipfile.platforms import emulated
+from hip import hip
+path = {str(tmp_path / 'd.bin')!r}
+open(path, 'wb').write(bytes({N}))
+err, dev = hip.hipMalloc({N})
+with hipfile.Driver(), hipfile.FileHandle(path) as fh:
+    emulated.set_completion_delay(1_500_000)
+    h = fh.read_async(dev, {N}, 0, 0, 0)
+    print('ready', flush=True)
+    t0 = time.monotonic()
+    try:
+        h.wait()
+    except KeyboardInterrupt:
+        print('interrupted', round(time.monotonic() - t0, 3), flush=True)
+    print('result', h.wait(), flush=True)
+hip.hipFree(dev)
+""")
+    env = dict(os.environ, HIPFILE_PLATFORM="emulated", PYTHONWARNINGS="ignore")
+    with subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                          env=env) as p:
+        assert p.stdout is not None
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        sent = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        line = p.stdout.readline()
+        latency = time.monotonic() - sent
+        rest = p.stdout.read()
+        assert p.wait(timeout=30) == 0
+    assert line.startswith("interrupted"), line
+    assert latency < 0.5
+    assert f"result {N}" in rest
