@@ -499,3 +499,28 @@ def test_buffer_and_stream_on_device_1(layers_file, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "two-device engine ok" in proc.stdout
+
+
+@pytest.mark.emulated
+@pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")  # threads exist here
+def test_inherited_operation_raises_in_a_forked_child(drv, layers_file, nb_stream):
+    path, _ = layers_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        blocker = StreamBlocker(nb_stream)
+        try:
+            h = fh.pread_async(dev, N, 0, 0, nb_stream)
+            pid = os.fork()
+            if pid == 0:  # the child: the parent's operation never runs here
+                code = 1
+                try:
+                    h.wait(timeout=5)
+                except hipfile.ForkedProcessError:
+                    code = 0
+                except BaseException:
+                    code = 2
+                os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+        finally:
+            blocker.release()
+        assert h.wait(timeout=30) == N

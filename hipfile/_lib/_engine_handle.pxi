@@ -49,9 +49,11 @@ cdef class StreamIOHandle:
     cdef object _gate
     cdef object _event
     cdef str _mechanism
+    cdef unsigned long _gen          # fork generation at submit
 
     def __cinit__(self):
         self._device = -1
+        self._gen = _fork_gen
 
     def __init__(self):
         raise TypeError("StreamIOHandle objects are returned by FileHandle.pread_async "
@@ -83,6 +85,11 @@ cdef class StreamIOHandle:
     def __dealloc__(self):
         cdef _ParkedOp rec
         if self._op == NULL:
+            return
+        if self._gen != _fork_gen or _exiting:
+            # the parent's operation (its engine threads are not here), or
+            # interpreter exit: drop the reference only, never wait or park
+            self._op = NULL
             return
         if self._submitted and not self._observed:
             if not hfe_op_done(self._op):
@@ -160,9 +167,18 @@ cdef class StreamIOHandle:
     # -- completion -----------------------------------------------------
 
     def done(self):
-        """Whether the operation has completed (never blocks, no HIP call)."""
+        """Whether the operation has completed (never blocks, no HIP call).
+
+        Raises
+        ------
+        ForkedProcessError
+            The operation was submitted by the parent of this (forked)
+            process: it never runs here.
+        """
         if self._observed:
             return True
+        if self._gen != _fork_gen:
+            _forked("this stream-engine operation")
         if self._op != NULL and hfe_op_done(self._op):
             self._observe()
             return True
