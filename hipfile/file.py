@@ -462,27 +462,82 @@ def _ranges(ranges: Any) -> list[tuple[Any, Any, Any]]:
     return out
 
 
+#: ``hipfile.open`` mode strings and their ``os.open`` flags. ``"a"`` opens
+#: without ``O_APPEND``: hipFile refuses ``O_APPEND`` descriptors, since
+#: positional writes ignore their offset under it.
+MODES: dict[str, int] = {
+    "r": os.O_RDONLY,
+    "r+": os.O_RDWR,
+    "w": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
+    "a": os.O_RDWR | os.O_CREAT,
+}
+
+
+def _mode_flags(mode: str) -> int:
+    try:
+        return MODES[mode]
+    except KeyError:
+        raise ValueError(f"flags must be one of {', '.join(repr(m) for m in MODES)} or "
+                         f"os.open flags as an int, got {mode!r}") from None
+
+
 def open(
     path: str | os.PathLike[str], flags: int | str = "r", mode: int = FileHandle.DEFAULT_MODE,
     *, direct: bool = False,
 ) -> FileHandle:
     """Open and register a file; returns an open :class:`FileHandle`.
 
-    ``flags`` is ``os.open`` flags or one of ``"r"``, ``"w"`` (create,
-    truncate), ``"a"`` (create), ``"r+"``; ``direct=True`` adds ``O_DIRECT``.
+    Parameters
+    ----------
+    path
+        The file.
+    flags
+        A Python mode string or ``os.open`` flags (an int, used as given):
+
+        ===========  ==========================================  ====================
+        mode         ``os.open`` flags                           file
+        ===========  ==========================================  ====================
+        ``"r"``      ``O_RDONLY``                                must exist
+        ``"r+"``     ``O_RDWR``                                  must exist
+        ``"w"``      ``O_RDWR | O_CREAT | O_TRUNC``              created or emptied
+        ``"a"``      ``O_RDWR | O_CREAT``                        created or kept
+        ===========  ==========================================  ====================
+
+        Writable modes open for reading too (``O_RDWR``): the handle can
+        read back what it wrote. Other strings (``"rb"``, ``"w+"``, ``"x"``)
+        are refused rather than guessed.
+    mode
+        Permission bits for a created file (``0o644``).
+    direct
+        Add ``O_DIRECT``, which hipFile's direct (GPU-direct) path needs.
+
+    Every transfer names its file offset, so ``"a"`` does not move writes to
+    the end by itself (and opens without ``O_APPEND``, which hipFile
+    refuses): to append, write at ``fh.size()``.
+
+    Raises
+    ------
+    ValueError
+        An unknown mode string.
+    TypeError
+        ``flags`` is neither a str nor an int, or ``direct`` is not a bool.
+    OSError
+        ``os.open`` failed (e.g. ``FileNotFoundError`` for ``"r"``).
+    HipFileException
+        Registration failed.
+
+    See Also
+    --------
+    hipFileHandleRegister
     """
     if isinstance(flags, str):
-        table = {
-            "r": os.O_RDONLY,
-            "r+": os.O_RDWR,
-            "w": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
-            "a": os.O_RDWR | os.O_CREAT,
-        }
-        if flags not in table:
-            raise ValueError(f"flags must be one of {sorted(table)} or an int, got {flags!r}")
-        flags = table[flags]
+        flags = _mode_flags(flags)
+    elif isinstance(flags, bool) or not isinstance(flags, int):
+        raise TypeError(f"flags must be a mode string or an int, not {type(flags).__name__}")
+    if not isinstance(direct, bool):
+        raise TypeError(f"direct must be a bool, not {type(direct).__name__}")
     if direct:
-        flags |= getattr(os, "O_DIRECT", 0)
+        flags |= _O_DIRECT
     return FileHandle(path, flags, mode).open()
 
 
