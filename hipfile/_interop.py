@@ -177,8 +177,8 @@ def protocol_buffer_info(obj: Any) -> tuple[int, int, Any]:
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _from_dlpack(obj)
     if _has_buffer_protocol(obj):
-        raise TypeError(f"{type(obj).__name__} is host memory; hipFile needs device memory "
-                        f"({HOST_BUFFERS_HINT})")
+        raise TypeError(f"{type(obj).__name__} is not a device buffer: it is host memory, "
+                        f"and hipFile needs device memory ({HOST_BUFFERS_HINT})")
     raise TypeError(
         f"{type(obj).__name__} is not a device buffer: expected hipfile.Buffer, a HIP-Python "
         "DeviceArray, or an object with __cuda_array_interface__ or __dlpack__ "
@@ -407,7 +407,8 @@ def io_range_or_host(buffer: Any, size: Any, file_offset: Any, buffer_offset: An
     view: memoryview | None = None
     try:
         ptr, length, owner = buffer_info(buffer)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, BufferError):
+        # BufferError: NumPy refuses to export a read-only array by DLPack
         view = host_view(buffer)
         if view is None:
             raise
