@@ -429,3 +429,19 @@ def test_batch_helpers_check_everything_first(driver: hipfile.Driver, data_path:
     assert data_path.read_bytes() == before
     with pytest.raises(ClosedFileError):
         hipfile.batch_read(fh, dev, [(1, 0, 0)])
+
+
+@pytest.mark.emulated  # AMD's hipFile refuses pinned host memory (5013); cuFile may take it
+def test_engine_does_not_move_pinned_host_memory_itself(fh_rw: FileHandle) -> None:
+    """The stream-ordered engine runs hipFileRead on its threads; pinned host
+    memory fails there with the library's error instead of being read with
+    POSIX calls behind the stream's back."""
+    host = check(hip.hipHostMalloc(4096, 0))
+    try:
+        ctypes.memset(int(host), 0x5A, 4096)
+        handle = fh_rw.pread_async(Buffer(host, 4096))
+        with pytest.raises(hipfile.PointerError):
+            handle.wait(timeout=30)
+        assert bytes((ctypes.c_uint8 * 4096).from_address(int(host))) == b"\x5a" * 4096
+    finally:
+        check(hip.hipHostFree(host))
