@@ -689,8 +689,8 @@ def _set_up(max_nr: int) -> int:
             cap = f"at most {driver_get_properties().max_batch_io_count} entries " \
                   "(DriverProperties.max_batch_io_count)"
         except Exception:
-            cap = (f"at most max_batch_io_count entries ({defaults.BATCH_MAX_ENTRIES_CAP} "
-                   "by default)")
+            cap = (f"at most {defaults.BATCH_MAX_ENTRIES_CAP} entries by default "
+                   "(DriverProperties.max_batch_io_count, which this library does not report)")
         raise InvalidValueError(
             exc.hipfile_err, exc.hip_err, exc.func,
             f"BatchIO({max_nr}): a batch holds {cap}; for more entries use "
