@@ -142,7 +142,8 @@ def check_emulated(args: argparse.Namespace) -> int:
         ref = dict(safetensors.deserialize(f.read()))
     ok = True
     info: dict[str, Any] = {}
-    out = hst.load_file(path, framework="hip", task_size=args.task_mib << 20, info=info)
+    out = hst.load_file(path, framework="hip", task_size=args.task_mib << 20, info=info,
+                        reader=args.reader)
     for name, t in out.items():
         host = np.empty(t.nbytes, dtype=np.uint8)
         hip.hipMemcpy(host, t.ptr, t.nbytes, hip.hipMemcpyKind.hipMemcpyDeviceToHost)
@@ -167,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dir", default=None, help="folder for the file (on disk, not tmpfs)")
     ap.add_argument("--task-mib", type=int, default=16, help="hipfile pread task size (16)")
     ap.add_argument("--threads", type=int, default=32, help="page-cache reader threads (32)")
+    ap.add_argument("--reader", choices=("parallel", "stream"), default="parallel",
+                    help="hipfile.safetensors read engine: the thread pool (parallel) or "
+                         "the stream-ordered engine (stream)")
     ap.add_argument("--cache", choices=("warm", "cold", "both"), default="both",
                     help="page cache state to time (both)")
     ap.add_argument("--device", type=int, default=0, help="GPU to load onto (0)")
@@ -219,7 +223,7 @@ def main() -> int:
 
     def run_hipfile() -> Any:
         out = hst.load_file(path, device=args.device, framework="torch",
-                            task_size=args.task_mib << 20, info=info)
+                            task_size=args.task_mib << 20, info=info, reader=args.reader)
         torch.cuda.synchronize()
         return out
 

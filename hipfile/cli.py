@@ -467,6 +467,23 @@ def _io_async(job: BenchJob) -> int:
         raise
 
 
+def _io_stream(job: BenchJob) -> int:
+    call = job.fh.pwrite_async_ranges if job.write else job.fh.pread_async_ranges
+    ranges = [(n, off, off) for off, n in _spans(job.size, job.task_size)]
+    handles = call(job.buffer, ranges, job.stream, task_size=job.task_size)
+    total = 0
+    first: BaseException | None = None
+    for h in handles:          # every range is waited for before an error is raised
+        try:
+            total += int(h.wait())
+        except Exception as exc:
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first
+    return total
+
+
 def _io_batch(job: BenchJob) -> int:
     import hipfile
     from hipfile import defaults
@@ -488,8 +505,7 @@ def _io_batch(job: BenchJob) -> int:
     return total
 
 
-#: The I/O kinds of ``hipfile bench --io``, by name. A stream-engine kind is
-#: added here as ``IO_KINDS["stream"] = IOKind(...)``.
+#: The I/O kinds of ``hipfile bench --io``, by name.
 IO_KINDS: dict[str, IOKind] = {
     "sync": IOKind(_io_sync, "FileHandle.read/write: one synchronous call after another"),
     "pread": IOKind(_io_pread, "FileHandle.pread/pwrite: tasks of --task-size on a pool of "
@@ -499,6 +515,10 @@ IO_KINDS: dict[str, IOKind] = {
                     needs_stream=True),
     "batch": IOKind(_io_batch, "BatchIO: one entry per --task-size chunk, in batches of "
                     "defaults.batch_max_entries", uses_task_size=True),
+    "stream": IOKind(_io_stream, "pread_async_ranges/pwrite_async_ranges: the stream-ordered "
+                     "engine, one range per --task-size chunk, all submitted at once on a "
+                     "stream (engine threads: defaults.engine_threads)", uses_task_size=True,
+                     needs_stream=True),
 }
 
 

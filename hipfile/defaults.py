@@ -28,8 +28,12 @@ setting                   environment variable             default
 ``wait_timeout``          ``HIPFILE_WAIT_TIMEOUT``         None (no limit)
 ``allow_host_buffers``    ``HIPFILE_ALLOW_HOST_BUFFERS``   True
 ``engine_task_size``      ``HIPFILE_ENGINE_TASK_SIZE``     4 MiB
-``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``min(8, cpu count)``
+``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``min(16, max(4, cpus))``
 ========================  ===============================  ====================
+
+The stream-ordered engine (:mod:`hipfile.engine`) reads ``engine_threads``
+and ``engine_task_size`` here at every submission: a change takes effect at
+the next one (a new thread count once the engine is idle).
 
 Sizes in environment variables take binary units: ``4M``, ``512KiB``,
 ``1G``, ``65536`` or ``0x10000``.
@@ -156,6 +160,11 @@ def _cpu_threads() -> int:
     return min(8, os.cpu_count() or 1)
 
 
+def _engine_threads() -> int:
+    # the engine's threads mostly wait on I/O: at least 4, at most 16
+    return min(16, max(4, os.cpu_count() or 4))
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting: its name, environment variable, default and checks."""
@@ -208,8 +217,9 @@ SETTINGS: dict[str, Setting] = {
                 _parse_bool, "Whether host (CPU) buffers are accepted for I/O.", "True"),
         Setting("engine_task_size", "HIPFILE_ENGINE_TASK_SIZE", lambda: 4 << 20, _size_check(1),
                 parse_size, "Bytes per task of the stream-ordered engine.", "4 MiB"),
-        Setting("engine_threads", "HIPFILE_ENGINE_THREADS", _cpu_threads, _size_check(1),
-                _parse_int, "Threads of the stream-ordered engine.", "min(8, CPU count)"),
+        Setting("engine_threads", "HIPFILE_ENGINE_THREADS", _engine_threads, _size_check(1),
+                _parse_int, "Threads of the stream-ordered engine.",
+                "min(16, max(4, CPU count))"),
     )
 }
 

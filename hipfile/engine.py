@@ -31,9 +31,11 @@ is 0) the engine releases streams with a host function instead;
 :func:`mechanism` says which is in use. ``HIPFILE_ENGINE_RELEASE=host`` forces
 host functions.
 
-Settings: ``HIPFILE_ENGINE_THREADS`` (worker threads, default
-``min(16, max(4, cpu_count))``) and ``HIPFILE_ENGINE_TASK_SIZE`` (bytes per
-chunk, default 4 MiB), or :func:`configure`.
+Settings: ``engine_threads`` (worker threads, default
+``min(16, max(4, cpu_count))``) and ``engine_task_size`` (bytes per chunk,
+default 4 MiB) of :mod:`hipfile.defaults`, read at every submission: set
+them with ``hipfile.defaults.set``, the variables ``HIPFILE_ENGINE_THREADS``
+and ``HIPFILE_ENGINE_TASK_SIZE``, or :func:`configure`.
 """
 
 from __future__ import annotations
@@ -47,18 +49,33 @@ __all__ = ["StreamIOHandle", "configure", "info", "mechanism", "settings", "shut
 
 
 def configure(threads: int | None = None, task_size: int | None = None) -> None:
-    """Set the worker thread count and the default task size (bytes).
+    """Set the worker thread count and the default task size (bytes); None
+    keeps a value.
+
+    The same as ``hipfile.defaults.set(engine_threads=threads,
+    engine_task_size=task_size)``: the values hold for the process and take
+    effect at the next submission (a new thread count once the engine is
+    idle); ``hipfile.defaults.reset`` undoes them.
 
     Raises
     ------
     TypeError, ValueError
-        A value that is not a positive integer.
+        A value that is not a positive integer (nothing is changed).
     """
     _hipfile.engine_configure(threads, task_size)
 
 
 def settings() -> dict[str, int]:
-    """The configured thread count and default task size."""
+    """The thread count and default task size the next submission uses:
+    ``hipfile.defaults.engine_threads()`` and
+    ``hipfile.defaults.engine_task_size()``.
+
+    Raises
+    ------
+    ValueError
+        ``HIPFILE_ENGINE_THREADS`` or ``HIPFILE_ENGINE_TASK_SIZE`` holds a
+        bad value.
+    """
     return dict(_hipfile.engine_settings())
 
 

@@ -26,8 +26,9 @@ How a file is loaded:
    so every read is aligned; otherwise buffered.
 4. The read step, :func:`read_ranges`, runs :meth:`hipfile.FileHandle.pread`
    (parallel tasks on the package's thread pool) for every range. It is the
-   only function that moves bytes, selected by name through :data:`READERS`,
-   so another engine can be added without touching the rest.
+   only function that moves bytes, selected by name through :data:`READERS`
+   (``reader="stream"``: :func:`read_ranges_stream`, the stream-ordered
+   engine), so another engine can be added without touching the rest.
 5. Every tensor is a view into the one allocation (fewer, larger
    allocations are faster to make and to fill); the allocation is freed when
    the last view is gone.
@@ -74,6 +75,7 @@ __all__ = [
     "plan_reads",
     "read_header",
     "read_ranges",
+    "read_ranges_stream",
     "safe_open",
     "save_file",
 ]
@@ -589,15 +591,58 @@ def read_ranges(fh: FileHandle, buffer: Any, reads: Sequence[ReadRange], *,
     return sum(f.result() for f in futures)
 
 
+def read_ranges_stream(fh: FileHandle, buffer: Any, reads: Sequence[ReadRange], *,
+                       task_size: int | None = None) -> int:
+    """Read every range into ``buffer`` with the stream-ordered engine
+    (:meth:`hipfile.FileHandle.pread_async_ranges`, ``task_size`` chunks on
+    the engine's threads), ordered after the null stream, then wait for all.
+
+    Returns
+    -------
+    int
+        Bytes read (short reads at end of file included).
+
+    Raises
+    ------
+    OSError, HipFileException
+        The first failure, after every range has ended.
+
+    See Also
+    --------
+    hipFileRead, hipStreamWriteValue32
+    """
+    handles = fh.pread_async_ranges(
+        buffer, [(r.size, r.file_offset, r.buffer_offset) for r in reads], 0,
+        task_size=task_size)
+    total = 0
+    first: BaseException | None = None
+    for h in handles:  # every range ends before an error is raised
+        try:
+            total += int(h.wait())
+        except Exception as e:
+            if first is None:
+                first = e
+    if first is not None:
+        raise first
+    return total
+
+
 #: Read engines by name: ``reader(fh, buffer, reads, task_size=...) -> bytes``.
-READERS: dict[str, Callable[..., int]] = {"parallel": read_ranges}
+#: ``"parallel"``: :func:`read_ranges` (the package's thread pool);
+#: ``"stream"``: :func:`read_ranges_stream` (the stream-ordered engine).
+READERS: dict[str, Callable[..., int]] = {"parallel": read_ranges, "stream": read_ranges_stream}
 
 
-def _task_size(task_size: int | None) -> int | None:
+def _task_size(task_size: int | None, reader: str = "parallel") -> int | None:
     if task_size is None:
-        from hipfile.parallel import default_task_size
+        if reader == "stream":
+            from hipfile import defaults
 
-        task_size = default_task_size()
+            task_size = defaults.engine_task_size()
+        else:
+            from hipfile.parallel import default_task_size
+
+            task_size = default_task_size()
     if task_size <= 0:
         raise ValueError(f"task_size must be positive, got {task_size}")
     return _up(task_size, ALIGNMENT)  # aligned tasks keep O_DIRECT reads aligned
@@ -681,7 +726,7 @@ def _load(fh: FileHandle, header: Header, names: Sequence[str] | None, framework
         infos = [header.tensors[n] for n in names]
     base = header.data_offset
     reads, origin, span = plan_reads([(base + t.begin, base + t.end) for t in infos])
-    task = _task_size(task_size)
+    task = _task_size(task_size, reader)
     owner, addr = _allocate(framework, span + ALIGNMENT, device)
     # place file offset `origin` at an address congruent to it modulo ALIGNMENT
     shift = (-addr) % ALIGNMENT
@@ -739,9 +784,11 @@ def load_file(path: str | os.PathLike[str], device: int = 0, framework: str = "h
         require it; ``False``: buffered.
     task_size
         Bytes per parallel task (default :func:`hipfile.parallel.default_task_size`,
+        or ``hipfile.defaults.engine_task_size()`` for the ``"stream"`` reader;
         rounded up to 4 KiB).
     reader
-        Read engine from :data:`READERS`.
+        Read engine from :data:`READERS`: ``"parallel"`` (the package's
+        thread pool) or ``"stream"`` (the stream-ordered engine).
     info
         A dict to fill with what was done: ``direct`` (O_DIRECT used),
         ``reads`` (ranges), ``bytes_read``, ``allocation`` (device bytes),
@@ -780,7 +827,8 @@ class SafeOpen:
 
     The header is read at open; :meth:`get_tensor` reads one tensor into its
     own allocation when asked. Use as a context manager (or call
-    :meth:`close`).
+    :meth:`close`). ``direct``, ``task_size`` and ``reader`` mean what
+    they mean to :func:`load_file`.
 
     Raises
     ------
@@ -790,8 +838,11 @@ class SafeOpen:
 
     def __init__(self, path: str | os.PathLike[str], framework: str = "hip",
                  device: int = 0, *, direct: bool | None = None,
-                 task_size: int | None = None) -> None:
+                 task_size: int | None = None, reader: str = "parallel") -> None:
         self._framework = _check_framework(framework)
+        if reader not in READERS:
+            raise ValueError(f"reader must be one of {sorted(READERS)}, got {reader!r}")
+        self._reader = reader
         self._device = device
         self._task_size = task_size
         self._lock = threading.Lock()
@@ -837,7 +888,7 @@ class SafeOpen:
             if fh is None:
                 raise ValueError("the file is closed")
             return _load(fh, self._header, [name], self._framework, self._device,
-                         self._task_size, "parallel")[name]
+                         self._task_size, self._reader)[name]
 
     def load_all(self) -> dict[str, Any]:
         """Every tensor, in one allocation (as :func:`load_file`)."""
@@ -846,7 +897,7 @@ class SafeOpen:
             if fh is None:
                 raise ValueError("the file is closed")
             return _load(fh, self._header, None, self._framework, self._device,
-                         self._task_size, "parallel")
+                         self._task_size, self._reader)
 
     def close(self) -> None:
         """Close the file and release the driver (idempotent)."""
@@ -877,9 +928,9 @@ class SafeOpen:
 
 
 def safe_open(path: str | os.PathLike[str], framework: str = "hip", device: int = 0, *,
-              direct: bool | None = None) -> SafeOpen:
+              direct: bool | None = None, reader: str = "parallel") -> SafeOpen:
     """Open a file for lazy tensor access; see :class:`SafeOpen`."""
-    return SafeOpen(path, framework, device, direct=direct)
+    return SafeOpen(path, framework, device, direct=direct, reader=reader)
 
 
 # --------------------------------------------------------------------------

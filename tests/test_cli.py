@@ -179,6 +179,30 @@ def test_bench_json_on_the_emulated_platform(tmp_path: Path) -> None:
     assert bench_leftovers(tmp_path) == []
 
 
+def test_bench_stream_engine_kind(tmp_path: Path) -> None:
+    proc = hipfile_cmd("bench", "--allow-emulated", "--json", "--size", "3M", "1M",
+                       "--io", "stream", "--task-size", "256K", "1M", "--repeat", "2",
+                       "--path", str(tmp_path), HIPFILE_ENGINE_THREADS="3")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)["results"]
+    # 2 sizes x 2 modes x 2 task sizes
+    assert len(results) == 2 * 2 * 2
+    assert {r["io"] for r in results} == {"stream"}
+    assert {r["mode"] for r in results} == {"read", "write"}
+    assert {r["task_size"] for r in results} == {256 << 10, 1 << 20}
+    assert {r["threads"] for r in results} == {None}
+    assert all(r["best_gib_s"] > 0 and len(r["seconds"]) == 2 for r in results)
+    assert bench_leftovers(tmp_path) == []
+
+
+def test_bench_stream_engine_error_is_reported(tmp_path: Path) -> None:
+    proc = hipfile_cmd("bench", "--allow-emulated", "--size", "1M", "--io", "stream",
+                       "--repeat", "1", "--path", str(tmp_path), HIPFILE_ENGINE_TASK_SIZE="0")
+    assert proc.returncode == 1
+    assert "HIPFILE_ENGINE_TASK_SIZE" in proc.stderr
+    assert bench_leftovers(tmp_path) == []
+
+
 def test_bench_text_labels_every_figure(tmp_path: Path) -> None:
     proc = hipfile_cmd("bench", "--allow-emulated", "--quiet", "--size", "256K",
                        "--mode", "read", "--repeat", "1", "--path", str(tmp_path))
@@ -190,7 +214,7 @@ def test_bench_text_labels_every_figure(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("args", [
-    ["--size", "lots"], ["--size", "0"], ["--threads", "0"], ["--io", "stream"],
+    ["--size", "lots"], ["--size", "0"], ["--threads", "0"], ["--io", "gds"],
     ["--mode", "sideways"], ["--repeat", "-1"],
 ])
 def test_bench_bad_arguments(args: list[str]) -> None:
@@ -250,6 +274,6 @@ def test_stats_without_statistics_support() -> None:
 
 
 def test_io_kinds_table() -> None:
-    assert set(cli.IO_KINDS) == {"sync", "pread", "async", "batch"}
+    assert set(cli.IO_KINDS) == {"sync", "pread", "async", "batch", "stream"}
     for kind in cli.IO_KINDS.values():
         assert kind.help and callable(kind.run)

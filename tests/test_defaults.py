@@ -35,7 +35,7 @@ def test_builtin_defaults() -> None:
         "wait_timeout": None,
         "allow_host_buffers": True,
         "engine_task_size": 4 << 20,
-        "engine_threads": cpu,
+        "engine_threads": min(16, max(4, os.cpu_count() or 4)),
     }
     getters = {name: getattr(defaults, name) for name in defaults.SETTINGS}
     for name, getter in getters.items():

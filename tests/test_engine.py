@@ -42,6 +42,22 @@ def layers_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
     return path, data
 
 
+@pytest.fixture(params=["stream-memory-operations", "host-functions"])
+def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Run a test with each way of releasing streams (the default one where
+    the device supports stream waits, and host functions)."""
+    hipfile.trim_pool()   # the next flag pool is made under this setting
+    if request.param == "host-functions":
+        monkeypatch.setenv("HIPFILE_ENGINE_RELEASE", "host")
+    elif hipfile.engine.mechanism() != request.param:
+        hipfile.trim_pool()
+        pytest.skip("this device cannot use stream waits")
+    hipfile.trim_pool()
+    yield request.param
+    _wait_idle()
+    hipfile.trim_pool()
+
+
 @pytest.fixture
 def nb_stream() -> Iterator[object]:
     s = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
@@ -78,7 +94,7 @@ def _wait_idle(timeout: float = 10.0) -> None:
     assert hipfile.engine.info()["outstanding"] == 0
 
 
-def test_read_ranges_byte_for_byte(drv, layers_file, nb_stream):
+def test_read_ranges_byte_for_byte(drv, layers_file, nb_stream, mechanism):
     path, data = layers_file
     with device_array(LAYERS * LAYER) as dev, FileHandle(path) as fh:
         buf = Buffer(dev, LAYERS * LAYER)
@@ -128,7 +144,7 @@ def test_write_then_read_back(drv, tmp_path, nb_stream):
     assert path.read_bytes() == data.tobytes()
 
 
-def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream):
+def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechanism):
     path, data = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
         blocker = StreamBlocker(nb_stream)
@@ -144,7 +160,7 @@ def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream):
         assert np.array_equal(from_device(dev, N), data[:N])
 
 
-def test_write_waits_for_the_callers_stream(drv, tmp_path, nb_stream):
+def test_write_waits_for_the_callers_stream(drv, tmp_path, nb_stream, mechanism):
     """The write must read the buffer only after earlier work on the stream
     (here: a copy that fills it) has run."""
     data = random_bytes(N, seed=11)
@@ -168,7 +184,7 @@ def test_write_waits_for_the_callers_stream(drv, tmp_path, nb_stream):
         check(hip.hipHostFree(host))
 
 
-def test_wait_on_releases_another_stream(drv, layers_file, nb_stream):
+def test_wait_on_releases_another_stream(drv, layers_file, nb_stream, mechanism):
     path, data = layers_file
     other = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
     before = check(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming))
@@ -201,7 +217,7 @@ def test_wait_on_releases_another_stream(drv, layers_file, nb_stream):
         check(hip.hipStreamDestroy(other))
 
 
-def test_record_event(drv, layers_file, nb_stream):
+def test_record_event(drv, layers_file, nb_stream, mechanism):
     path, _ = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
         h = fh.pread_async(dev, N, 0, 0, nb_stream)
@@ -211,9 +227,10 @@ def test_record_event(drv, layers_file, nb_stream):
         assert h.done() and h.wait() == N
 
 
-def test_mechanism_is_reported(drv, layers_file):
+def test_mechanism_is_reported(drv, layers_file, mechanism):
     path, _ = layers_file
     mech = hipfile.engine.mechanism()
+    assert mech == mechanism
     assert mech in ("stream-memory-operations", "host-functions")
     with device_array(N) as dev, FileHandle(path) as fh:
         h = fh.pread_async(dev, N)
@@ -259,7 +276,7 @@ def test_short_transfers_are_not_end_of_file(drv, layers_file):
         assert np.array_equal(from_device(dev, N), data[4096:4096 + N])
 
 
-def test_dropped_handles_are_parked_then_released(drv, layers_file, nb_stream):
+def test_dropped_handles_are_parked_then_released(drv, layers_file, nb_stream, mechanism):
     path, _ = layers_file
     with device_array(N) as dev:
         fh = FileHandle(path).open()
@@ -326,7 +343,7 @@ def test_wait_timeout_then_result(drv, layers_file, nb_stream):
         assert h.wait(timeout=30) == N
 
 
-def test_many_threads_submitting_to_their_own_streams(drv, layers_file):
+def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanism):
     path, data = layers_file
     errors: list[BaseException] = []
 
@@ -359,14 +376,71 @@ def test_many_threads_submitting_to_their_own_streams(drv, layers_file):
     assert not errors, errors
 
 
-def test_configure_validates():
+@pytest.fixture
+def engine_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The engine's settings from their defaults, restored afterwards."""
+    from hipfile import defaults
+
+    for var in ("HIPFILE_ENGINE_THREADS", "HIPFILE_ENGINE_TASK_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    defaults.reset("engine_threads", "engine_task_size")
+    yield
+    defaults.reset("engine_threads", "engine_task_size")
+
+
+def test_configure_validates(engine_settings):
     with pytest.raises(ValueError):
         hipfile.engine.configure(threads=0)
     with pytest.raises(TypeError):
         hipfile.engine.configure(task_size=1.0)
+    with pytest.raises(TypeError):
+        hipfile.engine.configure(threads=4, task_size=True)   # nothing applied
     before = hipfile.engine.settings()
+    assert before == {"threads": hipfile.defaults.engine_threads(),
+                      "task_size": hipfile.defaults.engine_task_size()}
     hipfile.engine.configure(task_size=before["task_size"])
     assert hipfile.engine.settings() == before
+
+
+def test_settings_come_from_hipfile_defaults(engine_settings, monkeypatch, drv, layers_file):
+    from hipfile import defaults
+
+    path, _ = layers_file
+    # configure() is defaults.set() of the engine's two settings
+    hipfile.engine.configure(threads=3, task_size=8192)
+    assert defaults.get("engine_threads") == 3 and defaults.get("engine_task_size") == 8192
+    assert hipfile.engine.settings() == {"threads": 3, "task_size": 8192}
+    with device_array(N) as dev, FileHandle(path) as fh:
+        h = fh.pread_async(dev, 65536)
+        assert h.wait(timeout=30) == 65536
+        assert h.calls == 65536 // 8192, "the default task size was not used"
+        assert hipfile.engine.info()["threads"] == 3
+        # defaults.set takes effect at the next submission (the engine is idle)
+        _wait_idle()
+        with defaults.set(engine_threads=5, engine_task_size=16384):
+            assert hipfile.engine.settings() == {"threads": 5, "task_size": 16384}
+            h = fh.pread_async(dev, 65536)
+            assert h.wait(timeout=30) == 65536 and h.calls == 4
+            assert hipfile.engine.info()["threads"] == 5
+            _wait_idle()
+        # the environment applies once nothing is set, units included
+        defaults.reset("engine_threads", "engine_task_size")
+        monkeypatch.setenv("HIPFILE_ENGINE_THREADS", "2")
+        monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "32K")
+        assert hipfile.engine.settings() == {"threads": 2, "task_size": 32 << 10}
+        h = fh.pread_async(dev, 65536)
+        assert h.wait(timeout=30) == 65536 and h.calls == 2
+        assert hipfile.engine.info()["threads"] == 2
+        # a bad variable is refused at the submission, which submits nothing
+        monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "0")
+        with pytest.raises(ValueError, match="HIPFILE_ENGINE_TASK_SIZE"):
+            fh.pread_async(dev, 4096)
+        with pytest.raises(ValueError, match="HIPFILE_ENGINE_TASK_SIZE"):
+            hipfile.engine.settings()
+        # an explicit value wins over the environment
+        defaults.set("engine_task_size", 4096)
+        h = fh.pread_async(dev, 65536)
+        assert h.wait(timeout=30) == 65536 and h.calls == 16
 
 
 def test_shutdown_and_restart(drv, layers_file):

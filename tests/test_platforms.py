@@ -231,6 +231,7 @@ def test_counters_shape() -> None:
     assert set(counts) == {
         "handles", "buffers", "streams_registered", "inflight", "batches",
         "allocations", "host_allocations", "streams", "events",
+        "stream_waits", "blocked_waits",
     }
     assert all(type(v) is int for v in counts.values())
 

@@ -201,6 +201,52 @@ def test_big_file_across_task_sizes(tmp_path: Path, task_size: int | None,
         assert host_bytes(out[name]) == data
 
 
+@pytest.mark.parametrize("task_size", [4096, 12345, 1 << 20, None])
+@pytest.mark.parametrize("direct", [None, False])
+def test_stream_reader(tmp_path: Path, task_size: int | None, direct: bool | None) -> None:
+    rng = np.random.default_rng(task_size or 2)
+    sizes = [3 << 20, 1, 777_777, 4096, 2 << 20]
+    tensors = {f"layer{i}": ("U8", [n], rng.integers(0, 256, n, dtype=np.uint8).tobytes())
+               for i, n in enumerate(sizes)}
+    path = tmp_path / "big.safetensors"
+    write_reference(path, tensors)
+    info: dict[str, Any] = {}
+    out = hst.load_file(path, direct=direct, task_size=task_size, reader="stream", info=info)
+    assert info["reader"] == "stream"
+    assert info["task_size"] % hst.ALIGNMENT == 0
+    if task_size is None:
+        assert info["task_size"] == hipfile.defaults.engine_task_size()
+    for name, (_, _, data) in tensors.items():
+        assert host_bytes(out[name]) == data
+    # the subset path and the lazy reader choose it too
+    sub = hst.load_file(path, names=["layer2", "layer0"], reader="stream")
+    assert host_bytes(sub["layer2"]) == tensors["layer2"][2]
+    with hst.safe_open(path, reader="stream") as f:
+        assert host_bytes(f.get_tensor("layer4")) == tensors["layer4"][2]
+        assert host_bytes(f.load_all()["layer3"]) == tensors["layer3"][2]
+    with pytest.raises(ValueError, match="reader"):
+        hst.safe_open(path, reader="telepathy")
+
+
+def test_stream_reader_through_the_engine(tmp_path: Path) -> None:
+    """The stream reader is the engine's: its calls are counted there."""
+    path = tmp_path / "e.safetensors"
+    write_reference(path, {"a": ("U8", [1 << 20], random_bytes(1 << 20).tobytes())})
+    calls: list[int] = []
+    real = hipfile.FileHandle.pread_async_ranges
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        hs = real(self, *args, **kwargs)
+        calls.append(len(hs))
+        return hs
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(hipfile.FileHandle, "pread_async_ranges", counting)
+        out = hst.load_file(path, reader="stream", task_size=65536)
+    assert calls == [1]
+    assert host_bytes(out["a"]) == random_bytes(1 << 20).tobytes()
+
+
 def test_direct_io_required(tmp_path: Path) -> None:
     path = tmp_path / "d.safetensors"
     write_reference(path, {"x": ("F32", [1000], random_bytes(4000).tobytes())})
@@ -404,7 +450,8 @@ def test_argument_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.emulated
-def test_read_failure_raises_and_frees(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", ["parallel", "stream"])
+def test_read_failure_raises_and_frees(tmp_path: Path, reader: str) -> None:
     from hipfile.platforms import emulated
 
     path = tmp_path / "f.safetensors"
@@ -412,7 +459,7 @@ def test_read_failure_raises_and_frees(tmp_path: Path) -> None:
     before = emulated.counters()["allocations"]
     emulated.inject_fault("read", errno.EIO)
     with pytest.raises(OSError) as info:
-        hst.load_file(path, task_size=4096)
+        hst.load_file(path, task_size=4096, reader=reader)
     assert info.value.errno == errno.EIO
     gc.collect()
     assert emulated.counters()["allocations"] == before
@@ -497,6 +544,11 @@ def test_benchmark_checks_correctness_on_the_emulated_platform(tmp_path: Path) -
                          capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "9 tensors" in ran.stdout and ": OK" in ran.stdout
+    ran = subprocess.run([sys.executable, str(script), "--allow-emulated", "--size-gib", "0.01",
+                          "--tensors", "5", "--reader", "stream", "--dir", str(tmp_path)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "5 tensors" in ran.stdout and ": OK" in ran.stdout
 
 
 def test_safe_open_not_closed_warns_and_releases(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@
 #   (hipStreamWaitValue32 >= value, or a blocking host function where stream
 #   waits are unsupported) is always released; errors are reported on the
 #   host by wait()/result().
-# - Flags are 32-bit counters, one per slot, that only grow: a slot is
+# - Flags are 32-bit counters in mapped pinned host memory, that only grow
+#   (waits compare with >=, which CUDA's cyclic compare matches): a slot is
 #   reused at once after completion (older waiters stay satisfied), and
 #   freed only by trim once no operation is outstanding and the devices
 #   holding flags were synchronized.
@@ -50,7 +51,6 @@ cdef extern from "engine.h" nogil:
     void hfe_host_open(void *arg)
 
 DEF HIP_STREAM_WAIT_VALUE_GTE = 0
-DEF HIP_MALLOC_SIGNAL_MEMORY = 2
 DEF HIP_HOST_MALLOC_MAPPED = 2
 DEF HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE = 10013
 DEF FLAGS_PER_HOST_PAGE = 1024
@@ -139,7 +139,7 @@ cdef class _FlagPool:
     cdef readonly int device
     cdef readonly bint memops         # stream memory operations usable
     cdef list free
-    cdef list mems                    # (kind, HIP-Python pointer) to free
+    cdef list mems                    # HIP-Python pointers of the pages to free
     cdef object stream                # internal stream for record_event
     cdef int nflags
 
@@ -150,43 +150,34 @@ cdef class _FlagPool:
         return <_Flag>self.free.pop()
 
     cdef int _grow(self) except -1:
+        # Mapped pinned host memory: the engine's threads store completions
+        # into it and the gate thread reads it, while streams wait on it or
+        # write it through its device address. (Signal memory from
+        # hipExtMallocWithFlags is not host-writable on every platform; AMD's
+        # runtime accepts any memory it knows unless GPU_STREAMOPS_CP_WAIT=1,
+        # under which the engine uses host functions instead.)
         h = _hipapi()
         cdef _Flag f
         cdef int i
         cdef uintptr_t base, devbase
         with _on_device(self.device):
-            if self.memops:
-                # HIP documents that a stream wait's memory comes from
-                # hipExtMallocWithFlags(..., hipMallocSignalMemory): 8 bytes each
-                for i in range(8):
-                    mem = h.check(h.hip.hipExtMallocWithFlags(8, HIP_MALLOC_SIGNAL_MEMORY),
-                                  "hipExtMallocWithFlags")
-                    self.mems.append((0, mem))
-                    f = _Flag.__new__(_Flag)
-                    f.ptr = <uint32_t *><uintptr_t>int(mem)
-                    f.devptr = <uintptr_t>int(mem)
-                    f.ptr[0] = 0
-                    f.pool = self
-                    self.free.append(f)
-                    self.nflags += 1
-            else:
-                mem = h.check(h.hip.hipHostMalloc(FLAGS_PER_HOST_PAGE * 4,
-                                                  HIP_HOST_MALLOC_MAPPED), "hipHostMalloc")
-                self.mems.append((1, mem))
-                base = <uintptr_t>int(mem)
-                try:
-                    devbase = <uintptr_t>int(h.check(
-                        h.hip.hipHostGetDevicePointer(mem, 0), "hipHostGetDevicePointer"))
-                except Exception:
-                    devbase = base
-                memset(<void *>base, 0, FLAGS_PER_HOST_PAGE * 4)
-                for i in range(FLAGS_PER_HOST_PAGE):
-                    f = _Flag.__new__(_Flag)
-                    f.ptr = <uint32_t *>(base + 4 * i)
-                    f.devptr = devbase + 4 * i
-                    f.pool = self
-                    self.free.append(f)
-                    self.nflags += 1
+            mem = h.check(h.hip.hipHostMalloc(FLAGS_PER_HOST_PAGE * 4, HIP_HOST_MALLOC_MAPPED),
+                          "hipHostMalloc")
+            self.mems.append(mem)
+            base = <uintptr_t>int(mem)
+            try:
+                devbase = <uintptr_t>int(h.check(
+                    h.hip.hipHostGetDevicePointer(mem, 0), "hipHostGetDevicePointer"))
+            except Exception:
+                devbase = base
+        memset(<void *>base, 0, FLAGS_PER_HOST_PAGE * 4)
+        for i in range(FLAGS_PER_HOST_PAGE):
+            f = _Flag.__new__(_Flag)
+            f.ptr = <uint32_t *>(base + 4 * i)
+            f.devptr = devbase + 4 * i
+            f.pool = self
+            self.free.append(f)
+            self.nflags += 1
         return 0
 
     cdef int release(self) except -1:
@@ -197,11 +188,8 @@ cdef class _FlagPool:
             if self.stream is not None:
                 h.check(h.hip.hipStreamDestroy(self.stream), "hipStreamDestroy")
                 self.stream = None
-            for kind, mem in self.mems:
-                if kind == 0:
-                    h.check(h.hip.hipFree(mem), "hipFree")
-                else:
-                    h.check(h.hip.hipHostFree(mem), "hipHostFree")
+            for mem in self.mems:
+                h.check(h.hip.hipHostFree(mem), "hipHostFree")
         self.mems = []
         self.free = []
         self.nflags = 0
@@ -250,6 +238,8 @@ cdef bint _memops_supported(int device) except -1:
     forced = os.environ.get("HIPFILE_ENGINE_RELEASE", "").strip().lower()
     if forced in ("host", "host-functions"):
         return 0
+    if os.environ.get("GPU_STREAMOPS_CP_WAIT", "").strip().lower() in ("1", "true", "yes"):
+        return 0      # AMD's runtime then waits on signal memory only
     _load_engine_capi()
     if _c_wait_value32 == NULL or _c_write_value32 == NULL:
         if not hasattr(_hipapi().hip, "hipStreamWaitValue32"):
@@ -299,61 +289,56 @@ cdef int _stream_device(uintptr_t stream) except? -2:
 # Engine threads and settings
 # --------------------------------------------------------------------------
 
-cdef int _eng_threads_wanted = 0
+cdef int _eng_threads_wanted = 0      # as read at the last submission
 cdef size_t _eng_task_default = 0
 cdef bint _eng_atexit = 0
-
-
-def _env_positive(name, default):
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        n = int(text, 0)
-    except ValueError:
-        raise ValueError(f"{name}={text!r} is not an integer") from None
-    if n <= 0:
-        raise ValueError(f"{name}={text!r} must be positive")
-    return n
+cdef object _eng_defaults_mod = None
 
 
 def engine_configure(threads=None, task_size=None):
     """Set the engine's worker thread count and default task (chunk) size
-    in bytes; None keeps the current value. A new thread count takes effect
-    at the next submission once the engine is idle.
+    in bytes; None keeps the current value. The same as
+    ``hipfile.defaults.set(engine_threads=..., engine_task_size=...)``: a
+    new thread count takes effect at the next submission once the engine is
+    idle.
 
     Raises
     ------
     TypeError, ValueError
-        A value that is not a positive integer.
+        A value that is not a positive integer (nothing is changed).
     """
-    global _eng_threads_wanted, _eng_task_default
-    cdef long long n
+    values = {}
     if threads is not None:
-        n = _as_index(threads, "threads")
-        if n <= 0:
-            raise ValueError(f"threads must be positive, got {n}")
-        _eng_threads_wanted = <int>n
+        values["engine_threads"] = threads
     if task_size is not None:
-        n = _as_index(task_size, "task_size")
-        if n <= 0:
-            raise ValueError(f"task_size must be positive, got {n}")
-        _eng_task_default = <size_t>n
+        values["engine_task_size"] = task_size
+    if values:
+        _settings_module().set(values)
 
 
 def engine_settings():
-    """The engine's thread count and default task size in bytes."""
+    """The engine's thread count and default task size in bytes, from
+    ``hipfile.defaults``."""
     _eng_defaults()
     return {"threads": _eng_threads_wanted, "task_size": _eng_task_default}
 
 
+cdef object _settings_module():
+    global _eng_defaults_mod
+    if _eng_defaults_mod is None:
+        from hipfile import defaults
+        _eng_defaults_mod = defaults
+    return _eng_defaults_mod
+
+
 cdef int _eng_defaults() except -1:
+    """Read ``engine_threads`` and ``engine_task_size`` from
+    ``hipfile.defaults`` (set(), else the environment, else the default),
+    the one source of the engine's settings; called at every submission."""
     global _eng_threads_wanted, _eng_task_default
-    if _eng_threads_wanted == 0:
-        _eng_threads_wanted = _env_positive("HIPFILE_ENGINE_THREADS",
-                                            min(16, max(4, os.cpu_count() or 4)))
-    if _eng_task_default == 0:
-        _eng_task_default = _env_positive("HIPFILE_ENGINE_TASK_SIZE", 4 << 20)
+    d = _settings_module()
+    _eng_threads_wanted = <int>d.engine_threads()
+    _eng_task_default = <size_t>d.engine_task_size()
     return 0
 
 
