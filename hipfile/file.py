@@ -144,6 +144,10 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         """
         return os.fstat(self.fileno()).st_size
 
+    def nbytes(self) -> int:
+        """Same as :meth:`size` (KvikIO's name): the file's size in bytes."""
+        return self.size()
+
     @property
     def handle_type(self) -> FileHandleType:
         """Handle type used for registration."""

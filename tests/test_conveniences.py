@@ -68,9 +68,9 @@ def test_fileno_size_and_closed(driver: hipfile.Driver, tmp_path: Path) -> None:
         assert os.fstat(fh.fileno()).st_ino == path.stat().st_ino
         assert fh.size() == 0
         fh.write(np.ones(1000, np.uint8), file_offset=24)
-        assert fh.size() == 1024
+        assert fh.size() == fh.nbytes() == 1024
     assert fh.closed
-    for call in (fh.fileno, fh.size):
+    for call in (fh.fileno, fh.size, fh.nbytes):
         with pytest.raises(ValueError, match="closed"):
             call()
 
