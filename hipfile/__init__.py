@@ -16,7 +16,7 @@ _platforms._activate_from_environment()
 
 from hipfile import defaults  # noqa: E402
 from hipfile.async_io import AsyncIOHandle, pool_stats, supports_async, trim_pool  # noqa: E402
-from hipfile.batch import BatchEvent, BatchIO  # noqa: E402
+from hipfile.batch import BatchEvent, BatchIO, batch_read, batch_write  # noqa: E402
 from hipfile.buffer import Buffer  # noqa: E402
 from hipfile.driver import Driver, use_count  # noqa: E402
 from hipfile.engine import StreamIOHandle  # noqa: E402
@@ -121,6 +121,8 @@ __all__ = [
     "StreamIOHandle",
     "StringConfigParameter",
     "__version__",
+    "batch_read",
+    "batch_write",
     "defaults",
     "driver_get_properties",
     "get_num_threads",

@@ -21,7 +21,22 @@ import re
 import struct
 from typing import Any
 
-__all__ = ["as_int", "buffer_info", "io_range", "protocol_buffer_info", "stream_info"]
+__all__ = [
+    "as_int",
+    "buffer_info",
+    "check_host_buffers_allowed",
+    "check_writable",
+    "host_view",
+    "io_range",
+    "io_range_or_host",
+    "pointer_view",
+    "protocol_buffer_info",
+    "stream_info",
+]
+
+#: Where a refusal of host memory points the caller.
+HOST_BUFFERS_HINT = ("host buffers are accepted by FileHandle.read/write/pread/pwrite "
+                     "(POSIX I/O), not by this call")
 
 # DLPack device types that hold GPU memory hipFile can use.
 _DL_DEVICE_GPU = {2, 10}  # kDLCUDA, kDLROCM
@@ -110,7 +125,8 @@ def _from_dlpack(obj: Any) -> tuple[int, int, Any]:
             where = "host (CPU)"
         else:
             where = f"DLPack device type {kind}"
-        raise ValueError(f"DLPack tensor is in {where} memory; hipFile needs device memory")
+        raise ValueError(f"DLPack tensor is in {where} memory; hipFile needs device memory "
+                         f"({HOST_BUFFERS_HINT})")
     shape = tuple(t.shape[i] for i in range(t.ndim))
     itemsize = max(1, (t.dtype.bits * t.dtype.lanes) // 8)
     if t.strides:
@@ -160,11 +176,103 @@ def protocol_buffer_info(obj: Any) -> tuple[int, int, Any]:
         return _from_cai(obj, cai)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _from_dlpack(obj)
+    if _has_buffer_protocol(obj):
+        raise TypeError(f"{type(obj).__name__} is not a device buffer: it is host memory, "
+                        f"and hipFile needs device memory ({HOST_BUFFERS_HINT})")
     raise TypeError(
         f"{type(obj).__name__} is not a device buffer: expected hipfile.Buffer, a HIP-Python "
         "DeviceArray, or an object with __cuda_array_interface__ or __dlpack__ "
         "(a bare pointer needs hipfile.Buffer(ptr, length))"
     )
+
+
+def _has_buffer_protocol(obj: Any) -> bool:
+    try:
+        memoryview(obj).release()
+    except TypeError:
+        return False
+    return True
+
+
+def _flat(view: memoryview, what: str) -> memoryview:
+    if not view.c_contiguous:
+        view.release()
+        raise ValueError(f"{what} is not C-contiguous; the transfer needs one contiguous range")
+    if view.format == "B" and view.ndim == 1:
+        return view
+    try:
+        flat = view.cast("B")
+    except TypeError:
+        # a format cast() refuses (structured or non-native types): read the
+        # same bytes through NumPy, which exports them as plain bytes
+        import numpy as np
+
+        return np.frombuffer(view, dtype=np.uint8).data
+    view.release()
+    return flat
+
+
+def pointer_view(ptr: int, nbytes: int) -> memoryview:
+    """A writable flat byte view of ``nbytes`` of host memory at ``ptr``
+    (the caller keeps the memory alive)."""
+    return memoryview((ctypes.c_char * nbytes).from_address(ptr)).cast("B")
+
+
+def host_view(obj: Any) -> memoryview | None:
+    """A flat byte view (format ``"B"``) of a host (CPU) buffer, or None
+    when ``obj`` is not host memory by its kind.
+
+    Host memory is an object with the buffer protocol (NumPy arrays,
+    ``bytearray``, ``memoryview``, ``mmap``, ...) that exposes no
+    ``__cuda_array_interface__`` (HIP-Python's ``DeviceArray`` exposes
+    both, and is device memory), or a DLPack tensor on the CPU or in pinned
+    host memory. The view keeps the object's memory alive and, for objects
+    with the buffer protocol, fixed in place (a ``bytearray`` cannot be
+    resized while it exists).
+
+    Raises
+    ------
+    ValueError
+        The memory is not one contiguous range.
+    """
+    from hipfile._lib import _hipfile
+
+    if obj is None or isinstance(obj, bool | int | _hipfile._BufferCore):
+        return None
+    if getattr(obj, "__cuda_array_interface__", None) is not None:
+        return None
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        view = None
+    if view is not None:
+        return _flat(view, f"{type(obj).__name__} buffer")
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is None or not hasattr(obj, "__dlpack__"):
+        return None
+    kind = int(device()[0])
+    if kind != _DL_DEVICE_CPU and kind not in _DL_DEVICE_HOST_PINNED:
+        return None
+    capsule = obj.__dlpack__()
+    if not _capsule_is_valid(capsule, b"dltensor"):
+        raise TypeError("__dlpack__ did not return an unconsumed DLPack capsule")
+    t = _DLTensor.from_address(_capsule_get_pointer(capsule, b"dltensor"))
+    shape = tuple(t.shape[i] for i in range(t.ndim))
+    itemsize = max(1, (t.dtype.bits * t.dtype.lanes) // 8)
+    if t.strides:
+        strides = tuple(t.strides[i] * itemsize for i in range(t.ndim))
+        if not _contiguous(shape, strides, itemsize):
+            raise ValueError("tensor is not C-contiguous; the transfer needs one contiguous "
+                             "range")
+    nbytes = itemsize * math.prod(shape)
+    ptr = int(t.data or 0) + int(t.byte_offset)
+    if nbytes == 0:
+        return memoryview(bytearray())
+    # The ctypes array keeps the capsule (which frees the tensor when it
+    # dies) and the object alive for as long as the view exists.
+    array = (ctypes.c_char * nbytes).from_address(ptr)
+    array._hipfile_owner = (obj, capsule)  # type: ignore[attr-defined]
+    return memoryview(array).cast("B")
 
 
 def pointer_value(obj: Any) -> int:
@@ -276,3 +384,54 @@ def io_range(buffer: Any, size: Any, file_offset: Any,
     size, file_offset, buffer_offset = _hipfile.io_range_check(
         length, size, file_offset, buffer_offset)
     return ptr, length, owner, size, file_offset, buffer_offset
+
+
+def io_range_or_host(buffer: Any, size: Any, file_offset: Any, buffer_offset: Any
+                     ) -> tuple[int, int, Any, int, int, int, memoryview | None]:
+    """:func:`io_range` for the calls that also take host buffers.
+
+    Returns ``(address, length, owner, size, file_offset, buffer_offset,
+    view)``: ``view`` is None for device memory, else the host buffer's
+    flat byte view (its ``address`` is 0 and ``owner`` the view).
+
+    Raises
+    ------
+    TypeError
+        As :func:`io_range`, or a host buffer while
+        ``hipfile.defaults`` ``allow_host_buffers`` is False.
+    ValueError
+        As :func:`io_range`.
+    """
+    from hipfile._lib import _hipfile
+
+    view: memoryview | None = None
+    try:
+        ptr, length, owner = buffer_info(buffer)
+    except (TypeError, ValueError, BufferError):
+        # BufferError: NumPy refuses to export a read-only array by DLPack
+        view = host_view(buffer)
+        if view is None:
+            raise
+        check_host_buffers_allowed(type(buffer).__name__)
+        ptr, length, owner = 0, view.nbytes, view
+    size, file_offset, buffer_offset = _hipfile.io_range_check(
+        length, size, file_offset, buffer_offset)
+    return ptr, length, owner, size, file_offset, buffer_offset, view
+
+
+def check_writable(view: memoryview, write: bool, obj: Any) -> None:
+    """Raise :class:`TypeError` for a read into a read-only host buffer."""
+    if not write and view.readonly:
+        raise TypeError(f"cannot read into a read-only {type(obj).__name__}")
+
+
+def check_host_buffers_allowed(what: str = "a host buffer") -> None:
+    """Raise :class:`TypeError` unless ``hipfile.defaults``
+    ``allow_host_buffers`` is True."""
+    from hipfile import defaults
+
+    if not defaults.allow_host_buffers():
+        raise TypeError(
+            f"{what} is host (CPU) memory and host buffers are turned off "
+            "(hipfile.defaults 'allow_host_buffers' is False, environment variable "
+            "HIPFILE_ALLOW_HOST_BUFFERS); pass device memory or turn the setting on")

@@ -17,6 +17,12 @@ The parameter array of a submission is kept alive until every entry of it has
 reached a final state (the ABI requires it), and so are the files and buffers
 the entries use: closing such a file, or deregistering such a
 :class:`~hipfile.Buffer`, raises :class:`~hipfile.InFlightError`.
+
+One batch holds at most ``max_batch_io_count`` entries (128 by default).
+:func:`batch_read` and :func:`batch_write` take any number of ranges of one
+file and buffer and run them as successive batches::
+
+    nbytes = hipfile.batch_read(fh, dev, [(4096, i * 4096, i * 4096) for i in range(1000)])
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ import concurrent.futures
 import errno as _errno
 import threading
 import time
+from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,9 +44,15 @@ from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
 from hipfile._lifetime import ClosesWhenCollected
 from hipfile.enums import BASE_ERR, BatchMode, Opcode, OpError, Status
-from hipfile.errors import BatchFullError, ClosedFileError, HipFileException, error_for_result
+from hipfile.errors import (
+    BatchFullError,
+    ClosedFileError,
+    HipFileException,
+    InvalidValueError,
+    error_for_result,
+)
 
-__all__ = ["BatchEvent", "BatchIO"]
+__all__ = ["BatchEvent", "BatchIO", "batch_read", "batch_write"]
 
 _MAX_NR = 2**32 - 1
 _MAX_ENTRY: int = _hipfile.MAX_IO_CHUNK
@@ -190,7 +204,9 @@ class BatchIO(ClosesWhenCollected):
         ``max_nr`` is not a positive int.
     HipFileException
         The library refused (e.g. ``DriverNotInitializedError`` when no
-        :class:`~hipfile.Driver` is open, ``InvalidValueError`` above the cap).
+        :class:`~hipfile.Driver` is open, ``InvalidValueError`` above the cap,
+        with a message that names the cap and :func:`batch_read` /
+        :func:`batch_write` for more entries).
 
     Notes
     -----
@@ -222,7 +238,7 @@ class BatchIO(ClosesWhenCollected):
         # BatchEvents (written by the shim before it returns: an interrupt
         # right after the call loses nothing)
         self._nr = np.zeros(1, dtype=np.uint32)
-        self._handle = _hipfile.batch_io_set_up(n)
+        self._handle = _set_up(n)
 
     # -- state ------------------------------------------------------------
 
@@ -524,6 +540,8 @@ class BatchIO(ClosesWhenCollected):
         ValueError
             The batch is closed, ``min_nr`` is outside ``0..max_nr``, or
             ``timeout`` is negative.
+        RuntimeError
+            ``min_nr`` > 0 while entries are queued and none is submitted.
 
         See Also
         --------
@@ -534,6 +552,8 @@ class BatchIO(ClosesWhenCollected):
         if not 0 <= min_nr <= self._max_nr:
             raise ValueError(f"min_nr must be in 0..{self._max_nr}, got {min_nr}")
         timeout = self._check_timeout(timeout)
+        if min_nr:
+            self._check_submitted("get_status(min_nr > 0)")
         return self._collect(min_nr, timeout)
 
     @staticmethod
@@ -545,6 +565,14 @@ class BatchIO(ClosesWhenCollected):
         if not timeout >= 0:
             raise ValueError(f"timeout must be >= 0, got {timeout}")
         return float(timeout)
+
+    def _check_submitted(self, call: str) -> None:
+        """Refuse to wait when entries are queued and none was submitted:
+        the wait would return nothing at once and leave them unsent."""
+        if self._queued and not self._inflight:
+            raise RuntimeError(f"{call} before submit(): {len(self._queued)} entry(ies) are "
+                               "queued but not submitted; call submit() first (or clear() "
+                               "to drop them)")
 
     def wait(self, timeout: float | None = None) -> list[BatchEvent]:
         """Collect events until every submitted entry has reached a final state.
@@ -568,8 +596,12 @@ class BatchIO(ClosesWhenCollected):
             is interrupted (``KeyboardInterrupt``, seen within 0.1 s).
         ValueError
             The batch is closed or ``timeout`` is negative.
+        RuntimeError
+            Entries are queued and none is submitted (:meth:`submit` them
+            first); with nothing queued or in flight it returns ``[]``.
         """
         self._check_open()
+        self._check_submitted("wait()")
         timeout = self._check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._status_lock:
@@ -659,3 +691,153 @@ class BatchIO(ClosesWhenCollected):
             return f"<hipfile.BatchIO max_nr={self._max_nr} closed>"
         return (f"<hipfile.BatchIO max_nr={self._max_nr} queued={len(self._queued)} "
                 f"inflight={len(self._inflight)}>")
+
+
+def _set_up(max_nr: int) -> int:
+    """``hipFileBatchIOSetUp``; a refusal of ``max_nr`` names the cap."""
+    try:
+        return int(_hipfile.batch_io_set_up(max_nr))
+    except InvalidValueError as exc:
+        from hipfile import defaults
+        from hipfile.properties import driver_get_properties
+
+        try:
+            cap = f"at most {driver_get_properties().max_batch_io_count} entries " \
+                  "(DriverProperties.max_batch_io_count)"
+        except Exception:
+            cap = (f"at most {defaults.BATCH_MAX_ENTRIES_CAP} entries by default "
+                   "(DriverProperties.max_batch_io_count, which this library does not report)")
+        raise InvalidValueError(
+            exc.hipfile_err, exc.hip_err, exc.func,
+            f"BatchIO({max_nr}): a batch holds {cap}; for more entries use "
+            "hipfile.batch_read/batch_write, which submit successive batches") from exc
+
+
+def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
+                 ranges: Iterable[tuple[int | None, int, int]], batch_size: int | None,
+                 timeout: float | None) -> list[int]:
+    from hipfile import defaults
+
+    write = opcode == Opcode.WRITE
+    if not isinstance(fh, _FileCore):
+        raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
+    fh._check_registered()
+    if batch_size is None:
+        per_batch = defaults.batch_max_entries()
+    else:
+        per_batch = as_int(batch_size, "batch_size")
+        if per_batch <= 0:
+            raise ValueError(f"batch_size must be positive, got {per_batch}")
+    timeout = BatchIO._check_timeout(timeout)
+    _, length, _ = _hipfile.buffer_info(buffer)
+    # Every range is checked before anything is submitted; ranges above one
+    # entry's limit become several entries.
+    pending: deque[tuple[int, int, int, int]] = deque()
+    count = 0
+    for r in ranges:
+        t: tuple[Any, ...] = tuple(r)
+        if len(t) != 3:
+            raise TypeError(f"each range must be (size, file_offset, buffer_offset), got {r!r}")
+        size, foff, boff = _hipfile.io_range_check(length, *t)
+        for start in range(0, size, _MAX_ENTRY):
+            pending.append((count, min(_MAX_ENTRY, size - start), foff + start, boff + start))
+        count += 1
+    moved = [0] * count
+    if not pending:
+        return moved
+    deadline = None if timeout is None else time.monotonic() + timeout
+    failure: tuple[int, BaseException] | None = None
+    with BatchIO(min(per_batch, len(pending))) as batch:
+        while pending and failure is None:
+            round_ = [pending.popleft() for _ in range(min(batch.max_nr, len(pending)))]
+            for k, (_, size, foff, boff) in enumerate(round_):
+                batch._add(opcode, fh, buffer, size, foff, boff, k)
+            batch.submit()
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            for event in batch.wait(left):
+                index, size, foff, boff = round_[event.cookie]
+                error = event.error()
+                if error is None:
+                    n = event.result
+                    moved[index] += n
+                    if n == size:
+                        continue
+                    if n > 0:
+                        # a short count is not the end: the rest goes in a later batch
+                        pending.append((index, size - n, foff + n, boff + n))
+                        continue
+                    if not write:
+                        continue  # a read of 0 bytes: end of file
+                    error = OSError(_errno.EIO, f"batch write entry moved 0 of {size} bytes "
+                                                f"at file offset {foff}")
+                if failure is None or index < failure[0]:
+                    failure = (index, error)
+    if failure is not None:
+        raise failure[1]
+    return moved
+
+
+def batch_read(fh: Any, buffer: Any, ranges: Iterable[tuple[int | None, int, int]], *,
+               batch_size: int | None = None, timeout: float | None = None) -> list[int]:
+    """Read any number of ``(size, file_offset, buffer_offset)`` ranges of
+    ``fh`` into ``buffer`` as successive batches; returns the bytes read per
+    range.
+
+    Parameters
+    ----------
+    fh
+        An open :class:`~hipfile.FileHandle`.
+    buffer
+        Device memory: a :class:`~hipfile.Buffer` or anything it accepts.
+    ranges
+        ``(size, file_offset, buffer_offset)`` tuples, ``size`` None for the
+        rest of the buffer; all are checked before anything is submitted.
+    batch_size
+        Entries per batch (default ``hipfile.defaults`` ``batch_max_entries``,
+        128); a range above 0x7ffff000 bytes takes several entries.
+    timeout
+        Seconds for the whole call, or None for no limit.
+
+    The ranges run in batches of ``batch_size`` entries, one batch after
+    the other, in one :class:`BatchIO`. An entry that moves fewer bytes than
+    asked is not taken for end of file: the rest is submitted again in a
+    later batch, until it is done or a read returns 0 (end of file).
+
+    Returns
+    -------
+    list[int]
+        Bytes read per range, in the order of ``ranges``; fewer than asked
+        only at end of file.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad file, buffer (host memory included), range, ``batch_size``
+        or ``timeout`` (nothing is submitted).
+    OSError, HipFileException
+        The error of the first failing range (in the order of ``ranges``);
+        batches after the one that failed are not submitted.
+    TimeoutError
+        ``timeout`` passed (what is in flight is canceled).
+
+    See Also
+    --------
+    hipFileBatchIOSetUp, hipFileBatchIOSubmit, hipFileBatchIOGetStatus
+    """
+    return _run_batches(Opcode.READ, fh, buffer, ranges, batch_size, timeout)
+
+
+def batch_write(fh: Any, buffer: Any, ranges: Iterable[tuple[int | None, int, int]], *,
+                batch_size: int | None = None, timeout: float | None = None) -> list[int]:
+    """Write any number of ``(size, file_offset, buffer_offset)`` ranges of
+    ``buffer`` to ``fh`` as successive batches; returns the bytes written
+    per range (always the sizes asked). See :func:`batch_read`.
+
+    A short write is submitted again for the rest; an entry that writes 0
+    bytes fails with :class:`OSError` (``EIO``).
+
+    See Also
+    --------
+    hipFileBatchIOSetUp, hipFileBatchIOSubmit, hipFileBatchIOGetStatus
+    """
+    return _run_batches(Opcode.WRITE, fh, buffer, ranges, batch_size, timeout)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
+import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from hipfile._interop import io_range
+from hipfile._interop import check_writable, io_range_or_host
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
 from hipfile._lifetime import ClosesWhenCollected, exit_block, finalize, wait_idle
-from hipfile._transfer import transfer
+from hipfile._transfer import host_transfer, transfer
 from hipfile.enums import FileHandleType
+from hipfile.errors import ClosedFileError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -22,6 +25,9 @@ if TYPE_CHECKING:
     from hipfile.parallel import IOFuture
 
 __all__ = ["FileHandle"]
+
+_O_DIRECT: int = getattr(os, "O_DIRECT", 0)
+_twin_lock = threading.Lock()
 
 
 class FileHandle(_FileCore, ClosesWhenCollected):
@@ -69,6 +75,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         self._fd: int | None = None
         self._owns_fd = fd is None
         self._given_fd = fd
+        self._buffered_fd: int | None = None   # see _host_fd
         self._handle_type = FileHandleType.OPAQUE_FD
         self.handle_type = handle_type
         if path is None and fd is None:
@@ -109,8 +116,38 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     @property
     def closed(self) -> bool:
-        """Whether the handle is closed."""
+        """Whether the handle is closed: True before :meth:`open` and after
+        :meth:`close`, when :attr:`fd` and :attr:`handle` are None."""
         return self.handle is None
+
+    def fileno(self) -> int:
+        """The open file descriptor (as :meth:`io.IOBase.fileno`).
+
+        Raises
+        ------
+        ClosedFileError
+            The handle is closed (also a ValueError).
+        """
+        fd = self._fd
+        if fd is None or self.handle is None:
+            raise ClosedFileError()
+        return fd
+
+    def size(self) -> int:
+        """The file's size in bytes now (``os.fstat(fh.fileno()).st_size``).
+
+        Raises
+        ------
+        ClosedFileError
+            The handle is closed (also a ValueError).
+        OSError
+            ``fstat`` failed.
+        """
+        return os.fstat(self.fileno()).st_size
+
+    def nbytes(self) -> int:
+        """Same as :meth:`size` (KvikIO's name): the file's size in bytes."""
+        return self.size()
 
     @property
     def handle_type(self) -> FileHandleType:
@@ -181,6 +218,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             fd, self._fd = self._fd, None
             if self._owns_fd:
                 os.close(fd)
+        twin, self._buffered_fd = self._buffered_fd, None
+        if twin is not None:
+            os.close(twin)
 
     def __enter__(self) -> FileHandle:
         return self.open()
@@ -206,22 +246,66 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     # -- synchronous I/O -----------------------------------------------
 
+    def _host_fd(self) -> int:
+        """The descriptor for POSIX I/O on host buffers: the file's own, or,
+        when it was opened with ``O_DIRECT`` (which needs aligned buffers),
+        a second descriptor of the same file without it, opened on first use
+        through ``/proc/self/fd`` and closed by :meth:`close`.
+
+        Raises
+        ------
+        TypeError
+            ``hipfile.defaults`` ``allow_host_buffers`` is False.
+        ClosedFileError
+            The file is closed.
+        """
+        from hipfile._interop import check_host_buffers_allowed
+
+        check_host_buffers_allowed()
+        twin = self._buffered_fd
+        if twin is not None:
+            return twin
+        fd = self.fileno()
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        if not flags & _O_DIRECT:
+            return fd
+        with _twin_lock:
+            if self._buffered_fd is None:
+                self._buffered_fd = os.open(f"/proc/self/fd/{fd}",
+                                            (flags & os.O_ACCMODE) | os.O_CLOEXEC)
+            return self._buffered_fd
+
     def _io(self, write: bool, buffer: Any, size: int | None, file_offset: int,
             buffer_offset: int) -> int:
         self._check_registered()
-        ptr, _, _, size, file_offset, buffer_offset = io_range(
+        ptr, _, _, size, file_offset, buffer_offset, view = io_range_or_host(
             buffer, size, file_offset, buffer_offset)
+        if view is not None:
+            check_writable(view, write, buffer)
+            return host_transfer(write, self._host_fd(), view, size, file_offset,
+                                 buffer_offset)
         handle = self.handle
         assert handle is not None
-        return transfer(write, handle, ptr, size, file_offset, buffer_offset)
+        return transfer(write, handle, ptr, size, file_offset, buffer_offset,
+                        host_fd=self._host_fd)
 
     def read(self, buffer: Any, size: int | None = None, file_offset: int = 0,
              buffer_offset: int = 0) -> int:
         """Read ``size`` bytes at ``file_offset`` into ``buffer`` at ``buffer_offset``.
 
-        ``buffer`` is a :class:`~hipfile.Buffer` or anything it accepts
-        (HIP-Python ``DeviceArray``, PyTorch/CuPy arrays). ``size`` defaults
-        to the rest of the buffer.
+        ``buffer`` is device memory (a :class:`~hipfile.Buffer` or anything
+        it accepts: HIP-Python ``DeviceArray``, PyTorch/CuPy arrays) or host
+        memory: a writable C-contiguous object with the buffer protocol
+        (NumPy array, ``bytearray``, ``mmap``, ...), a DLPack tensor on the
+        CPU, or a :class:`~hipfile.Buffer` over pinned host memory. ``size``
+        defaults to the rest of the buffer.
+
+        Host buffers: hipFile moves device memory only (it refuses host
+        memory with ``hipFileHipMemoryTypeInvalid``), so the binding reads
+        them itself with POSIX ``preadv`` on the file's descriptor (without
+        ``O_DIRECT``), with the GIL released, under the same short-transfer
+        rule. ``hipfile.defaults`` ``allow_host_buffers`` (True by default,
+        ``HIPFILE_ALLOW_HOST_BUFFERS``) turns this off.
 
         Short transfers: ``hipFileRead`` is called again for the rest until
         ``size`` bytes are read or it returns 0 (end of file), so a short
@@ -235,6 +319,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
         Raises
         ------
+        TypeError
+            An unsupported or read-only buffer, or a host buffer while
+            ``allow_host_buffers`` is False.
         ValueError
             Negative offsets, a range that overruns the buffer, or a closed file.
         OSError
@@ -244,7 +331,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
         See Also
         --------
-        hipFileRead
+        hipFileRead, preadv
         """
         return self._io(False, buffer, size, file_offset, buffer_offset)
 
@@ -254,7 +341,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         file at ``file_offset``. See :meth:`read`.
 
         Short transfers: ``hipFileWrite`` is called again for the rest until
-        ``size`` bytes are written; a call that writes 0 bytes raises.
+        ``size`` bytes are written; a call that writes 0 bytes raises. Host
+        buffers (read-only ones too) are written with POSIX ``pwritev``, as
+        :meth:`read` describes.
 
         Returns
         -------
@@ -268,7 +357,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
         See Also
         --------
-        hipFileWrite
+        hipFileWrite, pwritev
         """
         return self._io(True, buffer, size, file_offset, buffer_offset)
 
@@ -281,8 +370,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         :class:`~hipfile.IOFuture` whose ``result()`` is the bytes read.
 
         Same as :func:`hipfile.pread` with this file, including its
-        short-transfer rule (that of :meth:`read`). The file cannot be
-        closed until every task has ended.
+        short-transfer rule and host buffers (as :meth:`read`). The file
+        cannot be closed until every task has ended.
 
         See Also
         --------
@@ -300,7 +389,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         :class:`~hipfile.IOFuture` whose ``result()`` is the bytes written.
 
         Same as :func:`hipfile.pwrite` with this file, including its
-        short-transfer rule (that of :meth:`write`).
+        short-transfer rule and host buffers (as :meth:`write`).
 
         See Also
         --------
@@ -399,27 +488,82 @@ def _ranges(ranges: Any) -> list[tuple[Any, Any, Any]]:
     return out
 
 
+#: ``hipfile.open`` mode strings and their ``os.open`` flags. ``"a"`` opens
+#: without ``O_APPEND``: hipFile refuses ``O_APPEND`` descriptors, since
+#: positional writes ignore their offset under it.
+MODES: dict[str, int] = {
+    "r": os.O_RDONLY,
+    "r+": os.O_RDWR,
+    "w": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
+    "a": os.O_RDWR | os.O_CREAT,
+}
+
+
+def _mode_flags(mode: str) -> int:
+    try:
+        return MODES[mode]
+    except KeyError:
+        raise ValueError(f"flags must be one of {', '.join(repr(m) for m in MODES)} or "
+                         f"os.open flags as an int, got {mode!r}") from None
+
+
 def open(
     path: str | os.PathLike[str], flags: int | str = "r", mode: int = FileHandle.DEFAULT_MODE,
     *, direct: bool = False,
 ) -> FileHandle:
     """Open and register a file; returns an open :class:`FileHandle`.
 
-    ``flags`` is ``os.open`` flags or one of ``"r"``, ``"w"`` (create,
-    truncate), ``"a"`` (create), ``"r+"``; ``direct=True`` adds ``O_DIRECT``.
+    Parameters
+    ----------
+    path
+        The file.
+    flags
+        A Python mode string or ``os.open`` flags (an int, used as given):
+
+        ===========  ==========================================  ====================
+        mode         ``os.open`` flags                           file
+        ===========  ==========================================  ====================
+        ``"r"``      ``O_RDONLY``                                must exist
+        ``"r+"``     ``O_RDWR``                                  must exist
+        ``"w"``      ``O_RDWR | O_CREAT | O_TRUNC``              created or emptied
+        ``"a"``      ``O_RDWR | O_CREAT``                        created or kept
+        ===========  ==========================================  ====================
+
+        Writable modes open for reading too (``O_RDWR``): the handle can
+        read back what it wrote. Other strings (``"rb"``, ``"w+"``, ``"x"``)
+        are refused rather than guessed.
+    mode
+        Permission bits for a created file (``0o644``).
+    direct
+        Add ``O_DIRECT``, which hipFile's direct (GPU-direct) path needs.
+
+    Every transfer names its file offset, so ``"a"`` does not move writes to
+    the end by itself (and opens without ``O_APPEND``, which hipFile
+    refuses): to append, write at ``fh.size()``.
+
+    Raises
+    ------
+    ValueError
+        An unknown mode string.
+    TypeError
+        ``flags`` is neither a str nor an int, or ``direct`` is not a bool.
+    OSError
+        ``os.open`` failed (e.g. ``FileNotFoundError`` for ``"r"``).
+    HipFileException
+        Registration failed.
+
+    See Also
+    --------
+    hipFileHandleRegister
     """
     if isinstance(flags, str):
-        table = {
-            "r": os.O_RDONLY,
-            "r+": os.O_RDWR,
-            "w": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
-            "a": os.O_RDWR | os.O_CREAT,
-        }
-        if flags not in table:
-            raise ValueError(f"flags must be one of {sorted(table)} or an int, got {flags!r}")
-        flags = table[flags]
+        flags = _mode_flags(flags)
+    elif isinstance(flags, bool) or not isinstance(flags, int):
+        raise TypeError(f"flags must be a mode string or an int, not {type(flags).__name__}")
+    if not isinstance(direct, bool):
+        raise TypeError(f"direct must be a bool, not {type(direct).__name__}")
     if direct:
-        flags |= getattr(os, "O_DIRECT", 0)
+        flags |= _O_DIRECT
     return FileHandle(path, flags, mode).open()
 
 

@@ -30,9 +30,9 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from hipfile import defaults
-from hipfile._interop import as_int, io_range
+from hipfile._interop import as_int, check_writable, io_range_or_host
 from hipfile._lib._hipfile import _BufferCore, _FileCore
-from hipfile._transfer import transfer
+from hipfile._transfer import host_transfer, transfer
 
 #: Longest single blocking wait in IOFuture, so that signals are seen.
 _WAIT_SLICE = 0.05
@@ -162,15 +162,19 @@ class _Stopped(Exception):
 class _Job:
     """What every task of one request shares."""
 
-    __slots__ = ("buffer_offset", "file_offset", "handle", "ptr", "stop", "write")
+    __slots__ = ("buffer_offset", "file_offset", "handle", "host_fd", "ptr", "stop", "view",
+                 "write")
 
     def __init__(self, write: bool, handle: int, ptr: int, file_offset: int,
-                 buffer_offset: int) -> None:
+                 buffer_offset: int, view: memoryview | None = None,
+                 host_fd: Callable[[], int] | None = None) -> None:
         self.write = write
         self.handle = handle
         self.ptr = ptr
         self.file_offset = file_offset
         self.buffer_offset = buffer_offset
+        self.view = view          # a host buffer, moved with POSIX calls
+        self.host_fd = host_fd    # the descriptor for them (FileHandle._host_fd)
         self.stop = False
 
 
@@ -182,8 +186,12 @@ def _run_task(job: _Job, start: int, size: int) -> int:
         if job.stop:
             raise _Stopped
 
+    if job.view is not None:
+        assert job.host_fd is not None
+        return host_transfer(job.write, job.host_fd(), job.view, size, job.file_offset + start,
+                             job.buffer_offset + start, check)
     return transfer(job.write, job.handle, job.ptr, size, job.file_offset + start,
-                    job.buffer_offset + start, check)
+                    job.buffer_offset + start, check, job.host_fd)
 
 
 class IOFuture:
@@ -191,7 +199,8 @@ class IOFuture:
 
     Follows the :class:`concurrent.futures.Future` interface: :meth:`result`,
     :meth:`exception`, :meth:`done`, :meth:`cancel`, :meth:`cancelled`,
-    :meth:`add_done_callback`.
+    :meth:`add_done_callback`; :meth:`get` is :meth:`result` under KvikIO's
+    name.
     """
 
     def __init__(self, nbytes: int, write: bool) -> None:
@@ -368,6 +377,17 @@ class IOFuture:
             raise self._exception
         return self._result
 
+    def get(self, timeout: float | None = None) -> int:
+        """Same as :meth:`result` (KvikIO's name): wait for every task and
+        return the total bytes moved.
+
+        Raises
+        ------
+        TimeoutError, concurrent.futures.CancelledError, OSError, HipFileException
+            As :meth:`result`.
+        """
+        return self.result(timeout)
+
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Wait like :meth:`result`; return the error instead of raising it
         (None on success)."""
@@ -417,8 +437,13 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise TypeError(f"executor must be a concurrent.futures.Executor, not "
                         f"{type(executor).__name__}")
-    ptr, _, owner, size, file_offset, buffer_offset = io_range(
+    ptr, _, owner, size, file_offset, buffer_offset, view = io_range_or_host(
         buffer, size, file_offset, buffer_offset)
+    host_fd: Callable[[], int] | None = getattr(fh, "_host_fd", None)
+    if view is not None:
+        check_writable(view, write, buffer)
+        if host_fd is None:
+            raise TypeError(f"{type(fh).__name__} does not support host buffers")
     pool = executor if executor is not None else _default_executor()
 
     core = owner if isinstance(owner, _BufferCore) else None
@@ -444,7 +469,7 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
         keep.clear()
 
     spans = [(start, min(tsize, size - start)) for start in range(0, size, tsize)]
-    job = _Job(write, handle, ptr, file_offset, buffer_offset)
+    job = _Job(write, handle, ptr, file_offset, buffer_offset, view, host_fd)
     future = IOFuture(size, write)
     future._start(pool, job, spans, release)
     return future
@@ -461,7 +486,9 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
     fh
         An open :class:`~hipfile.FileHandle`.
     buffer
-        A :class:`~hipfile.Buffer` or anything it accepts.
+        Device memory (a :class:`~hipfile.Buffer` or anything it accepts),
+        or host memory as :meth:`hipfile.FileHandle.read` accepts it (moved
+        with POSIX ``preadv`` on the thread pool; ``allow_host_buffers``).
     size
         Bytes to read; defaults to the rest of the buffer.
     file_offset, buffer_offset
@@ -485,14 +512,15 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
     Raises
     ------
     TypeError
-        Bad argument types.
+        Bad argument types, a read-only buffer, or a host buffer while
+        ``hipfile.defaults`` ``allow_host_buffers`` is False.
     ValueError
         Negative offsets, a range that overruns the buffer, a non-positive
         ``task_size``, or a closed file.
 
     See Also
     --------
-    hipFileRead
+    hipFileRead, preadv
     """
     return _submit(False, fh, buffer, size, file_offset, buffer_offset, task_size, executor)
 
@@ -506,10 +534,11 @@ def pwrite(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
 
     Each task calls ``hipFileWrite`` until its part is written; a call that
     writes 0 bytes fails the future with :class:`OSError` (``EIO``), so
-    ``result()`` is always ``size``.
+    ``result()`` is always ``size``. Host buffers are written with POSIX
+    ``pwritev``.
 
     See Also
     --------
-    hipFileWrite
+    hipFileWrite, pwritev
     """
     return _submit(True, fh, buffer, size, file_offset, buffer_offset, task_size, executor)
