@@ -31,7 +31,7 @@ timeout 330 "$py" benchmarks/bench_engine.py --platform cuda --layers 32 --layer
     --repeats 7 --kvikio --cold ${ENGINE_RUN_SWEEP---sweep} --dir /tmp \
     --json "$out/engine.json" >"$out/bench-engine.log" 2>&1
 echo "bench_engine exit $?"; cat "$out/bench-engine.log"
-timeout -s ABRT 120 "$py" -X faulthandler examples/vllm_kv_connector.py --bench --layers 32 --blocks 16 --block-kib 1024 \
+timeout -s ABRT "${ENGINE_RUN_VLLM_TIMEOUT:-120}" "$py" -X faulthandler examples/vllm_kv_connector.py --bench --layers 32 --blocks 16 --block-kib 1024 \
     --dim 4096 --matmuls 4 --repeats 7 --dir /tmp >"$out/bench-vllm.log" 2>&1
 echo "vllm connector bench exit $?"; tail -20 "$out/bench-vllm.log"
 [ "${ENGINE_RUN_SKIP_SAFETENSORS:-0}" = 1 ] || timeout 240 "$py" benchmarks/bench_safetensors.py --platform cuda --size-gib 4 --dir /tmp \
