@@ -64,6 +64,7 @@ def test_events_layout_matches_the_compiled_abi():
 # -- round trips ----------------------------------------------------------------
 
 
+@pytest.mark.needs("hipFileBatchIOGetStatus")
 def test_write_then_read_round_trip_with_cookies(driver, tmp_path):
     data = random_bytes(N, seed=3)
     path = tmp_path / "out.bin"
@@ -102,6 +103,7 @@ def test_write_then_read_round_trip_with_cookies(driver, tmp_path):
         assert np.array_equal(from_device(dst, N), data)
 
 
+@pytest.mark.needs("hipFileBatchIOGetStatus")
 def test_default_cookie_is_the_entry_id(driver, data_file):
     path, data = data_file
     with device_array(N) as dev, FileHandle(path) as fh, BatchIO(4) as batch:
@@ -115,6 +117,7 @@ def test_default_cookie_is_the_entry_id(driver, data_file):
         assert np.array_equal(from_device(dev, 2 * CHUNK), data[:2 * CHUNK])
 
 
+@pytest.mark.needs("hipFileBatchIOGetStatus")
 def test_registered_buffer_and_several_submits(driver, data_file):
     path, data = data_file
     with device_array(N) as dev, FileHandle(path) as fh, Buffer(dev) as buf, \
@@ -131,6 +134,7 @@ def test_registered_buffer_and_several_submits(driver, data_file):
         assert np.array_equal(from_device(dev, N), data)
 
 
+@pytest.mark.needs("hipFileBatchIOGetStatus")
 def test_read_past_end_of_file_is_short(driver, data_file):
     path, data = data_file
     with device_array(N) as dev, FileHandle(path) as fh, BatchIO(2) as batch:
@@ -143,6 +147,7 @@ def test_read_past_end_of_file_is_short(driver, data_file):
         assert np.array_equal(from_device(dev, 100), data[-100:])
 
 
+@pytest.mark.needs("hipFileBatchIOGetStatus")
 def test_empty_submit_and_repr(driver):
     with BatchIO(3) as batch:
         assert batch.submit() == []
