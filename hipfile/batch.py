@@ -219,8 +219,9 @@ class BatchIO:
     TypeError, ValueError
         ``max_nr`` is not a positive int.
     HipFileException
-        The library refused (e.g. ``DriverNotInitializedError`` when no
-        :class:`~hipfile.Driver` is open, ``InvalidValueError`` above the cap).
+        The library refused (e.g. ``InvalidValueError`` above the cap; some
+        libraries also ask for an open :class:`~hipfile.Driver`, with
+        ``DriverNotInitializedError``).
 
     Notes
     -----

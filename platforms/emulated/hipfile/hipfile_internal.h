@@ -34,6 +34,8 @@ extern EMU_HIDDEN hipFileDriverProps_t emu_props;
 EMU_HIDDEN int emu_driver_is_open_locked(void);
 /* Implicit initialisation by a registration: 0 -> 1. */
 EMU_HIDDEN void emu_driver_implicit_open_locked(void);
+/* Opens the driver implicitly (0 -> 1); -1 while it is being closed. */
+EMU_HIDDEN int emu_driver_implicit_open(void);
 EMU_HIDDEN int emu_param_bool(hipFileBoolConfigParameter_t which);
 
 static inline hipFileError_t emu_err(hipFileOpError_t e)

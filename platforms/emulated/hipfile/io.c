@@ -70,13 +70,17 @@ static ssize_t sync_io(int is_write, hipFileHandle_t fh, const void *buffer_base
     int err = 0;
     if (size > EMU_MAX_IO_SIZE)
         size = EMU_MAX_IO_SIZE;
-    if (!offsets_ok(file_offset, buffer_offset, size)) {
+    if (file_offset < 0 || buffer_offset < 0) {
+        r = -(ssize_t)hipFileInvalidValue; /* as AMD's library answers */
+    } else if (!offsets_ok(file_offset, buffer_offset, size)) {
         r = -1;
         err = EINVAL;
     } else {
         hipFileOpError_t e =
             emu_check_device_range(buffer_base, buffer_offset, size, NULL, NULL, NULL);
         int fault;
+        if (e == hipFileHipPointerRangeError)
+            e = hipFileInvalidValue; /* a bad size or offset, as AMD's library answers */
         if (e != hipFileSuccess)
             r = -(ssize_t)e;
         else if ((fault = emu_fault_take(is_write ? HIPFILE_EMU_OP_WRITE : HIPFILE_EMU_OP_READ)))
@@ -233,6 +237,9 @@ static hipFileError_t async_submit(int is_write, hipFileHandle_t fh, void *buffe
                                    hoff_t *buffer_offset_p, ssize_t *bytes_p,
                                    emu_hipStream_t stream)
 {
+    /* The driver opens before the arguments are checked, as in AMD's library. */
+    if (emu_driver_implicit_open() != 0)
+        return emu_err(hipFileDriverClosing);
     if (buffer_base == NULL || size_p == NULL || file_offset_p == NULL ||
         buffer_offset_p == NULL || bytes_p == NULL)
         return emu_err(hipFileInvalidValue);
