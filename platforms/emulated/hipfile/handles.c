@@ -136,6 +136,7 @@ EMU_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDesc
         rec->next = handles;
         handles = rec;
         emu_counters.handles++;
+        emu_stats_record_registration(0);
         emu_driver_implicit_open_locked();
         *fh = (hipFileHandle_t)rec->token;
     }
@@ -252,6 +253,7 @@ EMU_EXPORT hipFileError_t hipFileBufRegister(const void *buffer_base, size_t len
         rec->next = buffers;
         buffers = rec;
         emu_counters.buffers++;
+        emu_stats_record_registration(1);
         emu_driver_implicit_open_locked();
     }
     pthread_mutex_unlock(&emu_lock);

@@ -9,8 +9,22 @@
 
 static int aligned(uintptr_t v) { return v % EMU_DIRECT_ALIGN == 0; }
 
+static ssize_t do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t off,
+                     size_t short_max, int *err, int *fast);
+
 ssize_t emu_do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t off,
                   size_t short_max, int *err)
+{
+    int fast = 0;
+    uint64_t t0 = emu_stats_clock();
+    ssize_t r = do_io(h, is_write, buf, size, off, short_max, err, &fast);
+    emu_stats_record_io(is_write, fast, buf, size, off, r, emu_stats_clock() - t0);
+    return r;
+}
+
+/* *fast: the transfer went by O_DIRECT on the caller's descriptor. */
+static ssize_t do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t off,
+                     size_t short_max, int *err, int *fast)
 {
     /* O_DIRECT wants aligned addresses, offsets and sizes; everything else
      * takes the buffered descriptor, as does a direct transfer that the
@@ -18,6 +32,7 @@ ssize_t emu_do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t o
     int use_direct = h->direct && aligned((uintptr_t)buf) && aligned((uintptr_t)off) &&
                      aligned(size);
     size_t done = 0;
+    *fast = use_direct;
     while (done < size) {
         size_t chunk = size - done;
         if (short_max != 0 && chunk > short_max)
@@ -30,6 +45,7 @@ ssize_t emu_do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t o
                 continue;
             if (use_direct && errno == EINVAL) {
                 use_direct = 0;
+                *fast = 0;
                 continue;
             }
             if (done > 0)
