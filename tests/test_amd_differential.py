@@ -45,7 +45,7 @@ AMD_NOT_IMPLEMENTED = ("get_properties", "get_parameter", "set_poll_mode", "batc
 def _run(libdir: Path, libname: str, work: Path) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("HIPFILE_PLATFORM", "ROCM_PATH", "HIPFILE_LIBRARY", "LD_PRELOAD")}
+           if k not in ("HIPFILE_PLATFORM", "ROCM_PATH", "HIPFILE_LIBRARY")}
     proc = subprocess.run([sys.executable, str(HERE / "_differential_cases.py"), str(libdir),
                            libname, str(work)], env=env, capture_output=True, text=True,
                           timeout=120)

@@ -65,7 +65,8 @@ PROGRAM = textwrap.dedent("""
 
 
 def _clean_env(**extra: str) -> dict[str, str]:
-    keep = ("PATH", "HOME", "TMPDIR", "LANG")
+    # the sanitizer run (platforms/emulated/sanitize.sh) needs its preload
+    keep = ("PATH", "HOME", "TMPDIR", "LANG", "LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS")
     env = {k: v for k, v in os.environ.items() if k in keep}
     env.update(extra)
     return env
