@@ -7,7 +7,7 @@ with PyTorch where a CUDA/ROCm device is available, else a device memset).
 Prints median t_io (reads alone), t_compute (compute alone) and t_both
 (overlapped), and the overlap achieved.
 
-    python benchmarks/bench_kv_layerwise.py --layers 32 --layer-mib 16 --dim 4096
+    python benchmarks/bench_kv_layerwise.py --platform cuda --layers 32 --layer-mib 16 --dim 4096
 """
 
 from __future__ import annotations
@@ -15,32 +15,37 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import tempfile
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
+from _common import add_platform_argument, select_platform, temp_folder
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", type=int, default=32, help="layers of KV blocks (default: 32)")
+    ap.add_argument("--layer-mib", type=int, default=16,
+                    help="KV bytes per layer, MiB (default: 16)")
+    ap.add_argument("--dim", type=int, default=4096,
+                    help="matrix size of each layer's product (default: 4096)")
+    ap.add_argument("--matmuls", type=int, default=4, help="products per layer (default: 4)")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="timed runs per case; medians are printed (default: 5)")
+    ap.add_argument("--dir", default=None,
+                    help="folder for the KV file (default: the temporary folder)")
+    add_platform_argument(ap)
+    return ap
+
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", type=int, default=32)
-    ap.add_argument("--layer-mib", type=int, default=16)
-    ap.add_argument("--dim", type=int, default=4096, help="matrix size of each layer's product")
-    ap.add_argument("--matmuls", type=int, default=4, help="products per layer")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--dir", default=None)
-    args = ap.parse_args()
-    if not os.environ.get("ROCM_PATH") and not os.environ.get("HIPFILE_PLATFORM"):
-        os.environ["HIPFILE_PLATFORM"] = "emulated"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import hipfile
+    args = build_parser().parse_args()
+    hipfile = select_platform(args.platform)
     from hip import hip
 
     layers, chunk = args.layers, args.layer_mib << 20
     total = layers * chunk
-    folder = tempfile.mkdtemp(dir=args.dir)
+    folder = temp_folder(args.dir)
     path = os.path.join(folder, "kv.bin")
     with open(path, "wb") as f:
         block = os.urandom(min(chunk, 64 << 20))
@@ -131,9 +136,6 @@ def main() -> int:
         check(hip.hipStreamDestroy(compute_h))
         check(hip.hipFree(kv_obj))
         check(hip.hipFree(scratch))
-    os.unlink(path)
-    os.rmdir(folder)
-
     med = {k: statistics.median(v) for k, v in results.items()}
     hidden = (med["t_io"] + med["t_compute"] - med["t_both"]) / min(med["t_io"], med["t_compute"])
     print(f"platform={hipfile.platforms.active() or 'rocm'} layers={layers} "

@@ -8,7 +8,8 @@ By default the library is ``nullhipfile.c`` (compiled on the fly), whose
 calls return at once, so only the binding is timed; ``--library real`` uses
 the active platform's libhipfile (real stream work is then included).
 
-    python benchmarks/bench_submit.py [--ops 20000] [--repeats 15]
+    pip install -e '.[bench]'      # Cython, to build the reference design
+    python benchmarks/bench_submit.py --platform emulated [--ops 20000] [--repeats 15]
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import warnings
 from pathlib import Path
+
+from _common import add_platform_argument, require_platform, select_platform, temp_folder
 
 HERE = Path(__file__).resolve().parent
 
@@ -53,21 +54,31 @@ def build_member_slots(out_dir: str) -> object:
     return mod
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", type=int, default=20000)
-    ap.add_argument("--repeats", type=int, default=15)
-    ap.add_argument("--library", choices=("null", "real"), default="null")
-    args = ap.parse_args()
+    ap.add_argument("--ops", type=int, default=20000,
+                    help="read_async calls per timed run (default: 20000)")
+    ap.add_argument("--repeats", type=int, default=15,
+                    help="timed runs per case; medians are printed (default: 15)")
+    ap.add_argument("--library", choices=("null", "real"), default="null",
+                    help="null: a libhipfile whose calls return at once (times the binding "
+                         "only); real: the platform's libhipfile (default: null)")
+    add_platform_argument(ap)
+    return ap
 
-    tmp = tempfile.mkdtemp()
+
+def main() -> int:
+    args = build_parser().parse_args()
+    require_platform(args.platform)
+    try:
+        import Cython  # noqa: F401
+    except ImportError:
+        print("bench_submit.py needs Cython: pip install -e '.[bench]'", file=sys.stderr)
+        return 2
+    tmp = temp_folder()
     if args.library == "null":
         os.environ["HIPFILE_LIBRARY"] = build_null_library(tmp)
-    if not os.environ.get("ROCM_PATH") and not os.environ.get("HIPFILE_PLATFORM"):
-        os.environ["HIPFILE_PLATFORM"] = "emulated"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import hipfile
+    hipfile = select_platform(args.platform)
     from hip import hip
 
     from hipfile._lib import _hipfile
@@ -105,6 +116,12 @@ def main() -> int:
             for i in range(n):
                 keep[i] = ra(buf, 4096, 0, 0, st)
 
+        # HIP-Python objects as they come: a DeviceArray and a hipStream_t
+        def run_hipfile_hip_objects(n: int) -> None:
+            ra = fh.read_async
+            for i in range(n):
+                keep[i] = ra(dev, 4096, 0, 0, stream)
+
         # ctypes: direct call, slots allocated beforehand
         lib = ctypes.CDLL(lib_path)
         fn = lib.hipFileReadAsync
@@ -133,6 +150,7 @@ def main() -> int:
 
         cases = (("hipfile read_async (Buffer, int stream)", run_hipfile_int),
                  ("hipfile read_async (Buffer, Stream)", run_hipfile_stream),
+                 ("hipfile read_async (DeviceArray, hipStream_t)", run_hipfile_hip_objects),
                  ("member-slot floor (unsafe reference design)", run_member_slots),
                  ("ctypes hipFileReadAsync, preallocated slots", run_ctypes))
         for _, run in cases:  # warm up: pool pages, symbol lookup

@@ -7,7 +7,7 @@ libcufile is loaded (the cuda platform), and KvikIO's ``CuFile.pread`` when
 KvikIO and CuPy are importable. Prints median GB/s and ratios to the raw
 cuFile loop (or, without cuFile, to the raw hipFileRead loop).
 
-    python benchmarks/bench_sync_read.py --size-mib 1024 --repeats 5 [--cold]
+    python benchmarks/bench_sync_read.py --platform cuda --size-mib 1024 --repeats 5 [--cold]
 
 ``--cold`` evicts the file from the page cache before every timed read
 (``posix_fadvise(DONTNEED)``, plus ``/proc/sys/vm/drop_caches`` when writable).
@@ -20,10 +20,10 @@ import ctypes
 import os
 import statistics
 import sys
-import tempfile
 import time
-import warnings
 from collections.abc import Callable
+
+from _common import add_platform_argument, select_platform, temp_folder
 
 CHUNK = 0x7FFFF000
 
@@ -42,26 +42,32 @@ def evict(path: str) -> None:
         pass
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size-mib", type=int, default=1024)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--cold", action="store_true")
-    ap.add_argument("--dir", default=None, help="folder for the file (on disk, not tmpfs)")
-    ap.add_argument("--task-mib", type=int, default=16, help="pread task size")
-    args = ap.parse_args()
-    if not os.environ.get("ROCM_PATH") and not os.environ.get("HIPFILE_PLATFORM"):
-        os.environ["HIPFILE_PLATFORM"] = "emulated"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import hipfile
+    ap.add_argument("--size-mib", type=int, default=1024, help="file size, MiB (default: 1024)")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="timed reads per method; medians are printed (default: 5)")
+    ap.add_argument("--cold", action="store_true",
+                    help="evict the file from the page cache before every timed read")
+    ap.add_argument("--dir", default=None,
+                    help="folder for the file, on disk, not tmpfs (default: the temporary "
+                         "folder)")
+    ap.add_argument("--task-mib", type=int, default=16,
+                    help="pread task size, MiB (default: 16)")
+    add_platform_argument(ap)
+    return ap
+
+
+def main() -> int:
+    args = build_parser().parse_args()
+    hipfile = select_platform(args.platform)
     import numpy as np
     from hip import hip
 
     from hipfile._lib import _hipfile
 
     size = args.size_mib << 20
-    folder = tempfile.mkdtemp(dir=args.dir)
+    folder = temp_folder(args.dir)
     path = os.path.join(folder, "bench.bin")
     block = np.random.default_rng(0).integers(0, 256, 64 << 20, dtype=np.uint8).tobytes()
     with open(path, "wb") as f:
@@ -179,8 +185,6 @@ def main() -> int:
     for c in reversed(cleanups):
         c()
     hip.hipFree(dev)
-    os.unlink(path)
-    os.rmdir(folder)
 
     print(f"platform={hipfile.platforms.active() or 'rocm'} size={args.size_mib} MiB "
           f"cache={'cold' if args.cold else 'warm'} repeats={args.repeats} "

@@ -32,12 +32,17 @@ def hip_check(result: tuple) -> object:
     return result[1] if len(result) > 1 else None
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", type=int, default=8)
-    ap.add_argument("--chunk-kib", type=int, default=256, help="KV bytes per layer, KiB")
+    ap.add_argument("--layers", type=int, default=8, help="layers of KV blocks (default: 8)")
+    ap.add_argument("--chunk-kib", type=int, default=256,
+                    help="KV bytes per layer, KiB (default: 256)")
     ap.add_argument("--file", help="KV file to create (default: a temporary file)")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> int:
+    args = build_parser().parse_args()
     layers, chunk = args.layers, args.chunk_kib * 1024
     total = layers * chunk
 

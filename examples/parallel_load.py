@@ -8,11 +8,12 @@ mismatch.
 
 Run on a ROCm machine as is, or on the emulated test platform::
 
-    HIPFILE_PLATFORM=emulated python3 examples/parallel_load.py
+    HIPFILE_PLATFORM=emulated python3 examples/parallel_load.py [--size 8388608]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -41,58 +42,77 @@ def to_host(dev: object, nbytes: int) -> np.ndarray:
     return out
 
 
-def load_parallel(path: str, dev: object) -> int:
+def load_parallel(path: str, dev: object, size: int, task_size: int) -> int:
     with hipfile.FileHandle(path) as fh:
-        return fh.pread(dev, SIZE, task_size=TASK_SIZE).result()
+        return fh.pread(dev, size, task_size=task_size).result()
 
 
-def load_batch(path: str, dev: object) -> int:
-    offsets = list(range(0, SIZE, CHUNK))
-    with hipfile.FileHandle(path) as fh, hipfile.BatchIO(len(offsets)) as batch:
+def load_batch(path: str, dev: object, size: int, chunk: int) -> int:
+    offsets = list(range(0, size, chunk))
+    per_batch = min(len(offsets), 128)  # hipFile's cap on one batch
+    total = 0
+    with hipfile.FileHandle(path) as fh, hipfile.BatchIO(per_batch) as batch:
         # probe before submitting: a library that does not implement batch
         # status raises InternalError here, while nothing holds the file yet
         batch.get_status(0, timeout=0)
-        for off in offsets:
-            batch.read(fh, dev, min(CHUNK, SIZE - off), off, off, cookie=off)
-        batch.submit()
-        total = 0
-        for event in batch.wait(timeout=60):
-            if not event.ok:
-                raise RuntimeError(f"chunk at {event.cookie} failed") from event.error()
-            total += event.result
-        return total
+        for first in range(0, len(offsets), per_batch):
+            for off in offsets[first:first + per_batch]:
+                batch.read(fh, dev, min(chunk, size - off), off, off, cookie=off)
+            batch.submit()
+            for event in batch.wait(timeout=60):
+                if not event.ok:
+                    raise RuntimeError(f"chunk at {event.cookie} failed") from event.error()
+                total += event.result
+    return total
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size", type=int, default=SIZE,
+                    help=f"file size in bytes (default: {SIZE}, not a multiple of the "
+                         "chunk sizes on purpose)")
+    ap.add_argument("--task-size", type=int, default=TASK_SIZE,
+                    help=f"bytes per pread task (default: {TASK_SIZE})")
+    ap.add_argument("--chunk", type=int, default=CHUNK,
+                    help=f"bytes per batch entry (default: {CHUNK})")
+    return ap
 
 
 def main() -> int:
-    data = np.random.default_rng(7).integers(0, 256, SIZE, dtype=np.uint8)
+    args = build_parser().parse_args()
+    if min(args.size, args.task_size, args.chunk) <= 0:
+        build_parser().error("sizes must be positive")
+    size, task_size, chunk = args.size, args.task_size, args.chunk
+    data = np.random.default_rng(7).integers(0, 256, size, dtype=np.uint8)
     with tempfile.TemporaryDirectory() as tmp, hipfile.Driver():
         path = os.path.join(tmp, "weights.bin")
         with open(path, "wb") as f:
             f.write(data.tobytes())
-        dev_a = hip_check(hip.hipMalloc(SIZE))
-        dev_b = hip_check(hip.hipMalloc(SIZE))
+        dev_a = hip_check(hip.hipMalloc(size))
+        dev_b = hip_check(hip.hipMalloc(size))
         try:
             t0 = time.perf_counter()
-            n_a = load_parallel(path, dev_a)
+            n_a = load_parallel(path, dev_a, size, task_size)
             t1 = time.perf_counter()
-            batch_kind = f"batch ({-(-SIZE // CHUNK)} entries)"
+            batch_kind = f"batch ({-(-size // chunk)} entries)"
             try:
-                n_b = load_batch(path, dev_b)
+                n_b = load_batch(path, dev_b, size, chunk)
             except hipfile.InternalError as e:
                 # some libhipfile releases declare batch I/O without implementing it
                 print(f"batch I/O unavailable ({e}); falling back to parallel pread")
                 batch_kind = "fallback parallel pread"
                 t1 = time.perf_counter()
-                n_b = load_parallel(path, dev_b)
+                n_b = load_parallel(path, dev_b, size, task_size)
             t2 = time.perf_counter()
-            ok_a = n_a == SIZE and np.array_equal(to_host(dev_a, SIZE), data)
-            ok_b = n_b == SIZE and np.array_equal(to_host(dev_b, SIZE), data)
+            ok_a = n_a == size and np.array_equal(to_host(dev_a, size), data)
+            ok_b = n_b == size and np.array_equal(to_host(dev_b, size), data)
         finally:
             hip_check(hip.hipFree(dev_a))
             hip_check(hip.hipFree(dev_b))
-    mib = SIZE / (1 << 20)
+    mib = size / (1 << 20)
+    print(f"platform={hipfile.platforms.active() or 'rocm'}")
     print(f"file: {mib:.2f} MiB, {hipfile.get_num_threads()} threads")
-    print(f"parallel pread ({-(-SIZE // TASK_SIZE)} tasks): {n_a} bytes in "
+    print(f"parallel pread ({-(-size // task_size)} tasks): {n_a} bytes in "
           f"{(t1 - t0) * 1e3:.1f} ms, {'match' if ok_a else 'MISMATCH'}")
     print(f"{batch_kind}: {n_b} bytes in "
           f"{(t2 - t1) * 1e3:.1f} ms, {'match' if ok_b else 'MISMATCH'}")

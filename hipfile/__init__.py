@@ -14,10 +14,12 @@ from hipfile import platforms as _platforms
 
 _platforms._activate_from_environment()
 
+from hipfile import defaults  # noqa: E402
 from hipfile.async_io import AsyncIOHandle, pool_stats, supports_async, trim_pool  # noqa: E402
 from hipfile.batch import BatchEvent, BatchIO  # noqa: E402
 from hipfile.buffer import Buffer  # noqa: E402
 from hipfile.driver import Driver, use_count  # noqa: E402
+from hipfile.engine import StreamIOHandle  # noqa: E402
 from hipfile.enums import (  # noqa: E402
     BASE_ERR,
     BatchMode,
@@ -134,8 +136,10 @@ __all__ = [
     "Status",
     "Stream",
     "StreamFlags",
+    "StreamIOHandle",
     "StringConfigParameter",
     "__version__",
+    "defaults",
     "driver_get_properties",
     "get_num_threads",
     "get_parameter",

@@ -21,7 +21,7 @@ import re
 import struct
 from typing import Any
 
-__all__ = ["as_int", "buffer_info", "io_range", "stream_info"]
+__all__ = ["as_int", "buffer_info", "io_range", "protocol_buffer_info", "stream_info"]
 
 # DLPack device types that hold GPU memory hipFile can use.
 _DL_DEVICE_GPU = {2, 10}  # kDLCUDA, kDLROCM
@@ -123,7 +123,9 @@ def _from_dlpack(obj: Any) -> tuple[int, int, Any]:
 
 
 def buffer_info(obj: Any) -> tuple[int, int, Any]:
-    """``(address, nbytes, owner)`` of a device buffer object.
+    """``(address, nbytes, owner)`` of a buffer object: :class:`Buffer` and
+    HIP-Python arrays are read in C by the core, everything else through the
+    protocols here (:func:`protocol_buffer_info`).
 
     Raises
     ------
@@ -135,8 +137,20 @@ def buffer_info(obj: Any) -> tuple[int, int, Any]:
     """
     from hipfile._lib import _hipfile
 
-    if isinstance(obj, _hipfile._BufferCore):
-        return obj.ptr, obj.length, obj
+    return _hipfile.buffer_info(obj)  # type: ignore[no-any-return]
+
+
+def protocol_buffer_info(obj: Any) -> tuple[int, int, Any]:
+    """``(address, nbytes, owner)`` of a device buffer object.
+
+    Raises
+    ------
+    TypeError
+        The object exposes no size (pass ``Buffer(ptr, length)``) or is of an
+        unsupported kind.
+    ValueError
+        The memory is not one contiguous device range.
+    """
     if isinstance(obj, bool | int) or obj is None:
         raise TypeError(
             "a bare address has no size: wrap it as hipfile.Buffer(ptr, length)"
@@ -256,22 +270,9 @@ def io_range(buffer: Any, size: Any, file_offset: Any,
         Negative offsets or sizes, or a range that overruns the buffer: the
         library is never asked to touch memory outside it.
     """
-    file_offset = as_int(file_offset, "file_offset")
-    buffer_offset = as_int(buffer_offset, "buffer_offset")
-    if size is not None:
-        size = as_int(size, "size")
+    from hipfile._lib import _hipfile
+
     ptr, length, owner = buffer_info(buffer)
-    if file_offset < 0:
-        raise ValueError(f"file_offset must be >= 0, got {file_offset}")
-    if buffer_offset < 0:
-        raise ValueError(f"buffer_offset must be >= 0, got {buffer_offset}")
-    if buffer_offset > length:
-        raise ValueError(f"buffer_offset {buffer_offset} is past the {length}-byte buffer")
-    if size is None:
-        size = length - buffer_offset
-    if size < 0:
-        raise ValueError(f"size must be >= 0, got {size}")
-    if size > length - buffer_offset:
-        raise ValueError(f"size {size} at buffer_offset {buffer_offset} overruns the "
-                         f"{length}-byte buffer")
+    size, file_offset, buffer_offset = _hipfile.io_range_check(
+        length, size, file_offset, buffer_offset)
     return ptr, length, owner, size, file_offset, buffer_offset

@@ -1,4 +1,4 @@
-"""Context manager and finalizer shared by objects that hold a registration."""
+"""Context managers and finalizers shared by objects that hold a library resource."""
 
 from __future__ import annotations
 
@@ -43,3 +43,35 @@ class RegistrationLifetime:
                 return
             warnings.warn(f"{text} was still registered; deregistered it",
                           ResourceWarning, stacklevel=1)
+
+
+class Closes:
+    """``with obj:`` ends with ``close()``. Mixed in by classes that provide
+    ``close()`` (their ``__enter__`` opens, or checks that they are open)."""
+
+    if TYPE_CHECKING:
+
+        def close(self) -> None: ...
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class ClosesWhenCollected(Closes):
+    """:class:`Closes`, and an object collected while still open is closed
+    and warns with ``ResourceWarning`` (unless closing fails: a finalizer
+    must not raise). Subclasses say whether they are open in ``_left_open``."""
+
+    def _left_open(self) -> bool:
+        raise NotImplementedError
+
+    def __del__(self) -> None:
+        if not self._left_open():
+            return
+        text = repr(self)  # before closing changes what it says
+        try:
+            self.close()
+        except Exception:
+            return
+        warnings.warn(f"{text} was not closed", ResourceWarning, stacklevel=1)

@@ -25,48 +25,20 @@ import concurrent.futures
 import errno as _errno
 import threading
 import time
-import warnings
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 
+from hipfile._abi import IO_EVENTS, IO_PARAMS
 from hipfile._interop import as_int, io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile._lifetime import ClosesWhenCollected
 from hipfile.enums import BASE_ERR, BatchMode, Opcode, OpError, Status
 from hipfile.errors import BatchFullError, ClosedFileError, HipFileException, error_for_result
 
 __all__ = ["BatchEvent", "BatchIO"]
-
-#: ``hipFileIOParams_t`` (64 bytes): mode, then the ``batch`` member of the
-#: union (buffer base, file offset, buffer offset, size), handle, opcode, cookie.
-PARAMS_DTYPE = np.dtype(
-    {
-        "names": ["mode", "buffer", "file_offset", "buffer_offset", "size", "fh", "opcode",
-                  "cookie"],
-        "formats": [np.int32, np.uint64, np.int64, np.int64, np.uint64, np.uint64, np.int32,
-                    np.uint64],
-        "offsets": [0, 8, 16, 24, 32, 40, 48, 56],
-        "itemsize": 64,
-    }
-)
-
-#: ``hipFileIOEvents_t`` (24 bytes): cookie, status, ret. ``ret`` is a
-#: ``size_t`` holding bytes or a negative error; it is read as signed.
-EVENTS_DTYPE = np.dtype(
-    {
-        "names": ["cookie", "status", "ret"],
-        "formats": [np.uint64, np.int32, np.int64],
-        "offsets": [0, 8, 16],
-        "itemsize": 24,
-    }
-)
-
-if (PARAMS_DTYPE.itemsize != _hipfile.SIZEOF_IO_PARAMS
-        or EVENTS_DTYPE.itemsize != _hipfile.SIZEOF_IO_EVENTS):  # pragma: no cover
-    raise ImportError("hipfile.batch: struct sizes disagree with the compiled shim")
 
 _MAX_NR = 2**32 - 1
 _MAX_ENTRY: int = _hipfile.MAX_IO_CHUNK
@@ -203,9 +175,7 @@ class _Entry:
             self.buffer_core._hold(delta)
 
 
-
-
-class BatchIO:
+class BatchIO(ClosesWhenCollected):
     """A batch context: up to ``max_nr`` entries in flight at once.
 
     Parameters
@@ -243,12 +213,12 @@ class BatchIO:
         self._max_nr = n
         self._lock = threading.RLock()          # entries and counts
         self._status_lock = threading.Lock()    # the events array and library waits
-        self._pending: list[_Entry] = []
+        self._queued: list[_Entry] = []
         self._inflight: dict[int, _Entry] = {}
         self._undelivered: list[BatchEvent] = []
         self._next_id = 1
         self._closing = False
-        self._events = np.zeros(n, dtype=EVENTS_DTYPE)
+        self._events = np.zeros(n, dtype=IO_EVENTS)
         self._handle = _hipfile.batch_io_set_up(n)
 
     # -- state ------------------------------------------------------------
@@ -269,9 +239,10 @@ class BatchIO:
         return self._handle
 
     @property
-    def pending(self) -> int:
-        """Entries added and not yet submitted."""
-        return len(self._pending)
+    def queued(self) -> int:
+        """Entries added and not yet submitted (``inflight`` counts the
+        submitted ones)."""
+        return len(self._queued)
 
     @property
     def inflight(self) -> int:
@@ -299,13 +270,13 @@ class BatchIO:
                              f"split the {size}-byte range into several entries")
         with self._lock:
             self._check_open()
-            if len(self._pending) >= self._max_nr:
+            if len(self._queued) >= self._max_nr:
                 raise ValueError(f"the batch holds at most {self._max_nr} entries; "
-                                 "submit the pending ones first")
+                                 "submit the queued ones first")
             entry = _Entry(self._next_id, opcode, fh, ptr, owner, size, file_offset,
                            buffer_offset, cookie)
             self._next_id += 1
-            self._pending.append(entry)
+            self._queued.append(entry)
         return entry.id
 
     def read(self, fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
@@ -315,13 +286,12 @@ class BatchIO:
 
         Parameters
         ----------
-        fh
-            An open :class:`~hipfile.FileHandle`.
-        buffer
-            A :class:`~hipfile.Buffer` or anything it accepts.
+        fh, buffer
+            The open :class:`~hipfile.FileHandle`, and the device memory: a
+            :class:`~hipfile.Buffer` or anything it accepts.
         size
-            Bytes to read; defaults to the rest of the buffer. At most
-            0x7ffff000 per entry.
+            Bytes to read (at most 0x7ffff000 per entry); defaults to the
+            rest of the buffer.
         file_offset, buffer_offset
             Where in the file and in the buffer.
         cookie
@@ -340,7 +310,7 @@ class BatchIO:
             a size/offset is not an int.
         ValueError
             Negative offsets, a range that overruns the buffer or exceeds
-            one entry, a closed file or batch, or ``max_nr`` entries pending.
+            one entry, a closed file or batch, or ``max_nr`` entries queued.
         """
         return self._add(Opcode.READ, fh, buffer, size, file_offset, buffer_offset, cookie)
 
@@ -359,7 +329,7 @@ class BatchIO:
     # -- submitting -----------------------------------------------------------
 
     def submit(self, flags: int = 0) -> list[int]:
-        """Submit every pending entry in one ``hipFileBatchIOSubmit`` call.
+        """Submit every queued entry in one ``hipFileBatchIOSubmit`` call.
 
         Parameters
         ----------
@@ -369,14 +339,14 @@ class BatchIO:
         Returns
         -------
         list[int]
-            Ids of the submitted entries (empty if none was pending).
+            Ids of the submitted entries (empty if none was queued).
 
         Raises
         ------
         ValueError
             The batch is closed, or bad flags.
         ClosedFileError
-            A file of a pending entry was closed since it was added (nothing
+            A file of a queued entry was closed since it was added (nothing
             is submitted).
         BatchFullError
             The entries would exceed ``max_nr`` together with those still in
@@ -384,7 +354,7 @@ class BatchIO:
         HipFileException
             The library refused the submission.
 
-        On any error nothing is submitted and the entries stay pending
+        On any error nothing is submitted and the entries stay queued
         (:meth:`clear` drops them).
 
         See Also
@@ -396,12 +366,12 @@ class BatchIO:
             raise ValueError(f"flags must be in 0..{_MAX_NR}, got {flags}")
         with self._lock:
             handle = self._check_open()
-            entries = self._pending
+            entries = self._queued
             if not entries:
                 return []
             if len(entries) + len(self._inflight) > self._max_nr:
                 raise BatchFullError(OpError.BATCH_FULL, 0, "hipFileBatchIOSubmit",
-                                     f"{len(entries)} pending + {len(self._inflight)} in flight "
+                                     f"{len(entries)} queued + {len(self._inflight)} in flight "
                                      f"> max_nr {self._max_nr}")
             handles = []
             for e in entries:
@@ -412,7 +382,7 @@ class BatchIO:
                 e.fh._check_registered()
                 handles.append(h)
             n = len(entries)
-            params = np.zeros(n, dtype=PARAMS_DTYPE)
+            params = np.zeros(n, dtype=IO_PARAMS)
             params["mode"] = int(BatchMode.BATCH)
             params["buffer"] = [e.ptr for e in entries]
             params["file_offset"] = [e.file_offset for e in entries]
@@ -435,7 +405,7 @@ class BatchIO:
             for e in entries:
                 e.submission = submission
                 self._inflight[e.id] = e
-            self._pending = []
+            self._queued = []
             return [e.id for e in entries]
 
     def clear(self) -> int:
@@ -448,8 +418,8 @@ class BatchIO:
         """
         with self._lock:
             self._check_open()
-            n = len(self._pending)
-            self._pending = []
+            n = len(self._queued)
+            self._queued = []
         return n
 
     # -- completion -----------------------------------------------------------
@@ -463,7 +433,7 @@ class BatchIO:
         if sub is not None:
             sub.remaining -= 1
             if sub.remaining == 0:
-                sub.array = np.empty(0, dtype=PARAMS_DTYPE)
+                sub.array = np.empty(0, dtype=IO_PARAMS)
         entry.owner = None
         entry.buffer_core = None
 
@@ -657,30 +627,20 @@ class BatchIO:
                     sub = entry.submission
                     if sub is not None and sub.remaining and sub.array.size:
                         _abandoned.append(sub.array)
-                        sub.array = np.empty(0, dtype=PARAMS_DTYPE)
+                        sub.array = np.empty(0, dtype=IO_PARAMS)
                     self._finish(entry)
-                self._pending = []
+                self._queued = []
                 self._closing = False
 
     def __enter__(self) -> BatchIO:
         self._check_open()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_handle", None) is None:
-            return
-        try:
-            self.close()
-        except Exception:
-            return
-        warnings.warn(f"{self!r} was not closed", ResourceWarning, stacklevel=1)
+    def _left_open(self) -> bool:
+        return getattr(self, "_handle", None) is not None
 
     def __repr__(self) -> str:
         if self._handle is None:
             return f"<hipfile.BatchIO max_nr={self._max_nr} closed>"
-        return (f"<hipfile.BatchIO max_nr={self._max_nr} pending={len(self._pending)} "
+        return (f"<hipfile.BatchIO max_nr={self._max_nr} queued={len(self._queued)} "
                 f"inflight={len(self._inflight)}>")

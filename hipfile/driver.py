@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import operator
-from types import TracebackType
 
 from hipfile._lib import _hipfile
+from hipfile._lifetime import Closes
 
 __all__ = ["Driver", "use_count"]
 
@@ -15,7 +15,7 @@ def use_count() -> int:
     return int(_hipfile.use_count())
 
 
-class Driver:
+class Driver(Closes):
     """One reference to the hipFile driver.
 
     The library counts opens per process; each ``Driver`` object holds at
@@ -75,10 +75,6 @@ class Driver:
 
     def __enter__(self) -> Driver:
         return self.open()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"<hipfile.Driver {'open' if self._open else 'closed'}>"

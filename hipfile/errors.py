@@ -4,7 +4,9 @@ Every hipFile status becomes a :class:`HipFileException` (or a subclass chosen
 by its code, which also inherits the matching builtin where one exists);
 ``-1`` results of the I/O calls become :class:`OSError` subclasses chosen by
 ``errno``; a missing library or symbol becomes :class:`HipFileLibraryError`.
-All of them pickle.
+Two :class:`HipFileException` subclasses are raised by the package itself,
+not for a library status: :class:`InFlightError` and :class:`ClosedFileError`
+(``hipfile_err`` 0, ``from_library`` False). All of them pickle.
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ class HipFileException(Exception):
         self._func = func
         self._detail = detail
         super().__init__(hipfile_err, hip_err)
+
+    #: Whether the status came from a hipFile call (False for the errors the
+    #: package raises itself, whose ``hipfile_err`` is 0).
+    from_library = True
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self._hipfile_err, self._hip_err, self._func, self._detail))
@@ -177,23 +183,47 @@ class HipRuntimeError(HipFileException):
         super().__init__(hipfile_err, hip_err, func, detail)
 
 
-class InFlightError(HipFileException, RuntimeError):
-    """A resource was closed or deregistered while asynchronous operations
-    that use it are still in flight. Wait for them first."""
+class _PackageError(HipFileException):
+    """A :class:`HipFileException` raised by the package itself, not by a
+    library call: :attr:`hipfile_err` is 0 (no ``hipFileOpError_t``),
+    :attr:`from_library` is False and the message is the whole text."""
 
-    def __init__(
-        self, hipfile_err: int = OpError.INVALID_VALUE, hip_err: int = 0,
-        func: str | None = None, detail: str = ""
-    ) -> None:
-        super().__init__(hipfile_err, hip_err, func, detail)
+    from_library = False
+    _default = ""
+
+    def __init__(self, detail: str = "", func: str | None = None) -> None:
+        super().__init__(0, 0, func, detail)
+        self.args = (detail,)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._detail, self._func))
 
     def __str__(self) -> str:
-        return self._detail or "operations are still in flight"
+        return self._detail or self._default
 
 
-class ClosedFileError(ValueError, RuntimeError):
-    """An operation on a closed :class:`~hipfile.FileHandle` (a ValueError, as
-    for closed Python files, and a RuntimeError, as upstream raised)."""
+class InFlightError(_PackageError, RuntimeError):
+    """A resource was closed or deregistered while asynchronous operations
+    that use it are still in flight. Wait for them first.
+
+    Raised by the package, not by hipFile: ``hipfile_err`` is 0 and
+    ``from_library`` is False (it used to carry ``INVALID_VALUE``).
+    """
+
+    _default = "operations are still in flight"
+
+
+class ClosedFileError(_PackageError, ValueError, RuntimeError):
+    """An operation on a closed :class:`~hipfile.FileHandle`.
+
+    A :class:`HipFileException` (so that ``except HipFileException`` sees
+    every failure of a hipFile operation) raised by the package, not by
+    hipFile: ``hipfile_err`` is 0 and ``from_library`` is False. Also a
+    ValueError, as for closed Python files, and a RuntimeError, as upstream
+    raised.
+    """
+
+    _default = "I/O operation on a closed FileHandle"
 
 
 class HipFileLibraryError(OSError):

@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import os
 import stat
-import warnings
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
+from hipfile._lifetime import ClosesWhenCollected
+from hipfile._transfer import transfer
 from hipfile.enums import FileHandleType
-from hipfile.errors import raise_result
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from concurrent.futures import Executor
 
+    from hipfile.engine import StreamIOHandle
     from hipfile.parallel import IOFuture
 
 __all__ = ["FileHandle"]
 
-_MAX_CHUNK: int = _hipfile.MAX_IO_CHUNK
 
-
-class FileHandle(_FileCore):
+class FileHandle(_FileCore, ClosesWhenCollected):
     """A file opened with ``os.open`` and registered with hipFile.
 
     Parameters
@@ -176,19 +175,8 @@ class FileHandle(_FileCore):
     def __enter__(self) -> FileHandle:
         return self.open()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if self.handle is None:
-            return
-        text = repr(self)
-        try:
-            self.close()
-        except Exception:
-            return
-        warnings.warn(f"{text} was not closed", ResourceWarning, stacklevel=1)
+    def _left_open(self) -> bool:
+        return self.handle is not None
 
     def __repr__(self) -> str:
         state = "closed" if self.handle is None else f"fd={self._fd}"
@@ -196,27 +184,14 @@ class FileHandle(_FileCore):
 
     # -- synchronous I/O -----------------------------------------------
 
-
     def _io(self, write: bool, buffer: Any, size: int | None, file_offset: int,
             buffer_offset: int) -> int:
         self._check_registered()
         ptr, _, _, size, file_offset, buffer_offset = io_range(
             buffer, size, file_offset, buffer_offset)
-        call = _hipfile.write_raw if write else _hipfile.read_raw
-        name = "hipFileWrite" if write else "hipFileRead"
         handle = self.handle
         assert handle is not None
-        done = 0
-        while True:
-            chunk = min(size - done, _MAX_CHUNK)
-            n, err = call(handle, ptr, chunk, file_offset + done, buffer_offset + done)
-            if n < 0:
-                raise_result(n, err, name)
-            done += n
-            # a short transfer ends the call: end of file for reads, or a
-            # partial write the caller sees in the count
-            if n < chunk or done >= size:
-                return done
+        return transfer(write, handle, ptr, size, file_offset, buffer_offset)
 
     def read(self, buffer: Any, size: int | None = None, file_offset: int = 0,
              buffer_offset: int = 0) -> int:
@@ -224,13 +199,17 @@ class FileHandle(_FileCore):
 
         ``buffer`` is a :class:`~hipfile.Buffer` or anything it accepts
         (HIP-Python ``DeviceArray``, PyTorch/CuPy arrays). ``size`` defaults
-        to the rest of the buffer. Transfers above 0x7ffff000 bytes are split
-        into several calls.
+        to the rest of the buffer.
+
+        Short transfers: ``hipFileRead`` is called again for the rest until
+        ``size`` bytes are read or it returns 0 (end of file), so a short
+        count in the middle of the file is never taken for end of file.
+        Transfers above 0x7ffff000 bytes are split into several calls.
 
         Returns
         -------
         int
-            Bytes read; fewer than ``size`` at end of file.
+            Bytes read; fewer than ``size`` only at end of file.
 
         Raises
         ------
@@ -252,10 +231,18 @@ class FileHandle(_FileCore):
         """Write ``size`` bytes from ``buffer`` at ``buffer_offset`` to the
         file at ``file_offset``. See :meth:`read`.
 
+        Short transfers: ``hipFileWrite`` is called again for the rest until
+        ``size`` bytes are written; a call that writes 0 bytes raises.
+
         Returns
         -------
         int
-            Bytes written.
+            Bytes written (always ``size``).
+
+        Raises
+        ------
+        OSError
+            A system error, or a call that wrote 0 bytes (``EIO``).
 
         See Also
         --------
@@ -271,7 +258,8 @@ class FileHandle(_FileCore):
         """Read in parallel tasks on a thread pool; returns an
         :class:`~hipfile.IOFuture` whose ``result()`` is the bytes read.
 
-        Same as :func:`hipfile.pread` with this file. The file cannot be
+        Same as :func:`hipfile.pread` with this file, including its
+        short-transfer rule (that of :meth:`read`). The file cannot be
         closed until every task has ended.
 
         See Also
@@ -289,7 +277,8 @@ class FileHandle(_FileCore):
         """Write in parallel tasks on a thread pool; returns an
         :class:`~hipfile.IOFuture` whose ``result()`` is the bytes written.
 
-        Same as :func:`hipfile.pwrite` with this file.
+        Same as :func:`hipfile.pwrite` with this file, including its
+        short-transfer rule (that of :meth:`write`).
 
         See Also
         --------
@@ -299,6 +288,93 @@ class FileHandle(_FileCore):
 
         return pwrite(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
                       executor=executor)
+
+    # -- stream-ordered parallel I/O (the engine) -------------------------
+
+    def pread_async(self, buffer: Any, size: int | None = None, file_offset: int = 0,
+                    buffer_offset: int = 0, stream: Any = 0, *,
+                    task_size: int | None = None) -> StreamIOHandle:
+        """Read ``size`` bytes (None: the rest of the buffer) at
+        ``file_offset`` into ``buffer`` at ``buffer_offset``, in stream order
+        on ``stream``, with the parallel engine; returns a
+        :class:`~hipfile.StreamIOHandle` at once.
+
+        The read starts once ``stream`` has passed this point and runs in
+        ``task_size`` chunks on the engine's threads; ``handle.wait_on(s)``
+        makes another stream wait for it without blocking the host. A read
+        that reaches the end of the file moves fewer bytes; a short count in
+        the middle of the file is retried, never taken for the end.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A bad buffer, stream, range or task size (nothing is submitted).
+        ClosedFileError
+            The file is closed.
+
+        See Also
+        --------
+        hipFileRead, hipStreamWriteValue32, hipStreamWaitValue32
+        """
+        return self.pread_async_ranges(buffer, [(size, file_offset, buffer_offset)], stream,
+                                       task_size=task_size)[0]
+
+    def pwrite_async(self, buffer: Any, size: int | None = None, file_offset: int = 0,
+                     buffer_offset: int = 0, stream: Any = 0, *,
+                     task_size: int | None = None) -> StreamIOHandle:
+        """Write ``size`` bytes of ``buffer`` at ``buffer_offset`` to the file
+        at ``file_offset``, in stream order on ``stream``, with the parallel
+        engine: the buffer is read only after the work enqueued on
+        ``stream`` before this call has finished. See :meth:`pread_async`.
+
+        See Also
+        --------
+        hipFileWrite, hipStreamWriteValue32, hipStreamWaitValue32
+        """
+        return self.pwrite_async_ranges(buffer, [(size, file_offset, buffer_offset)], stream,
+                                        task_size=task_size)[0]
+
+    def pread_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
+                           stream: Any = 0, *,
+                           task_size: int | None = None) -> list[StreamIOHandle]:
+        """Read many ``(size, file_offset, buffer_offset)`` ranges of one
+        buffer in stream order; returns one handle per range.
+
+        All ranges start together once ``stream`` has passed this point;
+        each completes on its own (oldest range first), so layer *i* is
+        usable as soon as its own bytes have landed. Every range is checked
+        before anything is submitted.
+
+        See Also
+        --------
+        hipFileRead
+        """
+        return list(_hipfile.engine_submit(self, 0, buffer, _ranges(ranges), stream,
+                                           task_size))
+
+    def pwrite_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
+                            stream: Any = 0, *,
+                            task_size: int | None = None) -> list[StreamIOHandle]:
+        """Write many ``(size, file_offset, buffer_offset)`` ranges of one
+        buffer in stream order; returns one handle per range. See
+        :meth:`pread_async_ranges`.
+
+        See Also
+        --------
+        hipFileWrite
+        """
+        return list(_hipfile.engine_submit(self, 1, buffer, _ranges(ranges), stream,
+                                           task_size))
+
+
+def _ranges(ranges: Any) -> list[tuple[Any, Any, Any]]:
+    out = []
+    for r in ranges:
+        t = tuple(r)
+        if len(t) != 3:
+            raise TypeError(f"each range must be (size, file_offset, buffer_offset), got {r!r}")
+        out.append(t)
+    return out
 
 
 def open(

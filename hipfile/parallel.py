@@ -13,9 +13,9 @@ The file and buffer are kept alive until every task has ended; closing the
 file or deregistering the :class:`~hipfile.Buffer` meanwhile raises
 :class:`~hipfile.InFlightError`.
 
-Defaults: ``HIPFILE_TASK_SIZE`` (bytes, 4 MiB when unset) and
-``HIPFILE_NTHREADS`` (threads of the default pool, ``min(8, os.cpu_count())``
-when unset), both read when first needed.
+Defaults come from :mod:`hipfile.defaults`: ``task_size`` (bytes per task,
+``HIPFILE_TASK_SIZE``, 4 MiB) and ``num_threads`` (threads of the default
+pool, ``HIPFILE_NTHREADS``, ``min(8, os.cpu_count())``).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
+from hipfile import defaults
 from hipfile._interop import as_int, io_range
-from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
-from hipfile.errors import raise_result
+from hipfile._transfer import transfer
 
 __all__ = [
     "IOFuture",
@@ -44,10 +44,7 @@ __all__ = [
 ]
 
 _log = logging.getLogger("hipfile")
-_MAX_CHUNK: int = _hipfile.MAX_IO_CHUNK
 DEFAULT_TASK_SIZE = 4 << 20
-
-
 
 
 def _positive_int(value: Any, name: str) -> int:
@@ -57,29 +54,16 @@ def _positive_int(value: Any, name: str) -> int:
     return n
 
 
-def _env_int(var: str, default: int) -> int:
-    text = os.environ.get(var, "").strip()
-    if not text:
-        return default
-    try:
-        n = int(text, 0)
-    except ValueError:
-        raise ValueError(f"{var}={text!r} is not an integer") from None
-    if n <= 0:
-        raise ValueError(f"{var}={text!r} must be positive")
-    return n
-
-
 def default_task_size() -> int:
-    """Bytes per task when ``task_size`` is not given: ``HIPFILE_TASK_SIZE``
-    or 4 MiB.
+    """Bytes per task when ``task_size`` is not given:
+    ``hipfile.defaults.task_size()`` (``HIPFILE_TASK_SIZE``, else 4 MiB).
 
     Raises
     ------
     ValueError
-        ``HIPFILE_TASK_SIZE`` is not a positive integer.
+        ``HIPFILE_TASK_SIZE`` is not a positive byte count.
     """
-    return _env_int("HIPFILE_TASK_SIZE", DEFAULT_TASK_SIZE)
+    return defaults.task_size()
 
 
 # --------------------------------------------------------------------------
@@ -88,27 +72,24 @@ def default_task_size() -> int:
 
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
-_nthreads: int | None = None
 
 
 def get_num_threads() -> int:
-    """Threads of the default pool: the last :func:`set_num_threads`, else
-    ``HIPFILE_NTHREADS``, else ``min(8, os.cpu_count())``.
+    """Threads of the default pool: ``hipfile.defaults.num_threads()`` (the
+    last :func:`set_num_threads` or ``defaults.set("num_threads", n)``, else
+    ``HIPFILE_NTHREADS``, else ``min(8, os.cpu_count())``).
 
     Raises
     ------
     ValueError
         ``HIPFILE_NTHREADS`` is not a positive integer.
     """
-    global _nthreads
-    with _pool_lock:
-        if _nthreads is None:
-            _nthreads = _env_int("HIPFILE_NTHREADS", min(8, os.cpu_count() or 1))
-        return _nthreads
+    return defaults.num_threads()
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads in the default pool from now on.
+    """Use ``n`` threads in the default pool from now on (same as
+    ``hipfile.defaults.set("num_threads", n)``).
 
     Work already queued on the current pool still runs to its end there;
     that pool is then shut down, and later calls use a new pool of ``n``
@@ -119,13 +100,8 @@ def set_num_threads(n: int) -> None:
     TypeError, ValueError
         ``n`` is not a positive int.
     """
-    global _pool, _nthreads
-    n = _positive_int(n, "n")
-    with _pool_lock:
-        old, _pool = _pool, None
-        _nthreads = n
-    if old is not None:
-        old.shutdown(wait=False)
+    defaults.set("num_threads", _positive_int(n, "n"))
+    shutdown(wait=False)
 
 
 def shutdown(wait: bool = True) -> None:
@@ -144,12 +120,19 @@ def shutdown(wait: bool = True) -> None:
 
 
 def _default_executor() -> ThreadPoolExecutor:
+    """The default pool, replaced when ``num_threads`` has changed."""
     global _pool
     n = get_num_threads()
+    old = None
     with _pool_lock:
+        if _pool is not None and _pool._max_workers != n:
+            old, _pool = _pool, None
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="hipfile-io")
-        return _pool
+        pool = _pool
+    if old is not None:
+        old.shutdown(wait=False)
+    return pool
 
 
 def _after_fork_in_child() -> None:
@@ -189,22 +172,14 @@ class _Job:
 
 def _run_task(job: _Job, start: int, size: int) -> int:
     """Move ``size`` bytes at ``start`` (relative to the request); returns
-    the bytes moved, fewer at end of file."""
-    call = _hipfile.write_raw if job.write else _hipfile.read_raw
-    done = 0
-    while done < size:
+    the bytes moved, fewer only at end of file (see :mod:`hipfile._transfer`)."""
+
+    def check() -> None:
         if job.stop:
             raise _Stopped
-        chunk = min(size - done, _MAX_CHUNK)
-        pos = start + done
-        n, err = call(job.handle, job.ptr, chunk, job.file_offset + pos,
-                      job.buffer_offset + pos)
-        if n < 0:
-            raise_result(n, err, "hipFileWrite" if job.write else "hipFileRead")
-        if n == 0:
-            break  # end of file (or a write that moved nothing)
-        done += n
-    return done
+
+    return transfer(job.write, job.handle, job.ptr, size, job.file_offset + start,
+                    job.buffer_offset + start, check)
 
 
 class IOFuture:
@@ -482,16 +457,20 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
     file_offset, buffer_offset
         Where in the file and in the buffer.
     task_size
-        Bytes per task (default :func:`default_task_size`).
+        Bytes per task (default ``hipfile.defaults.task_size()``).
     executor
         A :class:`concurrent.futures.Executor` to run the tasks on (default:
         the module's thread pool, see :func:`set_num_threads`).
 
+    Each task calls ``hipFileRead`` until its part is read or the call
+    returns 0 (end of file): a short count in the middle of the file is read
+    again, never taken for end of file. Parts past end of file read 0 bytes.
+
     Returns
     -------
     IOFuture
-        ``result()`` is the total bytes read, fewer than ``size`` at end of
-        file.
+        ``result()`` is the total bytes read, fewer than ``size`` only at
+        end of file.
 
     Raises
     ------
@@ -514,6 +493,10 @@ def pwrite(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
     """Write ``size`` bytes from ``buffer`` at ``buffer_offset`` to the file
     at ``file_offset`` in parallel tasks; returns an :class:`IOFuture`. See
     :func:`pread`.
+
+    Each task calls ``hipFileWrite`` until its part is written; a call that
+    writes 0 bytes fails the future with :class:`OSError` (``EIO``), so
+    ``result()`` is always ``size``.
 
     See Also
     --------

@@ -38,6 +38,7 @@ __all__ = [
     "StatsStatus",
     "StatsTargetNotAccessibleError",
     "StatsTargetNotFoundError",
+    "report",
 ]
 
 
@@ -452,6 +453,46 @@ class StatsContext:
     def __repr__(self) -> str:
         state = "closed" if self.closed else "connected" if self._connected else "open"
         return f"<hipfile.StatsContext pid={self._pid} {state}>"
+
+
+def report(pid: int) -> str:
+    """The statistics report of process ``pid``, as the library writes it.
+
+    Connects to the target (waiting, as :meth:`StatsContext.connect` does,
+    until it serves its statistics or exits), reads the report and closes
+    the context. This is what ``hipfile stats PID`` prints.
+
+    Parameters
+    ----------
+    pid
+        The target process.
+
+    Returns
+    -------
+    str
+        The report text (:meth:`StatsReport.parse` reads it).
+
+    Raises
+    ------
+    TypeError
+        ``pid`` is not an int.
+    StatsInvalidArgumentError
+        ``pid`` is not positive.
+    StatsTargetNotFoundError
+        No process has that pid.
+    StatsTargetNotAccessibleError
+        The target keeps no statistics this library reads.
+    StatsReportError
+        The library could not write the report.
+    HipFileSymbolNotFound
+        The loaded libhipfile lacks the statistics API.
+
+    See Also
+    --------
+    StatsContext.report_text, hipFileStatsGenerateReport
+    """
+    with StatsContext(pid) as stats:
+        return stats.report_text()
 
 
 def _scratch_file() -> Any:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,3 +51,43 @@ def from_device(src: Any, nbytes: int, offset: int = 0) -> np.ndarray:
 
 def random_bytes(n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)
+
+
+def emu() -> Any:
+    """The emulated platform's hooks (tests that call it are marked ``emulated``)."""
+    from hipfile.platforms import emulated
+
+    return emulated
+
+
+class CudaArray:
+    """An object exposing memory only through ``__cuda_array_interface__``
+    (version 3): built from a pointer, a shape (or a byte count), a typestr
+    and strides, or from a whole interface dict."""
+
+    def __init__(self, ptr: int | dict[str, Any], shape: int | tuple[int, ...] = 0,
+                 typestr: str = "|u1", strides: tuple[int, ...] | None = None) -> None:
+        if isinstance(ptr, dict):
+            self.__cuda_array_interface__ = ptr
+            return
+        self.__cuda_array_interface__ = {
+            "shape": (shape,) if isinstance(shape, int) else shape,
+            "typestr": typestr,
+            "data": (ptr, False),
+            "strides": strides,
+            "version": 3,
+        }
+
+
+#: Variables that select a platform or a library.
+PLATFORM_VARS = ("ROCM_PATH", "HIPFILE_PLATFORM", "HIPFILE_LIBRARY")
+
+
+def run_python(code: str, clear: tuple[str, ...] = (), **env: str
+               ) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` (dedented) in a new interpreter, with this environment
+    less ``clear`` plus ``env``; the output is captured as text."""
+    clean = {k: v for k, v in os.environ.items() if k not in clear}
+    clean.update(env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=clean,
+                          capture_output=True, text=True, timeout=120, check=False)

@@ -13,8 +13,12 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
+from _util import device_array, random_bytes
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -92,3 +96,67 @@ def platform() -> str:
 @pytest.fixture
 def hipfile_module() -> object:
     return hipfile
+
+
+def _module_size(request: pytest.FixtureRequest) -> int:
+    """The test module's ``N`` (bytes of its data file and device array)."""
+    return int(getattr(request.module, "N", 1 << 16))
+
+
+@pytest.fixture
+def driver() -> Iterator[hipfile.Driver]:
+    """The hipFile driver, open for the test."""
+    with hipfile.Driver() as drv:
+        yield drv
+
+
+@pytest.fixture
+def data_file(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, np.ndarray]:
+    """A file of the module's ``N`` random bytes, and those bytes."""
+    data = random_bytes(_module_size(request), seed=11)
+    path = tmp_path / "data.bin"
+    path.write_bytes(data.tobytes())
+    return path, data
+
+
+@pytest.fixture
+def dev(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Device memory of the module's ``N`` bytes."""
+    with device_array(_module_size(request)) as ptr:
+        yield ptr
+
+
+@pytest.fixture
+def payload(request: pytest.FixtureRequest) -> np.ndarray:
+    """The module's ``N`` random bytes (the content of ``data_path``)."""
+    return random_bytes(_module_size(request), seed=7)
+
+
+@pytest.fixture
+def data_path(tmp_path: Path, payload: np.ndarray) -> Path:
+    """A file holding ``payload``."""
+    path = tmp_path / "data.bin"
+    path.write_bytes(payload.tobytes())
+    return path
+
+
+@pytest.fixture
+def saved_config() -> Iterator[None]:
+    """Put every configuration parameter back as it was (they are process-wide)."""
+    from hipfile import (
+        BoolConfigParameter,
+        SizeTConfigParameter,
+        StringConfigParameter,
+        get_parameter,
+        set_parameter,
+    )
+
+    saved = [
+        (p, get_parameter(p))
+        for enum in (SizeTConfigParameter, BoolConfigParameter, StringConfigParameter)
+        for p in enum
+    ]
+    yield
+    with hipfile.Driver():
+        for p, v in saved:
+            set_parameter(p, v)

@@ -8,37 +8,16 @@ import gc
 import os
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, hip_stream, random_bytes, to_device
+from _util import check, device_array, emu, from_device, hip_stream, random_bytes, to_device
 from hip import hip
 
 import hipfile
 from hipfile import AsyncIOHandle, Buffer, FileHandle, Stream, StreamFlags
 
 N = 1 << 16
-
-
-@pytest.fixture
-def driver():
-    with hipfile.Driver() as d:
-        yield d
-
-
-@pytest.fixture
-def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    data = random_bytes(N, seed=1)
-    path = tmp_path / "data.bin"
-    path.write_bytes(data.tobytes())
-    return path, data
-
-
-def emu():
-    from hipfile.platforms import emulated
-
-    return emulated
 
 
 def test_read_async_round_trip(driver, data_file):

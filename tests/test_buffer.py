@@ -5,36 +5,17 @@ from __future__ import annotations
 import ctypes
 import gc
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, device_array
+from _util import CudaArray, check, device_array
 from hip import hip
 
 import hipfile
 from hipfile import Buffer, OpError
 
 N = 1 << 14
-
-
-class CudaArray:
-    def __init__(self, ptr: int, shape: tuple[int, ...], typestr: str = "|u1",
-                 strides: tuple[int, ...] | None = None) -> None:
-        self.__cuda_array_interface__ = {
-            "shape": shape,
-            "typestr": typestr,
-            "data": (ptr, False),
-            "strides": strides,
-            "version": 3,
-        }
-
-
-@pytest.fixture
-def dev() -> Iterator[Any]:
-    with device_array(N) as ptr:
-        yield ptr
 
 
 def registered_buffers() -> int:

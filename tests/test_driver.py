@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _util import run_python
 
 import hipfile
 from hipfile import (
@@ -19,38 +16,11 @@ from hipfile import (
     Driver,
     DriverControlFlags,
     SizeTConfigParameter,
-    StringConfigParameter,
     driver_get_properties,
     get_parameter,
     set_parameter,
 )
 from hipfile._lib import _hipfile
-
-
-@pytest.fixture
-def saved_config() -> Iterator[None]:
-    """Put every configuration parameter back as it was (they are process-wide)."""
-    saved = [
-        (p, get_parameter(p))
-        for enum in (SizeTConfigParameter, BoolConfigParameter, StringConfigParameter)
-        for p in enum
-    ]
-    yield
-    with Driver():
-        for p, v in saved:
-            set_parameter(p, v)
-
-
-def run_python(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
 
 # -- open / close ---------------------------------------------------------------
 

@@ -194,11 +194,19 @@ def test_in_flight_error() -> None:
     assert isinstance(exc, hipfile.HipFileException)
     assert str(exc) == "cannot close: 2 in flight"
     assert str(errors.InFlightError()) == "operations are still in flight"
+    # raised by the package: no library status of its own
+    assert exc.hipfile_err == 0 and exc.hip_err == 0
+    assert exc.from_library is False
+    assert errors.exception_for(5022).from_library is True
 
 
 def test_closed_file_error_is_value_and_runtime_error() -> None:
     assert issubclass(errors.ClosedFileError, ValueError)
     assert issubclass(errors.ClosedFileError, RuntimeError)
+    assert issubclass(errors.ClosedFileError, hipfile.HipFileException)
+    exc = errors.ClosedFileError("I/O operation on a closed FileHandle")
+    assert exc.hipfile_err == 0 and exc.from_library is False
+    assert str(exc) == "I/O operation on a closed FileHandle" == str(errors.ClosedFileError())
 
 
 def test_library_errors_are_oserrors() -> None:
@@ -221,7 +229,7 @@ def _status_exceptions() -> list[Exception]:
     out: list[Exception] = []
     for name in errors.__all__:
         cls = getattr(errors, name)
-        if not issubclass(cls, errors.HipFileException):
+        if not issubclass(cls, errors.HipFileException) or not cls.from_library:
             continue
         out.append(cls(5011 if cls is errors.HipRuntimeError else 5022, 7, "hipFileRead", "d"))
     return out
@@ -241,6 +249,7 @@ def test_status_exceptions_pickle(exc: errors.HipFileException) -> None:
     "exc",
     [
         errors.ClosedFileError("I/O operation on a closed FileHandle"),
+        errors.InFlightError("cannot close the file: 2 in flight", "close"),
         errors.HipFileLibraryNotFound("libhipfile could not be loaded; tried: /x"),
         errors.HipFileSymbolNotFound("hipFileDriverOpen is not exported"),
         errors.HipFileLibraryError("libhipfile lacks a function"),
@@ -260,6 +269,7 @@ def test_every_exported_exception_is_covered() -> None:
     exported = {getattr(errors, n) for n in errors.__all__}
     covered = {type(e) for e in _status_exceptions()} | {
         errors.ClosedFileError,
+        errors.InFlightError,
         errors.HipFileLibraryError,
         errors.HipFileLibraryNotFound,
         errors.HipFileSymbolNotFound,

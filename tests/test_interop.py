@@ -11,10 +11,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, device_array, hip_stream
+from _util import CudaArray, check, device_array, hip_stream
 from hip import hip
 
 from hipfile import Buffer
+from hipfile._interop import _DLDataType as DLDataType
+from hipfile._interop import _DLDevice as DLDevice
+from hipfile._interop import _DLTensor as DLTensor
 from hipfile._interop import buffer_info, pointer_value, stream_info
 
 # -- streams ------------------------------------------------------------------------------------
@@ -129,11 +132,6 @@ def test_out_of_range_pointers(value: int) -> None:
 # -- __cuda_array_interface__ -------------------------------------------------------------------
 
 
-class CudaArray:
-    def __init__(self, cai: dict[str, Any]) -> None:
-        self.__cuda_array_interface__ = cai
-
-
 def test_cai_buffer_info() -> None:
     obj = CudaArray({"shape": (8, 4), "typestr": "<i2", "data": (0x10000, False), "version": 3})
     assert buffer_info(obj) == (0x10000, 64, obj)
@@ -170,24 +168,13 @@ def test_buffer_passes_through() -> None:
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_ROCM, KDL_ROCM_HOST = 1, 2, 3, 10, 11
 
 
-class DLDevice(ctypes.Structure):
-    _fields_ = (("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32))
-
-
-class DLDataType(ctypes.Structure):
-    _fields_ = (("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16))
-
-
-class DLTensor(ctypes.Structure):
-    _fields_ = (
-        ("data", ctypes.c_void_p),
-        ("device", DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    )
+def test_dlpack_layout_is_the_standard_one() -> None:
+    """DLPack's ``DLTensor`` on LP64: 48 bytes, members at these offsets."""
+    assert ctypes.sizeof(DLTensor) == 48
+    offsets = {name: getattr(DLTensor, name).offset for name, _ in DLTensor._fields_}
+    assert offsets == {"data": 0, "device": 8, "ndim": 16, "dtype": 20, "shape": 24,
+                       "strides": 32, "byte_offset": 40}
+    assert ctypes.sizeof(DLDevice) == 8 and ctypes.sizeof(DLDataType) == 4
 
 
 class DLManagedTensor(ctypes.Structure):

@@ -4,35 +4,24 @@ from __future__ import annotations
 
 import ctypes.util
 import json
-import os
 import shutil
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from _util import PLATFORM_VARS
+from _util import run_python as python
 
 import hipfile
 from hipfile import platforms
 from hipfile._lib import _hipfile
 
-CLEARED = ("ROCM_PATH", "HIPFILE_PLATFORM", "HIPFILE_LIBRARY")
-
 
 def run_python(code: str, **env: str) -> dict[str, object]:
     """Run ``code`` in a new interpreter without any platform or library
     selected (plus ``env``); it prints one JSON line, returned here."""
-    clean = {k: v for k, v in os.environ.items() if k not in CLEARED}
-    clean.update(env)
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = python(code, PLATFORM_VARS, **env)
     assert proc.returncode == 0, proc.stderr
     result: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
     return result

@@ -7,12 +7,11 @@ import errno
 import os
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _util import device_array, from_device, random_bytes, to_device
+from _util import device_array, emu, from_device, random_bytes, to_device
 
 import hipfile
 from hipfile import Buffer, FileHandle, IOFuture, parallel
@@ -20,31 +19,11 @@ from hipfile import Buffer, FileHandle, IOFuture, parallel
 N = 1 << 18
 
 
-@pytest.fixture
-def driver():
-    with hipfile.Driver() as d:
-        yield d
-
-
 @pytest.fixture(autouse=True)
 def _no_idle_pool() -> Iterator[None]:
     """Leave no pool threads behind for later tests (forking tests among them)."""
     yield
     parallel.shutdown()
-
-
-@pytest.fixture
-def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    data = random_bytes(N, seed=21)
-    path = tmp_path / "data.bin"
-    path.write_bytes(data.tobytes())
-    return path, data
-
-
-def emu():
-    from hipfile.platforms import emulated
-
-    return emulated
 
 
 class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
@@ -348,10 +327,10 @@ def test_task_size_from_the_environment(driver, data_file, monkeypatch):
 
 @pytest.fixture
 def restore_threads() -> Iterator[None]:
-    saved = parallel._nthreads
-    yield
+    with hipfile.defaults.set("num_threads", 1):  # restores what was set before
+        hipfile.defaults.reset("num_threads")
+        yield
     parallel.shutdown()
-    parallel._nthreads = saved
 
 
 def test_thread_count_settings(driver, data_file, restore_threads):
@@ -385,13 +364,10 @@ def test_thread_count_settings(driver, data_file, restore_threads):
 
 def test_thread_count_from_the_environment(monkeypatch, restore_threads):
     parallel.shutdown()
-    monkeypatch.setattr(parallel, "_nthreads", None)
     monkeypatch.setenv("HIPFILE_NTHREADS", "5")
     assert hipfile.get_num_threads() == 5
-    monkeypatch.setattr(parallel, "_nthreads", None)
     monkeypatch.delenv("HIPFILE_NTHREADS")
     assert hipfile.get_num_threads() == min(8, os.cpu_count() or 1)
-    monkeypatch.setattr(parallel, "_nthreads", None)
     monkeypatch.setenv("HIPFILE_NTHREADS", "zero")
     with pytest.raises(ValueError, match="HIPFILE_NTHREADS"):
         hipfile.get_num_threads()

@@ -5,29 +5,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-import textwrap
 import warnings
 from pathlib import Path
 
 import pytest
+from _util import PLATFORM_VARS
+from _util import run_python as python
 
 from hipfile import platforms
 
-CLEARED = ("ROCM_PATH", "HIPFILE_PLATFORM", "HIPFILE_LIBRARY")
-
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in CLEARED}
-    clean.update(env)
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    """``code`` in a new interpreter without any platform or library selected."""
+    return python(code, PLATFORM_VARS, **env)
 
 
 def fake_prefix(root: Path) -> Path:
@@ -241,6 +231,7 @@ def test_counters_shape() -> None:
     assert set(counts) == {
         "handles", "buffers", "streams_registered", "inflight", "batches",
         "allocations", "host_allocations", "streams", "events",
+        "stream_waits", "blocked_waits",
     }
     assert all(type(v) is int for v in counts.values())
 

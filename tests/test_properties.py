@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -53,19 +53,6 @@ MIRRORED = [
     ("max_batch_io_count", SizeTConfigParameter.PROPERTIES_IO_BATCHSIZE),
     ("max_batch_io_timeout_msecs", SizeTConfigParameter.PROPERTIES_BATCH_IO_TIMEOUT_MS),
 ]
-
-
-@pytest.fixture
-def saved_config() -> Iterator[None]:
-    """Put every configuration parameter back as it was (they are process-wide)."""
-    saved = [
-        (p, get_parameter(p))
-        for enum in (SizeTConfigParameter, BoolConfigParameter, StringConfigParameter)
-        for p in enum
-    ]
-    yield
-    for p, v in saved:
-        set_parameter(p, v)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: embedsignature=True
-"""Private 1:1 layer over the hipFile C ABI.
+"""Private layer over the hipFile C ABI: 1:1 wrappers, and the C cores of
+the public objects.
 
 libhipfile is found and ``dlopen``-ed on first use (``HIPFILE_LIBRARY``, then
 ``$ROCM_PATH/lib``, ``/opt/rocm/lib``, then the system loader); each symbol is
@@ -21,10 +22,20 @@ from hipfile._lib.chipfile cimport *
 
 import os
 import threading
+from operator import index as _operator_index
 
+from cpython.ref cimport PyObject
+import time as _time
+
+from hipfile.enums import OpError
 from hipfile.errors import (
+    ClosedFileError,
+    HandleNotRegisteredError,
     HipFileLibraryNotFound,
     HipFileSymbolNotFound,
+    HipRuntimeError,
+    InFlightError,
+    InvalidValueError,
     raise_result,
     raise_status,
 )
@@ -36,102 +47,7 @@ SIZEOF_IO_EVENTS = sizeof(hipFileIOEvents_t)
 SIZEOF_DESCR = sizeof(hipFileDescr_t)
 SIZEOF_DRIVER_PROPS = sizeof(hipFileDriverProps_t)
 
-# --------------------------------------------------------------------------
-# Loader
-# --------------------------------------------------------------------------
-
-cdef void *_lib = NULL
-cdef object _lib_path = None
-_lock = threading.RLock()
-
-
-def candidate_paths():
-    """The paths tried, in order, to load libhipfile."""
-    explicit = os.environ.get("HIPFILE_LIBRARY")
-    if explicit:
-        return [explicit]
-    paths = []
-    rocm = os.environ.get("ROCM_PATH")
-    if rocm:
-        paths += [os.path.join(rocm, "lib", "libhipfile.so"),
-                  os.path.join(rocm, "lib", "libhipfile.so.0")]
-    paths += ["/opt/rocm/lib/libhipfile.so", "/opt/rocm/lib/libhipfile.so.0",
-              "libhipfile.so.0", "libhipfile.so"]
-    return paths
-
-
-cdef int _open_library() except -1:
-    global _lib, _lib_path
-    cdef void *handle = NULL
-    cdef bytes bpath
-    cdef const char *reason
-    tried = []
-    for path in candidate_paths():
-        if os.sep in path and not os.path.exists(path):
-            tried.append(f"{path} (no such file)")
-            continue
-        bpath = os.fsencode(path)
-        handle = dlopen(bpath, RTLD_NOW | RTLD_LOCAL)
-        if handle != NULL:
-            _lib = handle
-            _lib_path = path
-            return 0
-        reason = dlerror()
-        tried.append(f"{path} ({reason.decode(errors='replace') if reason != NULL else 'failed'})")
-    raise HipFileLibraryNotFound(
-        "libhipfile could not be loaded; tried: " + "; ".join(tried)
-        + ". Install hipFile (ROCm 7.2 or later), set ROCM_PATH to its prefix, "
-        "or set HIPFILE_LIBRARY to the library's path.")
-
-
-def load_library():
-    """Load libhipfile now (it is otherwise loaded on first use).
-
-    Returns
-    -------
-    str
-        The path that was loaded.
-
-    Raises
-    ------
-    HipFileLibraryNotFound
-        No candidate could be loaded; the message lists each path and why.
-    """
-    with _lock:
-        if _lib == NULL:
-            _open_library()
-        return _lib_path
-
-
-def library_loaded():
-    """Whether libhipfile has been loaded in this process."""
-    return _lib != NULL
-
-
-def library_path():
-    """The path libhipfile was loaded from, or None."""
-    return _lib_path
-
-
-cdef void *_resolve(const char *name) except NULL:
-    cdef void *sym
-    with _lock:
-        if _lib == NULL:
-            _open_library()
-        sym = dlsym(_lib, name)
-    if sym == NULL:
-        pyname = name.decode()
-        raise HipFileSymbolNotFound(
-            f"{pyname} is not exported by {_lib_path} (hipFile {_version_text()}); "
-            "it needs a newer hipFile release")
-    return sym
-
-
-def has_symbol(name):
-    """Whether the loaded libhipfile exports ``name`` (loads the library)."""
-    load_library()
-    cdef bytes b = name.encode()
-    return dlsym(_lib, b) != NULL
+include "_loader.pxi"
 
 
 cdef fn_get_version_t _p_get_version = NULL
@@ -707,4 +623,10 @@ def abi_layout():
     }
 
 
-include "_async.pxi"
+# Stream-ordered I/O with owned slots, one concern a file (in this order:
+# each uses the ones before it).
+include "_runtime.pxi"
+include "_pool.pxi"
+include "_cores.pxi"
+include "_aio.pxi"
+include "_engine.pxi"

@@ -3,7 +3,14 @@
 A platform is laid out as a ROCm prefix (``<prefix>/lib/libamdhip64.so`` and
 ``<prefix>/lib/libhipfile.so``). Programs select one exactly as they select a
 ROCm install: ``ROCM_PATH=<prefix>``. Setting ``HIPFILE_PLATFORM=<name>`` in the
-environment does the same from inside ``import hipfile`` and warns once.
+environment does the same from inside ``import hipfile`` and warns once with
+:class:`PlatformWarning`, unless ``HIPFILE_PLATFORM_QUIET=1``.
+
+Downstream test suites that run with ``filterwarnings = ["error"]`` can name
+the category in a filter (``ignore::hipfile.platforms.PlatformWarning``):
+when the import of ``hipfile`` happens while Python or pytest resolves such a
+filter, the warning is held back until the next import, when the filters are
+in place.
 
 Platforms:
 
@@ -21,10 +28,17 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 
-__all__ = ["PlatformWarning", "activate", "active", "available", "prefix"]
+__all__ = ["QUIET_ENV", "PlatformWarning", "activate", "active", "available", "prefix"]
+
+#: Environment variable that silences :class:`PlatformWarning` when set to
+#: ``1``/``true``/``yes``/``on`` (``0``/``false``/``no``/``off`` or empty: warn).
+QUIET_ENV = "HIPFILE_PLATFORM_QUIET"
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _REPO_DIR = _PACKAGE_DIR.parent
@@ -33,7 +47,76 @@ _held: list[ctypes.CDLL] = []
 
 
 class PlatformWarning(UserWarning):
-    """A test platform (not AMD's ROCm) is active in this process."""
+    """A test platform (not AMD's ROCm) is active in this process.
+
+    Emitted once by :func:`activate` (and so by ``import hipfile`` with
+    ``HIPFILE_PLATFORM`` set), unless ``HIPFILE_PLATFORM_QUIET=1``. Filter it
+    by name, for example in a pytest configuration::
+
+        filterwarnings = ["error", "ignore::hipfile.platforms.PlatformWarning"]
+    """
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("", "0", "false", "no", "off")
+
+
+def _quiet_from_environment() -> bool:
+    text = os.environ.get(QUIET_ENV, "").strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise ValueError(
+        f"{QUIET_ENV}={os.environ[QUIET_ENV]!r} is not a boolean; "
+        "use 1/true/yes/on or 0/false/no/off"
+    )
+
+
+def _resolving_warning_filter() -> bool:
+    """Whether this import runs inside the resolution of a warning filter's
+    category (``python -W``, ``PYTHONWARNINGS`` or pytest's ``filterwarnings``
+    and ``-W``), before that filter is installed."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in ("_resolve_warning_category", "_getcategory"):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
+class _WarnAtNextImport:
+    """A one-shot ``sys.meta_path`` entry: emits a held-back warning at the
+    first import after the filter resolution has ended, then removes itself
+    (it never finds a module)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> None:
+        if _resolving_warning_filter():
+            return None  # hipfile's own imports, still inside the resolution
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            return None  # already fired (another thread)
+        warnings.warn(self.message, PlatformWarning, stacklevel=2)
+        return None
+
+
+def _announce(name: str, path: Path, quiet: bool | None) -> None:
+    if quiet is None:
+        quiet = _quiet_from_environment()
+    if quiet:
+        return
+    message = (f"hipfile: the {name} test platform is active ({path}); "
+               f"this is not AMD's ROCm (set {QUIET_ENV}=1 to silence)")
+    if _resolving_warning_filter():
+        sys.meta_path.insert(0, _WarnAtNextImport(message))
+    else:
+        warnings.warn(message, PlatformWarning, stacklevel=4)
 
 
 def _installed_prefix_roots() -> list[Path]:
@@ -115,7 +198,7 @@ def active() -> str | None:
     return _active
 
 
-def activate(name: str) -> Path:
+def activate(name: str, *, quiet: bool | None = None) -> Path:
     """Make this process use a platform, before anything loads HIP or hipFile.
 
     Sets ``ROCM_PATH`` (HIP-Python 10.x and hipfile resolve libraries through
@@ -123,8 +206,17 @@ def activate(name: str) -> Path:
     6.x/7.x ``dlopen`` it by name). Warns once with :class:`PlatformWarning`
     unless the platform is ``rocm``.
 
+    Parameters
+    ----------
+    name
+        ``"emulated"``, ``"cuda"`` or ``"rocm"``.
+    quiet
+        Skip the warning. ``None`` (the default) reads ``HIPFILE_PLATFORM_QUIET``.
+
     Raises
     ------
+    ValueError
+        Unknown platform name, or ``HIPFILE_PLATFORM_QUIET`` is not a boolean.
     FileNotFoundError
         The platform is not built.
     RuntimeError
@@ -136,17 +228,14 @@ def activate(name: str) -> Path:
             return prefix(name)
         raise RuntimeError(f"platform {_active!r} is already active in this process")
     path = prefix(name)
+    if quiet is None:
+        quiet = _quiet_from_environment()
     os.environ["ROCM_PATH"] = str(path)
     if name != "rocm":
         lib = path / "lib"
         _held.append(ctypes.CDLL(str(lib / "libamdhip64.so"), mode=ctypes.RTLD_GLOBAL))
         _held.append(ctypes.CDLL(str(lib / "libhipfile.so"), mode=ctypes.RTLD_GLOBAL))
-        warnings.warn(
-            f"hipfile: the {name} test platform is active ({path}); "
-            "this is not AMD's ROCm",
-            PlatformWarning,
-            stacklevel=3,
-        )
+        _announce(name, path, quiet)
     _active = name
     return path
 

@@ -22,8 +22,11 @@ from hipfile import platforms
 
 __all__ = [
     "FAULT_OPS",
+    "STREAM_MEM_FAULT_OPS",
     "counters",
     "inject_fault",
+    "inject_stream_mem_fault",
+    "require_signal_memory",
     "reset",
     "set_completion_delay",
     "set_short_transfer",
@@ -41,6 +44,11 @@ FAULT_OPS: dict[str, int] = {
 
 _HIPFILE_COUNTERS = ("handles", "buffers", "streams_registered", "inflight", "batches")
 _HIP_COUNTERS = ("allocations", "host_allocations", "streams", "events")
+_STREAM_MEM_COUNTERS = ("stream_waits", "blocked_waits")
+
+#: Operations that :func:`inject_stream_mem_fault` accepts, with their number
+#: in the C hook.
+STREAM_MEM_FAULT_OPS: dict[str, int] = {"wait_value": 0, "write_value": 1}
 
 
 class _Counters(ctypes.Structure):
@@ -73,6 +81,17 @@ class _Libraries:
         if self.hip_reset is not None:
             self.hip_reset.argtypes = []
             self.hip_reset.restype = None
+        self.stream_mem_counters = getattr(hip_lib, "hipEmuStreamMemCounters", None)
+        if self.stream_mem_counters is not None:
+            self.stream_mem_counters.argtypes = [counter_p] * 2
+            self.stream_mem_counters.restype = ctypes.c_int
+            inject = hip_lib.hipEmuStreamMemInjectFault
+            inject.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_uint]
+            hip_lib.hipEmuStreamMemInjectFault.restype = ctypes.c_int
+            hip_lib.hipEmuStreamMemRequireSignal.argtypes = [ctypes.c_int]
+            hip_lib.hipEmuStreamMemRequireSignal.restype = None
+            hip_lib.hipEmuStreamMemReset.argtypes = []
+            hip_lib.hipEmuStreamMemReset.restype = None
 
 
 _lock = threading.Lock()
@@ -157,6 +176,83 @@ def inject_fault(op: str, errno: int, count: int = 1, after: int = 0) -> None:
         raise ValueError(f"bad errno {errno!r}: expected 1..4999 or a hipFile code 5001..5038")
 
 
+def _stream_mem_lib() -> ctypes.CDLL:
+    libs = _libraries()
+    if libs.stream_mem_counters is None:
+        raise RuntimeError("the loaded emulated HIP runtime has no stream memory operations")
+    return libs.hip
+
+
+def inject_stream_mem_fault(op: str, error: int, count: int = 1) -> None:
+    """Make the next stream memory operations fail.
+
+    The next ``count`` calls of ``op`` that pass the argument checks return
+    ``error`` and enqueue nothing.
+
+    Parameters
+    ----------
+    op
+        One of :data:`STREAM_MEM_FAULT_OPS`: ``"wait_value"``
+        (``hipStreamWaitValue32``/``hipStreamWaitValue64``) or
+        ``"write_value"`` (``hipStreamWriteValue32``/``hipStreamWriteValue64``).
+    error
+        The ``hipError_t`` number to return (not ``hipSuccess``).
+    count
+        How many calls fail; 0 clears the fault of ``op``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``op``, a ``count`` outside 0..2**32-1, or an ``error``
+        of 0 or outside the C ``int`` range.
+    RuntimeError
+        If the emulated platform is not active.
+
+    See Also
+    --------
+    hipEmuStreamMemInjectFault : the C hook.
+    """
+    if op not in STREAM_MEM_FAULT_OPS:
+        raise ValueError(
+            f"unknown stream memory op {op!r}; expected one of {sorted(STREAM_MEM_FAULT_OPS)}"
+        )
+    if not 0 <= count < 2**32:
+        raise ValueError("count must be in 0..2**32-1")
+    error = int(error)
+    if error == 0 or not -(2**31) <= error < 2**31:
+        raise ValueError(f"bad error {error!r}: expected a hipError_t other than hipSuccess")
+    if _stream_mem_lib().hipEmuStreamMemInjectFault(STREAM_MEM_FAULT_OPS[op], error, count) != 0:
+        raise ValueError(f"bad error {error!r}: expected a hipError_t other than hipSuccess")
+
+
+def require_signal_memory(enabled: bool | None) -> None:
+    """Choose which memory ``hipStreamWaitValue32/64`` accept.
+
+    AMD's runtime accepts any memory it allocated or registered, unless
+    ``GPU_STREAMOPS_CP_WAIT`` is set, when it accepts only signal memory
+    (``hipExtMallocWithFlags(..., hipMallocSignalMemory)``) and returns
+    ``hipErrorInvalidValue`` for anything else. This switches the emulated
+    runtime between the two.
+
+    Parameters
+    ----------
+    enabled
+        ``True``: signal memory only; ``False``: any known memory; ``None``:
+        follow ``GPU_STREAMOPS_CP_WAIT`` (the default, restored by
+        :func:`reset`).
+
+    Raises
+    ------
+    RuntimeError
+        If the emulated platform is not active.
+
+    See Also
+    --------
+    hipEmuStreamMemRequireSignal : the C hook.
+    """
+    _stream_mem_lib().hipEmuStreamMemRequireSignal(-1 if enabled is None else int(bool(enabled)))
+
+
 def set_short_transfer(max_bytes: int | None) -> None:
     """Cap every transfer and return its count.
 
@@ -200,10 +296,10 @@ def set_completion_delay(microseconds: int) -> None:
 
     Raises
     ------
-    ValueError
-        If ``microseconds`` is negative.
     RuntimeError
         If the emulated platform is not active.
+    ValueError
+        If ``microseconds`` is negative.
 
     See Also
     --------
@@ -223,7 +319,9 @@ def counters() -> dict[str, int]:
         ``handles``, ``buffers``, ``streams_registered``, ``inflight`` (stream
         ordered operations not yet run) and ``batches`` from ``libhipfile``;
         ``allocations``, ``host_allocations``, ``streams`` and ``events`` from
-        ``libamdhip64``. All are zero when nothing is left behind.
+        ``libamdhip64``, and its ``stream_waits`` (``hipStreamWaitValue32/64``
+        operations queued or running) and ``blocked_waits`` (those a stream
+        is blocked in now). All are zero when nothing is left behind.
 
     Raises
     ------
@@ -232,7 +330,7 @@ def counters() -> dict[str, int]:
 
     See Also
     --------
-    hipfileEmuGetCounters, hipEmuCounters : the C hooks.
+    hipfileEmuGetCounters, hipEmuCounters, hipEmuStreamMemCounters : the C hooks.
     """
     libs = _libraries()
     own = _Counters()
@@ -241,14 +339,21 @@ def counters() -> dict[str, int]:
     hip_values = [ctypes.c_longlong(0) for _ in _HIP_COUNTERS]
     libs.hip.hipEmuCounters(*(ctypes.byref(v) for v in hip_values))
     result.update({name: int(v.value) for name, v in zip(_HIP_COUNTERS, hip_values, strict=True)})
+    if libs.stream_mem_counters is not None:
+        waits = [ctypes.c_longlong(0) for _ in _STREAM_MEM_COUNTERS]
+        libs.stream_mem_counters(*(ctypes.byref(v) for v in waits))
+        result.update(
+            {name: int(v.value) for name, v in zip(_STREAM_MEM_COUNTERS, waits, strict=True)}
+        )
     return result
 
 
 def reset() -> None:
     """Clear injected faults, the short transfer cap and the completion delay.
 
-    Also clears the calling thread's last HIP error. Live counters are left
-    as they are: they are what tells a leak.
+    Also clears the calling thread's last HIP error, the stream memory
+    faults and the signal-memory requirement of :func:`require_signal_memory`.
+    Live counters are left as they are: they are what tells a leak.
 
     Raises
     ------
@@ -257,9 +362,11 @@ def reset() -> None:
 
     See Also
     --------
-    hipfileEmuReset, hipEmuReset : the C hooks.
+    hipfileEmuReset, hipEmuReset, hipEmuStreamMemReset : the C hooks.
     """
     libs = _libraries()
     libs.hipfile.hipfileEmuReset()
     if libs.hip_reset is not None:
         libs.hip_reset()
+    if libs.stream_mem_counters is not None:
+        libs.hip.hipEmuStreamMemReset()

@@ -6,9 +6,11 @@
  * device pointers. Errors come back as hipError_t numbers. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cudadrv_abi.h"
 #include "cudart_abi.h"
 #include "hip_abi.h"
 #include "hip_errors.h"
@@ -623,4 +625,307 @@ HFC_EXPORT const char *hipGetErrorName(hipError_t error)
 HFC_EXPORT const char *hipGetErrorString(hipError_t error)
 {
     return hfc_hip_error_text(error);
+}
+
+/* ---- stream memory operations (CUDA driver API) ------------------------- */
+
+/* hipStreamWaitValue32/64 and hipStreamWriteValue32/64 become
+ * cuStreamWaitValue32/64 and cuStreamWriteValue32/64 of libcuda (the _v2
+ * symbols where the driver has them). The compare operations have the same
+ * numbers. Differences that remain:
+ *  - HIP's mask has no CUDA counterpart. All-ones (the default) maps
+ *    directly; with another mask, hipStreamWaitValueAnd waits on
+ *    (value & mask), which is the same condition, and hipStreamWaitValueNor is
+ *    always true (the bits outside the mask are zero on both sides), so it
+ *    enqueues nothing. hipStreamWaitValueGte and hipStreamWaitValueEq with a
+ *    partial mask cannot be expressed and return hipErrorInvalidValue.
+ *  - CUDA's GEQ is a cyclic compare, (int32_t)(*ptr - value) >= 0 (int64_t
+ *    for 64 bits), where HIP documents *ptr >= value: the two agree while the
+ *    two values are less than 2^31 (2^63) apart.
+ *  - HIP's write flags are reserved and ignored; CUDA's default write (with
+ *    its memory barrier) is used. */
+
+static struct hfc_cudadrv drv_table;
+static const struct hfc_cudadrv *drv_loaded;
+static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+
+static void drv_load(void)
+{
+    static const char *const sonames[] = {"libcuda.so.1", "libcuda.so", NULL};
+    static const struct hfc_search search = {"the CUDA driver (libcuda)",
+                                             "HIPFILE_LIBCUDA_LIBRARY", sonames, "cuInit"};
+    char path[4096];
+    void *lib = hfc_open(&search, path, sizeof path);
+    if (lib == NULL)
+        return;
+#define HFC_RESOLVE(name, ret, params, required)                                           \
+    hfc_sym(lib, #name, &drv_table.name);                                                  \
+    if (required && drv_table.name == NULL)                                                \
+        hfc_say("%s lacks %s; hip functions that need it return hipErrorNotSupported", path, \
+                #name);
+    HFC_CUDA_DRIVER_FUNCS(HFC_RESOLVE)
+#undef HFC_RESOLVE
+    if (drv_table.cuInit == NULL || drv_table.cuInit(0) != CUDA_SUCCESS)
+        return;
+    if (hfc_verbose())
+        hfc_say("libamdhip64 uses the CUDA driver %s for stream memory operations", path);
+    __atomic_store_n(&drv_loaded, &drv_table, __ATOMIC_RELEASE);
+}
+
+static const struct hfc_cudadrv *drv(void)
+{
+    pthread_once(&drv_once, drv_load);
+    return __atomic_load_n(&drv_loaded, __ATOMIC_ACQUIRE);
+}
+
+static hipError_t from_cu(CUresult e)
+{
+    return record(hfc_hip_from_cu_result(e));
+}
+
+static int is_special_stream(hipStream_t stream)
+{
+    /* NULL, hipStreamLegacy (1) and hipStreamPerThread (2) name the current
+     * device's default streams (CUDA's numbers are the same). */
+    return (uintptr_t)stream <= 2;
+}
+
+/* Driver calls act on the calling thread's current context. Make the
+ * stream's device current with its primary context (cudaSetDevice, and
+ * cudaFree(NULL) once per thread and device to initialise it) and report
+ * the device that was current before, to be restored by drv_leave. */
+static _Thread_local unsigned long long drv_ready_devices;
+
+static hipError_t drv_enter(hipStream_t stream, int *previous)
+{
+    const struct hfc_cudart *R = rt();
+    int device = 0;
+    cudaError_t e;
+    if (R == NULL)
+        return hipErrorNotInitialized;
+    if (R->cudaGetDevice == NULL || R->cudaSetDevice == NULL || R->cudaFree == NULL)
+        return hipErrorNotSupported;
+    e = R->cudaGetDevice(previous);
+    if (e != cudaSuccess)
+        return hfc_hip_from_cuda(e);
+    device = *previous;
+    if (!is_special_stream(stream) && R->cudaStreamGetDevice != NULL) {
+        e = R->cudaStreamGetDevice((cudaStream_t)stream, &device);
+        if (e != cudaSuccess)
+            return hfc_hip_from_cuda(e);
+    }
+    e = R->cudaSetDevice(device);
+    if (e == cudaSuccess && (device >= 64 || !(drv_ready_devices >> device & 1ull))) {
+        e = R->cudaFree(NULL);
+        if (e == cudaSuccess && device < 64)
+            drv_ready_devices |= 1ull << device;
+    }
+    if (e != cudaSuccess) {
+        R->cudaSetDevice(*previous);
+        return hfc_hip_from_cuda(e);
+    }
+    return hipSuccess;
+}
+
+static void drv_leave(int previous)
+{
+    const struct hfc_cudart *R = rt();
+    int device = previous;
+    if (R != NULL && R->cudaGetDevice(&device) == cudaSuccess && device != previous)
+        R->cudaSetDevice(previous);
+}
+
+enum stream_mem_op { OP_WAIT32, OP_WAIT64, OP_WRITE32, OP_WRITE64 };
+
+static hipError_t stream_mem(enum stream_mem_op op, hipStream_t stream, void *ptr,
+                             uint64_t value, unsigned flags, uint64_t mask)
+{
+    const int wide = op == OP_WAIT64 || op == OP_WRITE64;
+    const int wait = op == OP_WAIT32 || op == OP_WAIT64;
+    const uint64_t all = wide ? ~0ull : 0xffffffffull;
+    const struct hfc_cudadrv *D;
+    CUresult r = CUDA_SUCCESS;
+    int previous = 0;
+    hipError_t status;
+
+    if (ptr == NULL || ((uintptr_t)ptr & (wide ? 7u : 3u)) != 0)
+        return record(hipErrorInvalidValue);
+    value &= all;
+    mask &= all;
+    if (wait) {
+        if (flags > HIP_STREAM_WAIT_VALUE_NOR)
+            return record(hipErrorInvalidValue);
+        if (mask != all) {
+            if (flags == HIP_STREAM_WAIT_VALUE_NOR)
+                return hipSuccess; /* always true: nothing to wait for */
+            if (flags != HIP_STREAM_WAIT_VALUE_AND)
+                return record(hipErrorInvalidValue); /* not expressible in CUDA */
+            value &= mask;
+        }
+    } else {
+        flags = CU_STREAM_WRITE_VALUE_DEFAULT; /* HIP: reserved, ignored */
+    }
+    D = drv();
+    if (D == NULL)
+        return record(hipErrorNotSupported);
+    status = drv_enter(stream, &previous);
+    if (status != hipSuccess)
+        return record(status);
+#define HFC_CALL(v2, v1, type)                                                             \
+    do {                                                                                   \
+        if (D->v2 != NULL)                                                                 \
+            r = D->v2((CUstream)stream, (CUdeviceptr)(uintptr_t)ptr, (type)value, flags);  \
+        else if (D->v1 != NULL)                                                            \
+            r = D->v1((CUstream)stream, (CUdeviceptr)(uintptr_t)ptr, (type)value, flags);  \
+        else                                                                               \
+            status = missing(#v2);                                                         \
+    } while (0)
+    switch (op) {
+    case OP_WAIT32:
+        HFC_CALL(cuStreamWaitValue32_v2, cuStreamWaitValue32, uint32_t);
+        break;
+    case OP_WAIT64:
+        HFC_CALL(cuStreamWaitValue64_v2, cuStreamWaitValue64, uint64_t);
+        break;
+    case OP_WRITE32:
+        HFC_CALL(cuStreamWriteValue32_v2, cuStreamWriteValue32, uint32_t);
+        break;
+    case OP_WRITE64:
+        HFC_CALL(cuStreamWriteValue64_v2, cuStreamWriteValue64, uint64_t);
+        break;
+    }
+#undef HFC_CALL
+    drv_leave(previous);
+    if (status != hipSuccess)
+        return status;
+    return from_cu(r);
+}
+
+HFC_EXPORT hipError_t hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value,
+                                           unsigned flags, uint32_t mask)
+{
+    return stream_mem(OP_WAIT32, stream, ptr, value, flags, mask);
+}
+
+HFC_EXPORT hipError_t hipStreamWaitValue64(hipStream_t stream, void *ptr, uint64_t value,
+                                           unsigned flags, uint64_t mask)
+{
+    return stream_mem(OP_WAIT64, stream, ptr, value, flags, mask);
+}
+
+HFC_EXPORT hipError_t hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t value,
+                                            unsigned flags)
+{
+    return stream_mem(OP_WRITE32, stream, ptr, value, flags, 0);
+}
+
+HFC_EXPORT hipError_t hipStreamWriteValue64(hipStream_t stream, void *ptr, uint64_t value,
+                                            unsigned flags)
+{
+    return stream_mem(OP_WRITE64, stream, ptr, value, flags, 0);
+}
+
+/* Default, fine-grained and uncached memory are all cudaMalloc memory (CUDA
+ * has no coarse/fine-grained distinction for device memory). Signal memory
+ * is 8 bytes, as AMD's runtime requires, of cudaMalloc memory, which the
+ * stream memory operations accept; it is zeroed on a private non-blocking
+ * stream, so that streams blocked in waits never hold the allocation up. */
+HFC_EXPORT hipError_t hipExtMallocWithFlags(void **ptr, size_t size, unsigned flags)
+{
+    cudaStream_t zero_stream = NULL;
+    cudaError_t e;
+    if (ptr == NULL)
+        return record(hipErrorInvalidValue);
+    *ptr = NULL;
+    switch (flags) {
+    case HIP_DEVICE_MALLOC_DEFAULT:
+    case HIP_DEVICE_MALLOC_FINEGRAINED:
+    case HIP_DEVICE_MALLOC_UNCACHED:
+        return hipMalloc(ptr, size);
+    case HIP_MALLOC_SIGNAL_MEMORY:
+        if (size != 8)
+            return record(hipErrorInvalidValue);
+        break;
+    default:
+        return record(hipErrorInvalidValue);
+    }
+    {
+        NEED(cudaMalloc);
+        if (R->cudaStreamCreateWithFlags == NULL || R->cudaMemsetAsync == NULL ||
+            R->cudaStreamSynchronize == NULL || R->cudaStreamDestroy == NULL ||
+            R->cudaFree == NULL)
+            return missing("cudaMemsetAsync");
+        e = R->cudaMalloc(ptr, size);
+        if (e != cudaSuccess) {
+            *ptr = NULL;
+            return from_cuda(e);
+        }
+        e = R->cudaStreamCreateWithFlags(&zero_stream, 0x1 /* cudaStreamNonBlocking */);
+        if (e == cudaSuccess) {
+            e = R->cudaMemsetAsync(*ptr, 0, size, zero_stream);
+            if (e == cudaSuccess)
+                e = R->cudaStreamSynchronize(zero_stream);
+            R->cudaStreamDestroy(zero_stream);
+        }
+        if (e != cudaSuccess) {
+            R->cudaFree(*ptr);
+            *ptr = NULL;
+            return from_cuda(e);
+        }
+        return hipSuccess;
+    }
+}
+
+/* ---- device attributes ---------------------------------------------------- */
+
+/* Only the attributes the platform needs are answered; HIP's numbering
+ * differs from CUDA's, so others are not passed through. */
+HFC_EXPORT hipError_t hipDeviceGetAttribute(int *value, int attribute, int device)
+{
+    const struct hfc_cudadrv *D;
+    CUdevice dev = 0;
+    CUresult r;
+    int count = 0, wide = 0, nor = 0, ops = 1;
+    cudaError_t e;
+    if (value == NULL)
+        return record(hipErrorInvalidValue);
+    {
+        NEED(cudaGetDeviceCount);
+        e = R->cudaGetDeviceCount(&count);
+        if (e != cudaSuccess)
+            return from_cuda(e);
+    }
+    if (device < 0 || device >= count)
+        return record(hipErrorInvalidDevice);
+    if (attribute != HIP_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE)
+        return record(hipErrorNotSupported);
+    /* 1 when 32- and 64-bit waits and every compare (NOR included) work. */
+    *value = 0;
+    D = drv();
+    if (D == NULL)
+        return hipSuccess; /* no driver API: no stream memory operations */
+    r = D->cuDeviceGet(&dev, device);
+    if (r != CUDA_SUCCESS)
+        return from_cu(r);
+    if (D->cuStreamWaitValue32_v2 != NULL && D->cuStreamWaitValue64_v2 != NULL) {
+        r = D->cuDeviceGetAttribute(&wide, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS,
+                                    dev);
+        if (r == CUDA_SUCCESS)
+            r = D->cuDeviceGetAttribute(&nor, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
+                                        dev);
+    } else if (D->cuStreamWaitValue32 != NULL && D->cuStreamWaitValue64 != NULL) {
+        r = D->cuDeviceGetAttribute(&ops, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, dev);
+        if (r == CUDA_SUCCESS)
+            r = D->cuDeviceGetAttribute(&wide,
+                                        CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1, dev);
+        if (r == CUDA_SUCCESS)
+            r = D->cuDeviceGetAttribute(&nor,
+                                        CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1, dev);
+    } else {
+        return hipSuccess;
+    }
+    if (r != CUDA_SUCCESS)
+        return from_cu(r);
+    *value = ops && wide && nor;
+    return hipSuccess;
 }

@@ -253,7 +253,8 @@ enum {
   emuAttrWarpSize = 87,
   emuAttrMemoryPoolsSupported = 88,
   emuAttrHostRegisterSupported = 90,
-  emuAttrIsLargeBar = 10011
+  emuAttrIsLargeBar = 10011,
+  emuAttrCanUseStreamWaitValue = 10013
 };
 
 EMU_EXPORT hipError_t hipDeviceGetAttribute(int *value, int attribute, int device) {
@@ -297,6 +298,7 @@ EMU_EXPORT hipError_t hipDeviceGetAttribute(int *value, int attribute, int devic
     case emuAttrMemoryPoolsSupported: *value = p.memoryPoolsSupported; break;
     case emuAttrHostRegisterSupported: *value = p.hostRegisterSupported; break;
     case emuAttrIsLargeBar: *value = p.isLargeBar; break;
+    case emuAttrCanUseStreamWaitValue: *value = 1; break; /* streammem.c */
     default: return emu_ret(hipErrorInvalidValue);
   }
   return hipSuccess;

@@ -103,7 +103,9 @@ enum emu_op_kind {
   EMU_OP_CALLBACK,    /* callback(stream handle, hipSuccess, user_data) */
   EMU_OP_RECORD,      /* event reaches this position: timestamp */
   EMU_OP_WAIT_EVENT,  /* wait until event generation gen is reached */
-  EMU_OP_WAIT_STREAM  /* wait until another stream completes position seq */
+  EMU_OP_WAIT_STREAM, /* wait until another stream completes position seq */
+  EMU_OP_WAIT_VALUE,  /* hipStreamWaitValue32/64: wait until *dst meets a condition */
+  EMU_OP_WRITE_VALUE  /* hipStreamWriteValue32/64: store a value at dst */
 };
 
 struct emu_op {
@@ -123,6 +125,9 @@ struct emu_op {
   uint64_t gen;
   struct ihipStream_t *target; /* WAIT_STREAM (holds a reference) */
   uint64_t target_seq;
+  uint64_t value;          /* WAIT_VALUE, WRITE_VALUE (width in elem_size: 4 or 8) */
+  uint64_t mask;           /* WAIT_VALUE */
+  unsigned cmp;            /* WAIT_VALUE: hipStreamWaitValueGte/Eq/And/Nor */
 };
 
 struct ihipStream_t {
@@ -134,6 +139,7 @@ struct ihipStream_t {
   int stopping;         /* worker must exit once the queue is empty */
   int discard;          /* drop queued work without running it (unload) */
   int thread_started;
+  int detached;         /* destroyed while blocked: the worker frees itself */
   uint64_t enqueued;    /* seq of the last operation enqueued */
   uint64_t completed;   /* seq of the last operation finished */
   struct emu_op *head, *tail;
@@ -190,5 +196,33 @@ long long emu_release_streams_events_locked(int device);
 /* ---- memory.c ------------------------------------------------------------ */
 long long emu_alloc_count_locked(int pinned);
 long long emu_release_allocations_locked(int device);
+/* Allocates device memory on the current device with the given allocation
+ * flags (hipExtMallocWithFlags); freed by hipFree. */
+hipError_t emu_allocate_device(void **ptr, size_t size, unsigned flags);
+/* The allocation that contains ptr: returns 0 and fills the outputs (any
+ * may be NULL), or -1 for memory the runtime does not know. */
+int emu_lookup_locked(const void *ptr, uintptr_t *base, size_t *size, int *kind,
+                      unsigned *flags);
+
+/* ---- streammem.c --------------------------------------------------------- */
+#define hipStreamWaitValueGte 0x0u
+#define hipStreamWaitValueEq 0x1u
+#define hipStreamWaitValueAnd 0x2u
+#define hipStreamWaitValueNor 0x3u
+#define hipDeviceMallocDefault 0x0u
+#define hipDeviceMallocFinegrained 0x1u
+#define hipMallocSignalMemory 0x2u
+#define hipDeviceMallocUncached 0x3u
+/* Runs a WAIT_VALUE operation on its worker: returns once the condition
+ * holds or the stream is being discarded. Called and returns with the lock
+ * held; waits on emu_progress with a short timeout, so a store by the host
+ * is seen within EMU_WAIT_VALUE_POLL_NS and a stream write at once. */
+void emu_run_wait_value_locked(struct ihipStream_t *s, struct emu_op *op);
+/* Runs a WRITE_VALUE operation (release store). */
+void emu_run_write_value(struct emu_op *op);
+/* A WAIT_VALUE operation left the queue (run or discarded). */
+void emu_wait_value_released_locked(void);
+/* True when s has a WAIT_VALUE operation still queued or running. */
+int emu_stream_has_wait_value_locked(const struct ihipStream_t *s);
 
 #endif

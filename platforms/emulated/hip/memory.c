@@ -498,3 +498,20 @@ EMU_EXPORT hipError_t hipMemsetD32(void *dst, int value, size_t count) {
 EMU_EXPORT hipError_t hipMemsetD32Async(void *dst, int value, size_t count, hipStream_t stream) {
   return emu_ret(emu_fill_submit(dst, (uint32_t)value, 4, count, stream, 0));
 }
+
+/* ---- for streammem.c (hipExtMallocWithFlags, stream memory operations) ---- */
+
+hipError_t emu_allocate_device(void **ptr, size_t size, unsigned flags) {
+  return emu_allocate(ptr, size, EMU_MEM_DEVICE, flags);
+}
+
+int emu_lookup_locked(const void *ptr, uintptr_t *base, size_t *size, int *kind,
+                      unsigned *flags) {
+  struct emu_alloc *a = emu_find_locked(ptr);
+  if (a == NULL) return -1;
+  if (base != NULL) *base = a->base;
+  if (size != NULL) *size = a->size;
+  if (kind != NULL) *kind = a->kind;
+  if (flags != NULL) *flags = a->flags;
+  return 0;
+}

@@ -52,6 +52,7 @@ static void emu_event_unref_locked(struct ihipEvent_t *e) {
 }
 
 static void emu_op_release_locked(struct emu_op *op) {
+  if (op->kind == EMU_OP_WAIT_VALUE) emu_wait_value_released_locked();
   if (op->event != NULL) emu_event_unref_locked(op->event);
   if (op->target != NULL) emu_stream_unref_locked(op->target);
   free(op);
@@ -109,8 +110,17 @@ static void emu_run_op_locked(struct ihipStream_t *s, struct emu_op *op) {
       while (op->target->completed < op->target_seq && !s->discard)
         pthread_cond_wait(&emu_progress, &emu_lock);
       break;
+    case EMU_OP_WAIT_VALUE:
+      emu_run_wait_value_locked(s, op);
+      break;
+    case EMU_OP_WRITE_VALUE:
+      emu_run_write_value(op);
+      break;
   }
 }
+
+static void emu_stream_unlink_locked(struct ihipStream_t *s);
+static int emu_detached_workers = 0; /* detached workers still running */
 
 static void *emu_worker_main(void *arg) {
   struct ihipStream_t *s = arg;
@@ -127,6 +137,17 @@ static void *emu_worker_main(void *arg) {
     s->completed = op->seq;
     emu_op_release_locked(op);
     pthread_cond_broadcast(&emu_progress);
+  }
+  /* A stream destroyed while blocked in a stream wait was left to finish on
+   * its own: its worker unlinks and frees it (unless the library is
+   * unloading, when nothing is freed). */
+  if (s->detached) {
+    emu_detached_workers--;
+    pthread_cond_broadcast(&emu_progress);
+    if (!emu_shutdown) {
+      emu_stream_unlink_locked(s);
+      emu_stream_unref_locked(s);
+    }
   }
   emu_lock_release();
   return NULL;
@@ -351,6 +372,21 @@ EMU_EXPORT hipError_t hipStreamDestroy(hipStream_t stream) {
     /* From a host function: waiting for the stream could wait for itself. */
     emu_lock_release();
     return emu_ret(hipErrorNotSupported);
+  }
+  if (emu_stream_has_wait_value_locked(s)) {
+    /* A stream wait may block until some other party writes memory, which
+     * may never happen: the handle is released now, the queued work still
+     * runs in order once the wait is satisfied, and the worker frees the
+     * stream when its queue is empty (as CUDA and HIP may do). */
+    s->live = 0;
+    emu_live_streams--;
+    s->detached = 1;
+    emu_detached_workers++;
+    s->stopping = 1;
+    pthread_detach(s->thread);
+    pthread_cond_signal(&s->work);
+    emu_lock_release();
+    return hipSuccess;
   }
   emu_stream_retire_locked(s);
   emu_stream_join_and_drop_locked(s);
@@ -715,7 +751,7 @@ __attribute__((destructor)) static void emu_unload(void) {
     s->stopping = 1;
     s->discard = 1;
     pthread_cond_signal(&s->work);
-    if (threads != NULL && s->thread_started) threads[k++] = s->thread;
+    if (threads != NULL && s->thread_started && !s->detached) threads[k++] = s->thread;
   }
   pthread_cond_broadcast(&emu_progress);
   pthread_mutex_unlock(&emu_lock);
@@ -724,6 +760,14 @@ __attribute__((destructor)) static void emu_unload(void) {
   deadline.tv_sec += 2;
   for (size_t i = 0; i < k; ++i) pthread_timedjoin_np(threads[i], NULL, &deadline);
   free(threads);
+  /* Detached workers (streams destroyed while blocked in a stream wait)
+   * cannot be joined: wait, within the same deadline, until they are out. */
+  if (pthread_mutex_timedlock(&emu_lock, &deadline) == 0) {
+    while (emu_detached_workers > 0 &&
+           pthread_cond_timedwait(&emu_progress, &emu_lock, &deadline) != ETIMEDOUT) {
+    }
+    pthread_mutex_unlock(&emu_lock);
+  }
 }
 
 /* ---- fork --------------------------------------------------------------- */
@@ -744,6 +788,7 @@ static void emu_fork_child(void) {
   emu_streams = NULL;
   memset(emu_null_streams, 0, sizeof(emu_null_streams));
   emu_live_streams = 0;
+  emu_detached_workers = 0;
   emu_tls_worker = NULL;
   for (struct ihipEvent_t *e = emu_events; e != NULL; e = e->next) {
     if (e->done_gen < e->gen) {

@@ -46,6 +46,22 @@ EMU_EXPORT void hipEmuReset(void);
  * invalid. */
 EMU_EXPORT long long hipEmuReleaseAll(void);
 
+/* Stream memory operations (hipStreamWaitValue32/64, hipStreamWriteValue32/64):
+ * WaitValue operations queued or running, and those a stream is blocked in.
+ * Any output may be NULL. Returns 0. */
+EMU_EXPORT int hipEmuStreamMemCounters(long long *pending_waits, long long *blocked_waits);
+/* The next `count` calls of hipStreamWaitValue32/64 (op 0) or
+ * hipStreamWriteValue32/64 (op 1) that pass the argument checks fail with the
+ * hipError_t `error` and enqueue nothing. count 0 clears. Returns 0, or -1
+ * for a bad op or a zero error with a count. */
+EMU_EXPORT int hipEmuStreamMemInjectFault(int op, int error, unsigned count);
+/* 1: waits accept only signal memory (as AMD's runtime with
+ * GPU_STREAMOPS_CP_WAIT=1); 0: any memory the runtime knows; -1: follow
+ * GPU_STREAMOPS_CP_WAIT (the default). */
+EMU_EXPORT void hipEmuStreamMemRequireSignal(int on);
+/* Clears the stream memory faults and the signal-memory requirement. */
+EMU_EXPORT void hipEmuStreamMemReset(void);
+
 /* Public HIP functions that libhipfile uses. */
 emu_hipError_t hipLaunchHostFunc(emu_hipStream_t stream, emu_hipHostFn_t fn,
                                  void *user_data);

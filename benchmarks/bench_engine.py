@@ -1,0 +1,359 @@
+"""Layer-wise loads and saves: the stream-ordered parallel engine side by side
+with read_async, sync pread, KvikIO and the machine's limits, in one run.
+
+Reads ``--layers`` ranges of ``--layer-mib`` MiB (one per layer) from a file
+in the page cache into one device buffer, and writes them back, timing:
+
+* ``read_async``: ``FileHandle.read_async`` per layer on one stream (the
+  library's own stream-ordered path);
+* ``engine``: ``FileHandle.pread_async_ranges`` (all layers at once);
+* ``pread``: ``FileHandle.pread`` of the same bytes (thread pool, sync);
+* ``kvikio-*``: KvikIO's ``raw_read_async`` per layer on one stream and its
+  ``pread``, each configuration in its own process (KvikIO reads its compat
+  mode from the environment at import);
+* limits: page cache -> pinned host with 16 threads, and the pinned H2D copy;
+* overlap: each layer's compute (bf16 matrix products with PyTorch, else a
+  memset) waits for its own layer only: ``t_both`` for the engine
+  (``wait_on``) and for ``read_async`` (an event per layer);
+* the save side: ``pwrite_async_ranges`` against a sync ``pwrite``.
+
+Medians of interleaved repeats and the ratios the goals are stated in are
+printed; ``--json`` writes everything. ``--cold`` adds a cold-cache read row
+(the file dropped from the page cache before each timed read), ``--sweep``
+a sweep of the engine's threads and task sizes.
+
+    python benchmarks/bench_engine.py --layers 32 --layer-mib 16 --dir /tmp
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from _common import add_platform_argument, select_platform, temp_folder
+
+KVIKIO_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kvikio_worker.py")
+
+
+def _drop_cache(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1")
+    except OSError:
+        pass
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--layers", type=int, default=32, help="ranges (layers) per load")
+    ap.add_argument("--layer-mib", type=int, default=16, help="MiB per layer")
+    ap.add_argument("--dim", type=int, default=4096, help="matrix size of each layer's product")
+    ap.add_argument("--matmuls", type=int, default=4, help="matrix products per layer")
+    ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats per case")
+    ap.add_argument("--dir", default=None, help="folder for the data file (default: temp)")
+    ap.add_argument("--kvikio", action="store_true", help="add the KvikIO rows (needs kvikio)")
+    ap.add_argument("--cold", action="store_true", help="add a cold-cache read row")
+    ap.add_argument("--sweep", action="store_true", help="sweep engine threads x task sizes")
+    ap.add_argument("--json", default=None, help="write the results to this file")
+    ap.add_argument("--allow-emulated", action="store_true",
+                    help="run on the emulated platform (correctness only, no speed)")
+    add_platform_argument(ap)
+    return ap
+
+
+def main() -> int:
+    ap = build_parser()
+    args = ap.parse_args()
+    hipfile = select_platform(args.platform)
+    from hip import hip
+
+    platform = hipfile.platforms.active() or "rocm"
+    if platform == "emulated" and not args.allow_emulated:
+        print("refusing to time the emulated platform (no GPU): pass --allow-emulated",
+              file=sys.stderr)
+        return 2
+
+    def check(res: Any) -> Any:
+        err = res[0] if isinstance(res, tuple) else res
+        assert err == hip.hipError_t.hipSuccess, res
+        return res[1] if isinstance(res, tuple) and len(res) > 1 else None
+
+    layers, chunk = args.layers, args.layer_mib << 20
+    total = layers * chunk
+    folder = temp_folder(args.dir)
+    path = os.path.join(folder, "kv.bin")
+    wpath = os.path.join(folder, "save.bin")
+    results: dict[str, Any] = {"platform": platform, "layers": layers, "layer_bytes": chunk,
+                               "engine": hipfile.engine.settings(), "cases": {}}
+    try:
+        with open(path, "wb") as f:
+            block = os.urandom(min(chunk, 64 << 20))
+            for _ in range(total // len(block)):
+                f.write(block)
+        with open(wpath, "wb") as f:
+            f.truncate(total)
+
+        try:
+            import torch
+
+            use_torch = torch.cuda.is_available()
+        except ImportError:
+            use_torch = False
+        if use_torch:
+            kv = torch.empty(total, dtype=torch.uint8, device="cuda")
+            io_t, comp_t = torch.cuda.Stream(), torch.cuda.Stream()
+            io_h, comp_h = io_t.cuda_stream, comp_t.cuda_stream
+            n = args.dim
+            weight = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+            rows = min(chunk // 2, n * n) // n
+            out = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
+
+            def compute(layer: int) -> None:
+                with torch.cuda.stream(comp_t):
+                    a = kv[layer * chunk:layer * chunk + rows * n * 2].view(torch.bfloat16)
+                    for _ in range(args.matmuls):
+                        torch.matmul(a.view(rows, n), weight, out=out)
+
+            kind = f"torch bf16 matmul ({rows}x{n} @ {n}x{n}) x{args.matmuls}"
+            kv_obj: Any = kv
+            sync_all: Callable[[], None] = torch.cuda.synchronize
+        else:
+            kv_obj = check(hip.hipMalloc(total))
+            io_h = int(check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)))
+            comp_h = int(check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)))
+            scratch = check(hip.hipMalloc(chunk))
+
+            def compute(layer: int) -> None:
+                for _ in range(args.matmuls):
+                    check(hip.hipMemsetAsync(scratch, layer & 0xFF, chunk, comp_h))
+
+            kind = "device memset"
+
+            def sync_all() -> None:
+                check(hip.hipDeviceSynchronize())
+
+        results["compute"] = kind
+        pinned = check(hip.hipHostMalloc(total, 0))
+        ranges = [(chunk, i * chunk, i * chunk) for i in range(layers)]
+
+        with hipfile.Driver(), hipfile.FileHandle(path) as fh, \
+                hipfile.FileHandle(wpath, os.O_RDWR) as wf, hipfile.Buffer(kv_obj) as buf, \
+                hipfile.Stream(io_h) as io:
+
+            def read_async() -> None:
+                hs = [fh.read_async(buf, chunk, o, o, io) for _, o, _ in ranges]
+                assert sum(h.wait() for h in hs) == total
+
+            def engine() -> None:
+                assert sum(h.wait() for h in fh.pread_async_ranges(buf, ranges, io_h)) == total
+
+            def pread() -> None:
+                assert fh.pread(buf, total).result() == total
+
+            def compute_only() -> None:
+                for i in range(layers):
+                    compute(i)
+                check(hip.hipStreamSynchronize(comp_h))
+
+            def both_engine() -> None:
+                hs = fh.pread_async_ranges(buf, ranges, io_h)
+                for i, h in enumerate(hs):
+                    h.wait_on(comp_h)
+                    compute(i)
+                check(hip.hipStreamSynchronize(comp_h))
+                assert sum(h.wait() for h in hs) == total
+
+            def both_read_async() -> None:
+                hs = []
+                for i, (_, o, _) in enumerate(ranges):
+                    h = fh.read_async(buf, chunk, o, o, io)
+                    check(hip.hipStreamWaitEvent(comp_h, h.record_event(), 0))
+                    compute(i)
+                    hs.append(h)
+                check(hip.hipStreamSynchronize(comp_h))
+                assert sum(h.wait() for h in hs) == total
+
+            def limit_pagecache() -> None:
+                step = 16 << 20
+                base = int(pinned)
+                offs = list(range(0, total, step))
+                fd = os.open(path, os.O_RDONLY)
+
+                def part(k: int) -> None:
+                    for o in offs[k::16]:
+                        n = min(step, total - o)
+                        view = (ctypes.c_char * n).from_address(base + o)
+                        got = os.preadv(fd, [memoryview(view).cast("B")], o)
+                        assert got == n
+
+                ts = [threading.Thread(target=part, args=(k,)) for k in range(16)]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join()
+                os.close(fd)
+
+            def limit_h2d() -> None:
+                check(hip.hipMemcpyAsync(buf.ptr, pinned, total,
+                                         hip.hipMemcpyKind.hipMemcpyHostToDevice, io_h))
+                check(hip.hipStreamSynchronize(io_h))
+
+            def save_engine() -> None:
+                assert sum(h.wait() for h in wf.pwrite_async_ranges(buf, ranges, io_h)) == total
+
+            def save_pwrite() -> None:
+                assert wf.pwrite(buf, total).result() == total
+
+            cases: dict[str, Callable[[], None]] = {
+                "read_async": read_async, "engine": engine, "pread": pread,
+                "compute": compute_only, "both_engine": both_engine,
+                "both_read_async": both_read_async,
+                "limit_pagecache_pinned_16t": limit_pagecache, "limit_h2d_pinned": limit_h2d,
+                "save_engine": save_engine, "save_pwrite": save_pwrite,
+            }
+            times: dict[str, list[float]] = {k: [] for k in cases}
+            for fn in cases.values():
+                fn()
+            sync_all()
+            for _ in range(args.repeats):
+                for name, fn in cases.items():
+                    sync_all()
+                    t0 = time.perf_counter()
+                    fn()
+                    sync_all()
+                    times[name].append(time.perf_counter() - t0)
+            med = {k: statistics.median(v) for k, v in times.items()}
+            results["cases"] = {k: {"median_s": v, "gbps": total / v / 1e9} for k, v in med.items()}
+
+            if args.sweep:
+                sweep: dict[str, float] = {}
+                saved = hipfile.engine.settings()
+                for threads in (4, 8, 16, 32):
+                    for task_mib in (1, 2, 4, 8, 16):
+                        hipfile.engine.shutdown()
+                        hipfile.engine.configure(threads=threads, task_size=task_mib << 20)
+                        engine()
+                        ts = []
+                        for _ in range(args.repeats):
+                            t0 = time.perf_counter()
+                            engine()
+                            ts.append(time.perf_counter() - t0)
+                        sweep[f"{threads}t x {task_mib} MiB"] = total / statistics.median(ts) / 1e9
+                hipfile.engine.shutdown()
+                hipfile.engine.configure(threads=saved["threads"], task_size=saved["task_size"])
+                results["sweep_gbps"] = sweep
+
+            if args.cold:
+                cold: dict[str, list[float]] = {"pread": [], "engine": [], "pread_odirect": [],
+                                                "engine_odirect": []}
+                with hipfile.FileHandle(path, os.O_RDONLY | os.O_DIRECT) as dfh:
+                    fns = {
+                        "pread": pread, "engine": engine,
+                        "pread_odirect": lambda: dfh.pread(buf, total).result(),
+                        "engine_odirect": lambda: [h.wait() for h in
+                                                   dfh.pread_async_ranges(buf, ranges, io_h)],
+                    }
+                    for _ in range(max(3, args.repeats // 2)):
+                        for name, fn in fns.items():
+                            _drop_cache(path)
+                            sync_all()
+                            t0 = time.perf_counter()
+                            fn()
+                            sync_all()
+                            cold[name].append(time.perf_counter() - t0)
+                results["cold_gbps"] = {k: total / statistics.median(v) / 1e9
+                                        for k, v in cold.items()}
+
+        if args.kvikio:
+            configs = {
+                "kvikio-compat-tuned": {"KVIKIO_COMPAT_MODE": "ON", "BENCH_KVIKIO_THREADS": "16",
+                                        "BENCH_KVIKIO_TASK": str(16 << 20)},
+                "kvikio-compat-default": {"KVIKIO_COMPAT_MODE": "ON"},
+                "kvikio-default": {},
+            }
+            results["kvikio"] = {}
+            for cold_flag in (("0", "1") if args.cold else ("0",)):
+                for name, extra in configs.items():
+                    env = dict(os.environ, **extra)
+                    if not extra:
+                        env.pop("KVIKIO_COMPAT_MODE", None)
+                    proc = subprocess.run(
+                        [sys.executable, KVIKIO_WORKER, path, str(layers), str(chunk),
+                         str(args.repeats), cold_flag], env=env, capture_output=True, text=True,
+                        timeout=300)
+                    line = [ln for ln in proc.stdout.splitlines()
+                            if ln.startswith("KVIKIO_RESULT ")]
+                    key = name + ("-cold" if cold_flag == "1" else "")
+                    if proc.returncode or not line:
+                        results["kvikio"][key] = {"error": (proc.stderr or proc.stdout)[-800:]}
+                        continue
+                    r = json.loads(line[0].split(" ", 1)[1])
+                    for k in ("raw_read_async", "pread"):
+                        if k in r:
+                            r[k + "_gbps"] = total / r.pop(k) / 1e9
+                    results["kvikio"][key] = r
+
+        check(hip.hipHostFree(pinned))
+        if not use_torch:
+            check(hip.hipStreamDestroy(io_h))
+            check(hip.hipStreamDestroy(comp_h))
+            check(hip.hipFree(kv_obj))
+            check(hip.hipFree(scratch))
+    finally:
+        for p in (path, wpath):
+            if os.path.exists(p):
+                os.unlink(p)
+        os.rmdir(folder)
+
+    c = {k: v["median_s"] for k, v in results["cases"].items()}
+    ratios = {
+        "engine_vs_pread_throughput": c["pread"] / c["engine"],
+        "both_engine_over_max_io_compute": c["both_engine"] / max(c["engine"], c["compute"]),
+        "both_read_async_over_max_io_compute":
+            c["both_read_async"] / max(c["read_async"], c["compute"]),
+        "engine_vs_read_async": c["read_async"] / c["engine"],
+        "save_engine_vs_pwrite_throughput": c["save_pwrite"] / c["save_engine"],
+        "engine_vs_limit_pagecache": c["limit_pagecache_pinned_16t"] / c["engine"],
+    }
+    kv_async = results.get("kvikio", {}).get("kvikio-compat-tuned", {}).get("raw_read_async_gbps")
+    if kv_async:
+        ratios["engine_vs_kvikio_raw_read_async"] = results["cases"]["engine"]["gbps"] / kv_async
+    results["ratios"] = ratios
+    print(f"platform={platform} layers={layers} x {args.layer_mib} MiB = {total >> 20} MiB, "
+          f"compute: {results['compute']}, repeats={args.repeats}, "
+          f"engine {results['engine']}, mechanism {hipfile.engine.mechanism()}")
+    if platform == "emulated":
+        print("EMULATED PLATFORM: no GPU; figures check correctness only")
+    for k, v in results["cases"].items():
+        print(f"  {k:28s} {v['median_s'] * 1e3:9.2f} ms  {v['gbps']:7.2f} GB/s")
+    for k, v in results.get("kvikio", {}).items():
+        print(f"  {k:28s} {v}")
+    for k, v in results.get("sweep_gbps", {}).items():
+        print(f"  sweep {k:22s} {v:7.2f} GB/s")
+    for k, v in results.get("cold_gbps", {}).items():
+        print(f"  cold {k:23s} {v:7.2f} GB/s")
+    for k, v in ratios.items():
+        print(f"  ratio {k:40s} {v:6.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,492 @@
+# AsyncIOHandle and the submit path of hipFileReadAsync/hipFileWriteAsync.
+#
+# Invariants
+# - ``_submit`` runs with the GIL held from the slot take to the link into
+#   the pending list; only the library call itself runs without the GIL.
+# - A submitted handle keeps its file, buffer and stream alive until its
+#   completion is observed (``_observed``), then drops them at once.
+# - A handle dropped before that parks its slot in the pool (never blocks in
+#   the garbage collector) and enqueues a host function that marks it done.
+# - The pending list holds borrowed pointers: a handle unlinks itself before
+#   it dies.
+
+_interop_mod = None
+
+
+cdef object _interop():
+    global _interop_mod
+    if _interop_mod is None:
+        from hipfile import _interop as m
+        _interop_mod = m
+    return _interop_mod
+
+
+# Intrusive list of handles submitted and not yet observed complete
+# (borrowed pointers; a handle unlinks itself before it dies).
+cdef PyObject *_pending_head = NULL
+
+
+cdef int _check_file(_FileCore f) except -1:
+    if not f._is_open:
+        raise ClosedFileError("I/O operation on a closed FileHandle")
+    if f._epoch != _driver_epoch:
+        raise HandleNotRegisteredError(
+            OpError.HANDLE_NOT_REGISTERED, 0, None,
+            "the driver was closed after this file was opened, which dropped its "
+            "registration; close and reopen the file")
+    return 0
+
+
+cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
+                           object file_offset, object buffer_offset, object stream):
+    global _pending_head
+    cdef fn_io_async_t fn = _get_async(opcode)
+    cdef uintptr_t base
+    cdef size_t length
+    cdef _BufferCore bc = None
+    cdef object buf_owner
+    cdef _StreamState st = None
+    cdef uintptr_t sh
+    cdef object stream_owner = None
+    cdef hoff_t foff, boff
+    cdef size_t nbytes
+    cdef hipFileError_t e
+    cdef int err_no = 0
+    cdef Slots *s
+    cdef AsyncIOHandle h
+
+    if not f._is_open or f._epoch != _driver_epoch:
+        _check_file(f)
+    # buffer
+    if isinstance(buffer, _BufferCore):
+        bc = <_BufferCore>buffer
+        base = bc._ptr
+        length = bc._length
+        buf_owner = buffer
+    else:
+        buf_owner = _buffer_info(buffer, &base, &length)
+    # stream
+    if isinstance(stream, _StreamCore):
+        sh = (<_StreamCore>stream)._handle
+        st = (<_StreamCore>stream)._state
+        stream_owner = stream
+    elif type(stream) is int:
+        sh = <uintptr_t>stream
+        o = _stream_states.get(stream) if _stream_states else None
+        if o is not None:
+            st = <_StreamState>o
+    else:
+        sh = _stream_handle(stream)
+        stream_owner = stream
+        if _stream_states:
+            o = _stream_states.get(sh)
+            if o is not None:
+                st = <_StreamState>o
+    if st is not None and not st.registered:
+        st = None
+    _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff)
+
+    h = AsyncIOHandle.__new__(AsyncIOHandle)
+    h._slot = _take()
+    s = _slot_ptr(h._slot)
+    h._s = s
+    s.size = nbytes
+    s.file_offset = foff
+    s.buffer_offset = boff
+    s.bytes_done = 0
+    with nogil:
+        libc.errno.errno = 0
+        e = fn(f._fh, <void *>base, &s.size, &s.file_offset, &s.buffer_offset,
+               &s.bytes_done, <hipStream_t>sh)
+        if e.err != 0:
+            err_no = libc.errno.errno
+    if e.err != 0:
+        # not enqueued: the library keeps no pointer to the slots
+        _give_back(h._slot)
+        h._slot = -1
+        h._s = NULL
+        if e.err == -1 and err_no:
+            raise OSError(err_no, os.strerror(err_no))
+        raise_status(e.err, e.hip_drv_err,
+                     "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync")
+    h._opcode = opcode
+    h._submitted = 1
+    h._file = f
+    h._buffer = buf_owner
+    h._stream_owner = stream_owner
+    h._stream = sh
+    h._state = st
+    h._flags = st.flags if st is not None else 0
+    h._submitted_size = nbytes
+    h._buf_len = length
+    f._pending += 1
+    if bc is not None:
+        bc._pending += 1
+    if st is not None:
+        st.pending += 1
+    # link
+    h._next = _pending_head
+    h._prev = NULL
+    if _pending_head != NULL:
+        (<AsyncIOHandle>_pending_head)._prev = <PyObject *>h
+    _pending_head = <PyObject *>h
+    return h
+
+
+cdef void _unlink(AsyncIOHandle h):
+    global _pending_head
+    if h._prev != NULL:
+        (<AsyncIOHandle>h._prev)._next = h._next
+    elif _pending_head == <PyObject *>h:
+        _pending_head = h._next
+    if h._next != NULL:
+        (<AsyncIOHandle>h._next)._prev = h._prev
+    h._prev = NULL
+    h._next = NULL
+
+
+cdef void _release_refs(object file, object buffer, object state):
+    if file is not None:
+        (<_FileCore>file)._pending -= 1
+    if isinstance(buffer, _BufferCore):
+        (<_BufferCore>buffer)._pending -= 1
+    if state is not None:
+        (<_StreamState>state).pending -= 1
+
+
+cdef void _destroy_event(object event):
+    if event is None:
+        return
+    try:
+        _hipapi().hip.hipEventDestroy(event)
+    except Exception:
+        pass
+
+
+def pending_handles():
+    """Handles submitted through hipfile whose completion is not yet observed."""
+    out = []
+    cdef PyObject *p = _pending_head
+    while p != NULL:
+        out.append(<object>p)
+        p = (<AsyncIOHandle>p)._next
+    return out
+
+
+def settle(obj=None):
+    """Observe completion of every pending operation that has finished
+    (all of them, or those using ``obj``: a file, buffer or stream state),
+    without blocking. Returns how many of those are still in flight."""
+    _sweep()
+    cdef int left = 0
+    for h in pending_handles():
+        if obj is not None and not (<AsyncIOHandle>h)._uses(obj):
+            continue
+        if not (<AsyncIOHandle>h).done():
+            left += 1
+    for n, rec in list(_parked.items()):
+        if obj is None or obj is (<_Parked>rec).file or obj is (<_Parked>rec).buffer \
+                or obj is (<_Parked>rec).stream_state:
+            left += 1
+    return left
+
+
+# Not tracked by the cyclic GC (``no_gc``): a handle only refers to the file,
+# buffer, stream and event it keeps alive, which do not refer back to it, and
+# skipping the tracking keeps the submit path short.
+@cython.no_gc
+@cython.freelist(64)
+cdef class AsyncIOHandle:
+    """One stream-ordered read or write and the four values it uses.
+
+    The slots (size, file offset, buffer offset, bytes done) live in pinned
+    host memory from a pool allocated through HIP-Python, so they stay valid
+    for as long as the library may touch them, even if this object is
+    dropped first. Until its completion has been observed the handle keeps
+    the file, buffer and stream alive. Created by
+    :meth:`FileHandle.read_async` / :meth:`FileHandle.write_async`; created
+    directly (``AsyncIOHandle(size, file_offset, buffer_offset)``) it holds
+    values for the raw layer and is not submitted.
+    """
+    cdef int _slot
+    cdef Slots *_s
+    cdef int _opcode
+    cdef bint _submitted
+    cdef bint _complete
+    cdef object _file
+    cdef object _buffer
+    cdef object _stream_owner
+    cdef _StreamState _state
+    cdef uintptr_t _stream
+    cdef unsigned _flags
+    cdef size_t _submitted_size
+    cdef size_t _buf_len
+    cdef object _event
+    cdef object _slots_ptr
+    cdef PyObject *_prev
+    cdef PyObject *_next
+
+    def __cinit__(self):
+        self._slot = -1
+        self._s = NULL
+
+    def __init__(self, size_t size=0, hoff_t file_offset=0, hoff_t buffer_offset=0):
+        if self._slot < 0:
+            self._slot = _take()
+            self._s = _slot_ptr(self._slot)
+        self._s.size = size
+        self._s.file_offset = file_offset
+        self._s.buffer_offset = buffer_offset
+        self._s.bytes_done = 0
+        self._submitted_size = size
+
+    cdef bint _uses(self, obj):
+        return obj is self._file or obj is self._buffer or obj is self._state
+
+    cdef void _observed(self):
+        if self._complete or not self._submitted:
+            return
+        self._complete = 1
+        _unlink(self)
+        _release_refs(self._file, self._buffer, self._state)
+        self._file = None
+        self._buffer = None
+        self._stream_owner = None
+        self._state = None
+
+    def __dealloc__(self):
+        cdef _Parked rec
+        if self._slot < 0:
+            return
+        if not self._submitted or self._complete:
+            if self._event is not None:
+                _destroy_event(self._event)
+            _give_back(self._slot)
+            return
+        # Dropped before completion was observed: park the slots (and the
+        # objects the operation uses) until a host function enqueued behind
+        # the operation marks them done. No blocking here.
+        _unlink(self)
+        cdef unsigned char *state = _state_ptr(self._slot)
+        state[0] = SLOT_PARKED
+        rec = _Parked.__new__(_Parked)
+        rec.file = self._file
+        rec.buffer = self._buffer
+        rec.stream_state = self._state
+        rec.event = self._event
+        _parked[self._slot] = rec
+        try:
+            _load_hip_capi()
+        except BaseException:
+            pass
+        if _launch_marker(self._stream, state) != HIP_SUCCESS:
+            # Could not enqueue a marker: settle now if the stream is idle,
+            # otherwise the slots stay parked (never reused).
+            try:
+                if _stream_query(self._stream) == HIP_SUCCESS:
+                    state[0] = SLOT_DONE
+            except BaseException:
+                pass
+
+    # -- values ---------------------------------------------------------
+
+    @property
+    def submitted(self):
+        """Whether this handle was submitted to a stream."""
+        return bool(self._submitted)
+
+    @property
+    def opcode(self):
+        """0 for a read, 1 for a write."""
+        return self._opcode
+
+    @property
+    def stream(self):
+        """The stream handle (int) the operation was enqueued on."""
+        return self._stream
+
+    @property
+    def stream_flags(self):
+        """Registration flags of the stream at submit (0 if unregistered)."""
+        return self._flags
+
+    @property
+    def slots(self):
+        """The four slots as a HIP-Python ``Pointer`` (size_t size, off_t
+        file_offset, off_t buffer_offset, ssize_t bytes_done)."""
+        if self._slots_ptr is None:
+            _hipapi()
+            self._slots_ptr = _PointerType(<uintptr_t>self._s)
+        return self._slots_ptr
+
+    cdef int _check_settable(self, unsigned fixed_flag, str name) except -1:
+        if self._complete:
+            raise ValueError(f"cannot set {name}: the operation has completed")
+        if self._submitted and (self._flags & fixed_flag):
+            raise ValueError(f"cannot set {name}: the stream was registered with a FIXED "
+                             f"flag for it, so the library copied it at submit")
+        return 0
+
+    @property
+    def size(self):
+        """Bytes requested. May shrink after submit (never grow) while the
+        operation has not run, unless the stream fixes it."""
+        return self._s.size
+
+    @size.setter
+    def size(self, value):
+        self._check_settable(FIXED_FILE_SIZE, "size")
+        if value < 0:
+            raise ValueError("size must be >= 0")
+        if self._submitted:
+            if value > self._submitted_size:
+                raise ValueError(f"size may only shrink after submit ({value} > "
+                                 f"{self._submitted_size})")
+            if <size_t>self._s.buffer_offset + <size_t>value > self._buf_len:
+                raise ValueError("size would overrun the buffer")
+        self._s.size = value
+
+    @property
+    def file_offset(self):
+        """File offset used when the operation runs."""
+        return self._s.file_offset
+
+    @file_offset.setter
+    def file_offset(self, value):
+        self._check_settable(FIXED_FILE_OFFSET, "file_offset")
+        if value < 0:
+            raise ValueError("file_offset must be >= 0")
+        self._s.file_offset = value
+
+    @property
+    def buffer_offset(self):
+        """Buffer offset used when the operation runs."""
+        return self._s.buffer_offset
+
+    @buffer_offset.setter
+    def buffer_offset(self, value):
+        self._check_settable(FIXED_BUF_OFFSET, "buffer_offset")
+        if value < 0:
+            raise ValueError("buffer_offset must be >= 0")
+        if self._submitted and <size_t>value + self._s.size > self._buf_len:
+            raise ValueError(f"buffer_offset {value} with size {self._s.size} would overrun "
+                             f"the {self._buf_len}-byte buffer")
+        self._s.buffer_offset = value
+
+    @property
+    def bytes_done(self):
+        """Bytes moved, or a negative error code, once the operation has
+        completed; ``None`` while it has not (not yet valid)."""
+        if self._complete or not self._submitted:
+            return self._s.bytes_done
+        if self.done():
+            return self._s.bytes_done
+        return None
+
+    # -- completion -----------------------------------------------------
+
+    def done(self):
+        """Whether the operation has completed (never blocks).
+
+        Queries the stream; if it is busy with later work, records an event
+        behind the operation once and queries that.
+        """
+        if self._complete or not self._submitted:
+            return bool(self._complete)
+        cdef int err
+        if self._event is None:
+            err = _stream_query(self._stream)
+            if err == HIP_SUCCESS:
+                self._observed()
+                return True
+            if err != HIP_ERROR_NOT_READY:
+                _hip_fail(err, "hipStreamQuery")
+            self._record()
+        err = _event_query(self._event)
+        if err == HIP_SUCCESS:
+            self._observed()
+            return True
+        if err != HIP_ERROR_NOT_READY:
+            _hip_fail(err, "hipEventQuery")
+        return False
+
+    cdef _record(self):
+        h = _hipapi()
+        ev = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
+                     "hipEventCreateWithFlags")
+        try:
+            h.check(h.hip.hipEventRecord(ev, self._stream), "hipEventRecord")
+        except BaseException:
+            h.hip.hipEventDestroy(ev)
+            raise
+        self._event = ev
+
+    def record_event(self):
+        """A HIP event (HIP-Python ``hipEvent_t``) that completes once this
+        operation has run, for ``hipStreamWaitEvent`` on another stream.
+
+        Recorded on first call (behind everything enqueued on the stream so
+        far, so record it right after submitting). Owned by the handle.
+        """
+        if not self._submitted:
+            raise ValueError("the handle was never submitted")
+        if self._event is None:
+            self._record()
+        return self._event
+
+    def wait(self, timeout=None):
+        """Block until the operation completes; return the bytes moved.
+
+        Parameters
+        ----------
+        timeout
+            Seconds to wait, or None for no limit.
+
+        Raises
+        ------
+        TimeoutError
+            Not complete within ``timeout``.
+        OSError, HipFileException
+            The operation failed when it ran (a negative count).
+        """
+        if not self._submitted:
+            raise ValueError("the handle was never submitted")
+        if not self._complete:
+            if timeout is None:
+                if self._event is not None:
+                    _event_sync(self._event)
+                else:
+                    _stream_sync(self._stream)
+                self._observed()
+            else:
+                deadline = _time.monotonic() + float(timeout)
+                delay = 1e-5
+                while not self.done():
+                    if _time.monotonic() >= deadline:
+                        raise TimeoutError(f"operation not complete after {timeout} s")
+                    _time.sleep(delay)
+                    delay = min(delay * 2, 1e-3)
+        return self._result()
+
+    def result(self, timeout=None):
+        """Same as :meth:`wait` (the ``concurrent.futures`` name)."""
+        return self.wait(timeout)
+
+    cdef object _result(self):
+        cdef ssize_t n = self._s.bytes_done
+        if n >= 0:
+            return n
+        raise_result(n, 0, "hipFileReadAsync" if self._opcode == 0 else "hipFileWriteAsync",
+                     deferred=True)
+
+    def __repr__(self):
+        kind = "read" if self._opcode == 0 else "write"
+        if not self._submitted:
+            state = "unsubmitted"
+        elif self._complete:
+            state = f"done bytes_done={self._s.bytes_done}"
+        else:
+            state = "pending"
+        return (f"<AsyncIOHandle {kind} size={self._s.size} "
+                f"file_offset={self._s.file_offset} buffer_offset={self._s.buffer_offset} "
+                f"stream=0x{self._stream:x} {state}>")

@@ -1,0 +1,630 @@
+# The stream-ordered parallel engine: FileHandle.pread_async/pwrite_async
+# and their _ranges forms (C threads in engine.c move the bytes).
+#
+# Invariants
+# - Start: an operation touches neither file nor buffer before the caller's
+#   stream has passed the submit point. Where the stream is idle at submit
+#   the operation starts at once; otherwise the stream writes a gate flag
+#   (hipStreamWriteValue32) that the engine's gate thread polls, or, without
+#   stream memory operations, a host function opens the gate.
+# - Completion: a worker stores the operation's flag value (release) when
+#   its last chunk ends, failed or not, so a stream waiting on it
+#   (hipStreamWaitValue32 >= value, or a blocking host function where stream
+#   waits are unsupported) is always released; errors are reported on the
+#   host by wait()/result().
+# - Flags are 32-bit counters in mapped pinned host memory, that only grow
+#   (waits compare with >=, which CUDA's cyclic compare matches): a slot is
+#   reused at once after completion (older waiters stay satisfied), and
+#   freed only by trim once no operation is outstanding and the devices
+#   holding flags were synchronized.
+# - A StreamIOHandle holds its file, buffer and stream (and the file's and
+#   buffer's ``_held`` counts) until completion is observed; dropped before
+#   that, they are parked and released by the next sweep. The C engine
+#   never touches Python objects.
+# - Every host-side wait polls in slices of at most 50 ms with the GIL
+#   released, checking for signals between slices.
+
+from libc.stdint cimport uint32_t
+from cpython.exc cimport PyErr_CheckSignals
+
+cdef extern from "engine.h" nogil:
+    ctypedef struct hfe_op:
+        pass
+    ctypedef ssize_t (*hfe_io_fn)(void *, void *, size_t, int64_t, int64_t) noexcept nogil
+    ctypedef int (*hfe_set_device_fn)(int) noexcept nogil
+    int hfe_start(int nthreads, hfe_set_device_fn set_device)
+    int hfe_stop(double timeout_s)
+    int hfe_threads()
+    long hfe_outstanding()
+    hfe_op *hfe_op_new(int opcode, hfe_io_fn fn, void *fh, void *base, size_t size,
+                       int64_t file_offset, int64_t buffer_offset, int device,
+                       size_t task_size, uint32_t *flag, uint32_t flag_value)
+    void hfe_op_incref(hfe_op *op)
+    void hfe_op_decref(hfe_op *op)
+    int hfe_submit(hfe_op **ops, int n, const uint32_t *gate, uint32_t gate_value,
+                   void **host_gate)
+    int hfe_op_done(const hfe_op *op)
+    int hfe_op_wait(hfe_op *op, double timeout_s)
+    int64_t hfe_op_result(const hfe_op *op, int *err_no)
+    long hfe_op_calls(const hfe_op *op)
+    void hfe_host_wait(void *arg)
+    void hfe_host_open(void *arg)
+
+DEF HIP_STREAM_WAIT_VALUE_GTE = 0
+DEF HIP_HOST_MALLOC_MAPPED = 2
+DEF HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE = 10013
+DEF FLAGS_PER_HOST_PAGE = 1024
+
+ctypedef int (*hip_int_fn_t)(int) noexcept nogil
+ctypedef int (*hip_wait32_t)(void *, void *, uint32_t, unsigned, uint32_t) noexcept nogil
+ctypedef int (*hip_write32_t)(void *, void *, uint32_t, unsigned) noexcept nogil
+
+cdef hip_int_fn_t _c_set_device = NULL
+cdef hip_wait32_t _c_wait_value32 = NULL
+cdef hip_write32_t _c_write_value32 = NULL
+cdef bint _eng_capi_tried = 0
+
+#: Mechanisms by which completion reaches GPU streams.
+MECHANISM_STREAM_MEMOPS = "stream-memory-operations"
+MECHANISM_HOST_FUNCTIONS = "host-functions"
+
+
+cdef int _load_engine_capi() except -1:
+    global _eng_capi_tried, _c_set_device, _c_wait_value32, _c_write_value32
+    if _eng_capi_tried:
+        return 0
+    _load_hip_capi()
+    import sys
+    for mod in list(sys.modules.values()):
+        capi = getattr(mod, "__pyx_capi__", None)
+        if not isinstance(capi, dict) or "hipSetDevice" not in capi:
+            continue
+        _c_set_device = <hip_int_fn_t>_capsule_fn(capi, "hipSetDevice", b"enum hipError_t (int)")
+        _c_wait_value32 = <hip_wait32_t>_capsule_fn(
+            capi, "hipStreamWaitValue32",
+            b"enum hipError_t (hipStream_t, void *, uint32_t, unsigned int, uint32_t)")
+        _c_write_value32 = <hip_write32_t>_capsule_fn(
+            capi, "hipStreamWriteValue32",
+            b"enum hipError_t (hipStream_t, void *, uint32_t, unsigned int)")
+        break
+    _eng_capi_tried = 1
+    return 0
+
+
+cdef int _wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1:
+    cdef int err
+    if _c_wait_value32 != NULL:
+        with nogil:
+            err = _c_wait_value32(<void *>stream, <void *>ptr, value,
+                                  HIP_STREAM_WAIT_VALUE_GTE, 0xFFFFFFFF)
+    else:
+        err = int(_hipapi().hip.hipStreamWaitValue32(
+            stream, ptr, value, HIP_STREAM_WAIT_VALUE_GTE, 0xFFFFFFFF)[0])
+    if err != HIP_SUCCESS:
+        _hip_fail(err, "hipStreamWaitValue32")
+    return 0
+
+
+cdef int _write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value):
+    """Enqueue the gate write; returns the hipError_t."""
+    if _c_write_value32 != NULL:
+        with nogil:
+            return _c_write_value32(<void *>stream, <void *>ptr, value, 0)
+    try:
+        return int(_hipapi().hip.hipStreamWriteValue32(stream, ptr, value, 0)[0])
+    except BaseException:
+        return -1
+
+
+# --------------------------------------------------------------------------
+# Flags
+# --------------------------------------------------------------------------
+
+cdef class _Flag:
+    """One 32-bit completion or gate counter."""
+    cdef uint32_t *ptr        # host view
+    cdef uintptr_t devptr     # what a stream waits on or writes
+    cdef uint32_t value       # the last value handed out
+    cdef _FlagPool pool
+
+    cdef uint32_t next_value(self):
+        self.value += 1
+        if self.value == 0:
+            self.value = 1
+        return self.value
+
+
+cdef class _FlagPool:
+    """The flags of one device, and how streams of that device are released."""
+    cdef readonly int device
+    cdef readonly bint memops         # stream memory operations usable
+    cdef list free
+    cdef list mems                    # HIP-Python pointers of the pages to free
+    cdef object stream                # internal stream for record_event
+    cdef int nflags
+
+    cdef _Flag take(self):
+        # _grow calls HIP, which may let another thread take the new flags
+        while not self.free:
+            self._grow()
+        return <_Flag>self.free.pop()
+
+    cdef int _grow(self) except -1:
+        # Mapped pinned host memory: the engine's threads store completions
+        # into it and the gate thread reads it, while streams wait on it or
+        # write it through its device address. (Signal memory from
+        # hipExtMallocWithFlags is not host-writable on every platform; AMD's
+        # runtime accepts any memory it knows unless GPU_STREAMOPS_CP_WAIT=1,
+        # under which the engine uses host functions instead.)
+        h = _hipapi()
+        cdef _Flag f
+        cdef int i
+        cdef uintptr_t base, devbase
+        with _on_device(self.device):
+            mem = h.check(h.hip.hipHostMalloc(FLAGS_PER_HOST_PAGE * 4, HIP_HOST_MALLOC_MAPPED),
+                          "hipHostMalloc")
+            self.mems.append(mem)
+            base = <uintptr_t>int(mem)
+            try:
+                devbase = <uintptr_t>int(h.check(
+                    h.hip.hipHostGetDevicePointer(mem, 0), "hipHostGetDevicePointer"))
+            except Exception:
+                devbase = base
+        memset(<void *>base, 0, FLAGS_PER_HOST_PAGE * 4)
+        for i in range(FLAGS_PER_HOST_PAGE):
+            f = _Flag.__new__(_Flag)
+            f.ptr = <uint32_t *>(base + 4 * i)
+            f.devptr = devbase + 4 * i
+            f.pool = self
+            self.free.append(f)
+            self.nflags += 1
+        return 0
+
+    cdef int release(self) except -1:
+        """Free every flag (no operation may be outstanding)."""
+        h = _hipapi()
+        with _on_device(self.device):
+            h.check(h.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
+            if self.stream is not None:
+                h.check(h.hip.hipStreamDestroy(self.stream), "hipStreamDestroy")
+                self.stream = None
+            for mem in self.mems:
+                h.check(h.hip.hipHostFree(mem), "hipHostFree")
+        self.mems = []
+        self.free = []
+        self.nflags = 0
+        return 0
+
+
+cdef dict _flag_pools = {}      # device -> _FlagPool
+
+
+class _on_device:
+    """Make ``device`` current on this thread for a block (-1: leave as is)."""
+
+    def __init__(self, int device):
+        self.device = device
+        self.prev = -1
+
+    def __enter__(self):
+        if self.device >= 0:
+            h = _hipapi()
+            self.prev = h.check(h.hip.hipGetDevice(), "hipGetDevice")
+            if self.prev != self.device:
+                h.check(h.hip.hipSetDevice(self.device), "hipSetDevice")
+        return self
+
+    def __exit__(self, *exc):
+        if self.device >= 0 and self.prev >= 0 and self.prev != self.device:
+            h = _hipapi()
+            h.hip.hipSetDevice(self.prev)
+        return False
+
+
+cdef _FlagPool _pool_for(int device):
+    o = _flag_pools.get(device)
+    if o is not None:
+        return <_FlagPool>o
+    cdef bint memops = _memops_supported(device)   # HIP calls: other threads may run
+    cdef _FlagPool p = _FlagPool.__new__(_FlagPool)
+    p.device = device
+    p.free = []
+    p.mems = []
+    p.memops = memops
+    return <_FlagPool>_flag_pools.setdefault(device, p)
+
+
+cdef bint _memops_supported(int device) except -1:
+    forced = os.environ.get("HIPFILE_ENGINE_RELEASE", "").strip().lower()
+    if forced in ("host", "host-functions"):
+        return 0
+    if os.environ.get("GPU_STREAMOPS_CP_WAIT", "").strip().lower() in ("1", "true", "yes"):
+        return 0      # AMD's runtime then waits on signal memory only
+    _load_engine_capi()
+    if _c_wait_value32 == NULL or _c_write_value32 == NULL:
+        if not hasattr(_hipapi().hip, "hipStreamWaitValue32"):
+            return 0
+    h = _hipapi()
+    try:
+        dev = device if device >= 0 else h.check(h.hip.hipGetDevice(), "hipGetDevice")
+        err, value = h.hip.hipDeviceGetAttribute(
+            h.hip.hipDeviceAttribute_t.hipDeviceAttributeCanUseStreamWaitValue, dev)
+    except Exception:
+        return 0
+    return err == h.hip.hipError_t.hipSuccess and bool(value)
+
+
+cdef int _current_device() except? -2:
+    h = _hipapi()
+    try:
+        return h.check(h.hip.hipGetDevice(), "hipGetDevice")
+    except Exception:
+        return -1
+
+
+cdef int _pointer_device(uintptr_t ptr) except? -2:
+    """The device of a device pointer, or the current device when the
+    runtime cannot say."""
+    h = _hipapi()
+    try:
+        err, attrs = h.hip.hipPointerGetAttributes(ptr)
+        if err == h.hip.hipError_t.hipSuccess and int(attrs.type) in (2, 3):
+            return int(attrs.device)
+    except Exception:
+        pass
+    return _current_device()
+
+
+cdef int _stream_device(uintptr_t stream) except? -2:
+    if stream == 0:
+        return _current_device()
+    h = _hipapi()
+    try:
+        return h.check(h.hip.hipStreamGetDevice(stream), "hipStreamGetDevice")
+    except Exception:
+        return _current_device()
+
+
+# --------------------------------------------------------------------------
+# Engine threads and settings
+# --------------------------------------------------------------------------
+
+cdef int _eng_threads_wanted = 0      # as read at the last submission
+cdef size_t _eng_task_default = 0
+cdef bint _eng_atexit = 0
+cdef object _eng_defaults_mod = None
+
+
+def engine_configure(threads=None, task_size=None):
+    """Set the engine's worker thread count and default task (chunk) size
+    in bytes; None keeps the current value. The same as
+    ``hipfile.defaults.set(engine_threads=..., engine_task_size=...)``: a
+    new thread count takes effect at the next submission once the engine is
+    idle.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A value that is not a positive integer (nothing is changed).
+    """
+    values = {}
+    if threads is not None:
+        values["engine_threads"] = threads
+    if task_size is not None:
+        values["engine_task_size"] = task_size
+    if values:
+        _settings_module().set(values)
+
+
+def engine_settings():
+    """The engine's thread count and default task size in bytes, from
+    ``hipfile.defaults``."""
+    _eng_defaults()
+    return {"threads": _eng_threads_wanted, "task_size": _eng_task_default}
+
+
+cdef object _settings_module():
+    global _eng_defaults_mod
+    if _eng_defaults_mod is None:
+        from hipfile import defaults
+        _eng_defaults_mod = defaults
+    return _eng_defaults_mod
+
+
+cdef int _eng_defaults() except -1:
+    """Read ``engine_threads`` and ``engine_task_size`` from
+    ``hipfile.defaults`` (set(), else the environment, else the default),
+    the one source of the engine's settings; called at every submission."""
+    global _eng_threads_wanted, _eng_task_default
+    d = _settings_module()
+    _eng_threads_wanted = <int>d.engine_threads()
+    _eng_task_default = <size_t>d.engine_task_size()
+    return 0
+
+
+cdef int _eng_start() except -1:
+    global _eng_atexit
+    _eng_defaults()
+    _load_engine_capi()
+    cdef int rc = hfe_start(_eng_threads_wanted, <hfe_set_device_fn>_c_set_device)
+    if rc:
+        raise OSError(rc, f"the stream engine could not start its threads: {os.strerror(rc)}")
+    if not _eng_atexit:
+        import atexit
+        atexit.register(_eng_atexit_stop)
+        _eng_atexit = 1
+    return 0
+
+
+def _eng_atexit_stop():
+    with nogil:
+        hfe_stop(5.0)
+
+
+def engine_shutdown(timeout=None):
+    """Stop the engine's threads once its outstanding operations finish.
+
+    Raises
+    ------
+    TimeoutError
+        Operations were still outstanding after ``timeout`` seconds.
+    """
+    cdef double t = -1.0 if timeout is None else float(timeout)
+    cdef int rc
+    _eng_sweep()
+    with nogil:
+        rc = hfe_stop(t)
+    if rc:
+        raise TimeoutError(f"{hfe_outstanding()} stream-engine operation(s) still outstanding")
+
+
+def engine_info():
+    """The engine's state: threads running, outstanding operations, parked
+    handles, and per device the release mechanism and flags allocated."""
+    _eng_sweep()
+    _eng_defaults()
+    return {
+        "threads": hfe_threads(),
+        "threads_configured": _eng_threads_wanted,
+        "task_size": _eng_task_default,
+        "outstanding": hfe_outstanding(),
+        "parked": len(_eng_parked),
+        "devices": {d: {"mechanism": MECHANISM_STREAM_MEMOPS if (<_FlagPool>p).memops
+                        else MECHANISM_HOST_FUNCTIONS,
+                        "flags": (<_FlagPool>p).nflags}
+                    for d, p in _flag_pools.items()},
+    }
+
+
+def engine_mechanism(int device=-1):
+    """How completion reaches GPU streams on ``device`` (-1: the current
+    device): ``"stream-memory-operations"`` (hipStreamWaitValue32 on a flag)
+    or ``"host-functions"`` (a host function blocks the stream)."""
+    if device < 0:
+        device = _current_device()
+    return MECHANISM_STREAM_MEMOPS if _pool_for(device).memops else MECHANISM_HOST_FUNCTIONS
+
+
+# --------------------------------------------------------------------------
+# Parked handles and trimming
+# --------------------------------------------------------------------------
+
+cdef class _ParkedOp:
+    cdef hfe_op *op
+    cdef _Flag flag
+    cdef object file
+    cdef object bcore
+    cdef object keep
+
+    def __dealloc__(self):
+        if self.op != NULL:
+            hfe_op_decref(self.op)
+            self.op = NULL
+
+
+cdef list _eng_parked = []
+
+
+cdef void _unhold(object file, object bcore):
+    if file is not None:
+        (<_FileCore>file)._held -= 1
+    if bcore is not None:
+        (<_BufferCore>bcore)._held -= 1
+
+
+cdef int _eng_sweep() except -1:
+    cdef _ParkedOp rec
+    cdef list keep
+    if not _eng_parked:
+        return 0
+    keep = []
+    for o in _eng_parked:
+        rec = <_ParkedOp>o
+        if hfe_op_done(rec.op):
+            _unhold(rec.file, rec.bcore)
+            rec.file = None
+            rec.bcore = None
+            if rec.flag is not None:
+                rec.flag.pool.free.append(rec.flag)
+                rec.flag = None
+        else:
+            keep.append(rec)
+    _eng_parked[:] = keep
+    return 0
+
+
+cdef int _eng_trim() except -1:
+    """Free the flags and internal streams once nothing is outstanding."""
+    _eng_sweep()
+    if _eng_parked or hfe_outstanding():
+        return 0
+    for p in list(_flag_pools.values()):
+        (<_FlagPool>p).release()
+    _flag_pools.clear()
+    return 0
+
+
+# --------------------------------------------------------------------------
+# Submit
+# --------------------------------------------------------------------------
+
+def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=None):
+    """Submit stream-ordered ranges ``(size, file_offset, buffer_offset)`` of
+    ``buffer`` to the engine; returns one :class:`StreamIOHandle` per range.
+
+    The ranges start together once ``stream`` passes the submit point.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad buffer, stream, range or task size (nothing is submitted).
+    ClosedFileError, HandleNotRegisteredError
+        The file is closed, or its registration was dropped.
+    """
+    cdef uintptr_t base, sh
+    cdef size_t length, nbytes, task
+    cdef hoff_t foff, boff
+    cdef _BufferCore bc = None
+    cdef object buf_owner, stream_owner = None
+    cdef int device, sdev, i, n, rc
+    cdef long long t
+    cdef hfe_io_fn fn = <hfe_io_fn>_get_io(opcode)
+    cdef hfe_op **ops = NULL
+    cdef void *host_gate = NULL
+    cdef _Flag gflag = None
+    cdef _GateRef gate_ref = None
+    cdef uint32_t gvalue = 0
+    cdef _FlagPool pool, spool
+    cdef StreamIOHandle hd
+    cdef int qerr
+
+    _check_file(f)
+    buf_owner = _buffer_info(buffer, &base, &length)
+    if isinstance(buffer, _BufferCore):
+        bc = <_BufferCore>buffer
+    sh = _stream_handle(stream)
+    if stream is not None and type(stream) is not int:
+        stream_owner = stream
+    _eng_defaults()
+    if task_size is None:
+        task = _eng_task_default
+    else:
+        t = _as_index(task_size, "task_size")
+        if t <= 0:
+            raise ValueError(f"task_size must be positive, got {t}")
+        task = <size_t>t
+    checked = []
+    for r in ranges:
+        if not isinstance(r, tuple) or len(r) != 3:
+            raise TypeError(f"each range must be a tuple (size, file_offset, buffer_offset), "
+                            f"got {r!r}")
+        _io_range(length, r[0], r[1], r[2], &nbytes, &foff, &boff)
+        checked.append((nbytes, foff, boff))
+    n = len(checked)
+    if n == 0:
+        return []
+
+    _eng_sweep()
+    _eng_start()
+    if bc is not None:
+        if bc._device < 0:
+            bc._device = _pointer_device(base)
+        device = bc._device
+    else:
+        device = _pointer_device(base)
+    pool = _pool_for(device)
+
+    ops = <hfe_op **>malloc(n * sizeof(hfe_op *))
+    if ops == NULL:
+        raise MemoryError()
+    handles = []
+    try:
+        for i in range(n):
+            nbytes, foff, boff = checked[i]
+            hd = StreamIOHandle.__new__(StreamIOHandle)
+            hd._flag = pool.take()
+            hd._value = hd._flag.next_value()
+            hd._op = hfe_op_new(opcode, fn, <void *>f._fh, <void *>base, nbytes, foff, boff,
+                                device, task, hd._flag.ptr, hd._value)
+            if hd._op == NULL:
+                pool.free.append(hd._flag)
+                hd._flag = None
+                raise MemoryError()
+            hd._opcode = opcode
+            hd._size = nbytes
+            hd._file_offset = foff
+            hd._buffer_offset = boff
+            hd._device = device
+            hd._stream = sh
+            handles.append(hd)
+            ops[i] = hd._op
+
+        # the gate: start at once when the caller's stream is idle
+        qerr = _stream_query(sh)
+        if qerr == HIP_SUCCESS:
+            rc = hfe_submit(ops, n, NULL, 0, NULL)
+        elif qerr != HIP_ERROR_NOT_READY:
+            _hip_fail(qerr, "hipStreamQuery")
+        else:
+            sdev = _stream_device(sh)
+            spool = _pool_for(sdev)
+            rc = -1
+            if spool.memops:
+                gflag = spool.take()
+                gvalue = gflag.next_value()
+                if _write_value32(sh, gflag.devptr, gvalue) == HIP_SUCCESS:
+                    rc = hfe_submit(ops, n, gflag.ptr, gvalue, NULL)
+                else:
+                    spool.free.append(gflag)
+                    gflag = None
+            if rc == -1:
+                rc = hfe_submit(ops, n, NULL, 0, &host_gate)
+                if rc == 0:
+                    _load_hip_capi()
+                    if _launch_gate(sh, host_gate) != HIP_SUCCESS:
+                        # no host function: wait for the stream here, then open
+                        try:
+                            _stream_sync(sh)
+                        finally:
+                            hfe_host_open(host_gate)
+        if rc:
+            if gflag is not None:
+                spool.free.append(gflag)
+            raise OSError(rc, f"the stream engine refused the submission: {os.strerror(rc)}")
+    except BaseException:
+        for o in handles:
+            (<StreamIOHandle>o)._abandon()
+        raise
+    finally:
+        free(ops)
+
+    # submitted: the handles now hold the file, buffer and stream
+    if gflag is not None:
+        gate_ref = _GateRef.__new__(_GateRef)
+        gate_ref.flag = gflag
+    f._held += n
+    if bc is not None:
+        bc._held += n
+    for o in handles:
+        hd = <StreamIOHandle>o
+        hd._submitted = 1
+        hd._file = f
+        hd._bcore = bc
+        hd._buffer = buf_owner
+        hd._stream_owner = stream_owner
+        hd._gate = gate_ref
+        hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
+    return handles
+
+
+cdef int _launch_gate(uintptr_t stream, void *gate):
+    if _c_launch_host_func != NULL:
+        return _c_launch_host_func(<void *>stream, <host_fn_t>hfe_host_open, gate)
+    try:
+        return int(_hipapi().hip.hipLaunchHostFunc(
+            stream, <uintptr_t>&hfe_host_open, <uintptr_t>gate)[0])
+    except BaseException:
+        return -1
+
+
+include "_engine_handle.pxi"

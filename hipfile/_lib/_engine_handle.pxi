@@ -1,0 +1,296 @@
+# StreamIOHandle: one range of the stream-ordered parallel engine, as seen
+# from Python (see _engine.pxi for the invariants).
+
+DEF WAIT_SLICE = 0.05
+
+
+cdef class _GateRef:
+    """Returns a gate flag to its pool once no handle of the submission
+    needs it (the gate has opened by then: every holder is done or parked)."""
+    cdef _Flag flag
+
+    def __dealloc__(self):
+        if self.flag is not None and self.flag.pool is not None:
+            self.flag.pool.free.append(self.flag)
+            self.flag = None
+
+
+@cython.no_gc_clear
+cdef class StreamIOHandle:
+    """One stream-ordered read or write run by the parallel engine.
+
+    Returned by :meth:`FileHandle.pread_async`,
+    :meth:`FileHandle.pwrite_async` and their ``_ranges`` forms. The
+    operation starts once the stream given at submit has passed the submit
+    point; the engine's threads then move the bytes with synchronous
+    ``hipFileRead``/``hipFileWrite`` calls. Completion is observed on the
+    host with :meth:`done`, :meth:`wait` and :attr:`bytes_done`, and released
+    to GPU streams without blocking the host with :meth:`wait_on`.
+
+    The handle keeps the file, buffer and stream alive until completion is
+    observed; dropped earlier, it hands them to the engine, which releases
+    them once the operation has finished.
+    """
+    cdef hfe_op *_op
+    cdef _Flag _flag
+    cdef uint32_t _value
+    cdef int _opcode
+    cdef size_t _size
+    cdef hoff_t _file_offset
+    cdef hoff_t _buffer_offset
+    cdef int _device
+    cdef uintptr_t _stream
+    cdef bint _submitted
+    cdef bint _observed
+    cdef object _file
+    cdef object _bcore
+    cdef object _buffer
+    cdef object _stream_owner
+    cdef object _gate
+    cdef object _event
+    cdef str _mechanism
+
+    def __cinit__(self):
+        self._device = -1
+
+    def __init__(self):
+        raise TypeError("StreamIOHandle objects are returned by FileHandle.pread_async "
+                        "and friends")
+
+    cdef void _abandon(self):
+        # never submitted: give back what the submission took
+        if self._flag is not None and not self._submitted:
+            self._flag.pool.free.append(self._flag)
+            self._flag = None
+        if self._op != NULL and not self._submitted:
+            hfe_op_decref(self._op)
+            self._op = NULL
+
+    cdef void _observe(self):
+        if self._observed or not self._submitted:
+            return
+        self._observed = 1
+        _unhold(self._file, self._bcore)
+        self._file = None
+        self._bcore = None
+        self._buffer = None
+        self._stream_owner = None
+        self._gate = None
+        if self._flag is not None:
+            self._flag.pool.free.append(self._flag)
+            self._flag = None
+
+    def __dealloc__(self):
+        cdef _ParkedOp rec
+        if self._op == NULL:
+            return
+        if self._submitted and not self._observed:
+            if not hfe_op_done(self._op):
+                rec = _ParkedOp.__new__(_ParkedOp)
+                rec.op = self._op        # the handle's reference moves to the record
+                self._op = NULL
+                rec.file = self._file
+                rec.bcore = self._bcore
+                rec.flag = self._flag
+                rec.keep = (self._buffer, self._stream_owner, self._gate)
+                _eng_parked.append(rec)
+                self._destroy_event()
+                return
+            self._observe()
+        self._destroy_event()
+        hfe_op_decref(self._op)
+        self._op = NULL
+
+    cdef void _destroy_event(self):
+        if self._event is not None:
+            _destroy_event(self._event)
+            self._event = None
+
+    # -- values ---------------------------------------------------------
+
+    @property
+    def opcode(self):
+        """0 for a read, 1 for a write."""
+        return self._opcode
+
+    @property
+    def size(self):
+        """Bytes requested."""
+        return self._size
+
+    @property
+    def file_offset(self):
+        """File offset of the range."""
+        return self._file_offset
+
+    @property
+    def buffer_offset(self):
+        """Buffer offset of the range."""
+        return self._buffer_offset
+
+    @property
+    def stream(self):
+        """The stream handle (int) the operation was ordered after."""
+        return self._stream
+
+    @property
+    def device(self):
+        """The buffer's device (worker threads make it current)."""
+        return self._device
+
+    @property
+    def mechanism(self):
+        """How completion reaches GPU streams: ``"stream-memory-operations"``
+        or ``"host-functions"``."""
+        return self._mechanism
+
+    @property
+    def calls(self):
+        """Library calls made so far (``hipFileRead``/``hipFileWrite``)."""
+        return hfe_op_calls(self._op) if self._op != NULL else 0
+
+    @property
+    def bytes_done(self):
+        """Bytes moved, or a negative error code, once the operation has
+        completed; ``None`` while it has not."""
+        if not self.done():
+            return None
+        return hfe_op_result(self._op, NULL)
+
+    # -- completion -----------------------------------------------------
+
+    def done(self):
+        """Whether the operation has completed (never blocks, no HIP call)."""
+        if self._observed:
+            return True
+        if self._op != NULL and hfe_op_done(self._op):
+            self._observe()
+            return True
+        return False
+
+    def wait(self, timeout=None):
+        """Block until the operation completes; return the bytes moved.
+
+        The wait can be interrupted (Ctrl-C) and loses nothing: a later call
+        returns the result.
+
+        Parameters
+        ----------
+        timeout
+            Seconds to wait, or None for no limit.
+
+        Raises
+        ------
+        TimeoutError
+            Not complete within ``timeout``.
+        OSError, HipFileException
+            A chunk of the range failed: the first error decoded.
+        """
+        cdef double step, left = -1.0
+        cdef int ok = 0
+        deadline = None
+        if timeout is not None:
+            if timeout < 0:
+                raise ValueError("timeout must be >= 0")
+            deadline = _time.monotonic() + float(timeout)
+        while not self.done():
+            step = WAIT_SLICE
+            if deadline is not None:
+                left = deadline - _time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"operation not complete after {timeout} s")
+                if left < step:
+                    step = left
+            with nogil:
+                ok = hfe_op_wait(self._op, step)
+            if ok:
+                break
+            PyErr_CheckSignals()
+        self._observe()
+        return self._result()
+
+    def result(self, timeout=None):
+        """Same as :meth:`wait` (the ``concurrent.futures`` name)."""
+        return self.wait(timeout)
+
+    cdef object _result(self):
+        cdef int err_no = 0
+        cdef int64_t n = hfe_op_result(self._op, &err_no)
+        if n >= 0:
+            return n
+        raise_result(n, err_no, "hipFileRead" if self._opcode == 0 else "hipFileWrite")
+
+    def wait_on(self, stream):
+        """Make ``stream`` wait for this operation, without blocking the host.
+
+        Work enqueued on ``stream`` after this call runs once the operation
+        has completed (failed or not: check :meth:`wait` on the host for
+        errors); work enqueued before is not delayed. Uses
+        ``hipStreamWaitValue32`` on the operation's completion flag, or a
+        host function where stream waits are unsupported.
+
+        Raises
+        ------
+        TypeError
+            ``stream`` is not a stream.
+        HipRuntimeError
+            The runtime refused the wait.
+
+        See Also
+        --------
+        hipStreamWaitValue32, hipLaunchHostFunc
+        """
+        cdef int err
+        cdef uintptr_t sh = _stream_handle(stream)
+        if self.done():
+            return None      # nothing left to wait for
+        if self._flag.pool.memops:
+            _wait_value32(sh, self._flag.devptr, self._value)
+            return None
+        _load_hip_capi()
+        hfe_op_incref(self._op)
+        if _c_launch_host_func != NULL:
+            err = _c_launch_host_func(<void *>sh, <host_fn_t>hfe_host_wait, <void *>self._op)
+        else:
+            err = int(_hipapi().hip.hipLaunchHostFunc(
+                sh, <uintptr_t>&hfe_host_wait, <uintptr_t>self._op)[0])
+        if err != HIP_SUCCESS:
+            hfe_op_decref(self._op)
+            _hip_fail(err, "hipLaunchHostFunc")
+        return None
+
+    def record_event(self):
+        """A HIP event (HIP-Python ``hipEvent_t``) that completes once this
+        operation has, for ``hipStreamWaitEvent`` on another stream. Owned
+        by the handle. (:meth:`wait_on` is cheaper.)
+
+        See Also
+        --------
+        hipEventRecord
+        """
+        if self._event is not None:
+            return self._event
+        h = _hipapi()
+        cdef _FlagPool pool = _pool_for(self._device)
+        with _on_device(self._device):
+            if pool.stream is None:
+                pool.stream = h.check(h.hip.hipStreamCreateWithFlags(
+                    h.hip.hipStreamNonBlocking), "hipStreamCreateWithFlags")
+            ev = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
+                         "hipEventCreateWithFlags")
+            try:
+                self.wait_on(pool.stream)
+                h.check(h.hip.hipEventRecord(ev, pool.stream), "hipEventRecord")
+            except BaseException:
+                h.hip.hipEventDestroy(ev)
+                raise
+        self._event = ev
+        return ev
+
+    def __repr__(self):
+        kind = "read" if self._opcode == 0 else "write"
+        state = "pending"
+        if self._op != NULL and hfe_op_done(self._op):
+            state = f"done bytes_done={hfe_op_result(self._op, NULL)}"
+        return (f"<StreamIOHandle {kind} size={self._size} file_offset={self._file_offset} "
+                f"buffer_offset={self._buffer_offset} stream=0x{self._stream:x} {state}>")

@@ -1,0 +1,207 @@
+# The pool of pinned slots for stream-ordered operations.
+#
+# Invariants
+# - Slots live in pages of pinned host memory (``hipHostMalloc`` through
+#   HIP-Python); a page never moves and is freed only when none of its slots
+#   is in use or parked (``trim_pool``).
+# - The C arrays (``_pslots``, ``_pstate``, ``_pused``, ``_fstack``) are
+#   changed only with the GIL held and without yielding it between reading
+#   and writing them: growing calls HIP first, then updates the arrays in C
+#   only, so two threads never interleave an update.
+# - A slot is FREE, USED (owned by one AsyncIOHandle), PARKED (its handle
+#   died before completion was observed; ``_parked`` owns the objects the
+#   operation uses) or DONE (a host function behind the operation said the
+#   stream passed it; written on the stream's thread with a release store).
+
+ctypedef struct Slots:
+    size_t size
+    hoff_t file_offset
+    hoff_t buffer_offset
+    ssize_t bytes_done
+
+DEF SLOTS_PER_PAGE = 2048
+
+cdef enum:
+    SLOT_FREE = 0
+    SLOT_USED = 1
+    SLOT_PARKED = 2
+    SLOT_DONE = 3      # written by a host function on the stream's thread
+
+cdef class _Page:
+    """One pinned allocation holding SLOTS_PER_PAGE slots."""
+    cdef object mem          # HIP-Python Pointer from hipHostMalloc
+    cdef unsigned char *state   # malloc'ed, never moves
+
+    def __dealloc__(self):
+        if self.state != NULL:
+            free(self.state)
+            self.state = NULL
+
+
+cdef list _pages = []         # the _Page objects (own the memory)
+cdef dict _parked = {}        # slot number -> _Parked
+
+# C views of the pool for the hot path: per page its slots, states and use
+# count; a stack of free slot numbers.
+cdef Slots **_pslots = NULL
+cdef unsigned char **_pstate = NULL
+cdef int *_pused = NULL
+cdef int _npages = 0
+cdef int _pcap = 0
+cdef int *_fstack = NULL
+cdef int _nfree = 0
+
+
+cdef class _Parked:
+    cdef object file
+    cdef object buffer
+    cdef object stream_state
+    cdef object event
+
+
+cdef int _new_page() except -1:
+    global _pslots, _pstate, _pused, _pcap, _npages, _fstack, _nfree
+    cdef int cap, i, base
+    cdef void *p
+    cdef unsigned char *state
+    # The HIP call may let other threads run (and grow the pool too), so it
+    # comes first; everything after it runs without releasing the GIL.
+    h = _hipapi()
+    mem = h.check(h.hip.hipHostMalloc(SLOTS_PER_PAGE * sizeof(Slots), 0), "hipHostMalloc")
+    state = <unsigned char *>malloc(SLOTS_PER_PAGE)
+    if state == NULL:
+        h.hip.hipHostFree(mem)
+        raise MemoryError()
+    memset(state, SLOT_FREE, SLOTS_PER_PAGE)
+    cdef _Page page = _Page.__new__(_Page)
+    page.mem = mem
+    page.state = state
+    cdef Slots *slots = <Slots *><uintptr_t>int(mem)
+    # from here to the append: C only, so no other thread runs in between
+    if _npages == _pcap:
+        cap = 8 if _pcap == 0 else 2 * _pcap
+        p = realloc(_pslots, cap * sizeof(Slots *))
+        if p != NULL:
+            _pslots = <Slots **>p
+            p = realloc(_pstate, cap * sizeof(unsigned char *))
+        if p != NULL:
+            _pstate = <unsigned char **>p
+            p = realloc(_pused, cap * sizeof(int))
+        if p != NULL:
+            _pused = <int *>p
+            p = realloc(_fstack, cap * SLOTS_PER_PAGE * sizeof(int))
+        if p == NULL:
+            h.hip.hipHostFree(mem)
+            raise MemoryError()  # page frees its state
+        _fstack = <int *>p
+        _pcap = cap
+    _pslots[_npages] = slots
+    _pstate[_npages] = state
+    _pused[_npages] = 0
+    base = _npages * SLOTS_PER_PAGE
+    _npages += 1
+    for i in range(SLOTS_PER_PAGE - 1, -1, -1):
+        _fstack[_nfree] = base + i
+        _nfree += 1
+    _pages.append(page)
+    return 0
+
+
+cdef inline Slots *_slot_ptr(int n) noexcept:
+    return &_pslots[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
+
+
+cdef inline unsigned char *_state_ptr(int n) noexcept:
+    return &_pstate[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
+
+
+cdef int _sweep() except -1:
+    """Return parked slots whose operation has passed to the free list."""
+    cdef int n
+    cdef _Parked rec
+    if not _parked:
+        return 0
+    done = [n for n in _parked if hipfile_atomic_load_u8(_state_ptr(n)) == SLOT_DONE]
+    for n in done:
+        o = _parked.pop(n, None)
+        if o is None:  # another thread's sweep took it
+            continue
+        rec = <_Parked>o
+        _release_refs(rec.file, rec.buffer, rec.stream_state)
+        _destroy_event(rec.event)
+        _give_back(n)
+    return 0
+
+
+cdef inline void _give_back(int n) noexcept:
+    global _nfree
+    _state_ptr(n)[0] = SLOT_FREE
+    _pused[n // SLOTS_PER_PAGE] -= 1
+    _fstack[_nfree] = n
+    _nfree += 1
+
+
+cdef int _refill() except -1:
+    _sweep()
+    if _nfree == 0:
+        _new_page()
+    return 0
+
+
+cdef inline int _take() except -1:
+    global _nfree
+    cdef int n
+    # _refill may let other threads run and take the new slots: check again
+    # until one is free with no Python code in between
+    while _nfree == 0:
+        _refill()
+    _nfree -= 1
+    n = _fstack[_nfree]
+    _state_ptr(n)[0] = SLOT_USED
+    _pused[n // SLOTS_PER_PAGE] += 1
+    return n
+
+
+cdef void _host_done(void *state) noexcept nogil:
+    # Runs on the stream's thread: no HIP call, no GIL.
+    hipfile_atomic_store_u8(<unsigned char *>state, SLOT_DONE)
+
+
+def trim_pool():
+    """Free the pinned pages when none of their slots is in use; returns the
+    pages freed. Slots parked behind operations still in flight are kept.
+    The stream engine's flags are freed too when none of its operations is
+    outstanding (after synchronizing the devices that hold them).
+    """
+    global _npages, _nfree
+    cdef int i, freed = 0
+    _eng_trim()
+    _sweep()
+    if _npages == 0:
+        return 0
+    for i in range(_npages):
+        if _pused[i]:
+            return 0
+    # detach the pages first (C only), then free them: threads that submit
+    # meanwhile start new pages
+    _npages = 0
+    _nfree = 0
+    pages = list(_pages)
+    _pages.clear()
+    h = _hipapi()
+    for p in pages:
+        h.check(h.hip.hipHostFree((<_Page>p).mem), "hipHostFree")
+        (<_Page>p).mem = None
+        freed += 1
+    return freed
+
+
+def pool_stats():
+    """Counts of the slot pool: pages, free, in_use, parked."""
+    _sweep()
+    cdef int i, used = 0
+    for i in range(_npages):
+        used += _pused[i]
+    return {"pages": _npages, "free": _nfree, "in_use": used - len(_parked),
+            "parked": len(_parked), "slots_per_page": SLOTS_PER_PAGE}
+

@@ -1,0 +1,501 @@
+/* The stream-ordered parallel I/O engine (see engine.h). */
+#define _GNU_SOURCE
+#include "engine.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { OP_QUEUED = 0, OP_DONE = 1 };
+
+struct hfe_op {
+    int refs;                 /* atomic */
+    int opcode;               /* 0 read, 1 write */
+    hfe_io_fn fn;
+    void *fh;
+    void *base;
+    size_t size;
+    int64_t file_offset;
+    int64_t buffer_offset;
+    int device;
+    size_t task;
+    uint32_t *flag;
+    uint32_t flag_value;
+    /* dispatch (under the engine lock) */
+    size_t cursor;
+    struct hfe_op *next;
+    /* progress (atomic) */
+    long chunks_left;
+    long calls;
+    int64_t bytes;
+    int64_t error;            /* first negative result, 0 if none */
+    int err_no;
+    int state;
+};
+
+typedef struct gate {
+    const uint32_t *ptr;
+    uint32_t value;
+    uint32_t local;           /* the cell a host-function gate opens */
+    int n;
+    hfe_op **ops;
+    struct gate *next;
+} gate_t;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;   /* ready queue or stop */
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;   /* gates or stop */
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;   /* an operation finished */
+
+static hfe_op *ready_head, *ready_tail;
+static gate_t *gates;
+static long outstanding;      /* submitted, not finished (under lock) */
+static int draining;          /* a stop waits for the outstanding operations */
+static int stopping;          /* the threads exit */
+static int nthreads;          /* workers running */
+static pthread_t *workers;
+static pthread_t gate_thread;
+static int gate_running;
+static hfe_set_device_fn set_device_fn;
+static int atfork_done;
+
+static __thread int thread_device = -1;
+
+/* ---------------------------------------------------------------- ops */
+
+hfe_op *hfe_op_new(int opcode, hfe_io_fn fn, void *fh, void *base, size_t size,
+                   int64_t file_offset, int64_t buffer_offset, int device,
+                   size_t task_size, uint32_t *flag, uint32_t flag_value)
+{
+    hfe_op *op = calloc(1, sizeof(*op));
+    if (!op)
+        return NULL;
+    op->refs = 1;
+    op->opcode = opcode;
+    op->fn = fn;
+    op->fh = fh;
+    op->base = base;
+    op->size = size;
+    op->file_offset = file_offset;
+    op->buffer_offset = buffer_offset;
+    op->device = device;
+    op->task = task_size ? task_size : ((size_t)4 << 20);
+    op->flag = flag;
+    op->flag_value = flag_value;
+    /* a zero-byte operation is one empty chunk, so that it still finishes
+     * in stream order */
+    op->chunks_left = size ? (long)((size + op->task - 1) / op->task) : 1;
+    return op;
+}
+
+void hfe_op_incref(hfe_op *op) { __atomic_add_fetch(&op->refs, 1, __ATOMIC_RELAXED); }
+
+void hfe_op_decref(hfe_op *op)
+{
+    if (op && __atomic_sub_fetch(&op->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free(op);
+}
+
+int hfe_op_done(const hfe_op *op)
+{
+    return __atomic_load_n(&op->state, __ATOMIC_ACQUIRE) == OP_DONE;
+}
+
+int64_t hfe_op_result(const hfe_op *op, int *err_no)
+{
+    int64_t e = __atomic_load_n(&op->error, __ATOMIC_ACQUIRE);
+    if (err_no)
+        *err_no = op->err_no;
+    return e ? e : __atomic_load_n(&op->bytes, __ATOMIC_ACQUIRE);
+}
+
+long hfe_op_calls(const hfe_op *op) { return __atomic_load_n(&op->calls, __ATOMIC_ACQUIRE); }
+
+/* CLOCK_REALTIME: the clock of pthread_cond_timedwait on a default condition */
+static void deadline_after(struct timespec *ts, double seconds)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    long sec = (long)seconds;
+    long nsec = (long)((seconds - (double)sec) * 1e9);
+    ts->tv_sec += sec;
+    ts->tv_nsec += nsec;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec += 1;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+int hfe_op_wait(hfe_op *op, double timeout_s)
+{
+    struct timespec until;
+    if (hfe_op_done(op))
+        return 1;
+    if (timeout_s >= 0)
+        deadline_after(&until, timeout_s);
+    pthread_mutex_lock(&done_lock);
+    while (!hfe_op_done(op)) {
+        if (timeout_s < 0) {
+            pthread_cond_wait(&done_cv, &done_lock);
+        } else if (pthread_cond_timedwait(&done_cv, &done_lock, &until) == ETIMEDOUT) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&done_lock);
+    return hfe_op_done(op);
+}
+
+static void finish(hfe_op *op)
+{
+    if (op->flag)
+        __atomic_store_n(op->flag, op->flag_value, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&done_lock);
+    __atomic_store_n(&op->state, OP_DONE, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&done_cv);
+    pthread_mutex_unlock(&done_lock);
+    pthread_mutex_lock(&lock);
+    outstanding--;
+    if (draining)
+        pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&lock);
+    hfe_op_decref(op);   /* the engine's reference */
+}
+
+/* One chunk: the transfer loop. Keep calling until the chunk is done; a 0
+ * ends it (end of file for a read; for a write the library made no
+ * progress, which is an error); a negative result is the chunk's error. */
+static void run_chunk(hfe_op *op, size_t off, size_t len)
+{
+    size_t done = 0;
+    if (__atomic_load_n(&op->error, __ATOMIC_ACQUIRE) == 0) {
+        if (op->device >= 0 && thread_device != op->device && set_device_fn) {
+            if (set_device_fn(op->device) == 0)
+                thread_device = op->device;
+        }
+        while (done < len) {
+            errno = 0;
+            ssize_t r = op->fn(op->fh, op->base, len - done,
+                               op->file_offset + (int64_t)(off + done),
+                               op->buffer_offset + (int64_t)(off + done));
+            __atomic_add_fetch(&op->calls, 1, __ATOMIC_RELAXED);
+            if (r < 0) {
+                int64_t expected = 0;
+                int saved = errno;
+                if (__atomic_compare_exchange_n(&op->error, &expected, (int64_t)r, 0,
+                                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                    op->err_no = saved;
+                break;
+            }
+            if (r == 0) {
+                if (op->opcode == 1) {
+                    int64_t expected = 0;
+                    if (__atomic_compare_exchange_n(&op->error, &expected, (int64_t)-1, 0,
+                                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                        op->err_no = EIO;
+                }
+                break;
+            }
+            done += (size_t)r;
+        }
+        __atomic_add_fetch(&op->bytes, (int64_t)done, __ATOMIC_ACQ_REL);
+    }
+    if (__atomic_sub_fetch(&op->chunks_left, 1, __ATOMIC_ACQ_REL) == 0)
+        finish(op);
+}
+
+/* ------------------------------------------------------------- threads */
+
+static void push_ready_locked(hfe_op *op)
+{
+    op->next = NULL;
+    if (ready_tail)
+        ready_tail->next = op;
+    else
+        ready_head = op;
+    ready_tail = op;
+}
+
+static void *worker_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!ready_head && !stopping)
+            pthread_cond_wait(&work_cv, &lock);
+        if (!ready_head)
+            break;   /* stopping, and nothing left to do */
+        hfe_op *op = ready_head;
+        size_t off = op->cursor;
+        size_t len = op->size - off < op->task ? op->size - off : op->task;
+        op->cursor += len;
+        if (op->cursor >= op->size) {
+            ready_head = op->next;
+            if (!ready_head)
+                ready_tail = NULL;
+        }
+        pthread_mutex_unlock(&lock);
+        run_chunk(op, off, len);
+        pthread_mutex_lock(&lock);
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+static int gate_open(const gate_t *g)
+{
+    uint32_t cur = __atomic_load_n(g->ptr, __ATOMIC_ACQUIRE);
+    return (int32_t)(cur - g->value) >= 0;
+}
+
+static void *gate_main(void *arg)
+{
+    (void)arg;
+    long idle = 0;
+    pthread_mutex_lock(&lock);
+    for (;;) {
+        while (!gates && !stopping)
+            pthread_cond_wait(&gate_cv, &lock);
+        if (!gates && stopping)
+            break;
+        int moved = 0;
+        gate_t **pp = &gates;
+        while (*pp) {
+            gate_t *g = *pp;
+            if (gate_open(g)) {
+                *pp = g->next;
+                for (int i = 0; i < g->n; i++)
+                    push_ready_locked(g->ops[i]);
+                free(g->ops);
+                free(g);
+                moved = 1;
+            } else {
+                pp = &g->next;
+            }
+        }
+        if (moved) {
+            pthread_cond_broadcast(&work_cv);
+            idle = 0;
+            continue;
+        }
+        if (!gates)
+            continue;
+        /* nothing opened: back off, from a few microseconds to 200 us */
+        pthread_mutex_unlock(&lock);
+        struct timespec ts = {0, idle < 64 ? 2000 : (idle < 512 ? 20000 : 200000)};
+        idle++;
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&lock);
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+static void after_fork_child(void)
+{
+    /* The threads do not exist in the child: forget them and whatever the
+     * parent had queued (its operations belong to the parent). */
+    pthread_mutex_init(&lock, NULL);
+    pthread_cond_init(&work_cv, NULL);
+    pthread_cond_init(&gate_cv, NULL);
+    pthread_mutex_init(&done_lock, NULL);
+    pthread_cond_init(&done_cv, NULL);
+    ready_head = ready_tail = NULL;
+    gates = NULL;
+    outstanding = 0;
+    stopping = 0;
+    draining = 0;
+    nthreads = 0;
+    workers = NULL;
+    gate_running = 0;
+    thread_device = -1;
+}
+
+static int start_locked(int n)
+{
+    pthread_t *w = calloc((size_t)n, sizeof(pthread_t));
+    int i, rc = 0;
+    if (!w)
+        return ENOMEM;
+    for (i = 0; i < n; i++) {
+        rc = pthread_create(&w[i], NULL, worker_main, NULL);
+        if (rc)
+            break;
+    }
+    if (!rc && !gate_running) {
+        rc = pthread_create(&gate_thread, NULL, gate_main, NULL);
+        if (!rc)
+            gate_running = 1;
+    }
+    workers = w;
+    nthreads = i;
+    return rc;
+}
+
+static int join_all(double timeout_s);
+
+int hfe_start(int n, hfe_set_device_fn set_device)
+{
+    int rc = 0;
+    if (n <= 0)
+        return EINVAL;
+    if (!atfork_done) {
+        pthread_atfork(NULL, NULL, after_fork_child);
+        atfork_done = 1;
+    }
+    pthread_mutex_lock(&lock);
+    set_device_fn = set_device;
+    if (nthreads == n && !stopping && !draining) {
+        pthread_mutex_unlock(&lock);
+        return 0;
+    }
+    if (nthreads && outstanding) {
+        /* busy: keep the running pool */
+        pthread_mutex_unlock(&lock);
+        return 0;
+    }
+    pthread_mutex_unlock(&lock);
+    if (nthreads) {
+        rc = hfe_stop(-1);
+        if (rc)
+            return rc;
+    }
+    pthread_mutex_lock(&lock);
+    stopping = 0;
+    rc = start_locked(n);
+    pthread_mutex_unlock(&lock);
+    if (rc)
+        join_all(-1);
+    return rc;
+}
+
+static int join_all(double timeout_s)
+{
+    struct timespec until;
+    pthread_mutex_lock(&lock);
+    draining = 1;
+    if (timeout_s >= 0) {
+        /* CLOCK_REALTIME for pthread_cond_timedwait's default clock */
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)timeout_s;
+    }
+    while (outstanding) {
+        if (timeout_s < 0) {
+            pthread_cond_wait(&gate_cv, &lock);
+        } else if (pthread_cond_timedwait(&gate_cv, &lock, &until) == ETIMEDOUT) {
+            draining = 0;
+            pthread_mutex_unlock(&lock);
+            return ETIMEDOUT;
+        }
+    }
+    stopping = 1;
+    pthread_t *w = workers;
+    int n = nthreads, g = gate_running;
+    workers = NULL;
+    nthreads = 0;
+    gate_running = 0;
+    pthread_cond_broadcast(&work_cv);
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&lock);
+    for (int i = 0; i < n; i++)
+        pthread_join(w[i], NULL);
+    if (g)
+        pthread_join(gate_thread, NULL);
+    free(w);
+    pthread_mutex_lock(&lock);
+    stopping = 0;
+    draining = 0;
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+int hfe_stop(double timeout_s) { return join_all(timeout_s); }
+
+int hfe_threads(void)
+{
+    pthread_mutex_lock(&lock);
+    int n = nthreads;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+long hfe_outstanding(void)
+{
+    pthread_mutex_lock(&lock);
+    long n = outstanding;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+/* --------------------------------------------------------------- submit */
+
+int hfe_submit(hfe_op **ops, int n, const uint32_t *gate, uint32_t gate_value,
+               void **host_gate)
+{
+    gate_t *g = NULL;
+    if (n <= 0)
+        return EINVAL;
+    if (gate || host_gate) {
+        g = calloc(1, sizeof(*g));
+        if (!g)
+            return ENOMEM;
+        g->ops = malloc((size_t)n * sizeof(hfe_op *));
+        if (!g->ops) {
+            free(g);
+            return ENOMEM;
+        }
+        memcpy(g->ops, ops, (size_t)n * sizeof(hfe_op *));
+        g->n = n;
+        if (gate) {
+            g->ptr = gate;
+            g->value = gate_value;
+        } else {
+            g->ptr = &g->local;
+            g->value = 1;
+            *host_gate = g;
+        }
+    }
+    pthread_mutex_lock(&lock);
+    if (!nthreads || stopping || draining) {
+        pthread_mutex_unlock(&lock);
+        if (g) {
+            free(g->ops);
+            free(g);
+        }
+        return ESHUTDOWN;
+    }
+    for (int i = 0; i < n; i++) {
+        hfe_op_incref(ops[i]);   /* the engine's reference, dropped in finish() */
+        outstanding++;
+    }
+    if (g) {
+        gate_t **pp = &gates;   /* keep submission order */
+        while (*pp)
+            pp = &(*pp)->next;
+        *pp = g;
+        pthread_cond_signal(&gate_cv);
+    } else {
+        for (int i = 0; i < n; i++)
+            push_ready_locked(ops[i]);
+        pthread_cond_broadcast(&work_cv);
+    }
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+/* --------------------------------------------------------- host functions */
+
+void hfe_host_wait(void *arg)
+{
+    hfe_op *op = arg;
+    hfe_op_wait(op, -1.0);
+    hfe_op_decref(op);
+}
+
+void hfe_host_open(void *arg)
+{
+    gate_t *g = arg;
+    /* the last access: the gate thread may free g as soon as it sees this */
+    __atomic_store_n(&g->local, 1, __ATOMIC_RELEASE);
+}

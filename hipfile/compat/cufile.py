@@ -1,0 +1,382 @@
+"""The cufile-python API on hipFile.
+
+Code written against cufile-python (``from cufile import CuFile,
+CuFileDriver``) runs on hipFile with one changed import::
+
+    from hipfile.compat.cufile import CuFile, CuFileDriver
+
+    CuFileDriver()                                  # opens the driver once
+    with CuFile("kv.bin", "r+", use_direct_io=True) as f:
+        f.write(ctypes.c_void_p(base), nbytes, file_offset=0, dev_offset=off)
+        n = f.read(ctypes.c_void_p(base), nbytes, 0, off)
+
+The same names as cufile-python, with the same meanings:
+
+* ``dest``/``src`` is the **base** address of device memory (a
+  ``ctypes.c_void_p`` or an int) and ``dev_offset`` an offset from it, as in
+  ``cuFileRead(handle, base, size, file_offset, dev_offset)``. The range
+  ``[dev_offset, dev_offset + size)`` is handed to hipFile; a registered
+  :class:`hipfile.Buffer` or any device array object is accepted too, and is
+  then checked against its own length.
+* ``mode`` is one of ``"r"``, ``"r+"``, ``"w"``, ``"w+"``, ``"a"``, ``"a+"``;
+  ``use_direct_io=True`` adds ``O_DIRECT``.
+* The file is opened by :meth:`CuFile.open` or the context manager;
+  :attr:`CuFile.is_open` tells, and :attr:`CuFile.handle` is ``None`` while
+  closed.
+
+Where this module differs, it is stricter: errors raise typed exceptions
+(:class:`hipfile.HipFileException` subclasses, ``OSError`` by errno) instead
+of returning a negative or wrapped count, and ranges are checked before the
+library is called. I/O on a closed file raises ``OSError`` (``EBADF``), as
+cufile-python raises ``IOError``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import errno
+import os
+import threading
+from types import TracebackType
+from typing import Any
+
+from hipfile.buffer import Buffer
+from hipfile.driver import Driver
+from hipfile.file import FileHandle
+
+__all__ = ["MODES", "CuFile", "CuFileDriver"]
+
+#: ``mode`` strings and their ``os.open`` flags (cufile-python's table).
+MODES: dict[str, int] = {
+    "r": os.O_RDONLY,
+    "r+": os.O_RDWR,
+    "w": os.O_CREAT | os.O_WRONLY | os.O_TRUNC,
+    "w+": os.O_CREAT | os.O_RDWR | os.O_TRUNC,
+    "a": os.O_CREAT | os.O_WRONLY | os.O_APPEND,
+    "a+": os.O_CREAT | os.O_RDWR | os.O_APPEND,
+}
+
+
+class CuFileDriver:
+    """The process's hipFile driver, as cufile-python's singleton.
+
+    Every call ``CuFileDriver()`` returns the same object; the first opens the
+    driver (one reference, held until :meth:`close` or interpreter exit).
+    After :meth:`close`, the next ``CuFileDriver()`` opens it again.
+    :class:`CuFile` does not need it (each open file holds its own driver
+    reference), but code that creates one first keeps working.
+
+    Raises
+    ------
+    HipFileLibraryNotFound
+        No libhipfile is installed.
+    HipFileException
+        The driver could not be opened.
+
+    See Also
+    --------
+    hipFileDriverOpen, hipFileDriverClose
+    """
+
+    _instance: CuFileDriver | None = None
+    _lock = threading.Lock()
+    _driver: Driver
+
+    def __new__(cls) -> CuFileDriver:
+        with cls._lock:
+            inst = cls._instance
+            if inst is None or not inst._driver.is_open:
+                inst = super().__new__(cls)
+                inst._driver = Driver().open()
+                cls._instance = inst
+            return inst
+
+    @property
+    def is_open(self) -> bool:
+        """Whether this object still holds its driver reference."""
+        return self._driver.is_open
+
+    def close(self) -> None:
+        """Release the driver reference (idempotent).
+
+        Raises
+        ------
+        InFlightError, HipFileException
+            As :meth:`hipfile.Driver.close`.
+
+        See Also
+        --------
+        hipFileDriverClose
+        """
+        with self._lock:
+            if type(self)._instance is self:
+                type(self)._instance = None
+            self._driver.close()
+
+    def __del__(self) -> None:
+        try:
+            self._driver.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<hipfile.compat.cufile.CuFileDriver {'open' if self.is_open else 'closed'}>"
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    inst = CuFileDriver._instance
+    if inst is not None:
+        try:
+            inst.close()
+        except Exception:
+            pass
+
+
+class CuFile:
+    """A file for GPU-direct I/O with cufile-python's ``CuFile`` interface.
+
+    Parameters
+    ----------
+    path
+        The file.
+    mode
+        ``"r"``, ``"r+"``, ``"w"``, ``"w+"``, ``"a"`` or ``"a+"`` (see
+        :data:`MODES`).
+    use_direct_io
+        Open with ``O_DIRECT`` (the GPU-direct path; offsets, sizes and
+        addresses should then be 4 KiB aligned).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``mode``.
+    NotImplementedError
+        ``use_direct_io`` on a system without ``O_DIRECT``.
+
+    See Also
+    --------
+    hipFileHandleRegister, hipFileRead, hipFileWrite
+    """
+
+    def __init__(self, path: str | os.PathLike[str], mode: str = "r",
+                 use_direct_io: bool = False) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
+        flags = MODES[mode]
+        if use_direct_io:
+            direct = getattr(os, "O_DIRECT", 0)
+            if not direct:
+                raise NotImplementedError("O_DIRECT is not available on this system")
+            flags |= direct
+        self._path = path
+        self._mode = mode
+        self._flags = flags
+        self._use_direct_io = bool(use_direct_io)
+        self._file: FileHandle | None = None
+        self._driver: Driver | None = None
+
+    # -- state -----------------------------------------------------------
+
+    @property
+    def path(self) -> str | os.PathLike[str]:
+        """The file's path."""
+        return self._path
+
+    @property
+    def mode(self) -> str:
+        """The mode string."""
+        return self._mode
+
+    @property
+    def use_direct_io(self) -> bool:
+        """Whether the file is opened with ``O_DIRECT``."""
+        return self._use_direct_io
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the file is open and registered."""
+        return self._file is not None
+
+    @property
+    def handle(self) -> int | None:
+        """The hipFile handle, or ``None`` while closed."""
+        return None if self._file is None else self._file.handle
+
+    @property
+    def file_handle(self) -> FileHandle | None:
+        """The underlying :class:`hipfile.FileHandle`, or ``None`` while closed."""
+        return self._file
+
+    def get_handle(self) -> int | None:
+        """The open file descriptor, or ``None`` while closed (cufile-python's
+        ``get_handle``)."""
+        return None if self._file is None else self._file.fd
+
+    # -- lifetime --------------------------------------------------------
+
+    def open(self) -> None:
+        """Open the file and register it with hipFile (idempotent).
+
+        Raises
+        ------
+        OSError
+            ``os.open`` failed.
+        HipFileException
+            The driver could not be opened or the file not registered.
+
+        See Also
+        --------
+        hipFileDriverOpen, hipFileHandleRegister
+        """
+        if self._file is not None:
+            return
+        driver = Driver().open()
+        try:
+            self._file = FileHandle(self._path, self._flags).open()
+        except BaseException:
+            driver.close()
+            raise
+        self._driver = driver
+
+    def close(self) -> None:
+        """Deregister and close the file (idempotent).
+
+        Raises
+        ------
+        InFlightError
+            Parallel I/O on this file is still running.
+
+        See Also
+        --------
+        hipFileHandleDeregister, hipFileDriverClose
+        """
+        fh = self._file
+        if fh is None:
+            return
+        fh.close()
+        self._file = None
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            driver.close()
+
+    def __enter__(self) -> CuFile:
+        self.open()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # cufile-python closes a forgotten file when it is collected; so do we.
+        if getattr(self, "_file", None) is not None:
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        state = f"fd={self.get_handle()}" if self.is_open else "closed"
+        return f"<hipfile.compat.cufile.CuFile path={self._path!r} mode={self._mode!r} {state}>"
+
+    # -- I/O -------------------------------------------------------------
+
+    def read(self, dest: Any, size: int, file_offset: int = 0, dev_offset: int = 0) -> int:
+        """Read ``size`` bytes at ``file_offset`` into ``dest + dev_offset``.
+
+        Parameters
+        ----------
+        dest
+            Base of the device memory: ``ctypes.c_void_p``, an int address, a
+            :class:`hipfile.Buffer` (registered or not) or a device array.
+        size
+            Bytes to read.
+        file_offset
+            Offset in the file.
+        dev_offset
+            Offset from ``dest``.
+
+        Returns
+        -------
+        int
+            Bytes read; fewer than ``size`` at end of file.
+
+        Raises
+        ------
+        OSError
+            The file is not open (``EBADF``), or a system error.
+        TypeError, ValueError
+            Non-integer or negative sizes and offsets, a NULL pointer, or a
+            range outside a sized ``dest``.
+        HipFileException
+            A hipFile error.
+
+        See Also
+        --------
+        hipFileRead
+        """
+        fh = self._open_file()
+        buf, size, file_offset, dev_offset = _target(dest, size, file_offset, dev_offset)
+        return fh.read(buf, size, file_offset, dev_offset)
+
+    def write(self, src: Any, size: int, file_offset: int = 0, dev_offset: int = 0) -> int:
+        """Write ``size`` bytes from ``src + dev_offset`` to the file at
+        ``file_offset``. Arguments as :meth:`read`.
+
+        Returns
+        -------
+        int
+            Bytes written.
+
+        Raises
+        ------
+        OSError
+            The file is not open (``EBADF``), or a system error.
+        TypeError, ValueError
+            As :meth:`read`.
+        HipFileException
+            A hipFile error.
+
+        See Also
+        --------
+        hipFileWrite
+        """
+        fh = self._open_file()
+        buf, size, file_offset, dev_offset = _target(src, size, file_offset, dev_offset)
+        return fh.write(buf, size, file_offset, dev_offset)
+
+    def _open_file(self) -> FileHandle:
+        fh = self._file
+        if fh is None:
+            raise OSError(errno.EBADF, f"File is not open: {os.fspath(self._path)!r}")
+        return fh
+
+
+def _target(dest: Any, size: Any, file_offset: Any,
+            dev_offset: Any) -> tuple[Any, int, int, int]:
+    """The buffer, size and offsets for one transfer (``dest`` as a base)."""
+    from hipfile._interop import as_int, buffer_info, pointer_value
+
+    size = as_int(size, "size")
+    file_offset = as_int(file_offset, "file_offset")
+    dev_offset = as_int(dev_offset, "dev_offset")
+    if size < 0:
+        raise ValueError(f"size must be >= 0, got {size}")
+    if dev_offset < 0:
+        raise ValueError(f"dev_offset must be >= 0, got {dev_offset}")
+    if isinstance(dest, ctypes.c_void_p):
+        if dest.value is None:
+            raise ValueError("dest is a NULL pointer")
+        return Buffer(dest.value, dev_offset + size), size, file_offset, dev_offset
+    if isinstance(dest, int) and not isinstance(dest, bool):
+        if dest == 0:
+            raise ValueError("dest is a NULL pointer")
+        return Buffer(dest, dev_offset + size), size, file_offset, dev_offset
+    try:
+        buffer_info(dest)
+    except TypeError:
+        # a sizeless pointer object (HIP-Python ``Pointer``): a base address
+        return _target(pointer_value(dest), size, file_offset, dev_offset)
+    return dest, size, file_offset, dev_offset

@@ -1,0 +1,391 @@
+"""Process-wide settings: one place to read and change hipfile's defaults.
+
+In the style of ``kvikio.defaults``::
+
+    import hipfile
+    from hipfile import defaults
+
+    defaults.get("task_size")                 # 4194304
+    defaults.set("num_threads", 16)           # from now on
+    with defaults.set({"task_size": 1 << 20, "num_threads": 4}):
+        fh.pread(dev).result()                # these values inside the block only
+    defaults.task_size()                      # one getter per setting
+
+A value comes from, in this order: :func:`set` (innermost first), the
+setting's environment variable (read at each :func:`get`, so a change of
+``os.environ`` is seen), the built-in default. Every value is validated when
+it is set and when it is read from the environment; a bad value raises
+:class:`ValueError` (or :class:`TypeError`) naming the setting or the
+variable.
+
+========================  ===============================  ====================
+setting                   environment variable             default
+========================  ===============================  ====================
+``num_threads``           ``HIPFILE_NTHREADS``             ``min(8, cpu count)``
+``task_size``             ``HIPFILE_TASK_SIZE``            4 MiB
+``batch_max_entries``     ``HIPFILE_BATCH_MAX_ENTRIES``    128
+``close_timeout``         ``HIPFILE_CLOSE_TIMEOUT``        None (no limit)
+``wait_timeout``          ``HIPFILE_WAIT_TIMEOUT``         None (no limit)
+``allow_host_buffers``    ``HIPFILE_ALLOW_HOST_BUFFERS``   True
+``engine_task_size``      ``HIPFILE_ENGINE_TASK_SIZE``     4 MiB
+``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``min(16, max(4, cpus))``
+========================  ===============================  ====================
+
+The stream-ordered engine (:mod:`hipfile.engine`) reads ``engine_threads``
+and ``engine_task_size`` here at every submission: a change takes effect at
+the next one (a new thread count once the engine is idle).
+
+Sizes in environment variables take binary units: ``4M``, ``512KiB``,
+``1G``, ``65536`` or ``0x10000``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+__all__ = [
+    "SETTINGS",
+    "Setting",
+    "allow_host_buffers",
+    "batch_max_entries",
+    "close_timeout",
+    "engine_task_size",
+    "engine_threads",
+    "get",
+    "items",
+    "num_threads",
+    "parse_size",
+    "reset",
+    "set",
+    "task_size",
+    "wait_timeout",
+]
+
+#: Entries one ``hipFileBatchIOSetUp`` accepts at most.
+BATCH_MAX_ENTRIES_CAP = 128
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Parse a byte count: ``"4096"``, ``"0x1000"``, ``"256K"``, ``"4MiB"``,
+    ``"1G"`` (binary units: K = 1024).
+
+    Raises
+    ------
+    ValueError
+        The text is not a byte count.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"a size must be a str, not {type(text).__name__}")
+    s = text.strip()
+    if s.lower().startswith("0x"):
+        try:
+            return int(s, 16)
+        except ValueError:
+            pass
+    else:
+        m = _SIZE_RE.match(s)
+        if m is not None:
+            return int(m.group(1)) * _UNITS[m.group(2).lower()]
+    raise ValueError(f"{text!r} is not a byte count (examples: 65536, 0x10000, 512K, 4MiB, 1G)")
+
+
+# -- value checks ---------------------------------------------------------------------------
+
+
+def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, not bool")
+    if not isinstance(value, int):
+        try:
+            value = value.__index__()
+        except (AttributeError, TypeError):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    if value < low or (high is not None and value > high):
+        bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return int(value)
+
+
+def _check_timeout(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds or None, not "
+                        f"{type(value).__name__}")
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"{name} must be >= 0 seconds or None, got {value}")
+    return None if math.isinf(value) else float(value)
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def _parse_int(text: str) -> int:
+    return int(text.strip(), 0)
+
+
+def _parse_timeout(text: str) -> float | None:
+    if text.strip().lower() in ("none", "inf", "infinity"):
+        return None
+    return float(text)
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _parse_bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in _TRUE:
+        return True
+    if t in _FALSE:
+        return False
+    raise ValueError("expected 1/true/yes/on or 0/false/no/off")
+
+
+def _cpu_threads() -> int:
+    return min(8, os.cpu_count() or 1)
+
+
+def _engine_threads() -> int:
+    # the engine's threads mostly wait on I/O: at least 4, at most 16
+    return min(16, max(4, os.cpu_count() or 4))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting: its name, environment variable, default and checks."""
+
+    name: str
+    env: str
+    default: Callable[[], Any]
+    check: Callable[[str, Any], Any]
+    parse: Callable[[str], Any]
+    doc: str
+    default_text: str
+
+    def from_environment(self) -> tuple[bool, Any]:
+        """``(True, value)`` when the variable is set and not empty, else
+        ``(False, None)``; raises :class:`ValueError` for a bad value."""
+        text = os.environ.get(self.env, "")
+        if not text.strip():
+            return False, None
+        try:
+            return True, self.check(self.name, self.parse(text))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{self.env}={text!r} is not a valid {self.name}: {exc}") from None
+
+
+def _size_check(low: int, high: int | None = None) -> Callable[[str, Any], int]:
+    return lambda name, value: _check_int(name, value, low, high)
+
+
+#: Every setting, by name.
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in (
+        Setting("num_threads", "HIPFILE_NTHREADS", _cpu_threads, _size_check(1), _parse_int,
+                "Threads of the default pool of pread/pwrite.", "min(8, CPU count)"),
+        Setting("task_size", "HIPFILE_TASK_SIZE", lambda: 4 << 20, _size_check(1), parse_size,
+                "Bytes per task of pread/pwrite when task_size is not given.", "4 MiB"),
+        Setting("batch_max_entries", "HIPFILE_BATCH_MAX_ENTRIES",
+                lambda: BATCH_MAX_ENTRIES_CAP, _size_check(1, BATCH_MAX_ENTRIES_CAP), _parse_int,
+                "Entries per batch when a request is split into successive batches "
+                f"(at most {BATCH_MAX_ENTRIES_CAP}, hipFile's cap).", str(BATCH_MAX_ENTRIES_CAP)),
+        Setting("close_timeout", "HIPFILE_CLOSE_TIMEOUT", lambda: None, _check_timeout,
+                _parse_timeout,
+                "Seconds that closing an object waits for its operations in flight "
+                "(None: no limit).", "None (no limit)"),
+        Setting("wait_timeout", "HIPFILE_WAIT_TIMEOUT", lambda: None, _check_timeout,
+                _parse_timeout,
+                "Seconds that a wait without an explicit timeout blocks (None: no limit).",
+                "None (no limit)"),
+        Setting("allow_host_buffers", "HIPFILE_ALLOW_HOST_BUFFERS", lambda: True, _check_bool,
+                _parse_bool, "Whether host (CPU) buffers are accepted for I/O.", "True"),
+        Setting("engine_task_size", "HIPFILE_ENGINE_TASK_SIZE", lambda: 4 << 20, _size_check(1),
+                parse_size, "Bytes per task of the stream-ordered engine.", "4 MiB"),
+        Setting("engine_threads", "HIPFILE_ENGINE_THREADS", _engine_threads, _size_check(1),
+                _parse_int, "Threads of the stream-ordered engine.",
+                "min(16, max(4, CPU count))"),
+    )
+}
+
+_lock = threading.RLock()
+_explicit: dict[str, Any] = {}
+_MISSING = object()
+
+
+def _setting(name: str) -> Setting:
+    if not isinstance(name, str):
+        raise TypeError(f"a setting name must be a str, not {type(name).__name__}")
+    try:
+        return SETTINGS[name]
+    except KeyError:
+        raise KeyError(f"unknown hipfile setting {name!r}; known settings: "
+                       + ", ".join(SETTINGS)) from None
+
+
+def get(name: str) -> Any:
+    """The current value of a setting.
+
+    Parameters
+    ----------
+    name
+        A key of :data:`SETTINGS`, e.g. ``"task_size"``.
+
+    Raises
+    ------
+    KeyError
+        Unknown setting.
+    ValueError
+        The setting comes from its environment variable, whose value is bad.
+    """
+    setting = _setting(name)
+    with _lock:
+        value = _explicit.get(name, _MISSING)
+    if value is not _MISSING:
+        return value
+    found, value = setting.from_environment()
+    return value if found else setting.default()
+
+
+class _Restore:
+    """What :func:`set` returns: the values are already set; leaving a
+    ``with`` block restores the previous ones."""
+
+    def __init__(self, previous: dict[str, Any]) -> None:
+        self._previous = previous
+
+    def __enter__(self) -> _Restore:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        with _lock:
+            for name, value in self._previous.items():
+                if value is _MISSING:
+                    _explicit.pop(name, None)
+                else:
+                    _explicit[name] = value
+
+
+def set(*args: Any, **kwargs: Any) -> _Restore:
+    """Set one or more settings, for the process or for a ``with`` block.
+
+    Call forms: ``set("task_size", 1 << 20)``, ``set({"task_size": 1 << 20,
+    "num_threads": 4})`` or ``set(task_size=1 << 20, num_threads=4)``. The
+    values take effect at once; used as a context manager, leaving the block
+    restores the values in effect before the call. All values are checked
+    before any is applied.
+
+    Returns
+    -------
+    context manager
+        Restores the previous values on exit.
+
+    Raises
+    ------
+    KeyError
+        Unknown setting.
+    TypeError, ValueError
+        A bad value, or bad call form.
+    """
+    if len(args) == 2:
+        if kwargs:
+            raise TypeError("set(name, value) takes no keyword arguments")
+        updates: Mapping[str, Any] = {args[0]: args[1]}
+    elif len(args) == 1:
+        if not isinstance(args[0], Mapping):
+            raise TypeError("set() takes (name, value), a mapping, or keyword arguments")
+        updates = {**args[0], **kwargs}
+    elif not args:
+        updates = kwargs
+    else:
+        raise TypeError(f"set() takes at most 2 positional arguments ({len(args)} given)")
+    checked = {}
+    for name, value in updates.items():
+        checked[name] = _setting(name).check(name, value)
+    with _lock:
+        previous = {name: _explicit.get(name, _MISSING) for name in checked}
+        _explicit.update(checked)
+    return _Restore(previous)
+
+
+def reset(*names: str) -> None:
+    """Forget values given to :func:`set` (all settings when no name is
+    given): the environment variable or the default applies again.
+
+    Raises
+    ------
+    KeyError
+        Unknown setting.
+    """
+    for name in names:
+        _setting(name)
+    with _lock:
+        if names:
+            for name in names:
+                _explicit.pop(name, None)
+        else:
+            _explicit.clear()
+
+
+def items() -> Iterator[tuple[str, Any]]:
+    """``(name, current value)`` for every setting."""
+    for name in SETTINGS:
+        yield name, get(name)
+
+
+def num_threads() -> int:
+    """Threads of the default pool of :func:`hipfile.pread`/:func:`hipfile.pwrite`."""
+    return int(get("num_threads"))
+
+
+def task_size() -> int:
+    """Bytes per task of :func:`hipfile.pread`/:func:`hipfile.pwrite`."""
+    return int(get("task_size"))
+
+
+def batch_max_entries() -> int:
+    """Entries per batch when a request is split into successive batches."""
+    return int(get("batch_max_entries"))
+
+
+def close_timeout() -> float | None:
+    """Seconds a close waits for operations in flight (None: no limit)."""
+    value: float | None = get("close_timeout")
+    return value
+
+
+def wait_timeout() -> float | None:
+    """Seconds a wait without an explicit timeout blocks (None: no limit)."""
+    value: float | None = get("wait_timeout")
+    return value
+
+
+def allow_host_buffers() -> bool:
+    """Whether host (CPU) buffers are accepted for I/O."""
+    return bool(get("allow_host_buffers"))
+
+
+def engine_task_size() -> int:
+    """Bytes per task of the stream-ordered engine."""
+    return int(get("engine_task_size"))
+
+
+def engine_threads() -> int:
+    """Threads of the stream-ordered engine."""
+    return int(get("engine_threads"))

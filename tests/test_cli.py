@@ -1,0 +1,333 @@
+"""The hipfile command (python -m hipfile / the hipfile console script),
+run in subprocesses on the emulated platform."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from hipfile import cli
+
+pytestmark = pytest.mark.emulated
+
+CLEARED = ("ROCM_PATH", "HIPFILE_PLATFORM", "HIPFILE_LIBRARY", "PYTHONWARNINGS")
+
+
+def env(**extra: str) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    clean.update(HIPFILE_PLATFORM="emulated", HIPFILE_PLATFORM_QUIET="1")
+    clean.update(extra)
+    return clean
+
+
+def hipfile_cmd(*args: str, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hipfile", *args], env=env(**extra),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def bench_leftovers(folder: Path) -> list[Path]:
+    return sorted(folder.glob("hipfile-bench-*"))
+
+
+def test_console_script_is_declared() -> None:
+    scripts = [ep for ep in entry_points(group="console_scripts") if ep.name == "hipfile"]
+    assert scripts, "the hipfile console script is not installed"
+    assert scripts[0].value == "hipfile.cli:main"
+    assert scripts[0].load() is cli.main
+
+
+def test_help_everywhere() -> None:
+    top = hipfile_cmd("--help")
+    assert top.returncode == 0
+    for command in ("info", "bench", "stats"):
+        assert command in top.stdout
+        sub = hipfile_cmd(command, "--help")
+        assert sub.returncode == 0, sub.stderr
+        assert "usage: hipfile " + command in sub.stdout
+    # every option of every command has a help text
+    parser = cli.build_parser()
+    subparsers = next(a for a in parser._actions if a.dest == "command")
+    for name, sub_parser in subparsers.choices.items():  # type: ignore[attr-defined]
+        for action in sub_parser._actions:
+            assert action.help, f"{name} {action.dest} has no help"
+
+
+def test_no_command_is_a_usage_error() -> None:
+    proc = hipfile_cmd()
+    assert proc.returncode == 2
+    assert "usage: hipfile" in proc.stderr
+
+
+def test_info_json(tmp_path: Path) -> None:
+    proc = hipfile_cmd("info", "--json", "--path", str(tmp_path), "--path",
+                       str(tmp_path / "missing"))
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert rep["platform"] == {"name": "emulated", "test_platform": True,
+                               "rocm_path": rep["platform"]["rocm_path"]}
+    assert rep["library"]["path"].endswith("libhipfile.so")
+    assert rep["library"]["version"].count(".") == 2
+    assert rep["hip_python"]
+    assert rep["hip"]["count"] >= 1 and rep["hip"]["devices"][0]["name"]
+    assert rep["driver"]["properties"]["max_batch_io_count"] == 128
+    assert isinstance(rep["driver"]["feature_flags"], list)
+    assert rep["defaults"]["task_size"] == 4 << 20
+    here, missing = rep["paths"]
+    assert here["path"] == str(tmp_path)
+    assert here["fs_type"]
+    assert isinstance(here["o_direct"]["supported"], bool)
+    assert here["fast_path"]["eligible"] is False
+    assert any("emulated" in r for r in here["fast_path"]["reasons"])
+    assert missing["error"] == "not a folder"
+    assert list(tmp_path.iterdir()) == []  # the O_DIRECT probe file is gone
+
+
+def test_info_text_names_the_test_platform() -> None:
+    proc = hipfile_cmd("info")
+    assert proc.returncode == 0, proc.stderr
+    assert "platform          : emulated (a TEST platform, not AMD's ROCm)" in proc.stdout
+    assert "library version" in proc.stdout
+    assert "max_batch_io_count" in proc.stdout
+
+
+def test_info_reports_a_missing_library(tmp_path: Path) -> None:
+    proc = hipfile_cmd("info", "--json", HIPFILE_LIBRARY=str(tmp_path / "nope.so"))
+    assert proc.returncode == 1
+    rep = json.loads(proc.stdout)
+    assert "error" in rep["library"]
+    assert rep["driver"]["error"] == "the library could not be loaded"
+
+
+AMD_PREFIX_SCRIPT = Path(__file__).resolve().parent.parent.parent / "shared" / "amd-hipfile" \
+    / "make-prefix.sh"
+
+
+@pytest.mark.skipif(not AMD_PREFIX_SCRIPT.is_file(), reason="AMD's libhipfile is not here")
+def test_info_with_amd_library_reports_5030(tmp_path: Path) -> None:
+    subprocess.run(["bash", str(AMD_PREFIX_SCRIPT), str(tmp_path / "amd")], env=env(),
+                   check=True, capture_output=True, timeout=120)
+    clean = env(ROCM_PATH=str(tmp_path / "amd"))
+    del clean["HIPFILE_PLATFORM"]
+    proc = subprocess.run([sys.executable, "-m", "hipfile", "info", "--json"], env=clean,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert rep["library"]["path"].startswith(str(tmp_path / "amd"))
+    assert rep["driver"] == {"error": "hipFileDriverGetProperties is not implemented by "
+                                      "this library (hipFileInternalError 5030)"}
+
+
+def test_path_report_honours_the_library_environment(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    fs = cli.path_report(str(tmp_path), "rocm")["fs_type"]
+    monkeypatch.setenv("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", f"nfs,{fs}")
+    monkeypatch.setenv("HIPFILE_FORCE_COMPAT_MODE", "true")
+    rep = cli.path_report(str(tmp_path), "rocm")
+    assert rep["fast_path"]["eligible"] is False
+    reasons = " | ".join(rep["fast_path"]["reasons"])
+    assert f"HIPFILE_UNSUPPORTED_FILE_SYSTEMS lists {fs!r}" in reasons
+    assert "HIPFILE_FORCE_COMPAT_MODE=true" in reasons
+
+
+def test_path_report_without_a_test_platform(tmp_path: Path) -> None:
+    rep = cli.path_report(str(tmp_path), "rocm")
+    reasons = rep["fast_path"]["reasons"]
+    assert not any("emulated" in r for r in reasons)
+    assert rep["fast_path"]["eligible"] == (not reasons)
+    if rep["fs_type"] not in cli.DIRECT_FILE_SYSTEMS:
+        assert any(rep["fs_type"] in r for r in reasons)
+    if rep["o_direct"]["supported"]:
+        assert rep["o_direct"]["alignment"] in (512, 1024, 2048, 4096, 8192, 16384, 65536)
+
+
+def test_bench_refuses_the_emulated_platform(tmp_path: Path) -> None:
+    proc = hipfile_cmd("bench", "--json", "--size", "1M", "--path", str(tmp_path))
+    assert proc.returncode == 2
+    assert "--allow-emulated" in proc.stderr
+    assert proc.stdout == ""
+    assert bench_leftovers(tmp_path) == []
+
+
+def test_bench_json_on_the_emulated_platform(tmp_path: Path) -> None:
+    proc = hipfile_cmd("bench", "--allow-emulated", "--json", "--size", "4M", "1M",
+                       "--io", "sync", "pread", "async", "batch", "--threads", "1", "2",
+                       "--task-size", "1M", "--repeat", "2", "--path", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads(proc.stdout)
+    assert rep["platform"] == "emulated" and rep["emulated"] is True
+    results = rep["results"]
+    # 2 sizes x 2 modes x (sync 1 + pread 2 threads + async 1 + batch 1)
+    assert len(results) == 2 * 2 * 5
+    for r in results:
+        assert r["emulated"] is True
+        assert r["mode"] in ("read", "write")
+        assert len(r["seconds"]) == 2
+        assert r["best_gib_s"] > 0 and r["best_gib_s"] >= r["mean_gib_s"]
+    assert {r["io"] for r in results} == {"sync", "pread", "async", "batch"}
+    assert {r["threads"] for r in results if r["io"] == "pread"} == {1, 2}
+    assert {r["threads"] for r in results if r["io"] != "pread"} == {None}
+    # plain progress lines go to stderr, labelled
+    assert "[EMULATED]" in proc.stderr
+    assert bench_leftovers(tmp_path) == []
+
+
+def test_bench_stream_engine_kind(tmp_path: Path) -> None:
+    proc = hipfile_cmd("bench", "--allow-emulated", "--json", "--size", "3M", "1M",
+                       "--io", "stream", "--task-size", "256K", "1M", "--repeat", "2",
+                       "--path", str(tmp_path), HIPFILE_ENGINE_THREADS="3")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)["results"]
+    # 2 sizes x 2 modes x 2 task sizes
+    assert len(results) == 2 * 2 * 2
+    assert {r["io"] for r in results} == {"stream"}
+    assert {r["mode"] for r in results} == {"read", "write"}
+    assert {r["task_size"] for r in results} == {256 << 10, 1 << 20}
+    assert {r["threads"] for r in results} == {None}
+    assert all(r["best_gib_s"] > 0 and len(r["seconds"]) == 2 for r in results)
+    assert bench_leftovers(tmp_path) == []
+
+
+def test_bench_stream_engine_error_is_reported(tmp_path: Path) -> None:
+    proc = hipfile_cmd("bench", "--allow-emulated", "--size", "1M", "--io", "stream",
+                       "--repeat", "1", "--path", str(tmp_path), HIPFILE_ENGINE_TASK_SIZE="0")
+    assert proc.returncode == 1
+    assert "HIPFILE_ENGINE_TASK_SIZE" in proc.stderr
+    assert bench_leftovers(tmp_path) == []
+
+
+def test_bench_text_labels_every_figure(tmp_path: Path) -> None:
+    proc = hipfile_cmd("bench", "--allow-emulated", "--quiet", "--size", "256K",
+                       "--mode", "read", "--repeat", "1", "--path", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if "GiB/s" in ln]
+    assert len(lines) == 2  # sync and pread
+    assert all(ln.endswith("[EMULATED]") for ln in lines)
+    assert bench_leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("args", [
+    ["--size", "lots"], ["--size", "0"], ["--threads", "0"], ["--io", "gds"],
+    ["--mode", "sideways"], ["--repeat", "-1"],
+])
+def test_bench_bad_arguments(args: list[str]) -> None:
+    proc = hipfile_cmd("bench", "--allow-emulated", *args)
+    assert proc.returncode == 2
+    assert "usage: hipfile bench" in proc.stderr
+
+
+def test_bench_bad_folder(tmp_path: Path) -> None:
+    proc = hipfile_cmd("bench", "--allow-emulated", "--path", str(tmp_path / "nope"))
+    assert proc.returncode == 2
+    assert "is not a folder" in proc.stderr
+
+
+def test_bench_removes_its_files_on_failure(tmp_path: Path) -> None:
+    # a bad setting, read once the benchmark's file exists, makes the run fail
+    proc = hipfile_cmd("bench", "--allow-emulated", "--size", "64K", "--path", str(tmp_path),
+                       "--io", "batch", "--repeat", "1", "--task-size", "4K",
+                       HIPFILE_BATCH_MAX_ENTRIES="999")
+    assert proc.returncode == 1
+    assert "hipfile bench: failed (ValueError: HIPFILE_BATCH_MAX_ENTRIES" in proc.stderr
+    assert bench_leftovers(tmp_path) == []
+
+
+def test_bench_removes_its_files_when_interrupted(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hipfile", "bench", "--allow-emulated", "--size", "8M",
+         "--io", "sync", "--task-size", "4K", "--repeat", "100000", "--path", str(tmp_path)],
+        env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not bench_leftovers(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert bench_leftovers(tmp_path), "the benchmark never started"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert bench_leftovers(tmp_path) == []
+
+
+STATS_TARGET = """
+import sys, warnings
+warnings.simplefilter("ignore")
+import hipfile
+from hip import hip
+path, size = sys.argv[1], int(sys.argv[2])
+err, dev = hip.hipMalloc(size)
+assert err == 0, err
+with open(path, "wb") as f:
+    f.write(bytes(range(256)) * (size // 256))
+with hipfile.Driver(), hipfile.open(path, "r+") as fh:
+    for _ in range(2):
+        assert fh.read(hipfile.Buffer(int(dev), size)) == size
+hip.hipFree(dev)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_stats_prints_the_report_of_another_process(tmp_path: Path) -> None:
+    from hipfile import StatsReport
+
+    size = 1 << 16
+    target = subprocess.Popen([sys.executable, "-c", STATS_TARGET, str(tmp_path / "d.bin"),
+                               str(size)], env=env(HIPFILE_STATS_LEVEL="1"), text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    try:
+        assert target.stdout is not None
+        assert target.stdout.readline().strip() == "ready"
+        proc = hipfile_cmd("stats", str(target.pid))
+    finally:
+        _, err = target.communicate(input="", timeout=60)
+    assert target.returncode == 0, err
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith("\n")
+    report = StatsReport.parse(proc.stdout)
+    assert report.fastpath_read.bytes + report.fallback_read.bytes == 2 * size
+    assert f"Total Fallback Read Size (B): {2 * size}" in proc.stdout
+
+
+def test_stats_of_a_process_that_is_gone() -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    proc = hipfile_cmd("stats", gone.stdout.strip())
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert "hipfile stats: " in proc.stderr and "hipFileStatsCreateContext" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_stats_without_statistics_support() -> None:
+    # a real C library that exports no hipFileStats* (the HIP runtime itself)
+    from hipfile import platforms
+
+    lib = platforms.prefix("emulated") / "lib" / "libamdhip64.so"
+    clean = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    clean.update(HIPFILE_LIBRARY=str(lib), HIPFILE_PLATFORM_QUIET="1")
+    proc = subprocess.run([sys.executable, "-m", "hipfile", "stats", str(os.getpid())],
+                          env=clean, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "no statistics support" in proc.stderr
+    assert "hipFileStatsCreateContext" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_io_kinds_table() -> None:
+    assert set(cli.IO_KINDS) == {"sync", "pread", "async", "batch", "stream"}
+    for kind in cli.IO_KINDS.values():
+        assert kind.help and callable(kind.run)

@@ -1,0 +1,259 @@
+"""hipfile.compat.cufile: cufile-python's API, driven the way its users drive it."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import gc
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _util import device_array, from_device, random_bytes, to_device
+from conftest import PLATFORM
+
+import hipfile
+from hipfile.compat import cufile
+from hipfile.compat.cufile import CuFile, CuFileDriver
+
+N = 64 << 10
+
+
+@pytest.fixture
+def dev() -> Iterator[Any]:
+    with device_array(N) as d:
+        yield d
+
+
+@pytest.fixture
+def payload() -> np.ndarray:
+    return random_bytes(N, seed=11)
+
+
+@pytest.fixture
+def data_path(tmp_path: Path, payload: np.ndarray) -> Path:
+    path = tmp_path / "data.bin"
+    path.write_bytes(payload.tobytes())
+    return path
+
+
+@pytest.fixture
+def driver() -> Iterator[CuFileDriver]:
+    d = CuFileDriver()
+    yield d
+    d.close()
+
+
+def test_driver_is_a_singleton_that_reopens(driver: CuFileDriver) -> None:
+    assert CuFileDriver() is driver
+    assert driver.is_open
+    before = hipfile.use_count()
+    assert before >= 1
+    driver.close()
+    assert not driver.is_open
+    assert hipfile.use_count() == before - 1
+    driver.close()  # idempotent
+    again = CuFileDriver()
+    try:
+        assert again is not driver and again.is_open
+        assert hipfile.use_count() == before
+    finally:
+        again.close()
+
+
+def test_handle_is_none_while_closed(driver: CuFileDriver, data_path: Path) -> None:
+    f = CuFile(data_path, "r")
+    assert not f.is_open and f.handle is None and f.get_handle() is None
+    f.open()
+    try:
+        assert f.is_open and f.handle is not None
+        fd = f.get_handle()
+        assert isinstance(fd, int) and os.fstat(fd).st_size == N
+        f.open()  # idempotent
+    finally:
+        f.close()
+    assert not f.is_open and f.handle is None and f.get_handle() is None
+    f.close()  # idempotent
+
+
+def test_read_with_offsets_from_a_base_pointer(
+    driver: CuFileDriver, data_path: Path, payload: np.ndarray, dev: Any
+) -> None:
+    to_device(dev, np.zeros(N, np.uint8))
+    base = ctypes.c_void_p(int(dev))
+    with CuFile(data_path, "r") as f:
+        # LMCache's call: the allocator's base address and an offset into it
+        assert f.read(base, 4096, 8192, 12288) == 4096
+        assert f.read(int(dev), 100, 0) == 100
+        assert f.read(base, 1000, N - 10, 20000) == 10  # short read at end of file
+    host = from_device(dev, N)
+    assert np.array_equal(host[12288:16384], payload[8192:12288])
+    assert np.array_equal(host[:100], payload[:100])
+    assert np.array_equal(host[20000:20010], payload[N - 10:])
+    assert not host[100:12288].any() and not host[16384:20000].any()
+
+
+def test_write_with_offsets_then_read_back(
+    driver: CuFileDriver, tmp_path: Path, payload: np.ndarray, dev: Any
+) -> None:
+    to_device(dev, payload)
+    path = tmp_path / "out.bin"
+    with CuFile(path, "w") as f:
+        assert f.write(ctypes.c_void_p(int(dev)), 4096, 0, 4096) == 4096
+        assert f.write(ctypes.c_void_p(int(dev)), 4096, 4096, 0) == 4096
+    data = path.read_bytes()
+    assert data == payload[4096:8192].tobytes() + payload[:4096].tobytes()
+    # O_APPEND: cuFile (and the emulated platform) refuse it at registration,
+    # cleanly; a library that accepts it appends
+    for mode in ("a", "a+"):
+        f = CuFile(path, mode)
+        try:
+            f.open()
+        except hipfile.HipFileException as e:
+            assert "INVALID_FILE_OPEN_FLAG" in str(e)
+            assert not f.is_open and f.handle is None
+            continue
+        with f:
+            assert f.write(ctypes.c_void_p(int(dev)), 10, 0, 0) == 10
+        assert path.read_bytes() == data + payload[:10].tobytes()
+        data = path.read_bytes()
+
+
+@pytest.mark.parametrize("mode", ["r+", "w+"])
+def test_read_write_modes(mode: str, driver: CuFileDriver, tmp_path: Path,
+                          payload: np.ndarray, dev: Any) -> None:
+    path = tmp_path / "rw.bin"
+    path.write_bytes(bytes(N))
+    to_device(dev, payload)
+    with CuFile(path, mode) as f:
+        assert f.write(ctypes.c_void_p(int(dev)), N, 0, 0) == N
+        to_device(dev, np.zeros(N, np.uint8))
+        assert f.read(ctypes.c_void_p(int(dev)), N, 0, 0) == N
+    assert np.array_equal(from_device(dev, N), payload)
+
+
+def test_registered_buffer_and_device_array(
+    driver: CuFileDriver, data_path: Path, payload: np.ndarray, dev: Any
+) -> None:
+    with CuFile(data_path) as f, hipfile.Buffer(dev, N) as buf:
+        assert buf.registered
+        assert f.read(buf, 1000, 5, 7) == 1000
+        assert np.array_equal(from_device(dev, 1000, 7), payload[5:1005])
+        with pytest.raises(ValueError, match="overruns"):
+            f.read(buf, N, 0, 1)  # a sized dest is range-checked
+        assert f.read(dev, 10, 0, 0) == 10  # a HIP-Python pointer is a base address
+
+
+def test_the_lmcache_shim_pattern(
+    driver: CuFileDriver, data_path: Path, payload: np.ndarray, dev: Any
+) -> None:
+    """What LMCache's hipfile shim does with this package's own names."""
+    fh = hipfile.FileHandle(data_path, os.O_RDONLY)
+    assert fh.handle is None  # the shim's is_open test
+    fh.open()
+    try:
+        assert fh.handle is not None
+        buf = hipfile.Buffer.from_ctypes_void_p(ctypes.c_void_p(int(dev)), 4096, flags=0)
+        assert fh.read(buf, 4096, 100, 0) == 4096
+        assert np.array_equal(from_device(dev, 4096), payload[100:4196])
+        # A buffer of exactly `size` bytes cannot take a non-zero dev_offset:
+        # the range is checked, where the shim would let the library run past it.
+        with pytest.raises(ValueError, match="overruns"):
+            fh.read(buf, 4096, 0, 4096)
+        with pytest.raises(ValueError, match="null pointer"):
+            hipfile.Buffer.from_ctypes_void_p(ctypes.c_void_p(None), 4096)
+    finally:
+        fh.close()
+    assert fh.handle is None
+
+
+def test_errors(driver: CuFileDriver, data_path: Path, tmp_path: Path, dev: Any) -> None:
+    with pytest.raises(ValueError, match="mode must be one of"):
+        CuFile(data_path, "rw")
+    f = CuFile(data_path)
+    with pytest.raises(OSError) as info:
+        f.read(ctypes.c_void_p(int(dev)), 10)
+    assert info.value.errno == errno.EBADF
+    with pytest.raises(OSError):
+        f.write(ctypes.c_void_p(int(dev)), 10)
+    with pytest.raises(FileNotFoundError):
+        CuFile(tmp_path / "missing.bin").open()
+    with CuFile(data_path) as f:
+        with pytest.raises(ValueError, match="NULL"):
+            f.read(ctypes.c_void_p(None), 10)
+        with pytest.raises(ValueError, match="NULL"):
+            f.read(0, 10)
+        with pytest.raises(ValueError, match="dev_offset"):
+            f.read(ctypes.c_void_p(int(dev)), 10, 0, -1)
+        with pytest.raises(ValueError, match="size"):
+            f.read(ctypes.c_void_p(int(dev)), -1)
+        with pytest.raises(ValueError, match="file_offset"):
+            f.read(ctypes.c_void_p(int(dev)), 10, -5)
+        with pytest.raises(TypeError):
+            f.read(ctypes.c_void_p(int(dev)), 1.5)  # type: ignore[arg-type]
+        with pytest.raises(OSError):
+            f.write(ctypes.c_void_p(int(dev)), 10)  # opened read-only: EBADF
+
+
+@pytest.mark.emulated
+def test_library_errors_raise(driver: CuFileDriver, data_path: Path, dev: Any) -> None:
+    from hipfile.platforms import emulated
+
+    with CuFile(data_path) as f:
+        emulated.inject_fault("read", errno.EIO)
+        with pytest.raises(OSError) as info:
+            f.read(ctypes.c_void_p(int(dev)), 4096)
+        assert info.value.errno == errno.EIO
+
+
+def test_exception_in_body_is_kept_and_file_closed(driver: CuFileDriver,
+                                                   data_path: Path) -> None:
+    f = CuFile(data_path)
+    with pytest.raises(KeyError, match="mine"), f:
+        raise KeyError("mine")
+    assert not f.is_open
+
+
+def test_forgotten_file_is_closed_when_collected(driver: CuFileDriver, data_path: Path) -> None:
+    f = CuFile(data_path)
+    f.open()
+    fd = f.get_handle()
+    assert fd is not None
+    os.fstat(fd)
+    del f
+    gc.collect()
+    with pytest.raises(OSError) as info:
+        os.fstat(fd)
+    assert info.value.errno == errno.EBADF
+
+
+def test_direct_io_flag(driver: CuFileDriver, data_path: Path) -> None:
+    f = CuFile(data_path, "r", use_direct_io=True)
+    assert f.use_direct_io and f.mode == "r"
+    if not hasattr(os, "O_DIRECT"):
+        return
+    try:
+        f.open()
+    except OSError as e:  # a file system without O_DIRECT (tmpfs): EINVAL
+        assert e.errno == errno.EINVAL
+        assert not f.is_open
+        return
+    try:
+        assert os.O_DIRECT & _fd_flags(f.get_handle())
+    finally:
+        f.close()
+
+
+def _fd_flags(fd: int | None) -> int:
+    import fcntl
+
+    assert fd is not None
+    return fcntl.fcntl(fd, fcntl.F_GETFL)
+
+
+def test_module_names() -> None:
+    assert cufile.__all__ == ["MODES", "CuFile", "CuFileDriver"]
+    assert PLATFORM

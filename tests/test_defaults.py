@@ -1,0 +1,222 @@
+"""hipfile.defaults: get/set, the context manager form, environment
+variables, validation, and the parallel module reading them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import hipfile
+from hipfile import defaults, parallel
+
+ENV = {name: s.env for name, s in defaults.SETTINGS.items()}
+
+
+@pytest.fixture(autouse=True)
+def clean(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for var in ENV.values():
+        monkeypatch.delenv(var, raising=False)
+    defaults.reset()
+    yield
+    defaults.reset()
+    parallel.shutdown()
+
+
+def test_builtin_defaults() -> None:
+    cpu = min(8, os.cpu_count() or 1)
+    assert dict(defaults.items()) == {
+        "num_threads": cpu,
+        "task_size": 4 << 20,
+        "batch_max_entries": 128,
+        "close_timeout": None,
+        "wait_timeout": None,
+        "allow_host_buffers": True,
+        "engine_task_size": 4 << 20,
+        "engine_threads": min(16, max(4, os.cpu_count() or 4)),
+    }
+    getters = {name: getattr(defaults, name) for name in defaults.SETTINGS}
+    for name, getter in getters.items():
+        assert getter() == defaults.get(name)
+
+
+def test_every_setting_has_a_distinct_environment_variable() -> None:
+    assert len(set(ENV.values())) == len(ENV)
+    assert all(v.startswith("HIPFILE_") for v in ENV.values())
+    assert ENV["num_threads"] == "HIPFILE_NTHREADS"
+    assert ENV["task_size"] == "HIPFILE_TASK_SIZE"
+
+
+def test_set_forms_and_context_manager() -> None:
+    defaults.set("task_size", 1 << 20)
+    assert defaults.task_size() == 1 << 20
+    with defaults.set({"task_size": 8192, "num_threads": 3}) as ctx:
+        assert ctx is not None
+        assert defaults.task_size() == 8192
+        assert defaults.num_threads() == 3
+        with defaults.set(task_size=4096, wait_timeout=2.5):
+            assert defaults.task_size() == 4096
+            assert defaults.wait_timeout() == 2.5
+        assert defaults.task_size() == 8192
+        assert defaults.wait_timeout() is None
+    assert defaults.task_size() == 1 << 20
+    assert defaults.num_threads() == min(8, os.cpu_count() or 1)
+
+
+def test_context_manager_restores_after_an_exception() -> None:
+    with pytest.raises(KeyError, match="boom"), defaults.set("allow_host_buffers", False):
+        assert defaults.allow_host_buffers() is False
+        raise KeyError("boom")
+    assert defaults.allow_host_buffers() is True
+
+
+def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HIPFILE_TASK_SIZE", "256K")
+    monkeypatch.setenv("HIPFILE_NTHREADS", "5")
+    monkeypatch.setenv("HIPFILE_BATCH_MAX_ENTRIES", "32")
+    monkeypatch.setenv("HIPFILE_CLOSE_TIMEOUT", "1.5")
+    monkeypatch.setenv("HIPFILE_WAIT_TIMEOUT", "none")
+    monkeypatch.setenv("HIPFILE_ALLOW_HOST_BUFFERS", "off")
+    monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "0x10000")
+    monkeypatch.setenv("HIPFILE_ENGINE_THREADS", "2")
+    assert dict(defaults.items()) == {
+        "num_threads": 5,
+        "task_size": 256 << 10,
+        "batch_max_entries": 32,
+        "close_timeout": 1.5,
+        "wait_timeout": None,
+        "allow_host_buffers": False,
+        "engine_task_size": 1 << 16,
+        "engine_threads": 2,
+    }
+    # set() wins over the environment, and reset() gives it back
+    defaults.set("task_size", 4096)
+    assert defaults.task_size() == 4096
+    defaults.reset("task_size")
+    assert defaults.task_size() == 256 << 10
+    monkeypatch.setenv("HIPFILE_TASK_SIZE", "")
+    assert defaults.task_size() == 4 << 20
+
+
+@pytest.mark.parametrize(("name", "text", "match"), [
+    ("num_threads", "zero", "HIPFILE_NTHREADS='zero' is not a valid num_threads"),
+    ("num_threads", "0", "at least 1"),
+    ("task_size", "lots", "HIPFILE_TASK_SIZE='lots'"),
+    ("task_size", "-4", "not a byte count"),
+    ("task_size", "0", "at least 1"),
+    ("batch_max_entries", "256", "between 1 and 128"),
+    ("close_timeout", "-1", "HIPFILE_CLOSE_TIMEOUT"),
+    ("wait_timeout", "soon", "HIPFILE_WAIT_TIMEOUT"),
+    ("allow_host_buffers", "maybe", "1/true/yes/on"),
+    ("engine_task_size", "4X", "HIPFILE_ENGINE_TASK_SIZE"),
+    ("engine_threads", "1.5", "HIPFILE_ENGINE_THREADS"),
+])
+def test_bad_environment_values(monkeypatch: pytest.MonkeyPatch, name: str, text: str,
+                                match: str) -> None:
+    monkeypatch.setenv(ENV[name], text)
+    with pytest.raises(ValueError, match=match):
+        defaults.get(name)
+    with pytest.raises(ValueError, match=match):
+        getattr(defaults, name)()
+
+
+@pytest.mark.parametrize(("name", "value", "exc", "match"), [
+    ("num_threads", 0, ValueError, "at least 1"),
+    ("num_threads", "4", TypeError, "must be an int"),
+    ("num_threads", True, TypeError, "not bool"),
+    ("task_size", 1.5, TypeError, "must be an int"),
+    ("batch_max_entries", 129, ValueError, "between 1 and 128"),
+    ("close_timeout", -0.5, ValueError, ">= 0"),
+    ("wait_timeout", float("nan"), ValueError, ">= 0"),
+    ("wait_timeout", "1", TypeError, "seconds or None"),
+    ("allow_host_buffers", 1, TypeError, "must be a bool"),
+    ("engine_threads", None, TypeError, "must be an int"),
+])
+def test_bad_values(name: str, value: object, exc: type[Exception], match: str) -> None:
+    before = defaults.get(name)
+    with pytest.raises(exc, match=match):
+        defaults.set(name, value)
+    assert defaults.get(name) == before
+
+
+def test_set_is_all_or_nothing() -> None:
+    with pytest.raises(ValueError, match="batch_max_entries"):
+        defaults.set({"task_size": 8192, "batch_max_entries": 0})
+    assert defaults.task_size() == 4 << 20
+
+
+def test_unknown_names_and_call_forms() -> None:
+    with pytest.raises(KeyError, match=r"unknown hipfile setting 'tasksize'.*task_size"):
+        defaults.get("tasksize")
+    with pytest.raises(KeyError, match="nthreads"):
+        defaults.set(nthreads=4)
+    with pytest.raises(KeyError):
+        defaults.reset("bogus")
+    with pytest.raises(TypeError, match="str"):
+        defaults.get(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        defaults.set("task_size")
+    with pytest.raises(TypeError):
+        defaults.set("task_size", 1, 2)
+    with pytest.raises(TypeError):
+        defaults.set("task_size", 1, num_threads=2)
+
+
+def test_timeouts_accept_infinity_as_no_limit() -> None:
+    defaults.set("close_timeout", float("inf"))
+    assert defaults.close_timeout() is None
+    defaults.set("close_timeout", 0)
+    assert defaults.close_timeout() == 0.0
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("4096", 4096), ("0x1000", 4096), ("4k", 4096), ("4KiB", 4096), ("4 KB", 4096),
+    ("256M", 256 << 20), ("1G", 1 << 30), ("2TiB", 2 << 40),
+])
+def test_parse_size(text: str, value: int) -> None:
+    assert defaults.parse_size(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "M", "-1", "1.5G", "4 X", "0xZZ"])
+def test_parse_size_rejects(text: str) -> None:
+    with pytest.raises(ValueError, match="not a byte count"):
+        defaults.parse_size(text)
+
+
+# -- the parallel module reads them ---------------------------------------------------------
+
+
+def test_parallel_reads_the_settings(tmp_path: Path) -> None:
+    with defaults.set(num_threads=3, task_size=8192):
+        assert hipfile.get_num_threads() == 3
+        assert parallel.default_task_size() == 8192
+        assert parallel._default_executor()._max_workers == 3
+        with defaults.set(num_threads=2):
+            assert parallel._default_executor()._max_workers == 2
+    hipfile.set_num_threads(4)
+    assert defaults.num_threads() == 4
+    assert parallel._default_executor()._max_workers == 4
+
+
+def test_pread_uses_task_size_from_defaults(tmp_path: Path) -> None:
+    from _util import device_array
+
+    path = tmp_path / "data.bin"
+    path.write_bytes(bytes(range(256)) * 256)  # 64 KiB
+    tasks = []
+
+    class Counting(parallel.ThreadPoolExecutor):
+        def submit(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            tasks.append(args)
+            return super().submit(*args, **kwargs)
+
+    pool = Counting(2)
+    try:
+        with hipfile.Driver(), device_array(1 << 16) as dev, hipfile.FileHandle(path) as fh, \
+                defaults.set("task_size", 4096):
+            assert fh.pread(dev, executor=pool).result(timeout=30) == 1 << 16
+    finally:
+        pool.shutdown()
+    assert len(tasks) == 16

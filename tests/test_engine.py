@@ -1,0 +1,501 @@
+"""The stream-ordered parallel engine: FileHandle.pread_async/pwrite_async
+and their _ranges forms, run on the active platform."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _util import check, device_array, from_device, random_bytes, to_device
+from hip import hip
+
+import hipfile
+from hipfile import Buffer, FileHandle, StreamIOHandle
+
+N = 1 << 20
+LAYERS = 32
+LAYER = 64 << 10
+
+_HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@pytest.fixture
+def drv() -> Iterator[hipfile.Driver]:
+    with hipfile.Driver() as d:
+        yield d
+
+
+@pytest.fixture
+def layers_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    data = random_bytes(LAYERS * LAYER, seed=7)
+    path = tmp_path / "layers.bin"
+    path.write_bytes(data.tobytes())
+    return path, data
+
+
+@pytest.fixture(params=["stream-memory-operations", "host-functions"])
+def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Run a test with each way of releasing streams (the default one where
+    the device supports stream waits, and host functions)."""
+    hipfile.trim_pool()   # the next flag pool is made under this setting
+    if request.param == "host-functions":
+        monkeypatch.setenv("HIPFILE_ENGINE_RELEASE", "host")
+    elif hipfile.engine.mechanism() != request.param:
+        hipfile.trim_pool()
+        pytest.skip("this device cannot use stream waits")
+    hipfile.trim_pool()
+    yield request.param
+    _wait_idle()
+    hipfile.trim_pool()
+
+
+@pytest.fixture
+def nb_stream() -> Iterator[object]:
+    s = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    yield s
+    check(hip.hipStreamSynchronize(s))
+    check(hip.hipStreamDestroy(s))
+
+
+class StreamBlocker:
+    """Holds a stream in a host function until released (an earlier, slow
+    operation on the caller's stream)."""
+
+    def __init__(self, stream: object) -> None:
+        self.release_event = threading.Event()
+        self.entered = threading.Event()
+
+        def body(_arg: int | None) -> None:
+            self.entered.set()
+            self.release_event.wait(30)
+
+        self._fn = _HOST_FN(body)
+        addr = ctypes.cast(self._fn, ctypes.c_void_p).value
+        check(hip.hipLaunchHostFunc(stream, addr, 0))
+        assert self.entered.wait(10), "the host function never ran"
+
+    def release(self) -> None:
+        self.release_event.set()
+
+
+def _wait_idle(timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while hipfile.engine.info()["outstanding"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert hipfile.engine.info()["outstanding"] == 0
+
+
+def test_read_ranges_byte_for_byte(drv, layers_file, nb_stream, mechanism):
+    path, data = layers_file
+    with device_array(LAYERS * LAYER) as dev, FileHandle(path) as fh:
+        buf = Buffer(dev, LAYERS * LAYER)
+        ranges = [(LAYER, i * LAYER, (LAYERS - 1 - i) * LAYER) for i in range(LAYERS)]
+        handles = fh.pread_async_ranges(buf, ranges, nb_stream, task_size=16 << 10)
+        assert len(handles) == LAYERS
+        assert all(isinstance(h, StreamIOHandle) for h in handles)
+        assert [h.wait(timeout=30) for h in handles] == [LAYER] * LAYERS
+        got = from_device(dev, LAYERS * LAYER)
+        for i in range(LAYERS):
+            j = LAYERS - 1 - i
+            assert np.array_equal(got[j * LAYER:(j + 1) * LAYER],
+                                  data[i * LAYER:(i + 1) * LAYER]), f"range {i}"
+        assert handles[0].calls == LAYER // (16 << 10)
+        assert handles[0].size == LAYER and handles[0].opcode == 0
+        assert handles[0].bytes_done == LAYER
+
+
+def test_single_read_defaults_and_repr(drv, layers_file):
+    path, data = layers_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        h = fh.pread_async(dev)        # whole buffer, offset 0, null stream
+        assert h.result(timeout=30) == N
+        assert "done" in repr(h)
+        assert np.array_equal(from_device(dev, N), data[:N])
+
+
+def test_read_past_end_of_file_is_short(drv, layers_file):
+    path, data = layers_file
+    size = LAYERS * LAYER
+    with device_array(N) as dev, FileHandle(path) as fh:
+        h = fh.pread_async(dev, N, size - 1000, 0, task_size=256)
+        assert h.wait(timeout=30) == 1000
+        h2 = fh.pread_async(dev, 10, size + 5, 0)
+        assert h2.wait(timeout=30) == 0
+        assert np.array_equal(from_device(dev, 1000), data[size - 1000:])
+
+
+def test_write_then_read_back(drv, tmp_path, nb_stream):
+    data = random_bytes(N, seed=3)
+    path = tmp_path / "out.bin"
+    with device_array(N) as dev, FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
+        to_device(dev, data)
+        hs = fh.pwrite_async_ranges(dev, [(N // 4, i * N // 4, i * N // 4) for i in range(4)],
+                                    nb_stream, task_size=64 << 10)
+        assert sum(h.wait(timeout=30) for h in hs) == N
+    assert path.read_bytes() == data.tobytes()
+
+
+def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechanism):
+    path, data = layers_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        blocker = StreamBlocker(nb_stream)
+        try:
+            h = fh.pread_async(dev, N, 0, 0, nb_stream)
+            time.sleep(0.2)
+            assert not h.done()
+            assert h.bytes_done is None
+            assert h.calls == 0, "the engine touched the file before the stream passed"
+        finally:
+            blocker.release()
+        assert h.wait(timeout=30) == N
+        assert np.array_equal(from_device(dev, N), data[:N])
+
+
+def test_write_waits_for_the_callers_stream(drv, tmp_path, nb_stream, mechanism):
+    """The write must read the buffer only after earlier work on the stream
+    (here: a copy that fills it) has run."""
+    data = random_bytes(N, seed=11)
+    path = tmp_path / "w.bin"
+    host = check(hip.hipHostMalloc(N, 0))
+    try:
+        ctypes.memmove(int(host), data.ctypes.data, N)
+        with device_array(N) as dev, FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
+            blocker = StreamBlocker(nb_stream)
+            try:
+                check(hip.hipMemcpyAsync(dev, host, N, hip.hipMemcpyKind.hipMemcpyHostToDevice,
+                                         nb_stream))
+                h = fh.pwrite_async(dev, N, 0, 0, nb_stream)
+                time.sleep(0.1)
+                assert h.calls == 0
+            finally:
+                blocker.release()
+            assert h.wait(timeout=30) == N
+        assert path.read_bytes() == data.tobytes()
+    finally:
+        check(hip.hipHostFree(host))
+
+
+def test_wait_on_releases_another_stream(drv, layers_file, nb_stream, mechanism):
+    path, data = layers_file
+    other = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    before = check(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming))
+    after = check(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming))
+    host = np.zeros(N, np.uint8)
+    try:
+        with device_array(N) as dev, FileHandle(path) as fh:
+            blocker = StreamBlocker(nb_stream)
+            try:
+                h = fh.pread_async(dev, N, 0, 0, nb_stream)
+                check(hip.hipEventRecord(before, other))    # work before wait_on
+                h.wait_on(other)
+                check(hip.hipEventRecord(after, other))     # work after wait_on
+                deadline = time.monotonic() + 10
+                while hip.hipEventQuery(before)[0] != hip.hipError_t.hipSuccess:
+                    assert time.monotonic() < deadline, "work before wait_on was delayed"
+                    time.sleep(0.005)
+                time.sleep(0.1)
+                assert hip.hipEventQuery(after)[0] == hip.hipError_t.hipErrorNotReady
+            finally:
+                blocker.release()
+            check(hip.hipStreamSynchronize(other))
+            assert h.done()
+            check(hip.hipMemcpy(host, dev, N, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
+            assert np.array_equal(host, data[:N])
+            h.wait_on(other)          # already done: nothing to wait for
+    finally:
+        check(hip.hipEventDestroy(before))
+        check(hip.hipEventDestroy(after))
+        check(hip.hipStreamDestroy(other))
+
+
+def test_record_event(drv, layers_file, nb_stream, mechanism):
+    path, _ = layers_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        h = fh.pread_async(dev, N, 0, 0, nb_stream)
+        ev = h.record_event()
+        assert h.record_event() is ev
+        check(hip.hipEventSynchronize(ev))
+        assert h.done() and h.wait() == N
+
+
+def test_mechanism_is_reported(drv, layers_file, mechanism):
+    path, _ = layers_file
+    mech = hipfile.engine.mechanism()
+    assert mech == mechanism
+    assert mech in ("stream-memory-operations", "host-functions")
+    with device_array(N) as dev, FileHandle(path) as fh:
+        h = fh.pread_async(dev, N)
+        assert h.mechanism == mech
+        h.wait(timeout=30)
+    assert hipfile.engine.info()["devices"][0]["mechanism"] == mech
+
+
+@pytest.mark.emulated
+def test_a_failed_chunk_fails_its_range_only(drv, layers_file):
+    from hipfile.platforms import emulated
+
+    path, data = layers_file
+    with device_array(LAYERS * LAYER) as dev, FileHandle(path) as fh:
+        emulated.inject_fault("read", errno.EIO, count=1)
+        hs = fh.pread_async_ranges(dev, [(LAYER, i * LAYER, i * LAYER) for i in range(LAYERS)],
+                                   task_size=LAYER)
+        failed = []
+        for i, h in enumerate(hs):
+            try:
+                assert h.wait(timeout=30) == LAYER
+            except OSError as e:
+                assert e.errno == errno.EIO
+                failed.append(i)
+        assert len(failed) == 1
+        got = from_device(dev, LAYERS * LAYER)
+        for i in range(LAYERS):
+            if i not in failed:
+                assert np.array_equal(got[i * LAYER:(i + 1) * LAYER],
+                                      data[i * LAYER:(i + 1) * LAYER])
+
+
+@pytest.mark.emulated
+def test_short_transfers_are_not_end_of_file(drv, layers_file):
+    from hipfile.platforms import emulated
+
+    path, data = layers_file
+    emulated.set_short_transfer(1000)
+    with device_array(N) as dev, FileHandle(path) as fh:
+        h = fh.pread_async(dev, N, 4096, 0, task_size=300_000)
+        assert h.wait(timeout=30) == N
+        assert h.calls > N // 1000
+        assert np.array_equal(from_device(dev, N), data[4096:4096 + N])
+
+
+def test_dropped_handles_are_parked_then_released(drv, layers_file, nb_stream, mechanism):
+    path, _ = layers_file
+    with device_array(N) as dev:
+        fh = FileHandle(path).open()
+        buf = Buffer(dev, N)
+        blocker = StreamBlocker(nb_stream)
+        try:
+            hs = fh.pread_async_ranges(buf, [(N // 4, 0, i * N // 4) for i in range(4)],
+                                       nb_stream)
+            del hs
+            assert hipfile.engine.info()["parked"] == 4
+            with pytest.raises(hipfile.InFlightError):
+                fh.close()
+            with pytest.raises(hipfile.InFlightError):
+                buf.deregister() if buf.registered else fh.close()
+        finally:
+            blocker.release()
+        _wait_idle()
+        fh.close()            # the sweep released the parked holds
+        assert hipfile.engine.info()["parked"] == 0
+
+
+def test_bad_input_submits_nothing(drv, layers_file):
+    path, _ = layers_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        before = hipfile.engine.info()["outstanding"]
+        with pytest.raises(ValueError):
+            fh.pread_async_ranges(dev, [(N // 2, 0, 0), (N, 0, N // 2)])   # overruns
+        with pytest.raises(TypeError):
+            fh.pread_async(dev, 1.5)
+        with pytest.raises(TypeError):
+            fh.pread_async(dev, True)
+        with pytest.raises(TypeError):
+            fh.pread_async_ranges(dev, [(1, 2)])
+        with pytest.raises(ValueError):
+            fh.pread_async(dev, 16, task_size=0)
+        with pytest.raises(TypeError):
+            fh.pread_async(dev, 16, stream="s")
+        with pytest.raises(TypeError):
+            StreamIOHandle()
+        assert fh.pread_async_ranges(dev, []) == []
+        assert hipfile.engine.info()["outstanding"] == before
+    with pytest.raises(hipfile.ClosedFileError):
+        fh.pread_async(dev, 16)
+
+
+def test_zero_byte_range_completes(drv, layers_file, nb_stream):
+    path, _ = layers_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        assert fh.pread_async(dev, 0, 0, 0, nb_stream).wait(timeout=30) == 0
+
+
+def test_wait_timeout_then_result(drv, layers_file, nb_stream):
+    path, _ = layers_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        blocker = StreamBlocker(nb_stream)
+        try:
+            h = fh.pread_async(dev, N, 0, 0, nb_stream)
+            t0 = time.monotonic()
+            with pytest.raises(TimeoutError):
+                h.wait(timeout=0.12)
+            assert time.monotonic() - t0 < 2
+        finally:
+            blocker.release()
+        assert h.wait(timeout=30) == N
+
+
+def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanism):
+    path, data = layers_file
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        try:
+            s = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+            try:
+                with device_array(LAYERS * LAYER) as dev:
+                    for _ in range(3):
+                        hs = fh.pread_async_ranges(
+                            dev, [(LAYER, i * LAYER, i * LAYER) for i in range(LAYERS)], s,
+                            task_size=32 << 10)
+                        for h in hs:
+                            h.wait_on(s)
+                        check(hip.hipStreamSynchronize(s))
+                        assert all(h.done() for h in hs)
+                        assert sum(h.wait() for h in hs) == LAYERS * LAYER
+                        assert np.array_equal(from_device(dev, LAYERS * LAYER), data)
+            finally:
+                check(hip.hipStreamDestroy(s))
+        except BaseException as e:
+            errors.append(e)
+
+    with FileHandle(path) as fh:
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors
+
+
+@pytest.fixture
+def engine_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The engine's settings from their defaults, restored afterwards."""
+    from hipfile import defaults
+
+    for var in ("HIPFILE_ENGINE_THREADS", "HIPFILE_ENGINE_TASK_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    defaults.reset("engine_threads", "engine_task_size")
+    yield
+    defaults.reset("engine_threads", "engine_task_size")
+
+
+def test_configure_validates(engine_settings):
+    with pytest.raises(ValueError):
+        hipfile.engine.configure(threads=0)
+    with pytest.raises(TypeError):
+        hipfile.engine.configure(task_size=1.0)
+    with pytest.raises(TypeError):
+        hipfile.engine.configure(threads=4, task_size=True)   # nothing applied
+    before = hipfile.engine.settings()
+    assert before == {"threads": hipfile.defaults.engine_threads(),
+                      "task_size": hipfile.defaults.engine_task_size()}
+    hipfile.engine.configure(task_size=before["task_size"])
+    assert hipfile.engine.settings() == before
+
+
+def test_settings_come_from_hipfile_defaults(engine_settings, monkeypatch, drv, layers_file):
+    from hipfile import defaults
+
+    path, _ = layers_file
+    # configure() is defaults.set() of the engine's two settings
+    hipfile.engine.configure(threads=3, task_size=8192)
+    assert defaults.get("engine_threads") == 3 and defaults.get("engine_task_size") == 8192
+    assert hipfile.engine.settings() == {"threads": 3, "task_size": 8192}
+    with device_array(N) as dev, FileHandle(path) as fh:
+        h = fh.pread_async(dev, 65536)
+        assert h.wait(timeout=30) == 65536
+        assert h.calls == 65536 // 8192, "the default task size was not used"
+        assert hipfile.engine.info()["threads"] == 3
+        # defaults.set takes effect at the next submission (the engine is idle)
+        _wait_idle()
+        with defaults.set(engine_threads=5, engine_task_size=16384):
+            assert hipfile.engine.settings() == {"threads": 5, "task_size": 16384}
+            h = fh.pread_async(dev, 65536)
+            assert h.wait(timeout=30) == 65536 and h.calls == 4
+            assert hipfile.engine.info()["threads"] == 5
+            _wait_idle()
+        # the environment applies once nothing is set, units included
+        defaults.reset("engine_threads", "engine_task_size")
+        monkeypatch.setenv("HIPFILE_ENGINE_THREADS", "2")
+        monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "32K")
+        assert hipfile.engine.settings() == {"threads": 2, "task_size": 32 << 10}
+        h = fh.pread_async(dev, 65536)
+        assert h.wait(timeout=30) == 65536 and h.calls == 2
+        assert hipfile.engine.info()["threads"] == 2
+        # a bad variable is refused at the submission, which submits nothing
+        monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "0")
+        with pytest.raises(ValueError, match="HIPFILE_ENGINE_TASK_SIZE"):
+            fh.pread_async(dev, 4096)
+        with pytest.raises(ValueError, match="HIPFILE_ENGINE_TASK_SIZE"):
+            hipfile.engine.settings()
+        # an explicit value wins over the environment
+        defaults.set("engine_task_size", 4096)
+        h = fh.pread_async(dev, 65536)
+        assert h.wait(timeout=30) == 65536 and h.calls == 16
+
+
+def test_shutdown_and_restart(drv, layers_file):
+    path, _data = layers_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        fh.pread_async(dev, N).wait(timeout=30)
+        hipfile.engine.shutdown(timeout=10)
+        assert hipfile.engine.info()["threads"] == 0
+        assert fh.pread_async(dev, N).wait(timeout=30) == N
+        assert hipfile.engine.info()["threads"] > 0
+
+
+TWO_DEVICE_SCRIPT = r"""
+import numpy as np, os, sys, hipfile
+from hip import hip
+
+def ok(r):
+    assert r[0] == hip.hipError_t.hipSuccess, r
+    return r[1] if len(r) == 2 else None
+
+path = sys.argv[1]
+data = np.fromfile(path, np.uint8)
+ok(hip.hipSetDevice(1))
+dev = ok(hip.hipMalloc(data.nbytes))
+s = ok(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+ok(hip.hipSetDevice(0))
+with hipfile.Driver(), hipfile.open(path) as fh:
+    hs = fh.pread_async_ranges(hipfile.Buffer(dev, data.nbytes),
+                               [(4096, i * 4096, i * 4096) for i in range(data.nbytes // 4096)],
+                               s, task_size=1024)
+    assert {h.device for h in hs} == {1}, {h.device for h in hs}
+    for h in hs:
+        h.wait_on(s)
+    ok(hip.hipStreamSynchronize(s))
+    assert sum(h.wait() for h in hs) == data.nbytes
+    out = np.empty_like(data)
+    ok(hip.hipMemcpy(out, dev, data.nbytes, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
+    assert (out == data).all()
+    assert ok(hip.hipGetDevice()) == 0, "the caller's device changed"
+    del hs
+hipfile.trim_pool()
+ok(hip.hipStreamDestroy(s))
+ok(hip.hipFree(dev))
+print("two-device engine ok")
+"""
+
+
+@pytest.mark.emulated
+def test_buffer_and_stream_on_device_1(layers_file, tmp_path):
+    path, _ = layers_file
+    script = tmp_path / "two.py"
+    script.write_text(TWO_DEVICE_SCRIPT)
+    env = dict(os.environ, HIPFILE_EMU_DEVICES="2", HIPFILE_PLATFORM="emulated",
+               PYTHONWARNINGS="ignore")
+    proc = subprocess.run([sys.executable, str(script), str(path)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "two-device engine ok" in proc.stdout

@@ -1,0 +1,372 @@
+"""FileHandle: lifetime, registration rules, hipfile.open and compat mode."""
+
+from __future__ import annotations
+
+import errno
+import gc
+import os
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _util import check, from_device, random_bytes, to_device
+from hip import hip
+
+import hipfile
+from hipfile import (
+    BoolConfigParameter,
+    FileHandle,
+    FileHandleType,
+    OpError,
+)
+
+N = 1 << 16
+
+
+def fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def fill(dev: Any, value: int, nbytes: int = N) -> None:
+    check(hip.hipMemset(dev, value, nbytes))
+
+
+# -- lifetime -------------------------------------------------------------------------------
+
+
+def test_upstream_constructor_does_not_open(data_path: Path) -> None:
+    fh = FileHandle(data_path, os.O_RDONLY)
+    assert fh.closed
+    assert fh.handle is None
+    assert fh.fd is None
+    assert fh.path == data_path
+    assert fh.flags == os.O_RDONLY
+    assert fh.mode == 0o644 == FileHandle.DEFAULT_MODE
+    assert fh.handle_type is FileHandleType.OPAQUE_FD
+    with fh:
+        assert not fh.closed
+        assert isinstance(fh.handle, int)
+        assert isinstance(fh.fd, int)
+    assert fh.closed
+    assert fh.handle is None
+    assert fh.fd is None
+
+
+def test_open_is_idempotent_and_close_too(data_path: Path) -> None:
+    fh = FileHandle(data_path, os.O_RDONLY)
+    before = fd_count()
+    assert fh.open() is fh
+    handle, fd = fh.handle, fh.fd
+    opened = fd_count()  # the library may open descriptors of its own
+    assert opened > before
+    assert fh.open() is fh
+    assert (fh.handle, fh.fd) == (handle, fd)
+    assert fd_count() == opened
+    fh.close()
+    assert fh.closed
+    assert fd_count() == before
+    fh.close()
+    assert fh.closed
+    assert fd_count() == before
+
+
+@pytest.mark.emulated
+def test_one_registration_per_open(data_path: Path) -> None:
+    from hipfile.platforms import emulated
+
+    fh = hipfile.open(data_path)
+    fh.open()
+    assert emulated.counters()["handles"] == 1
+    fh.close()
+    fh.close()
+    assert emulated.counters()["handles"] == 0
+
+
+def test_reopen_after_close(driver: hipfile.Driver, data_path: Path, payload: np.ndarray,
+                            dev: Any) -> None:
+    fh = hipfile.open(data_path)
+    fh.close()
+    fh.open()
+    try:
+        assert fh.read(dev, 64) == 64
+        assert np.array_equal(from_device(dev, 64), payload[:64])
+    finally:
+        fh.close()
+
+
+def test_handle_type_rules(data_path: Path) -> None:
+    fh = FileHandle(data_path, os.O_RDONLY)
+    with pytest.raises(NotImplementedError, match="OPAQUE_WIN32"):
+        fh.handle_type = FileHandleType.OPAQUE_WIN32
+    with pytest.raises(ValueError, match="not a member"):
+        fh.handle_type = 7  # type: ignore[assignment]
+    with pytest.raises(NotImplementedError):
+        FileHandle(data_path, os.O_RDONLY, handle_type=FileHandleType.USERSPACE_FS)
+    with fh:
+        with pytest.raises(RuntimeError, match="while FileHandle is open"):
+            fh.handle_type = FileHandleType.OPAQUE_FD
+    fh.handle_type = FileHandleType.OPAQUE_FD
+    assert fh.handle_type is FileHandleType.OPAQUE_FD
+
+
+def test_path_or_fd_is_required() -> None:
+    with pytest.raises(ValueError, match="path or an fd"):
+        FileHandle(None)
+
+
+def test_repr(data_path: Path) -> None:
+    fh = FileHandle(data_path, os.O_RDONLY)
+    assert repr(fh) == f"<hipfile.FileHandle path={data_path!r} closed>"
+    with fh:
+        assert repr(fh) == f"<hipfile.FileHandle path={data_path!r} fd={fh.fd}>"
+
+
+def test_from_fd_leaves_the_descriptor_open(
+    driver: hipfile.Driver, data_path: Path, payload: np.ndarray, dev: Any
+) -> None:
+    fd = os.open(data_path, os.O_RDONLY)
+    try:
+        fh = FileHandle.from_fd(fd)
+        assert not fh.closed
+        assert fh.fd == fd
+        assert fh.path is None
+        assert fh.read(dev, 256, 16) == 256
+        assert np.array_equal(from_device(dev, 256), payload[16:272])
+        fh.close()
+        assert fh.closed
+        assert fh.fd is None
+        os.fstat(fd)  # still open
+        assert os.pread(fd, 4, 0) == payload[:4].tobytes()
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.emulated
+def test_same_descriptor_twice_is_refused(data_path: Path) -> None:
+    fd = os.open(data_path, os.O_RDONLY)
+    try:
+        with FileHandle.from_fd(fd):
+            with pytest.raises(hipfile.HandleAlreadyRegisteredError):
+                FileHandle.from_fd(fd)
+        os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.emulated
+def test_failed_registration_closes_the_descriptor_it_opened(data_path: Path) -> None:
+    from hipfile.platforms import emulated
+
+    fh = FileHandle(data_path, os.O_RDONLY)
+    before = fd_count()
+    emulated.inject_fault("register", errno.EIO)
+    with pytest.raises(hipfile.InternalError) as info:
+        fh.open()
+    assert info.value.func == "hipFileHandleRegister"
+    assert fd_count() == before
+    assert fh.closed
+    assert fh.fd is None
+    # the next attempt works
+    fh.open()
+    assert fd_count() == before + 1
+    fh.close()
+    assert fd_count() == before
+
+
+@pytest.mark.emulated
+def test_failed_registration_leaves_a_callers_descriptor_open(data_path: Path) -> None:
+    from hipfile.platforms import emulated
+
+    fd = os.open(data_path, os.O_RDONLY)
+    try:
+        emulated.inject_fault("register", OpError.HANDLE_ALREADY_REGISTERED)
+        with pytest.raises(hipfile.HandleAlreadyRegisteredError):
+            FileHandle.from_fd(fd)
+        os.fstat(fd)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.emulated
+@pytest.mark.parametrize(
+    ("target", "flags", "code"),
+    [
+        ("dir", os.O_RDONLY, OpError.INVALID_FILE_TYPE),
+        ("file", os.O_RDWR | os.O_APPEND, OpError.INVALID_FILE_OPEN_FLAG),
+    ],
+)
+def test_unsupported_files(tmp_path: Path, data_path: Path, target: str, flags: int,
+                           code: OpError) -> None:
+    path = tmp_path if target == "dir" else data_path
+    before = fd_count()
+    with pytest.raises(hipfile.HipFileException) as info:
+        FileHandle(path, flags).open()
+    assert info.value.hipfile_err == code
+    assert fd_count() == before
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        hipfile.open(tmp_path / "missing.bin")
+    with pytest.raises(FileNotFoundError):
+        hipfile.open(tmp_path / "missing.bin", "r+")
+
+
+def test_resource_warning_when_collected_open(data_path: Path) -> None:
+    fh = hipfile.open(data_path)
+    fd = fh.fd
+    assert fd is not None
+    with pytest.warns(ResourceWarning, match=r"FileHandle path=.* fd=\d+> was not closed"):
+        del fh
+        gc.collect()
+    with pytest.raises(OSError) as info:
+        os.fstat(fd)
+    assert info.value.errno == errno.EBADF
+
+
+def test_no_warning_when_closed(data_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fh = hipfile.open(data_path)
+        fh.close()
+        del fh
+        gc.collect()
+        unopened = FileHandle(data_path, os.O_RDONLY)
+        del unopened
+        gc.collect()
+
+
+# -- hipfile.open ----------------------------------------------------------------------------
+
+
+def test_open_modes(tmp_path: Path, payload: np.ndarray) -> None:
+    path = tmp_path / "modes.bin"
+    with pytest.raises(FileNotFoundError):
+        hipfile.open(path, "r")
+
+    with hipfile.open(path, "a") as fh:  # creates, does not truncate
+        assert fh.flags == os.O_RDWR | os.O_CREAT
+    assert path.exists()
+    path.write_bytes(payload.tobytes())
+    with hipfile.open(path, "a"):
+        pass
+    assert path.stat().st_size == N
+
+    with hipfile.open(path, "r+") as fh:
+        assert fh.flags == os.O_RDWR
+    assert path.stat().st_size == N
+
+    with hipfile.open(path, "r") as fh:
+        assert fh.flags == os.O_RDONLY
+    assert path.stat().st_size == N
+
+    with hipfile.open(path, "w") as fh:  # truncates
+        assert fh.flags == os.O_RDWR | os.O_CREAT | os.O_TRUNC
+    assert path.stat().st_size == 0
+
+    with hipfile.open(path, os.O_RDONLY) as fh:
+        assert fh.flags == os.O_RDONLY
+
+
+@pytest.mark.parametrize("mode", ["x", "rb", "w+", "", "R"])
+def test_open_rejects_unknown_modes(tmp_path: Path, mode: str) -> None:
+    with pytest.raises(ValueError, match="flags must be one of"):
+        hipfile.open(tmp_path / "f.bin", mode)
+    assert not (tmp_path / "f.bin").exists()
+
+
+def test_open_mode_bits(tmp_path: Path) -> None:
+    path = tmp_path / "private.bin"
+    umask = os.umask(0o022)
+    os.umask(umask)
+    with hipfile.open(path, "w", 0o600) as fh:
+        assert fh.mode == 0o600
+    assert path.stat().st_mode & 0o777 == 0o600 & ~umask
+
+
+@pytest.mark.emulated
+def test_read_only_file_refuses_writes(driver: hipfile.Driver, data_path: Path,
+                                       dev: Any) -> None:
+    with hipfile.open(data_path, "r") as fh:
+        with pytest.raises(OSError) as info:
+            fh.write(dev, 10)
+    assert info.value.errno == errno.EBADF
+
+
+def _direct_io_supported(folder: Path) -> bool:
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return False
+    try:
+        fd = os.open(folder / "direct-probe", os.O_RDWR | os.O_CREAT | flag, 0o644)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def test_direct_io(driver: hipfile.Driver, data_path: Path, payload: np.ndarray,
+                   dev: Any) -> None:
+    if not _direct_io_supported(data_path.parent):
+        pytest.skip(f"the file system of {data_path.parent} does not allow O_DIRECT")
+    fill(dev, 0)
+    with hipfile.open(data_path, "r+", direct=True) as fh:
+        assert fh.flags & os.O_DIRECT
+        # aligned: size and offset are multiples of 4096
+        assert fh.read(dev, 8192, 4096) == 8192
+        assert np.array_equal(from_device(dev, 8192), payload[4096:12288])
+        # unaligned: the library takes its buffered path
+        assert fh.read(dev, 1001, 3, 5) == 1001
+        assert np.array_equal(from_device(dev, 1001, 5), payload[3:1004])
+        to_device(dev, random_bytes(4096, seed=9))
+        assert fh.write(dev, 4096, 8192) == 4096
+    assert data_path.read_bytes()[8192:12288] == random_bytes(4096, seed=9).tobytes()
+
+
+# -- compat mode -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def compat_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    monkeypatch.delenv("HIPFILE_ALLOW_COMPAT_MODE", raising=False)
+    monkeypatch.delenv("HIPFILE_FORCE_COMPAT_MODE", raising=False)
+    allow = hipfile.get_parameter(BoolConfigParameter.PROPERTIES_ALLOW_COMPAT_MODE)
+    force = hipfile.get_parameter(BoolConfigParameter.FORCE_COMPAT_MODE)
+    yield monkeypatch
+    hipfile.set_parameter(BoolConfigParameter.PROPERTIES_ALLOW_COMPAT_MODE, allow)
+    hipfile.set_parameter(BoolConfigParameter.FORCE_COMPAT_MODE, force)
+
+
+@pytest.mark.emulated
+def test_compat_mode_disabled_by_environment(compat_env: pytest.MonkeyPatch,
+                                             data_path: Path) -> None:
+    compat_env.setenv("HIPFILE_ALLOW_COMPAT_MODE", "false")
+    before = fd_count()
+    with pytest.raises(hipfile.HipFileException) as info:
+        hipfile.open(data_path)
+    assert info.value.err is OpError.DIO_NOT_SET
+    assert info.value.func == "hipFileHandleRegister"
+    assert fd_count() == before
+    if _direct_io_supported(data_path.parent):
+        with hipfile.open(data_path, direct=True) as fh:
+            assert not fh.closed
+    # forcing compat mode wins over disallowing it
+    compat_env.setenv("HIPFILE_FORCE_COMPAT_MODE", "true")
+    with hipfile.open(data_path) as fh:
+        assert not fh.closed
+
+
+@pytest.mark.emulated
+def test_compat_mode_disabled_by_parameter(compat_env: pytest.MonkeyPatch,
+                                           data_path: Path) -> None:
+    hipfile.set_parameter(BoolConfigParameter.PROPERTIES_ALLOW_COMPAT_MODE, False)
+    with pytest.raises(hipfile.HipFileException) as info:
+        hipfile.open(data_path)
+    assert info.value.err is OpError.DIO_NOT_SET
+    # the environment wins over the parameter
+    compat_env.setenv("HIPFILE_ALLOW_COMPAT_MODE", "true")
+    with hipfile.open(data_path) as fh:
+        assert not fh.closed

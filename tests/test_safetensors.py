@@ -1,0 +1,572 @@
+"""hipfile.safetensors against the reference ``safetensors`` package."""
+
+from __future__ import annotations
+
+import errno
+import gc
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _util import device_array, from_device, random_bytes, to_device
+
+import hipfile
+from hipfile import safetensors as hst
+
+st = pytest.importorskip("safetensors")
+stn = pytest.importorskip("safetensors.numpy")
+
+# header dtype -> the reference package's dtype name and bytes per element
+# (F4: two values per byte)
+REF_DTYPES = {
+    "BOOL": ("bool", 1), "U8": ("uint8", 1), "I8": ("int8", 1),
+    "I16": ("int16", 2), "U16": ("uint16", 2), "F16": ("float16", 2),
+    "BF16": ("bfloat16", 2), "I32": ("int32", 4), "U32": ("uint32", 4),
+    "F32": ("float32", 4), "F64": ("float64", 8), "I64": ("int64", 8),
+    "U64": ("uint64", 8), "C64": ("complex64", 8),
+    "F8_E4M3": ("float8_e4m3fn", 1), "F8_E5M2": ("float8_e5m2", 1),
+    "F8_E4M3FNUZ": ("float8_e4m3fnuz", 1), "F8_E5M2FNUZ": ("float8_e5m2fnuz", 1),
+    "F8_E8M0": ("float8_e8m0fnu", 1), "F4": ("float4_e2m1fn_x2", 1),
+}
+
+
+def write_reference(path: Path, tensors: dict[str, tuple[str, list[int], bytes]],
+                    metadata: dict[str, str] | None = None) -> None:
+    """Write a file with the reference serializer from raw bytes."""
+    keep = {}
+    specs: dict[str, Any] = {}
+    for name, (dtype, shape, data) in tensors.items():
+        arr = np.frombuffer(data, np.uint8) if data else np.zeros(1, np.uint8)
+        keep[name] = arr
+        ref, _ = REF_DTYPES[dtype]
+        storage = list(shape)
+        if dtype == "F4":
+            storage[-1] //= 2
+        if hasattr(st, "TensorSpec"):  # safetensors >= 0.8
+            specs[name] = st.TensorSpec(dtype=ref, shape=storage, data_ptr=arr.ctypes.data,
+                                        data_len=len(data))
+        else:  # older releases take the bytes
+            specs[name] = {"dtype": ref, "shape": storage, "data": data}
+    st.serialize_file(specs, str(path), metadata)
+
+
+def reference_tensors(path: Path) -> tuple[dict[str, dict[str, Any]], dict[str, str] | None]:
+    raw = path.read_bytes()
+    out = {name: info for name, info in st.deserialize(raw)}
+    (n,) = struct.unpack("<Q", raw[:8])
+    meta = json.loads(raw[8:8 + n]).get("__metadata__")
+    return out, meta
+
+
+def host_bytes(t: hst.DeviceTensor) -> bytes:
+    return from_device(t.ptr, t.nbytes).tobytes() if t.nbytes else b""
+
+
+def make_tensors(seed: int = 0) -> dict[str, tuple[str, list[int], bytes]]:
+    rng = np.random.default_rng(seed)
+    out: dict[str, tuple[str, list[int], bytes]] = {}
+    for i, (dtype, (_, size)) in enumerate(sorted(REF_DTYPES.items())):
+        shape = [3, 5 + i] if dtype != "F4" else [3, 2 * (5 + i)]
+        n = int(np.prod(shape))
+        nbytes = n // 2 if dtype == "F4" else n * size
+        data = rng.integers(0, 256, nbytes, dtype=np.uint8)
+        if dtype == "BOOL":
+            data = data % 2
+        out[f"t.{dtype.lower()}"] = (dtype, shape, data.tobytes())
+    out["empty"] = ("F32", [0, 4], b"")
+    out["scalar"] = ("F64", [], np.float64(2.5).tobytes())
+    return out
+
+
+# --------------------------------------------------------------------------
+# round trips
+# --------------------------------------------------------------------------
+
+
+def test_load_every_dtype(tmp_path: Path) -> None:
+    path = tmp_path / "all.safetensors"
+    tensors = make_tensors()
+    write_reference(path, tensors, {"format": "pt", "note": "é"})
+    info: dict[str, Any] = {}
+    out = hst.load_file(path, info=info)
+    assert list(out) == list(hst.read_header(path).tensors)
+    assert set(out) == set(tensors)
+    assert info["reads"] == 1 and info["reader"] == "parallel"
+    for name, (dtype, shape, data) in tensors.items():
+        t = out[name]
+        assert isinstance(t, hst.DeviceTensor)
+        assert t.dtype.name == dtype and t.shape == tuple(shape) and t.nbytes == len(data)
+        assert host_bytes(t) == data, name
+    # views of one allocation
+    owners = {id(t._owner) for t in out.values()}
+    assert len(owners) == 1
+    with hst.safe_open(path) as f:
+        assert f.metadata() == {"format": "pt", "note": "é"}
+
+
+def test_save_every_dtype_reads_back_in_the_reference(tmp_path: Path) -> None:
+    src = tmp_path / "src.safetensors"
+    tensors = make_tensors(seed=3)
+    write_reference(src, tensors)
+    loaded = hst.load_file(src)
+    dst = tmp_path / "dst.safetensors"
+    hst.save_file(loaded, dst, metadata={"k": "v"})
+    ref, meta = reference_tensors(dst)
+    assert meta == {"k": "v"}
+    assert set(ref) == set(tensors)
+    for name, (dtype, shape, data) in tensors.items():
+        assert ref[name]["dtype"] == dtype
+        assert list(ref[name]["shape"]) == shape
+        assert bytes(ref[name]["data"]) == data, name
+    raw = dst.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    assert n % 8 == 0  # padded header
+    # every tensor is aligned to its element size in the file
+    for t in hst.read_header(dst).tensors.values():
+        assert (8 + n + t.begin) % max(1, t.dtype.bits // 8) == 0
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_numpy_reference_round_trip(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    arrays = {
+        "a": rng.standard_normal((64, 33)).astype(np.float32),
+        "b": rng.integers(-100, 100, (17,), dtype=np.int64),
+        "c": rng.standard_normal((5, 5, 5)).astype(np.float16),
+        "z": np.zeros((0,), np.uint8),
+    }
+    path = tmp_path / "np.safetensors"
+    stn.save_file(arrays, str(path), metadata={"m": "1"})
+    out = hst.load_file(path)
+    for k, a in arrays.items():
+        got = np.frombuffer(host_bytes(out[k]), a.dtype).reshape(a.shape)
+        assert np.array_equal(got, a)
+        cai = out[k].__cuda_array_interface__
+        assert cai["shape"] == a.shape and cai["version"] == 3
+        assert np.dtype(cai["typestr"]) == a.dtype
+    back = tmp_path / "back.safetensors"
+    hst.save_file(out, back)
+    again = stn.load_file(str(back))
+    for k, a in arrays.items():
+        assert np.array_equal(again[k], a)
+
+
+def test_save_device_arrays_and_wrapped_memory(tmp_path: Path) -> None:
+    data = random_bytes(4096, seed=8)
+    with device_array(4096) as dev:
+        to_device(dev, data)
+        # a HIP-Python DeviceArray of bytes names its dtype (U8) and shape
+        t16 = hst.DeviceTensor.wrap(dev, "BF16", [32, 64])
+        path = tmp_path / "w.safetensors"
+        hst.save_file({"bytes": dev, "bf16": t16}, path)
+        ref, meta = reference_tensors(path)
+    assert meta is None
+    assert ref["bytes"]["dtype"] == "U8" and list(ref["bytes"]["shape"]) == [4096]
+    assert ref["bf16"]["dtype"] == "BF16" and list(ref["bf16"]["shape"]) == [32, 64]
+    assert bytes(ref["bytes"]["data"]) == bytes(ref["bf16"]["data"]) == data.tobytes()
+
+
+def test_empty_files(tmp_path: Path) -> None:
+    path = tmp_path / "none.safetensors"
+    hst.save_file({}, path, metadata={"only": "metadata"})
+    assert hst.load_file(path) == {}
+    ref, meta = reference_tensors(path)
+    assert ref == {} and meta == {"only": "metadata"}
+    only_empty = tmp_path / "zero.safetensors"
+    write_reference(only_empty, {"a": ("F32", [0], b""), "b": ("I8", [2, 0], b"")})
+    out = hst.load_file(only_empty)
+    assert [t.shape for t in out.values()] == [(0,), (2, 0)]
+
+
+@pytest.mark.parametrize("task_size", [4096, 12345, 1 << 16, 1 << 20, None])
+@pytest.mark.parametrize("direct", [None, False])
+def test_big_file_across_task_sizes(tmp_path: Path, task_size: int | None,
+                                    direct: bool | None) -> None:
+    rng = np.random.default_rng(task_size or 1)
+    sizes = [3 << 20, 1, 777_777, 4096, 2 << 20]  # odd sizes on purpose
+    tensors = {f"layer{i}": ("U8", [n], rng.integers(0, 256, n, dtype=np.uint8).tobytes())
+               for i, n in enumerate(sizes)}
+    path = tmp_path / "big.safetensors"
+    write_reference(path, tensors)
+    info: dict[str, Any] = {}
+    out = hst.load_file(path, direct=direct, task_size=task_size, info=info)
+    if direct is False:
+        assert info["direct"] is False
+    assert info["task_size"] % hst.ALIGNMENT == 0
+    for name, (_, _, data) in tensors.items():
+        assert host_bytes(out[name]) == data
+
+
+@pytest.mark.parametrize("task_size", [4096, 12345, 1 << 20, None])
+@pytest.mark.parametrize("direct", [None, False])
+def test_stream_reader(tmp_path: Path, task_size: int | None, direct: bool | None) -> None:
+    rng = np.random.default_rng(task_size or 2)
+    sizes = [3 << 20, 1, 777_777, 4096, 2 << 20]
+    tensors = {f"layer{i}": ("U8", [n], rng.integers(0, 256, n, dtype=np.uint8).tobytes())
+               for i, n in enumerate(sizes)}
+    path = tmp_path / "big.safetensors"
+    write_reference(path, tensors)
+    info: dict[str, Any] = {}
+    out = hst.load_file(path, direct=direct, task_size=task_size, reader="stream", info=info)
+    assert info["reader"] == "stream"
+    assert info["task_size"] % hst.ALIGNMENT == 0
+    if task_size is None:
+        assert info["task_size"] == hipfile.defaults.engine_task_size()
+    for name, (_, _, data) in tensors.items():
+        assert host_bytes(out[name]) == data
+    # the subset path and the lazy reader choose it too
+    sub = hst.load_file(path, names=["layer2", "layer0"], reader="stream")
+    assert host_bytes(sub["layer2"]) == tensors["layer2"][2]
+    with hst.safe_open(path, reader="stream") as f:
+        assert host_bytes(f.get_tensor("layer4")) == tensors["layer4"][2]
+        assert host_bytes(f.load_all()["layer3"]) == tensors["layer3"][2]
+    with pytest.raises(ValueError, match="reader"):
+        hst.safe_open(path, reader="telepathy")
+
+
+def test_stream_reader_through_the_engine(tmp_path: Path) -> None:
+    """The stream reader is the engine's: its calls are counted there."""
+    path = tmp_path / "e.safetensors"
+    write_reference(path, {"a": ("U8", [1 << 20], random_bytes(1 << 20).tobytes())})
+    calls: list[int] = []
+    real = hipfile.FileHandle.pread_async_ranges
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+        hs = real(self, *args, **kwargs)
+        calls.append(len(hs))
+        return hs
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(hipfile.FileHandle, "pread_async_ranges", counting)
+        out = hst.load_file(path, reader="stream", task_size=65536)
+    assert calls == [1]
+    assert host_bytes(out["a"]) == random_bytes(1 << 20).tobytes()
+
+
+def test_direct_io_required(tmp_path: Path) -> None:
+    path = tmp_path / "d.safetensors"
+    write_reference(path, {"x": ("F32", [1000], random_bytes(4000).tobytes())})
+    info: dict[str, Any] = {}
+    try:
+        out = hst.load_file(path, direct=True, info=info)
+    except OSError as e:  # the file system refuses O_DIRECT
+        assert e.errno == errno.EINVAL
+        return
+    assert info["direct"] is True
+    assert host_bytes(out["x"]) == random_bytes(4000).tobytes()
+
+
+def test_names_subset_and_safe_open(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    tensors = {f"t{i}": ("U8", [300_000], rng.integers(0, 256, 300_000, np.uint8).tobytes())
+               for i in range(8)}
+    path = tmp_path / "s.safetensors"
+    write_reference(path, tensors, {"a": "b"})
+    info: dict[str, Any] = {}
+    out = hst.load_file(path, names=["t6", "t1"], info=info)
+    assert list(out) == ["t6", "t1"]
+    assert host_bytes(out["t6"]) == tensors["t6"][2]
+    assert host_bytes(out["t1"]) == tensors["t1"][2]
+    full = hst.read_header(path).file_size
+    assert info["bytes_read"] < full  # only what the names need, coalesced
+    info2: dict[str, Any] = {}
+    hst.load_file(path, names=["t1", "t2", "t3"], info=info2)
+    assert info2["reads"] == 1  # adjacent tensors: one range
+    with pytest.raises(KeyError, match="nope"):
+        hst.load_file(path, names=["nope"])
+    with hst.safe_open(path) as f:
+        assert f.keys() == [f"t{i}" for i in range(8)]
+        assert "t3" in f and "x" not in f and list(f) == f.keys()
+        assert f.metadata() == {"a": "b"}
+        assert host_bytes(f.get_tensor("t5")) == tensors["t5"][2]
+        everything = f.load_all()
+        assert host_bytes(everything["t7"]) == tensors["t7"][2]
+        with pytest.raises(KeyError):
+            f.get_tensor("missing")
+    with pytest.raises(ValueError, match="closed"):
+        f.get_tensor("t1")
+    f.close()  # idempotent
+
+
+@pytest.mark.emulated
+def test_memory_is_freed_with_the_last_view(tmp_path: Path) -> None:
+    from hipfile.platforms import emulated
+
+    path = tmp_path / "m.safetensors"
+    write_reference(path, {"a": ("F32", [10], bytes(40)), "b": ("F32", [10], bytes(40))})
+    before = emulated.counters()["allocations"]
+    out = hst.load_file(path)
+    assert emulated.counters()["allocations"] == before + 1  # one per file
+    a = out.pop("a")
+    del out
+    gc.collect()
+    assert emulated.counters()["allocations"] == before + 1  # "a" keeps it
+    del a
+    gc.collect()
+    assert emulated.counters()["allocations"] == before
+    alloc = hst.DeviceAllocation(100)
+    alloc.free()
+    alloc.free()
+    assert alloc.freed and emulated.counters()["allocations"] == before
+
+
+# --------------------------------------------------------------------------
+# planning
+# --------------------------------------------------------------------------
+
+
+def test_plan_reads() -> None:
+    reads, origin, span = hst.plan_reads([(100, 5000), (5000, 9000)])
+    assert origin == 0 and span == 12288
+    assert reads == [hst.ReadRange(0, 12288, 0)]
+    # far apart: two ranges, laid out like the file from the origin
+    reads, origin, span = hst.plan_reads([(10 << 20, (10 << 20) + 10), (8192, 8200)],
+                                         max_gap=1 << 20)
+    assert origin == 8192
+    assert reads == [hst.ReadRange(8192, 4096, 0),
+                     hst.ReadRange(10 << 20, 4096, (10 << 20) - 8192)]
+    assert span == (10 << 20) + 4096 - 8192
+    # close enough: merged
+    reads, _, _ = hst.plan_reads([(0, 10), (1 << 20, (1 << 20) + 1)], max_gap=1 << 20)
+    assert len(reads) == 1
+    assert hst.plan_reads([(5, 5)]) == ([], 0, 0)
+    for r in hst.plan_reads([(1, 2), (70000, 90001)], alignment=512, max_gap=0)[0]:
+        assert r.file_offset % 512 == 0 and r.size % 512 == 0
+    with pytest.raises(ValueError):
+        hst.plan_reads([(10, 5)])
+    with pytest.raises(ValueError):
+        hst.plan_reads([(0, 5)], alignment=0)
+
+
+# --------------------------------------------------------------------------
+# corrupt files
+# --------------------------------------------------------------------------
+
+
+def _file(tmp_path: Path, header: Any = None, data: bytes = b"", raw: bytes | None = None,
+          length: int | None = None, whole: bytes | None = None) -> Path:
+    path = tmp_path / "bad.safetensors"
+    if whole is not None:
+        path.write_bytes(whole)
+        return path
+    body = raw if raw is not None else json.dumps(header).encode()
+    n = len(body) if length is None else length
+    path.write_bytes(struct.pack("<Q", n) + body + data)
+    return path
+
+
+def _t(dtype: str = "F32", shape: list[int] | None = None,
+       offsets: list[int] | None = None) -> dict[str, Any]:
+    return {"dtype": dtype, "shape": [2] if shape is None else shape,
+            "data_offsets": [0, 8] if offsets is None else offsets}
+
+
+BAD = [
+    ("too short", dict(whole=b"\x02\0\0"), "too short"),
+    ("empty header", dict(raw=b"", length=0), "does not fit"),
+    ("length past end", dict(header={}, length=1 << 20), "does not fit"),
+    ("length over limit", dict(header={}, length=(1 << 40)), "exceeds"),
+    ("not json", dict(raw=b"{not json}"), "not valid JSON"),
+    ("not an object", dict(raw=b"[1, 2]"), "not a JSON object"),
+    ("not utf-8", dict(raw=b"{\"\xff\": 1}"), "not UTF-8"),
+    ("duplicate", dict(raw=b'{"a": {}, "a": {}}'), "twice"),
+    ("unknown dtype", dict(header={"a": _t("F12")}, data=bytes(8)), "unknown dtype"),
+    ("dtype not str", dict(header={"a": _t(7)}, data=bytes(8)),  # type: ignore[arg-type]
+     "unknown dtype"),
+    ("entry not object", dict(header={"a": [1]}), "not an object"),
+    ("missing field", dict(header={"a": {"dtype": "F32", "shape": [2]}}), "missing"),
+    ("extra field", dict(header={"a": {**_t(), "x": 1}}, data=bytes(8)), "unknown"),
+    ("negative dim", dict(header={"a": _t(shape=[-2])}, data=bytes(8)), "non-negative"),
+    ("bool dim", dict(header={"a": _t(shape=[True])}, data=bytes(8)), "non-negative"),
+    ("offsets shape", dict(header={"a": _t(offsets=[0])}, data=bytes(8)), "begin, end"),
+    ("reversed offsets", dict(header={"a": _t(offsets=[8, 0])}, data=bytes(8)),
+     "bad data_offsets"),
+    ("out of range", dict(header={"a": _t(offsets=[0, 16])}, data=bytes(8)), "run past"),
+    ("size mismatch", dict(header={"a": _t(shape=[3])}, data=bytes(8)), "bytes for shape"),
+    ("overlap", dict(header={"a": _t(), "b": _t(offsets=[4, 12])}, data=bytes(12)),
+     "overlap"),
+    ("gap", dict(header={"a": _t(offsets=[4, 12])}, data=bytes(12)), "gap"),
+    ("trailing bytes", dict(header={"a": _t()}, data=bytes(12)), "cover 8 bytes"),
+    ("metadata type", dict(header={"__metadata__": {"a": 1}}), "strings to strings"),
+    ("packed remainder", dict(header={"a": _t("F4", shape=[3], offsets=[0, 1])},
+                              data=bytes(1)), "whole bytes"),
+]
+
+
+@pytest.mark.parametrize("kwargs,match", [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_corrupt_headers(tmp_path: Path, kwargs: dict[str, Any], match: str) -> None:
+    path = _file(tmp_path, **kwargs)
+    with pytest.raises(hst.SafetensorsError, match=match):
+        hst.read_header(path)
+    with pytest.raises(hst.SafetensorsError, match=match):
+        hst.load_file(path)
+    with pytest.raises(hst.SafetensorsError, match=match):
+        hst.safe_open(path)
+    assert issubclass(hst.SafetensorsError, ValueError)
+
+
+def test_reference_rejects_what_we_reject(tmp_path: Path) -> None:
+    """Cross-check a few cases with the reference parser."""
+    for case in ("overlap", "gap", "out of range", "size mismatch"):
+        kwargs = next(b[1] for b in BAD if b[0] == case)
+        path = _file(tmp_path, **kwargs)
+        with pytest.raises(Exception):  # noqa: B017 - the reference's own error type
+            st.deserialize(path.read_bytes())
+
+
+# --------------------------------------------------------------------------
+# errors
+# --------------------------------------------------------------------------
+
+
+def test_argument_errors(tmp_path: Path) -> None:
+    path = tmp_path / "ok.safetensors"
+    write_reference(path, {"a": ("U8", [4], b"abcd")})
+    with pytest.raises(ValueError, match="framework"):
+        hst.load_file(path, framework="jax")
+    with pytest.raises(ValueError, match="reader"):
+        hst.load_file(path, reader="telepathy")
+    with pytest.raises(ValueError, match="task_size"):
+        hst.load_file(path, task_size=0)
+    with pytest.raises(FileNotFoundError):
+        hst.load_file(tmp_path / "missing.safetensors")
+    out = hst.load_file(path)
+    with pytest.raises(hst.SafetensorsError, match="strings"):
+        hst.save_file(out, tmp_path / "x.safetensors", metadata={"a": 1})  # type: ignore[dict-item]
+    with pytest.raises(hst.SafetensorsError, match="name"):
+        hst.save_file({"__metadata__": out["a"]}, tmp_path / "x.safetensors")
+    with pytest.raises(hst.SafetensorsError, match="not device memory"):
+        hst.save_file({"h": np.zeros(4)}, tmp_path / "x.safetensors")
+    with pytest.raises(hst.SafetensorsError, match="unknown dtype"):
+        hst.DeviceTensor(None, 0, "Q9", [1])
+    with device_array(16) as dev:
+        with pytest.raises(ValueError, match="bytes of memory"):
+            hst.DeviceTensor.wrap(dev, "F64", [4])
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+@pytest.mark.emulated
+@pytest.mark.parametrize("reader", ["parallel", "stream"])
+def test_read_failure_raises_and_frees(tmp_path: Path, reader: str) -> None:
+    from hipfile.platforms import emulated
+
+    path = tmp_path / "f.safetensors"
+    write_reference(path, {"a": ("U8", [100_000], random_bytes(100_000).tobytes())})
+    before = emulated.counters()["allocations"]
+    emulated.inject_fault("read", errno.EIO)
+    with pytest.raises(OSError) as info:
+        hst.load_file(path, task_size=4096, reader=reader)
+    assert info.value.errno == errno.EIO
+    gc.collect()
+    assert emulated.counters()["allocations"] == before
+
+
+@pytest.mark.emulated
+def test_write_failure_leaves_no_file(tmp_path: Path) -> None:
+    from hipfile.platforms import emulated
+
+    src = tmp_path / "s.safetensors"
+    write_reference(src, {"a": ("U8", [50_000], random_bytes(50_000).tobytes())})
+    out = hst.load_file(src)
+    emulated.inject_fault("write", errno.ENOSPC)
+    dst = tmp_path / "d.safetensors"
+    with pytest.raises(OSError) as info:
+        hst.save_file(out, dst)
+    assert info.value.errno == errno.ENOSPC
+    assert not dst.exists() and not list(tmp_path.glob("*.tmp*"))
+
+
+def test_truncated_after_header_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file cut short between the header check and the read is reported."""
+    path = tmp_path / "t.safetensors"
+    write_reference(path, {"a": ("U8", [100_000], random_bytes(100_000).tobytes())})
+    real = hst.read_header
+
+    def then_truncate(p: Any) -> hst.Header:
+        h = real(p)
+        os.truncate(p, h.data_offset + 10)
+        return h
+
+    monkeypatch.setattr(hst, "read_header", then_truncate)
+    with pytest.raises(hst.SafetensorsError, match="truncated"):
+        hst.load_file(path)
+
+
+def test_buffer_accepts_device_tensors(tmp_path: Path) -> None:
+    path = tmp_path / "b.safetensors"
+    data = random_bytes(8192, seed=4)
+    write_reference(path, {"a": ("U8", [8192], data.tobytes())})
+    t = hst.load_file(path)["a"]
+    with hipfile.Buffer(t) as buf:
+        assert buf.length == 8192 and buf.ptr == t.ptr
+    with device_array(8192) as dev, hipfile.Driver(), hipfile.open(path) as fh:
+        h = hst.read_header(path)
+        assert fh.read(dev, 8192, h.data_offset) == 8192
+        assert np.array_equal(from_device(dev, 8192), data)
+
+
+def test_torch_framework(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no GPU here")
+    path = tmp_path / "t.safetensors"
+    tensors = make_tensors(seed=6)
+    write_reference(path, tensors)
+    out = hst.load_file(path, framework="torch")
+    for name, (dtype, _shape, data) in tensors.items():
+        t = out[name]
+        assert str(t.dtype).removeprefix("torch.") == hst.DTYPES[dtype].torch
+        assert t.is_cuda
+        assert t.contiguous().view(torch.uint8).cpu().numpy().tobytes() == data
+    back = tmp_path / "back.safetensors"
+    hst.save_file(out, back)
+    ref, _ = reference_tensors(back)
+    for name, (_, _, data) in tensors.items():
+        assert bytes(ref[name]["data"]) == data
+
+
+@pytest.mark.emulated
+def test_benchmark_checks_correctness_on_the_emulated_platform(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_safetensors.py"
+    env = dict(os.environ, HIPFILE_PLATFORM="emulated", PYTHONWARNINGS="ignore")
+    refused = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode == 2 and "refusing" in refused.stderr
+    ran = subprocess.run([sys.executable, str(script), "--allow-emulated", "--size-gib", "0.01",
+                          "--tensors", "9", "--dir", str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "9 tensors" in ran.stdout and ": OK" in ran.stdout
+    ran = subprocess.run([sys.executable, str(script), "--allow-emulated", "--size-gib", "0.01",
+                          "--tensors", "5", "--reader", "stream", "--dir", str(tmp_path)],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "5 tensors" in ran.stdout and ": OK" in ran.stdout
+
+
+def test_safe_open_not_closed_warns_and_releases(tmp_path: Path) -> None:
+    path = tmp_path / "u.safetensors"
+    write_reference(path, {"a": ("U8", [4], b"abcd")})
+    count = hipfile.use_count()
+    f = hst.safe_open(path)
+    assert hipfile.use_count() == count + 1
+    with pytest.warns(ResourceWarning, match="not closed"):
+        del f
+        gc.collect()
+    assert hipfile.use_count() == count
+
+
+def test_bad_device_raises(tmp_path: Path) -> None:
+    path = tmp_path / "d.safetensors"
+    write_reference(path, {"a": ("U8", [4], b"abcd")})
+    with pytest.raises(hipfile.HipRuntimeError):
+        hst.load_file(path, device=97)
+    out = hst.load_file(path, device=0)
+    assert out["a"].device == 0 and host_bytes(out["a"]) == b"abcd"
