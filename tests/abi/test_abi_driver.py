@@ -41,7 +41,7 @@ def test_version(lib: ctypes.CDLL) -> None:
 
 def test_error_strings(lib: ctypes.CDLL) -> None:
     unknown = lib.hipFileGetOpErrorString(4242)
-    assert unknown == b"unknown error"
+    assert unknown in (b"unknown error", b"Unknown hipFile error")  # emulated, AMD's library
     assert lib.hipFileGetOpErrorString(5021) == unknown
     assert lib.hipFileGetOpErrorString(5032) == unknown
     assert lib.hipFileGetOpErrorString(-1) == unknown
