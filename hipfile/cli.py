@@ -699,13 +699,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     from hipfile import stats
-    from hipfile.errors import HipFileSymbolNotFound
+    from hipfile.errors import HipFileLibraryError, HipFileSymbolNotFound
 
     try:
         text = stats.report(args.pid)
     except HipFileSymbolNotFound as e:
         print(f"hipfile stats: this libhipfile has no statistics support ({e})",
               file=sys.stderr)
+        return 2
+    except HipFileLibraryError as e:  # no library at all
+        print(f"hipfile stats: {e}", file=sys.stderr)
         return 2
     except stats.StatsError as e:
         print(f"hipfile stats: {e}", file=sys.stderr)

@@ -312,18 +312,28 @@ def test_stats_of_a_process_that_is_gone() -> None:
     assert "Traceback" not in proc.stderr
 
 
+def stats_with_library(library: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    clean.update(HIPFILE_LIBRARY=library, HIPFILE_PLATFORM_QUIET="1")
+    return subprocess.run([sys.executable, "-m", "hipfile", "stats", str(os.getpid())],
+                          env=clean, capture_output=True, text=True, timeout=120, check=False)
+
+
 def test_stats_without_statistics_support() -> None:
     # a real C library that exports no hipFileStats* (the HIP runtime itself)
     from hipfile import platforms
 
-    lib = platforms.prefix("emulated") / "lib" / "libamdhip64.so"
-    clean = {k: v for k, v in os.environ.items() if k not in CLEARED}
-    clean.update(HIPFILE_LIBRARY=str(lib), HIPFILE_PLATFORM_QUIET="1")
-    proc = subprocess.run([sys.executable, "-m", "hipfile", "stats", str(os.getpid())],
-                          env=clean, capture_output=True, text=True, timeout=120, check=False)
+    proc = stats_with_library(str(platforms.prefix("emulated") / "lib" / "libamdhip64.so"))
     assert proc.returncode == 2, proc.stderr
     assert "no statistics support" in proc.stderr
     assert "hipFileStatsCreateContext" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_stats_without_a_library(tmp_path: Path) -> None:
+    proc = stats_with_library(str(tmp_path / "libhipfile.so"))
+    assert proc.returncode == 2, proc.stderr
+    assert "libhipfile could not be loaded" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
