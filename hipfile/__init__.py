@@ -72,6 +72,17 @@ from hipfile.properties import (  # noqa: E402
     get_version,
     set_parameter,
 )
+from hipfile.stats import (  # noqa: E402
+    PathStats,
+    StatsContext,
+    StatsError,
+    StatsInvalidArgumentError,
+    StatsReport,
+    StatsReportError,
+    StatsStatus,
+    StatsTargetNotAccessibleError,
+    StatsTargetNotFoundError,
+)
 from hipfile.stream import Stream  # noqa: E402
 
 __version__ = "0.1.0"
@@ -112,9 +123,18 @@ __all__ = [
     "NotSupportedError",
     "OpError",
     "Opcode",
+    "PathStats",
     "PermissionDeniedError",
     "PointerError",
     "SizeTConfigParameter",
+    "StatsContext",
+    "StatsError",
+    "StatsInvalidArgumentError",
+    "StatsReport",
+    "StatsReportError",
+    "StatsStatus",
+    "StatsTargetNotAccessibleError",
+    "StatsTargetNotFoundError",
     "Status",
     "Stream",
     "StreamFlags",

@@ -203,10 +203,10 @@ class BatchIO(ClosesWhenCollected):
     TypeError, ValueError
         ``max_nr`` is not a positive int.
     HipFileException
-        The library refused (e.g. ``DriverNotInitializedError`` when no
-        :class:`~hipfile.Driver` is open, ``InvalidValueError`` above the cap,
-        with a message that names the cap and :func:`batch_read` /
-        :func:`batch_write` for more entries).
+        The library refused (e.g. ``InvalidValueError`` above the cap, with a
+        message that names the cap and :func:`batch_read` / :func:`batch_write`
+        for more entries; some libraries also ask for an open
+        :class:`~hipfile.Driver`, with ``DriverNotInitializedError``).
 
     Notes
     -----

@@ -698,16 +698,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    from hipfile import stats
+    from hipfile.errors import HipFileLibraryError, HipFileSymbolNotFound
+
     try:
-        from hipfile import stats  # type: ignore[attr-defined]
-    except ImportError:
-        stats = None
-    report = getattr(stats, "report", None)
-    if report is None:
-        print("hipfile stats: this hipfile has no statistics support (hipfile.stats.report "
-              "is missing)", file=sys.stderr)
+        text = stats.report(args.pid)
+    except HipFileSymbolNotFound as e:
+        print(f"hipfile stats: this libhipfile has no statistics support ({e})",
+              file=sys.stderr)
         return 2
-    print(report(args.pid))
+    except HipFileLibraryError as e:  # no library at all
+        print(f"hipfile stats: {e}", file=sys.stderr)
+        return 2
+    except stats.StatsError as e:
+        print(f"hipfile stats: {e}", file=sys.stderr)
+        return 1
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 
 

@@ -284,7 +284,20 @@ def exception_for(hipfile_err: int, hip_err: int = 0, func: str | None = None,
                   detail: str = "") -> HipFileException:
     """The exception instance for a hipFile status (not raised)."""
     cls = _BY_CODE.get(int(hipfile_err), HipFileException)
+    if int(hipfile_err) == OpError.INTERNAL_ERROR and func and not detail:
+        # the code some releases return from functions they declare only
+        detail = (f"hipFile {_library_version()}: this library may not implement "
+                  f"{func}")
     return cls(hipfile_err, hip_err, func, detail)
+
+
+def _library_version() -> str:
+    try:
+        from hipfile._lib import _hipfile
+
+        return ".".join(map(str, _hipfile.get_version()))
+    except Exception:
+        return "version unknown"
 
 
 def raise_status(hipfile_err: int, hip_err: int, func: str) -> NoReturn:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
+from typing import Any, NoReturn
 
 from hipfile._lib import _hipfile
 from hipfile.enums import (
@@ -24,11 +24,13 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class DriverProperties(Mapping[str, int]):
+@dataclass(frozen=True, eq=False)
+class DriverProperties(dict[str, int]):
     """``hipFileDriverProps_t``. Sizes are in KiB as the library reports them.
 
-    Also a read-only mapping with upstream's keys (``props["feature_flags"]``).
+    A ``dict`` with upstream's keys (``props["feature_flags"]``, ``==`` with a
+    dict, ``json.dumps``, ``dict(props)``), read-only, whose values are also
+    typed attributes (``props.feature_flags``, ``props.features``).
     """
 
     nvfs_major_version: int
@@ -43,6 +45,9 @@ class DriverProperties(Mapping[str, int]):
     max_device_pinned_mem_size: int
     max_batch_io_count: int
     max_batch_io_timeout_msecs: int
+
+    def __post_init__(self) -> None:
+        dict.update(self, {f.name: int(getattr(self, f.name)) for f in fields(self)})
 
     @property
     def driver_status(self) -> DriverStatusFlags:
@@ -59,17 +64,14 @@ class DriverProperties(Mapping[str, int]):
         """The feature flags as bits."""
         return FeatureFlags(self.feature_flags)
 
-    def __getitem__(self, key: str) -> int:
-        try:
-            return int(getattr(self, key))
-        except AttributeError:
-            raise KeyError(key) from None
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), tuple(getattr(self, f.name) for f in fields(self)))
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(asdict(self))
+    def _read_only(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("DriverProperties is read-only")
 
-    def __len__(self) -> int:
-        return len(asdict(self))
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
 
 
 def driver_get_properties() -> DriverProperties:

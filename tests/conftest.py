@@ -34,6 +34,23 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"hipfile platform: {PLATFORM} (ROCM_PATH={os.environ.get('ROCM_PATH')})"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "needs(func): skip unless the library implements func (probed once)")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip tests of functions this libhipfile declares but does not
+    implement (they answer hipFileInternalError), probing the capability."""
+    from _capability import skip_reason
+
+    for mark in item.iter_markers("needs"):
+        for func in mark.args:
+            reason = skip_reason(func)
+            if reason:
+                pytest.skip(reason)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         for name in ("emulated", "cuda"):

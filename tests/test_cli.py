@@ -261,16 +261,80 @@ def test_bench_removes_its_files_when_interrupted(tmp_path: Path) -> None:
     assert bench_leftovers(tmp_path) == []
 
 
-def test_stats_without_statistics_support() -> None:
+STATS_TARGET = """
+import sys, warnings
+warnings.simplefilter("ignore")
+import hipfile
+from hip import hip
+path, size = sys.argv[1], int(sys.argv[2])
+err, dev = hip.hipMalloc(size)
+assert err == 0, err
+with open(path, "wb") as f:
+    f.write(bytes(range(256)) * (size // 256))
+with hipfile.Driver(), hipfile.open(path, "r+") as fh:
+    for _ in range(2):
+        assert fh.read(hipfile.Buffer(int(dev), size)) == size
+hip.hipFree(dev)
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_stats_prints_the_report_of_another_process(tmp_path: Path) -> None:
+    from hipfile import StatsReport
+
+    size = 1 << 16
+    target = subprocess.Popen([sys.executable, "-c", STATS_TARGET, str(tmp_path / "d.bin"),
+                               str(size)], env=env(HIPFILE_STATS_LEVEL="1"), text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
     try:
-        from hipfile import stats  # type: ignore[attr-defined]
-    except ImportError:
-        stats = None
-    if stats is not None and hasattr(stats, "report"):
-        pytest.skip("this hipfile has statistics support")
-    proc = hipfile_cmd("stats", str(os.getpid()))
-    assert proc.returncode == 2
+        assert target.stdout is not None
+        assert target.stdout.readline().strip() == "ready"
+        proc = hipfile_cmd("stats", str(target.pid))
+    finally:
+        _, err = target.communicate(input="", timeout=60)
+    assert target.returncode == 0, err
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.endswith("\n")
+    report = StatsReport.parse(proc.stdout)
+    assert report.fastpath_read.bytes + report.fallback_read.bytes == 2 * size
+    assert f"Total Fallback Read Size (B): {2 * size}" in proc.stdout
+
+
+def test_stats_of_a_process_that_is_gone() -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    proc = hipfile_cmd("stats", gone.stdout.strip())
+    assert proc.returncode == 1
+    assert proc.stdout == ""
+    assert "hipfile stats: " in proc.stderr and "hipFileStatsCreateContext" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def stats_with_library(library: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    clean.update(HIPFILE_LIBRARY=library, HIPFILE_PLATFORM_QUIET="1")
+    return subprocess.run([sys.executable, "-m", "hipfile", "stats", str(os.getpid())],
+                          env=clean, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_stats_without_statistics_support() -> None:
+    # a real C library that exports no hipFileStats* (the HIP runtime itself)
+    from hipfile import platforms
+
+    proc = stats_with_library(str(platforms.prefix("emulated") / "lib" / "libamdhip64.so"))
+    assert proc.returncode == 2, proc.stderr
     assert "no statistics support" in proc.stderr
+    assert "hipFileStatsCreateContext" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_stats_without_a_library(tmp_path: Path) -> None:
+    proc = stats_with_library(str(tmp_path / "libhipfile.so"))
+    assert proc.returncode == 2, proc.stderr
+    assert "libhipfile could not be loaded" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_io_kinds_table() -> None:

@@ -343,7 +343,11 @@ def test_wait_timeout_then_result(drv, layers_file, nb_stream):
         assert h.wait(timeout=30) == N
 
 
-def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanism):
+def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanism, platform):
+    if mechanism == "host-functions" and platform != "emulated":
+        pytest.skip("blocking host functions run on the runtime's one host-function thread, "
+                    "where a device-wide synchronisation (hipFree) in another thread can "
+                    "deadlock with them: see docs/guide/stream-engine.md")
     path, data = layers_file
     errors: list[BaseException] = []
 

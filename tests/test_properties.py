@@ -64,6 +64,7 @@ def props() -> DriverProperties:
 # -- properties -----------------------------------------------------------------------
 
 
+@pytest.mark.needs("hipFileDriverGetProperties")
 def test_properties_are_typed(props: DriverProperties) -> None:
     assert type(props) is DriverProperties
     for field in dataclasses.fields(props):
@@ -80,6 +81,7 @@ def test_properties_are_typed(props: DriverProperties) -> None:
         props.feature_flags = 0  # type: ignore[misc]
 
 
+@pytest.mark.needs("hipFileDriverGetProperties")
 def test_properties_are_a_mapping_with_upstream_keys(props: DriverProperties) -> None:
     assert isinstance(props, Mapping)
     assert list(props) == UPSTREAM_KEYS

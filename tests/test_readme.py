@@ -19,6 +19,7 @@ def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
 
 
+@pytest.mark.needs("hipFileBatchIOGetStatus")  # the batch example
 def test_readme_blocks_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     blocks = python_blocks(README.read_text())
@@ -28,8 +29,8 @@ def test_readme_blocks_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     for i, code in enumerate(blocks, 1):
         exec(compile(code, f"README.md (python block {i})", "exec"), namespace)
     out = capsys.readouterr().out.split()
-    # read_async, the batch, pread, batch_read (256 entries), a host read
-    assert out == ["65536", str(8 * 4096), str(1 << 20), str(1 << 20), str(1 << 20)]
+    # read_async, the batch, pread, batch_read (256 entries), a host read, stats
+    assert out == ["65536", str(8 * 4096), str(1 << 20), str(1 << 20), str(1 << 20), "True"]
     namespace.clear()
 
 

@@ -600,6 +600,9 @@ def batch_io_destroy(uintptr_t batch):
         _p_batch_destroy(<hipFileBatchHandle_t>batch)
 
 
+include "_stats.pxi"
+
+
 def abi_layout():
     """Sizes and offsets of the ABI structs as compiled here (for checks)."""
     cdef hipFileIOParams_t p

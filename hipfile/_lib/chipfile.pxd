@@ -99,3 +99,13 @@ ctypedef hipFileError_t (*fn_batch_cancel_t)(hipFileBatchHandle_t) noexcept nogi
 ctypedef void (*fn_batch_destroy_t)(hipFileBatchHandle_t) noexcept nogil
 ctypedef hipFileError_t (*fn_get_version_t)(unsigned *, unsigned *, unsigned *) noexcept nogil
 ctypedef const char *(*fn_error_string_t)(hipFileOpError_t) noexcept nogil
+
+# Cross-process statistics API (hipfile-stats.h). Optional: resolved on first
+# use; a library without it raises HipFileSymbolNotFound.
+ctypedef int hipFileStatsError_t
+ctypedef void *hipFileStatsContext_p
+ctypedef hipFileStatsError_t (*fn_stats_create_t)(hipFileStatsContext_p *, int) noexcept nogil
+ctypedef void (*fn_stats_close_t)(hipFileStatsContext_p) noexcept nogil
+ctypedef hipFileStatsError_t (*fn_stats_connect_t)(hipFileStatsContext_p) noexcept nogil
+ctypedef hipFileStatsError_t (*fn_stats_poll_t)(const void *, bint) noexcept nogil
+ctypedef hipFileStatsError_t (*fn_stats_report_t)(const void *, int) noexcept nogil

@@ -36,6 +36,7 @@ Opened = Callable[[bytes, int], tuple[int, int]]
 # Status codes, as the package declares them (hipfile.enums.OpError).
 SUCCESS = int(OpError.SUCCESS)
 DRIVER_NOT_INITIALIZED = int(OpError.DRIVER_NOT_INITIALIZED)
+DRIVER_CLOSING = int(OpError.DRIVER_CLOSING)
 IO_NOT_SUPPORTED = int(OpError.IO_NOT_SUPPORTED)
 HIP_DRIVER_ERROR = int(OpError.HIP_DRIVER_ERROR)
 HIP_POINTER_INVALID = int(OpError.HIP_POINTER_INVALID)

@@ -9,6 +9,7 @@ import time
 import pytest
 from _abi_calls import *  # noqa: F403
 
+from hipfile import platforms
 from hipfile.platforms import emulated
 
 # --------------------------------------------------------------------------
@@ -156,7 +157,8 @@ def test_async_submit_validation(
     assert read_async(lib, fh, buf, Slots(10, buffer_offset=4090), stream) == INVALID_VALUE
     assert read_async(lib, fh, hostmem(4096), Slots(10), stream) == HIP_MEMORY_TYPE_INVALID
     plain = ctypes.create_string_buffer(64)
-    assert read_async(lib, fh, ctypes.addressof(plain), Slots(10), stream) == HIP_POINTER_INVALID
+    assert read_async(lib, fh, ctypes.addressof(plain), Slots(10), stream) == (
+        HIP_MEMORY_TYPE_INVALID)
     assert counters()["inflight"] == 0
 
 
@@ -206,6 +208,10 @@ def test_stream_registration_rules(lib: ctypes.CDLL, stream: int) -> None:
     assert counters()["streams_registered"] == 0
 
 
+@pytest.mark.skipif(
+    platforms.active() is None,
+    reason="a ROCm libhipfile (AMD's 0.2.0) takes hipFileStreamPageAlignedInputs as a hint "
+           "and does not refuse unaligned inputs (platforms/emulated/README.md)")
 def test_page_aligned_inputs_are_checked(lib: ctypes.CDLL, opened: Opened, stream: int) -> None:
     data = pattern(16384)
     fh, buf = opened(data, 16384)

@@ -33,6 +33,7 @@ def test_batch_setup_rules(lib: ctypes.CDLL, driver: None, batches: Alloc) -> No
     assert status(lib, b, 0, 4)[0] == INVALID_VALUE
 
 
+@pytest.mark.needs("hipFileBatchIOGetStatus")
 def test_batch_reads_and_writes(
     lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, batches: Alloc,
 ) -> None:
@@ -65,6 +66,7 @@ def test_batch_reads_and_writes(
     assert os.pread(fd, 3000, 20000) == pattern(3000, seed=5)
 
 
+@pytest.mark.needs("hipFileBatchIOGetStatus")
 def test_batch_submit_validation(
     lib: ctypes.CDLL, opened: Opened, hostmem: Alloc, batches: Alloc,
 ) -> None:

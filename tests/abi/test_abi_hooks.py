@@ -53,7 +53,7 @@ def test_sync_faults(lib: ctypes.CDLL, opened: Opened) -> None:
     assert lib.hipFileRead(fh, buf, 100, 0, 0) == 100
     # Bad calls do not consume a fault.
     emulated.inject_fault("write", errno.ENOSPC)
-    assert lib.hipFileWrite(fh, buf, 10, -1, 0) == -1
+    assert lib.hipFileWrite(fh, buf, 10, -1, 0) == -INVALID_VALUE
     ctypes.set_errno(0)
     assert lib.hipFileWrite(fh, buf, 10, 0, 0) == -1
     assert ctypes.get_errno() == errno.ENOSPC

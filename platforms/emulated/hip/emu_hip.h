@@ -38,6 +38,7 @@ enum {
   hipErrorInvalidDevice = 101,
   hipErrorInvalidHandle = 400,
   hipErrorInvalidResourceHandle = 400,
+  hipErrorNotFound = 500,
   hipErrorNotReady = 600,
   hipErrorPeerAccessAlreadyEnabled = 704,
   hipErrorPeerAccessNotEnabled = 705,

@@ -1,7 +1,8 @@
 /* Memory of the emulated HIP runtime: the allocation table, hipMalloc and
  * pinned host memory, copies, fills and pointer attributes.
  *
- * "Device" memory is ordinary host memory (256-byte aligned) that the table
+ * "Device" memory is ordinary host memory (page aligned, as ROCm's
+ * allocator gives it, so O_DIRECT-eligible transfers are eligible here) that the table
  * marks as belonging to a device; pinned host memory (page aligned) and
  * registered host ranges are marked as pinned host memory. The table is a
  * sorted array, so interior pointers resolve to their allocation. Copies and
@@ -13,7 +14,7 @@
 
 #include "emu_hip.h"
 
-#define EMU_DEVICE_ALIGNMENT 256
+#define EMU_DEVICE_ALIGNMENT 4096
 #define EMU_HOST_ALIGNMENT 4096
 
 struct emu_alloc {
@@ -304,11 +305,12 @@ EMU_EXPORT hipError_t hipMemGetAddressRange(void **base, size_t *size, void *ptr
     if (size != NULL) *size = a->size;
   }
   emu_lock_release();
-  return a != NULL ? hipSuccess : emu_ret(hipErrorInvalidValue);
+  return a != NULL ? hipSuccess : emu_ret(hipErrorNotFound);
 }
 
-/* Unknown memory is an error, like HIP (which follows the pre-11.0 CUDA
- * behaviour for unregistered host memory). */
+/* Memory the runtime does not know is hipMemoryTypeUnregistered with
+ * hipSuccess, as ROCm's runtime answers (and CUDA since 11.0): no device
+ * (hipInvalidDeviceId), no aliases. */
 EMU_EXPORT hipError_t hipPointerGetAttributes(hipPointerAttribute_t *attributes, const void *ptr) {
   if (attributes == NULL || ptr == NULL) return emu_ret(hipErrorInvalidValue);
   emu_lock_acquire();
@@ -321,9 +323,13 @@ EMU_EXPORT hipError_t hipPointerGetAttributes(hipPointerAttribute_t *attributes,
     attributes->hostPointer = a->kind == EMU_MEM_DEVICE ? NULL : (void *)ptr;
     attributes->isManaged = 0;
     attributes->allocationFlags = a->flags;
+  } else {
+    memset(attributes, 0, sizeof(*attributes));
+    attributes->type = hipMemoryTypeUnregistered;
+    attributes->device = -1;
   }
   emu_lock_release();
-  return a != NULL ? hipSuccess : emu_ret(hipErrorInvalidValue);
+  return hipSuccess;
 }
 
 /* ---- copies and fills ----------------------------------------------------- */

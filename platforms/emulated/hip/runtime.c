@@ -1,6 +1,7 @@
 /* Initialization, versions, devices and test hooks of the emulated HIP
  * runtime. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +199,37 @@ EMU_EXPORT hipError_t hipDeviceGetStreamPriorityRange(int *least, int *greatest)
   if (least != NULL) *least = 0;
   if (greatest != NULL) *greatest = -1;
   return hipSuccess;
+}
+
+/* hipDriverProcAddressQueryResult */
+enum {
+  HIP_GET_PROC_ADDRESS_SUCCESS = 0,
+  HIP_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+  HIP_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2
+};
+
+/* Looks the name up among this library's own exports, as ROCm's runtime
+ * does: an unknown name gives a NULL pointer, SYMBOL_NOT_FOUND and
+ * hipErrorInvalidValue. hipVersion and flags are accepted and ignored. */
+EMU_EXPORT hipError_t hipGetProcAddress(const char *symbol, void **pfn, int hipVersion,
+                                        uint64_t flags, int *symbolStatus) {
+  if (symbolStatus != NULL) *symbolStatus = HIP_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (pfn != NULL) *pfn = NULL;
+  if (symbol == NULL || symbol[0] == '\0' || pfn == NULL) return emu_ret(hipErrorInvalidValue);
+  void *found = NULL;
+  Dl_info self;
+  if (dladdr((void *)hipGetProcAddress, &self) != 0 && self.dli_fname != NULL) {
+    void *handle = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle != NULL) {
+      found = dlsym(handle, symbol);
+      dlclose(handle);
+    }
+  }
+  *pfn = found;
+  if (symbolStatus != NULL)
+    *symbolStatus = found != NULL ? HIP_GET_PROC_ADDRESS_SUCCESS
+                                  : HIP_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  return found != NULL ? hipSuccess : emu_ret(hipErrorInvalidValue);
 }
 
 /* ---- test hooks ---------------------------------------------------------- */

@@ -144,8 +144,10 @@ EMU_EXPORT hipFileError_t hipFileBatchIOSetUp(hipFileBatchHandle_t *batch_idp, u
     b->max_nr = max_nr;
     hipFileOpError_t e = hipFileSuccess;
     pthread_mutex_lock(&emu_lock);
-    if (!emu_driver_is_open_locked())
-        e = hipFileDriverNotInitialized;
+    /* A closed driver is no error here, as in AMD's library (the use count
+     * stays); a batch set up then lives until destroyed or the next close. */
+    if (emu_closing)
+        e = hipFileDriverClosing;
     else if (max_nr > emu_props.max_batch_io_count)
         e = hipFileInvalidValue;
     if (e == hipFileSuccess) {

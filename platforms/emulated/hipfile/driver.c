@@ -91,6 +91,16 @@ void emu_driver_implicit_open_locked(void)
         emu_use_count = 1;
 }
 
+int emu_driver_implicit_open(void)
+{
+    pthread_mutex_lock(&emu_lock);
+    int closing = emu_closing;
+    if (!closing)
+        emu_driver_implicit_open_locked();
+    pthread_mutex_unlock(&emu_lock);
+    return closing ? -1 : 0;
+}
+
 EMU_EXPORT hipFileError_t hipFileDriverOpen(void)
 {
     pthread_mutex_lock(&emu_lock);
@@ -345,11 +355,13 @@ EMU_EXPORT hipFileError_t hipFileSetParameterString(hipFileStringConfigParameter
 
 EMU_EXPORT hipFileError_t hipFileGetVersion(unsigned *major, unsigned *minor, unsigned *patch)
 {
-    if (major == NULL || minor == NULL || patch == NULL)
-        return emu_err(hipFileInvalidValue);
-    *major = HIPFILE_VERSION_MAJOR;
-    *minor = HIPFILE_VERSION_MINOR;
-    *patch = HIPFILE_VERSION_PATCH;
+    /* NULL outputs are skipped, as AMD's library does. */
+    if (major != NULL)
+        *major = HIPFILE_VERSION_MAJOR;
+    if (minor != NULL)
+        *minor = HIPFILE_VERSION_MINOR;
+    if (patch != NULL)
+        *patch = HIPFILE_VERSION_PATCH;
     return emu_err(hipFileSuccess);
 }
 

@@ -136,6 +136,7 @@ EMU_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDesc
         rec->next = handles;
         handles = rec;
         emu_counters.handles++;
+        emu_stats_record_registration(0);
         emu_driver_implicit_open_locked();
         *fh = (hipFileHandle_t)rec->token;
     }
@@ -200,15 +201,15 @@ void emu_handles_drop_all_locked(void)
 hipFileOpError_t emu_check_device_range(const void *base, int64_t offset, size_t size,
                                         uintptr_t *alloc_lo, uintptr_t *alloc_hi, int *device)
 {
-    if (base == NULL)
-        return hipFileHipPointerInvalid;
-    if (offset < 0)
+    if (base == NULL || offset < 0)
         return hipFileInvalidValue;
     void *abase = NULL;
     size_t asize = 0;
     int kind = 0, dev = 0;
+    /* Memory the runtime does not know is hipMemoryTypeUnregistered to ROCm:
+     * a memory type hipFile refuses, as host and pinned memory. */
     if (hipEmuPointerInfo(base, &abase, &asize, &kind, &dev) != 0)
-        return hipFileHipPointerInvalid;
+        return hipFileHipMemoryTypeInvalid;
     if (kind != EMU_MEM_DEVICE)
         return hipFileHipMemoryTypeInvalid;
     uintptr_t lo = (uintptr_t)abase, hi = lo + asize, b = (uintptr_t)base;
@@ -225,6 +226,9 @@ hipFileOpError_t emu_check_device_range(const void *base, int64_t offset, size_t
 
 EMU_EXPORT hipFileError_t hipFileBufRegister(const void *buffer_base, size_t length, int flags)
 {
+    /* The driver opens before the arguments are checked, as in AMD's library. */
+    if (emu_driver_implicit_open() != 0)
+        return emu_err(hipFileDriverClosing);
     if (buffer_base == NULL || length == 0)
         return emu_err(hipFileInvalidValue);
     hipFileOpError_t e = emu_check_device_range(buffer_base, 0, length, NULL, NULL, NULL);
@@ -249,6 +253,7 @@ EMU_EXPORT hipFileError_t hipFileBufRegister(const void *buffer_base, size_t len
         rec->next = buffers;
         buffers = rec;
         emu_counters.buffers++;
+        emu_stats_record_registration(1);
         emu_driver_implicit_open_locked();
     }
     pthread_mutex_unlock(&emu_lock);
@@ -264,7 +269,11 @@ EMU_EXPORT hipFileError_t hipFileBufDeregister(const void *buffer_base)
         return emu_err(hipFileInvalidValue);
     hipFileOpError_t e = hipFileMemoryNotRegistered;
     pthread_mutex_lock(&emu_lock);
-    for (emu_buffer_t **pp = &buffers; *pp != NULL; pp = &(*pp)->next) {
+    /* A closed driver has no registrations; AMD's library answers DriverClosing. */
+    if (emu_use_count <= 0 || emu_closing)
+        e = hipFileDriverClosing;
+    for (emu_buffer_t **pp = &buffers; e == hipFileMemoryNotRegistered && *pp != NULL;
+         pp = &(*pp)->next) {
         if ((*pp)->base == (uintptr_t)buffer_base) {
             emu_buffer_t *b = *pp;
             *pp = b->next;

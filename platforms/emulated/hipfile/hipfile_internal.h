@@ -34,6 +34,8 @@ extern EMU_HIDDEN hipFileDriverProps_t emu_props;
 EMU_HIDDEN int emu_driver_is_open_locked(void);
 /* Implicit initialisation by a registration: 0 -> 1. */
 EMU_HIDDEN void emu_driver_implicit_open_locked(void);
+/* Opens the driver implicitly (0 -> 1); -1 while it is being closed. */
+EMU_HIDDEN int emu_driver_implicit_open(void);
 EMU_HIDDEN int emu_param_bool(hipFileBoolConfigParameter_t which);
 
 static inline hipFileError_t emu_err(hipFileOpError_t e)
@@ -91,6 +93,13 @@ EMU_HIDDEN hipFileOpError_t emu_check_device_range(const void *base, int64_t off
 /* Moves up to `size` bytes between the file and `buf`: loops over partial
  * transfers and EINTR unless short_max caps it to one transfer. Returns the
  * bytes moved, or -1 with *err set (no byte moved). */
+/* Statistics (stats.c): one transfer by the fast path (O_DIRECT on the
+ * caller's descriptor) or the fallback, and one registration. */
+EMU_HIDDEN uint64_t emu_stats_clock(void);
+EMU_HIDDEN void emu_stats_record_io(int is_write, int fast, const void *buf, size_t size,
+                                    off_t off, ssize_t result, uint64_t ns);
+EMU_HIDDEN void emu_stats_record_registration(int buffer);
+
 EMU_HIDDEN ssize_t emu_do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t off,
                              size_t short_max, int *err);
 

@@ -9,8 +9,22 @@
 
 static int aligned(uintptr_t v) { return v % EMU_DIRECT_ALIGN == 0; }
 
+static ssize_t do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t off,
+                     size_t short_max, int *err, int *fast);
+
 ssize_t emu_do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t off,
                   size_t short_max, int *err)
+{
+    int fast = 0;
+    uint64_t t0 = emu_stats_clock();
+    ssize_t r = do_io(h, is_write, buf, size, off, short_max, err, &fast);
+    emu_stats_record_io(is_write, fast, buf, size, off, r, emu_stats_clock() - t0);
+    return r;
+}
+
+/* *fast: the transfer went by O_DIRECT on the caller's descriptor. */
+static ssize_t do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t off,
+                     size_t short_max, int *err, int *fast)
 {
     /* O_DIRECT wants aligned addresses, offsets and sizes; everything else
      * takes the buffered descriptor, as does a direct transfer that the
@@ -18,6 +32,7 @@ ssize_t emu_do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t o
     int use_direct = h->direct && aligned((uintptr_t)buf) && aligned((uintptr_t)off) &&
                      aligned(size);
     size_t done = 0;
+    *fast = use_direct;
     while (done < size) {
         size_t chunk = size - done;
         if (short_max != 0 && chunk > short_max)
@@ -30,6 +45,7 @@ ssize_t emu_do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t o
                 continue;
             if (use_direct && errno == EINVAL) {
                 use_direct = 0;
+                *fast = 0;
                 continue;
             }
             if (done > 0)
@@ -70,13 +86,17 @@ static ssize_t sync_io(int is_write, hipFileHandle_t fh, const void *buffer_base
     int err = 0;
     if (size > EMU_MAX_IO_SIZE)
         size = EMU_MAX_IO_SIZE;
-    if (!offsets_ok(file_offset, buffer_offset, size)) {
+    if (file_offset < 0 || buffer_offset < 0) {
+        r = -(ssize_t)hipFileInvalidValue; /* as AMD's library answers */
+    } else if (!offsets_ok(file_offset, buffer_offset, size)) {
         r = -1;
         err = EINVAL;
     } else {
         hipFileOpError_t e =
             emu_check_device_range(buffer_base, buffer_offset, size, NULL, NULL, NULL);
         int fault;
+        if (e == hipFileHipPointerRangeError)
+            e = hipFileInvalidValue; /* a bad size or offset, as AMD's library answers */
         if (e != hipFileSuccess)
             r = -(ssize_t)e;
         else if ((fault = emu_fault_take(is_write ? HIPFILE_EMU_OP_WRITE : HIPFILE_EMU_OP_READ)))
@@ -233,6 +253,9 @@ static hipFileError_t async_submit(int is_write, hipFileHandle_t fh, void *buffe
                                    hoff_t *buffer_offset_p, ssize_t *bytes_p,
                                    emu_hipStream_t stream)
 {
+    /* The driver opens before the arguments are checked, as in AMD's library. */
+    if (emu_driver_implicit_open() != 0)
+        return emu_err(hipFileDriverClosing);
     if (buffer_base == NULL || size_p == NULL || file_offset_p == NULL ||
         buffer_offset_p == NULL || bytes_p == NULL)
         return emu_err(hipFileInvalidValue);

@@ -1,0 +1,504 @@
+"""Cross-process I/O statistics: is the fast path being used?
+
+A process that uses hipFile keeps statistics of its I/O when it runs with
+``HIPFILE_STATS_LEVEL`` (AMD's library and the emulated platform record at
+level 1 when the variable is unset; ``0`` turns recording off). Another
+process, knowing its pid, reads them with a :class:`StatsContext`::
+
+    with hipfile.StatsContext(pid) as stats:
+        report = stats.report()
+        print(report.fastpath_read.bytes, report.fallback_read.bytes)
+        print(report.text)
+
+The statistics API is declared in AMD's ``hipfile-stats.h``; a library
+without it raises :class:`~hipfile.HipFileSymbolNotFound` naming the function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import re
+import tempfile
+import threading
+import warnings
+from types import TracebackType
+from typing import Any
+
+from hipfile._lib import _hipfile
+
+__all__ = [
+    "PathStats",
+    "StatsContext",
+    "StatsError",
+    "StatsInvalidArgumentError",
+    "StatsReport",
+    "StatsReportError",
+    "StatsStatus",
+    "StatsTargetNotAccessibleError",
+    "StatsTargetNotFoundError",
+    "report",
+]
+
+
+class StatsStatus(enum.IntEnum):
+    """``hipFileStatsError_t``."""
+
+    SUCCESS = 0
+    INVALID_ARGUMENT = 1
+    TARGET_PROCESS_NOT_FOUND = 2
+    TARGET_PROCESS_NOT_ACCESSIBLE = 3
+    REPORT_GENERATION_FAILED = 4
+
+
+class StatsError(Exception):
+    """A statistics call failed with a ``hipFileStatsError_t`` status.
+
+    Parameters
+    ----------
+    status
+        The status code (see :class:`StatsStatus`).
+    func
+        The C function that reported it.
+    detail
+        Extra context for the message.
+    """
+
+    def __init__(self, status: int, func: str, detail: str = "") -> None:
+        self._status = int(status)
+        self._func = func
+        self._detail = detail
+        super().__init__(status, func)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self._status, self._func, self._detail))
+
+    @property
+    def status(self) -> StatsStatus | int:
+        """The status as a :class:`StatsStatus` where it is one."""
+        try:
+            return StatsStatus(self._status)
+        except ValueError:
+            return self._status
+
+    @property
+    def func(self) -> str:
+        """The C function that failed."""
+        return self._func
+
+    def __str__(self) -> str:
+        st = self.status
+        name = st.name if isinstance(st, StatsStatus) else str(st)
+        msg = f"{self._func}: {name} ({self._status})"
+        return f"{msg}: {self._detail}" if self._detail else msg
+
+
+class StatsInvalidArgumentError(StatsError, ValueError):
+    """An argument was refused (``hipFileStatsInvalidArgument``)."""
+
+
+class StatsTargetNotFoundError(StatsError, ProcessLookupError):
+    """No process has that pid (``hipFileStatsTargetProcessNotFound``)."""
+
+
+class StatsTargetNotAccessibleError(StatsError):
+    """The target process keeps no statistics this library can read: it does
+    not use hipFile (yet), or uses another implementation
+    (``hipFileStatsTargetProcessNotAccessible``)."""
+
+
+class StatsReportError(StatsError):
+    """The report could not be generated or written
+    (``hipFileStatsReportGenerationFailed``); also raised before connecting."""
+
+
+_BY_STATUS: dict[int, type[StatsError]] = {
+    StatsStatus.INVALID_ARGUMENT: StatsInvalidArgumentError,
+    StatsStatus.TARGET_PROCESS_NOT_FOUND: StatsTargetNotFoundError,
+    StatsStatus.TARGET_PROCESS_NOT_ACCESSIBLE: StatsTargetNotAccessibleError,
+    StatsStatus.REPORT_GENERATION_FAILED: StatsReportError,
+}
+
+
+def _check(status: int, func: str, detail: str = "") -> None:
+    if status != StatsStatus.SUCCESS:
+        raise _BY_STATUS.get(int(status), StatsError)(status, func, detail)
+
+
+# -- the report -------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class PathStats:
+    """Totals of one path (fast path or fallback) and direction."""
+
+    bytes: int
+    """Bytes moved."""
+    bandwidth_gib_s: float
+    """Average bandwidth, GiB/s (bytes over the time spent)."""
+    latency_us: float
+    """Average time per transfer, microseconds."""
+    errors: int
+    """Transfers that failed."""
+    unaligned: int
+    """Transfers not aligned for direct I/O."""
+    count: int | None = None
+    """Transfers, where the library reports it (the emulated platform does)."""
+
+
+_ZERO = PathStats(0, 0.0, 0.0, 0, 0)
+_TOTAL = re.compile(
+    r"^(?:Total|Average) (Fastpath|Fallback) (Read|Write) "
+    r"(Size \(B\)|Bandwidth \(GiB/s\)|Latency \(us\)|Errors|Unaligned|Count): (\S+)$")
+_FIELD = {"Size (B)": "bytes", "Bandwidth (GiB/s)": "bandwidth_gib_s",
+          "Latency (us)": "latency_us", "Errors": "errors", "Unaligned": "unaligned",
+          "Count": "count"}
+_HEADER = {"AIS-STATS Version": "version", "HipFile Stats Level": "level",
+           "File Handle Registrations": "handle_registrations",
+           "Buffer Registrations": "buffer_registrations",
+           "Fastpath Rejections": "fastpath_rejections"}
+
+
+@dataclasses.dataclass(frozen=True)
+class StatsReport:
+    """A statistics report: its text and the totals parsed from it.
+
+    Histograms (by transfer size) stay in :attr:`text`.
+    """
+
+    text: str
+    version: int
+    level: int
+    handle_registrations: int
+    buffer_registrations: int
+    fastpath_rejections: int
+    """Transfers that could not take the fast path."""
+    fastpath_read: PathStats
+    fastpath_write: PathStats
+    fallback_read: PathStats
+    fallback_write: PathStats
+
+    @property
+    def fastpath_bytes(self) -> int:
+        """Bytes moved by the fast path, both directions."""
+        return self.fastpath_read.bytes + self.fastpath_write.bytes
+
+    @property
+    def fallback_bytes(self) -> int:
+        """Bytes moved by the fallback (bounce buffer or buffered I/O)."""
+        return self.fallback_read.bytes + self.fallback_write.bytes
+
+    @classmethod
+    def parse(cls, text: str) -> StatsReport:
+        """Parse the text of ``hipFileStatsGenerateReport``.
+
+        Raises
+        ------
+        ValueError
+            The text is not a statistics report.
+        """
+        header: dict[str, int] = {}
+        paths: dict[tuple[str, str], dict[str, Any]] = {}
+        for line in text.splitlines():
+            line = line.strip()
+            m = _TOTAL.match(line)
+            if m:
+                kind, direction, field, value = m.groups()
+                name = _FIELD[field]
+                number: float | int = (float(value) if name in ("bandwidth_gib_s", "latency_us")
+                                       else int(value))
+                paths.setdefault((kind, direction), {})[name] = number
+                continue
+            key, sep, value = line.partition(": ")
+            if sep and key in _HEADER and value.strip().lstrip("-").isdigit():
+                header[_HEADER[key]] = int(value)
+        if "version" not in header or "level" not in header:
+            raise ValueError("not a hipFile statistics report (no version and level lines)")
+
+        def path(kind: str, direction: str) -> PathStats:
+            fields = paths.get((kind, direction))
+            return dataclasses.replace(_ZERO, **fields) if fields else _ZERO
+
+        return cls(
+            text=text,
+            version=header["version"],
+            level=header["level"],
+            handle_registrations=header.get("handle_registrations", 0),
+            buffer_registrations=header.get("buffer_registrations", 0),
+            fastpath_rejections=header.get("fastpath_rejections", 0),
+            fastpath_read=path("Fastpath", "Read"),
+            fastpath_write=path("Fastpath", "Write"),
+            fallback_read=path("Fallback", "Read"),
+            fallback_write=path("Fallback", "Write"),
+        )
+
+
+# -- the context ------------------------------------------------------------------
+
+
+class StatsContext:
+    """Reads the I/O statistics of another process that uses hipFile.
+
+    Parameters
+    ----------
+    pid
+        The target process.
+    connect
+        Connect at once (the default); otherwise call :meth:`connect`.
+
+    Raises
+    ------
+    TypeError
+        ``pid`` is not an int.
+    StatsInvalidArgumentError
+        ``pid`` is not positive.
+    StatsTargetNotFoundError
+        No process has that pid.
+    StatsTargetNotAccessibleError
+        (when connecting) the target keeps no statistics this library reads.
+    HipFileSymbolNotFound
+        The loaded libhipfile lacks the statistics API.
+
+    See Also
+    --------
+    hipFileStatsCreateContext, hipFileStatsConnectToTargetProcess,
+    hipFileStatsCloseContext
+
+    Notes
+    -----
+    A context manager; :meth:`close` is idempotent. The counters stay
+    readable after the target exits.
+    """
+
+    def __init__(self, pid: int, *, connect: bool = True) -> None:
+        if isinstance(pid, bool) or not isinstance(pid, int):
+            raise TypeError(f"pid must be an int, not {type(pid).__name__}")
+        self._pid = pid
+        self._ctx = 0
+        self._lock = threading.Lock()
+        self._users = 0
+        self._closing = False
+        self._connected = False
+        status, ctx = _hipfile.stats_create_context(pid)
+        _check(status, "hipFileStatsCreateContext", f"pid {pid}")
+        self._ctx = ctx
+        if connect:
+            try:
+                self.connect()
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def pid(self) -> int:
+        """The target process."""
+        return self._pid
+
+    @property
+    def closed(self) -> bool:
+        """Whether the context is closed."""
+        return self._ctx == 0 or self._closing
+
+    @property
+    def connected(self) -> bool:
+        """Whether :meth:`connect` succeeded."""
+        return self._connected
+
+    def _enter(self) -> int:
+        with self._lock:
+            if self._ctx == 0 or self._closing:
+                raise ValueError("the StatsContext is closed")
+            self._users += 1
+            return self._ctx
+
+    def _leave(self) -> None:
+        ctx = 0
+        with self._lock:
+            self._users -= 1
+            if self._closing and self._users == 0:
+                ctx, self._ctx = self._ctx, 0
+        if ctx:
+            _hipfile.stats_close_context(ctx)
+
+    def connect(self) -> None:
+        """Connect to the target process (idempotent).
+
+        Waits until the target serves its statistics (it may not have
+        loaded hipFile yet) or exits, as AMD's library does.
+
+        Raises
+        ------
+        ValueError
+            The context is closed.
+        StatsTargetNotAccessibleError
+            The target exited without serving statistics this library can
+            read.
+
+        See Also
+        --------
+        hipFileStatsConnectToTargetProcess
+        """
+        ctx = self._enter()
+        try:
+            _check(_hipfile.stats_connect_to_target_process(ctx),
+                   "hipFileStatsConnectToTargetProcess", f"pid {self._pid}")
+            self._connected = True
+        finally:
+            self._leave()
+
+    def poll(self, block: bool = False) -> bool:
+        """Whether the target process has exited; ``block`` waits for it.
+
+        Returns
+        -------
+        bool
+            True once the target has exited, False while it runs.
+
+        Raises
+        ------
+        ValueError
+            The context is closed.
+        StatsError
+            The library failed otherwise.
+
+        See Also
+        --------
+        hipFileStatsPollTargetProcess
+        """
+        ctx = self._enter()
+        try:
+            status = _hipfile.stats_poll_target_process(ctx, bool(block))
+        finally:
+            self._leave()
+        if status == StatsStatus.TARGET_PROCESS_NOT_ACCESSIBLE and not block:
+            return False  # still running: the libraries answer so
+        _check(status, "hipFileStatsPollTargetProcess", f"pid {self._pid}")
+        return True
+
+    def wait(self) -> None:
+        """Block until the target process exits (``poll(block=True)``)."""
+        self.poll(block=True)
+
+    def report_text(self) -> str:
+        """The statistics report, as the library writes it.
+
+        Raises
+        ------
+        ValueError
+            The context is closed.
+        StatsReportError
+            Not connected, or the library could not write the report.
+
+        See Also
+        --------
+        hipFileStatsGenerateReport
+        """
+        ctx = self._enter()
+        try:
+            with _scratch_file() as f:
+                status = _hipfile.stats_generate_report(ctx, f.fileno())
+                f.seek(0)
+                data = f.read()
+        finally:
+            self._leave()
+        detail = "" if self._connected else "not connected: call connect() first"
+        _check(status, "hipFileStatsGenerateReport", detail)
+        return bytes(data).decode(errors="replace")
+
+    def report(self) -> StatsReport:
+        """The statistics report, parsed (:class:`StatsReport`).
+
+        Raises
+        ------
+        ValueError
+            The context is closed, or the text is not a report.
+        StatsReportError
+            As :meth:`report_text`.
+        """
+        return StatsReport.parse(self.report_text())
+
+    def close(self) -> None:
+        """Release the context (idempotent; waits for no call: the context is
+        freed when the last call using it returns).
+
+        See Also
+        --------
+        hipFileStatsCloseContext
+        """
+        with self._lock:
+            if self._ctx == 0 or self._closing:
+                return
+            self._closing = True
+            release = self._users == 0
+            ctx = self._ctx
+            if release:
+                self._ctx = 0
+        if release:
+            _hipfile.stats_close_context(ctx)
+
+    def __enter__(self) -> StatsContext:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_ctx", 0) == 0 or getattr(self, "_closing", True):
+            return
+        self.close()
+        warnings.warn(f"{self!r} was not closed", ResourceWarning, stacklevel=1)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "connected" if self._connected else "open"
+        return f"<hipfile.StatsContext pid={self._pid} {state}>"
+
+
+def report(pid: int) -> str:
+    """The statistics report of process ``pid``, as the library writes it.
+
+    Connects to the target (waiting, as :meth:`StatsContext.connect` does,
+    until it serves its statistics or exits), reads the report and closes
+    the context. This is what ``hipfile stats PID`` prints.
+
+    Parameters
+    ----------
+    pid
+        The target process.
+
+    Returns
+    -------
+    str
+        The report text (:meth:`StatsReport.parse` reads it).
+
+    Raises
+    ------
+    TypeError
+        ``pid`` is not an int.
+    StatsInvalidArgumentError
+        ``pid`` is not positive.
+    StatsTargetNotFoundError
+        No process has that pid.
+    StatsTargetNotAccessibleError
+        The target keeps no statistics this library reads.
+    StatsReportError
+        The library could not write the report.
+    HipFileSymbolNotFound
+        The loaded libhipfile lacks the statistics API.
+
+    See Also
+    --------
+    StatsContext.report_text, hipFileStatsGenerateReport
+    """
+    with StatsContext(pid) as stats:
+        return stats.report_text()
+
+
+def _scratch_file() -> Any:
+    """An anonymous file for the report (a pipe could fill up and block)."""
+    try:
+        fd = os.memfd_create("hipfile-stats-report", os.MFD_CLOEXEC)
+    except (AttributeError, OSError):
+        return tempfile.TemporaryFile()
+    return os.fdopen(fd, "w+b")
