@@ -351,23 +351,26 @@ def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanis
     path, data = layers_file
     errors: list[BaseException] = []
 
+    # Memory is allocated before the threads start and freed after they end:
+    # a hipFree (a device-wide synchronisation) while another thread's stream
+    # waits for a range can deadlock with the engine thread that is moving
+    # that range's bytes (see docs/guide/stream-engine.md).
+    bufs = [check(hip.hipMalloc(LAYERS * LAYER)) for _ in range(6)]
+    streams = [check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)) for _ in range(6)]
+
     def worker(k: int) -> None:
         try:
-            s = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
-            try:
-                with device_array(LAYERS * LAYER) as dev:
-                    for _ in range(3):
-                        hs = fh.pread_async_ranges(
-                            dev, [(LAYER, i * LAYER, i * LAYER) for i in range(LAYERS)], s,
-                            task_size=32 << 10)
-                        for h in hs:
-                            h.wait_on(s)
-                        check(hip.hipStreamSynchronize(s))
-                        assert all(h.done() for h in hs)
-                        assert sum(h.wait() for h in hs) == LAYERS * LAYER
-                        assert np.array_equal(from_device(dev, LAYERS * LAYER), data)
-            finally:
-                check(hip.hipStreamDestroy(s))
+            s, dev = streams[k], bufs[k]
+            for _ in range(3):
+                hs = fh.pread_async_ranges(
+                    dev, [(LAYER, i * LAYER, i * LAYER) for i in range(LAYERS)], s,
+                    task_size=32 << 10)
+                for h in hs:
+                    h.wait_on(s)
+                check(hip.hipStreamSynchronize(s))
+                assert all(h.done() for h in hs)
+                assert sum(h.wait() for h in hs) == LAYERS * LAYER
+                assert np.array_equal(from_device(dev, LAYERS * LAYER), data)
         except BaseException as e:
             errors.append(e)
 
@@ -377,6 +380,10 @@ def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanis
             t.start()
         for t in threads:
             t.join(60)
+    for s in streams:
+        check(hip.hipStreamDestroy(s))
+    for b in bufs:
+        check(hip.hipFree(b))
     assert not errors, errors
 
 
