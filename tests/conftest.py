@@ -56,6 +56,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for name in ("emulated", "cuda"):
             if item.get_closest_marker(name) and PLATFORM != name:
                 item.add_marker(pytest.mark.skip(reason=f"needs the {name} platform"))
+        differs = item.get_closest_marker("cufile_differs")
+        if differs and PLATFORM == "cuda":
+            item.add_marker(pytest.mark.skip(
+                reason="the cuda platform follows cuFile here, not AMD's hipFile: "
+                + str(differs.args[0] if differs.args else "")))
 
 
 @pytest.fixture(autouse=True)
