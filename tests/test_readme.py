@@ -29,8 +29,10 @@ def test_readme_blocks_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     for i, code in enumerate(blocks, 1):
         exec(compile(code, f"README.md (python block {i})", "exec"), namespace)
     out = capsys.readouterr().out.split()
-    # read_async, the batch, pread, batch_read (256 entries), a host read, stats
-    assert out == ["65536", str(8 * 4096), str(1 << 20), str(1 << 20), str(1 << 20), "True"]
+    # read_async, the engine, the batch, pread, batch_read (256 entries), a host
+    # read, stats
+    assert out == ["65536", str(1 << 20), str(8 * 4096), str(1 << 20), str(1 << 20),
+                   str(1 << 20), "True"]
     namespace.clear()
 
 
