@@ -24,6 +24,9 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     if not os.environ.get("HIPFILE_PLATFORM") and not os.environ.get("ROCM_PATH"):
         os.environ["HIPFILE_PLATFORM"] = "emulated"
+    # two emulated devices, so that the tests of buffers and streams on
+    # device 1 run too (the emulated runtime reads this when it loads)
+    os.environ.setdefault("HIPFILE_EMU_DEVICES", "2")
     import hipfile
     from hipfile import platforms
 
@@ -31,7 +34,8 @@ PLATFORM = platforms.active() or "rocm"
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"hipfile platform: {PLATFORM} (ROCM_PATH={os.environ.get('ROCM_PATH')})"
+    return (f"hipfile platform: {PLATFORM} (ROCM_PATH={os.environ.get('ROCM_PATH')}, "
+            f"HIPFILE_EMU_DEVICES={os.environ.get('HIPFILE_EMU_DEVICES')})")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -285,9 +285,11 @@ static hipFileError_t async_submit(int is_write, hipFileHandle_t fh, void *buffe
             e = hipFileInvalidValue; /* a bad size or offset */
     }
     /* An unknown stream is left to hipLaunchHostFunc to report. */
+    /* A buffer on another device than the stream: InvalidValue, as AMD's
+     * library answers (seen with two devices). */
     if (e == hipFileSuccess && hipEmuStreamDevice(stream, &stream_dev) == 0 &&
         stream_dev != buf_dev)
-        e = hipFileHipContextMismatch;
+        e = hipFileInvalidValue;
     emu_async_op_t *op = NULL;
     if (e == hipFileSuccess && (op = calloc(1, sizeof(*op))) == NULL)
         e = hipFileInternalError;
