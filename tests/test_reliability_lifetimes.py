@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, hip_stream, random_bytes
+from _util import check, device_array, emu, from_device, hip_stream
 from hip import hip
 
 import hipfile
@@ -20,26 +20,6 @@ from hipfile._lib import _hipfile
 pytestmark = pytest.mark.emulated
 
 N = 1 << 14
-
-
-@pytest.fixture
-def driver():
-    with hipfile.Driver() as d:
-        yield d
-
-
-@pytest.fixture
-def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    data = random_bytes(N, seed=21)
-    path = tmp_path / "data.bin"
-    path.write_bytes(data.tobytes())
-    return path, data
-
-
-def emu():
-    from hipfile.platforms import emulated
-
-    return emulated
 
 
 def test_stream_destroyed_behind_the_binding(driver, data_file):
