@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import errno
 import gc
-import importlib.util
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, hip_stream, random_bytes, to_device
+from _util import (
+    check,
+    device_array,
+    from_device,
+    hip_stream,
+    load_example,
+    random_bytes,
+    to_device,
+)
 from conftest import PLATFORM
 from hip import hip
 
@@ -25,17 +30,7 @@ CHUNKS = 48
 TOTAL = CHUNK * CHUNKS
 
 
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parent.parent / "examples" / "lmcache_gds_backend.py"
-    spec = importlib.util.spec_from_file_location("lmcache_gds_backend", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gds = _load()
+gds = load_example("lmcache_gds_backend")
 
 
 @pytest.fixture
