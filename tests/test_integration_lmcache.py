@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gc
 import os
@@ -142,14 +143,21 @@ def test_submissions_dropped_early(tmp_path: Path, bufs: tuple[Any, Any],
     assert np.array_equal(from_device(dst, TOTAL), data)
 
 
+@contextlib.contextmanager
+def _backend_with_slab(tmp_path: Path, src: Any, raw: int) -> Iterator[Any]:
+    """A backend with ``src`` (TOTAL bytes) and stream ``raw`` registered and
+    a slab of TOTAL bytes opened in ``tmp_path`` (not created)."""
+    with gds.HipFileGDSBackend() as backend:
+        backend.register_buffer(hipfile.Buffer(src, TOTAL))
+        backend.register_stream(raw)
+        yield backend.open_slab(str(tmp_path), TOTAL, False)
+
+
 def test_retirement_reports_errors(tmp_path: Path, bufs: tuple[Any, Any],
                                    streams: list[Any]) -> None:
     src, _ = bufs
     raw = int(streams[0])
-    with gds.HipFileGDSBackend() as backend:
-        backend.register_buffer(hipfile.Buffer(src, TOTAL))
-        backend.register_stream(raw)
-        slab = backend.open_slab(str(tmp_path), TOTAL, False)
+    with _backend_with_slab(tmp_path, src, raw) as slab:
         ret = gds.Retirement()
         # a read past what was written is short: the slab is pre-allocated,
         # so shrink it behind the handle's back to provoke one
@@ -168,10 +176,7 @@ def test_retirement_raises_the_library_error(tmp_path: Path, bufs: tuple[Any, An
 
     src, _ = bufs
     raw = int(streams[0])
-    with gds.HipFileGDSBackend() as backend:
-        backend.register_buffer(hipfile.Buffer(src, TOTAL))
-        backend.register_stream(raw)
-        slab = backend.open_slab(str(tmp_path), TOTAL, False)
+    with _backend_with_slab(tmp_path, src, raw) as slab:
         ret = gds.Retirement()
         emulated.inject_fault("read_async", errno.EIO)
         ret.track(slab.read_async(int(src), CHUNK, 0, 0, raw))

@@ -7,6 +7,7 @@ import gc
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,16 +23,24 @@ pytestmark = pytest.mark.emulated
 N = 1 << 14
 
 
+def _read_then_destroy_stream(path: Path, dev: Any) -> tuple[FileHandle, Stream, Any]:
+    """Open ``path``, start a read of N bytes into ``dev`` on a new registered
+    stream, then destroy that stream behind the binding (with the completion
+    delay set, the read is still in flight)."""
+    s = check(hip.hipStreamCreate())
+    fh = FileHandle(path).open()
+    stream = Stream(s)
+    stream.register()
+    h = fh.read_async(dev, N, 0, 0, stream)
+    check(hip.hipStreamDestroy(s))
+    return fh, stream, h
+
+
 def test_stream_destroyed_behind_the_binding(driver, data_file):
     path, _ = data_file
     emu().set_completion_delay(200_000)
     with device_array(N) as dev:
-        s = check(hip.hipStreamCreate())
-        fh = FileHandle(path).open()
-        stream = Stream(s)
-        stream.register()
-        h = fh.read_async(dev, N, 0, 0, stream)
-        check(hip.hipStreamDestroy(s))
+        fh, stream, h = _read_then_destroy_stream(path, dev)
         assert h.done()  # ended as lost, never raises
         with pytest.raises(hipfile.HipRuntimeError, match="destroyed"):
             h.wait()
@@ -56,12 +65,7 @@ def test_handle_dropped_after_its_stream_was_destroyed(driver, data_file):
     path, _ = data_file
     emu().set_completion_delay(100_000)
     with device_array(N) as dev:
-        s = check(hip.hipStreamCreate())
-        fh = FileHandle(path).open()
-        stream = Stream(s)
-        stream.register()
-        h = fh.read_async(dev, N, 0, 0, stream)
-        check(hip.hipStreamDestroy(s))
+        fh, stream, h = _read_then_destroy_stream(path, dev)
         del h  # no marker can follow it: the slot is lost, the objects released
         gc.collect()
         assert fh.pending == 0 and stream.pending == 0
