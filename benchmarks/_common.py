@@ -9,7 +9,8 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -162,3 +163,28 @@ class LayerCompute:
             hip_check(hip.hipStreamDestroy(self.compute_stream))
             hip_check(hip.hipFree(self.kv))
             hip_check(hip.hipFree(self._scratch))
+
+
+def time_interleaved(cases: Mapping[str, Callable[[], object]], repeats: int,
+                     sync_all: Callable[[], None], *, warm_up: bool = True,
+                     sync_after: bool = True,
+                     before: Callable[[], None] | None = None) -> dict[str, list[float]]:
+    """Seconds of each case, ``repeats`` rounds with the cases interleaved
+    (so that drift hits all alike). ``warm_up`` runs every case once first;
+    each timed run follows ``before`` (e.g. dropping the page cache) and a
+    ``sync_all``, and with ``sync_after`` its time includes a ``sync_all``."""
+    if warm_up:
+        for fn in cases.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            if before is not None:
+                before()
+            sync_all()
+            t0 = time.perf_counter()
+            fn()
+            if sync_after:
+                sync_all()
+            times[name].append(time.perf_counter() - t0)
+    return times

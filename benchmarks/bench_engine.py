@@ -46,6 +46,7 @@ from _common import (
     hip_check,
     select_platform,
     temp_folder,
+    time_interleaved,
     write_random_file,
 )
 
@@ -177,17 +178,7 @@ def main() -> int:
                 "limit_pagecache_pinned_16t": limit_pagecache, "limit_h2d_pinned": limit_h2d,
                 "save_engine": save_engine, "save_pwrite": save_pwrite,
             }
-            times: dict[str, list[float]] = {k: [] for k in cases}
-            for fn in cases.values():
-                fn()
-            sync_all()
-            for _ in range(args.repeats):
-                for name, fn in cases.items():
-                    sync_all()
-                    t0 = time.perf_counter()
-                    fn()
-                    sync_all()
-                    times[name].append(time.perf_counter() - t0)
+            times = time_interleaved(cases, args.repeats, sync_all)
             med = {k: statistics.median(v) for k, v in times.items()}
             results["cases"] = {k: {"median_s": v, "gbps": total / v / 1e9} for k, v in med.items()}
 
@@ -238,23 +229,15 @@ def main() -> int:
                 results["overlap_sweep"] = overlap
 
             if args.cold:
-                cold: dict[str, list[float]] = {"pread": [], "engine": [], "pread_odirect": [],
-                                                "engine_odirect": []}
                 with hipfile.FileHandle(path, os.O_RDONLY | os.O_DIRECT) as dfh:
-                    fns = {
+                    fns: dict[str, Callable[[], object]] = {
                         "pread": pread, "engine": engine,
                         "pread_odirect": lambda: dfh.pread(buf, total).result(),
                         "engine_odirect": lambda: [h.wait() for h in
                                                    dfh.pread_async_ranges(buf, ranges, io_h)],
                     }
-                    for _ in range(max(3, args.repeats // 2)):
-                        for name, fn in fns.items():
-                            drop_page_cache(path)
-                            sync_all()
-                            t0 = time.perf_counter()
-                            fn()
-                            sync_all()
-                            cold[name].append(time.perf_counter() - t0)
+                    cold = time_interleaved(fns, max(3, args.repeats // 2), sync_all,
+                                            warm_up=False, before=lambda: drop_page_cache(path))
                 results["cold_gbps"] = {k: total / statistics.median(v) / 1e9
                                         for k, v in cold.items()}
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 
 from _common import (
     LayerCompute,
@@ -23,6 +22,7 @@ from _common import (
     hip_check,
     select_platform,
     temp_folder,
+    time_interleaved,
     write_random_file,
 )
 
@@ -58,7 +58,6 @@ def main() -> int:
     kv_obj, copy_h, compute_h = lc.kv, lc.io_stream, lc.compute_stream
     compute, sync_all, kind = lc.compute, lc.sync_all, lc.kind
 
-    results: dict[str, list[float]] = {"t_io": [], "t_compute": [], "t_both": []}
     with hipfile.Driver(), hipfile.FileHandle(path) as fh, hipfile.Buffer(kv_obj) as buf, \
             hipfile.Stream(copy_h) as io:
 
@@ -82,15 +81,7 @@ def main() -> int:
             assert all(h.wait() == chunk for h in hs)
 
         cases = {"t_io": run_io, "t_compute": run_compute, "t_both": run_both}
-        for fn in cases.values():  # warm-up
-            fn()
-        sync_all()
-        for _ in range(args.repeats):
-            for name, fn in cases.items():
-                sync_all()
-                t0 = time.perf_counter()
-                fn()
-                results[name].append(time.perf_counter() - t0)
+        results = time_interleaved(cases, args.repeats, sync_all, sync_after=False)
     lc.close()
     med = {k: statistics.median(v) for k, v in results.items()}
     hidden = (med["t_io"] + med["t_compute"] - med["t_both"]) / min(med["t_io"], med["t_compute"])
