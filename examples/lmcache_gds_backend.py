@@ -482,22 +482,21 @@ def run_demo(location: str, chunks: int, chunk_size: int, nstreams: int,
             slab = backend.open_slab(location, total, direct_io)
             stats["direct_io"] = slab.direct_io
             ret = Retirement()
+
+            def every_chunk(move: Callable[..., AsyncIOHandle], buf: Any) -> None:
+                """Chunk i of ``buf`` <-> slab slot order[i], round-robin over
+                the streams, retiring as it goes."""
+                for i in range(chunks):
+                    raw = int(streams[i % nstreams])
+                    ret.track(move(int(buf), chunk_size, int(order[i]) * chunk_size,
+                                   i * chunk_size, raw))
+                    ret.poll()
+                ret.drain()
+
             t0 = time.perf_counter()
-            # put: chunk i of src goes to slab slot order[i]
-            for i in range(chunks):
-                raw = int(streams[i % nstreams])
-                ret.track(slab.write_async(int(src), chunk_size, int(order[i]) * chunk_size,
-                                           i * chunk_size, raw))
-                ret.poll()
-            ret.drain()
+            every_chunk(slab.write_async, src)  # put: chunk i of src to slot order[i]
             t1 = time.perf_counter()
-            # get: slab slot order[i] back to chunk i of dst
-            for i in range(chunks):
-                raw = int(streams[i % nstreams])
-                ret.track(slab.read_async(int(dst), chunk_size, int(order[i]) * chunk_size,
-                                          i * chunk_size, raw))
-                ret.poll()
-            ret.drain()
+            every_chunk(slab.read_async, dst)  # get: slot order[i] back to chunk i of dst
             t2 = time.perf_counter()
             stats.update(put_s=t1 - t0, get_s=t2 - t1, moved=ret.bytes, retired=ret.retired)
         out = np.empty(total, dtype=np.uint8)
