@@ -9,8 +9,11 @@ import os
 import shutil
 import sys
 import tempfile
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 PLATFORMS = ("emulated", "cuda", "rocm")
 
@@ -62,3 +65,126 @@ def temp_folder(parent: str | None = None) -> str:
     folder = tempfile.mkdtemp(prefix="hipfile-bench-", dir=parent)
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
+
+
+def drop_page_cache(path: str) -> None:
+    """Drop the file from the page cache (and all clean caches when root)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
+    except OSError:
+        pass
+
+
+def write_random_file(path: str, total: int, chunk: int) -> None:
+    """Write ``total`` bytes to ``path``: one random block of at most 64 MiB
+    (and at most ``chunk``), repeated."""
+    with open(path, "wb") as f:
+        block = os.urandom(min(chunk, 64 << 20))
+        for _ in range(total // len(block)):
+            f.write(block)
+
+
+def hip_check(res: Any) -> Any:
+    """Assert that a HIP-Python call succeeded; return its value, if any."""
+    from hip import hip
+
+    err = res[0] if isinstance(res, tuple) else res
+    assert err == hip.hipError_t.hipSuccess, res
+    return res[1] if isinstance(res, tuple) and len(res) > 1 else None
+
+
+class LayerCompute:
+    """A device buffer of ``total`` bytes (``chunk`` per layer), an I/O
+    stream, a compute stream and each layer's compute on the latter: bf16
+    matrix products with PyTorch where it has a GPU, else a device memset.
+    ``close`` frees what was allocated through HIP."""
+
+    def __init__(self, total: int, chunk: int, dim: int, matmuls: int) -> None:
+        from hip import hip
+
+        self._hip = hip
+        try:
+            import torch
+
+            self.uses_torch = torch.cuda.is_available()
+        except ImportError:
+            self.uses_torch = False
+        self.sync_all: Callable[[], None]
+        if self.uses_torch:
+            kv = torch.empty(total, dtype=torch.uint8, device="cuda")
+            io_t, comp_t = torch.cuda.Stream(), torch.cuda.Stream()
+            self.io_stream, self.compute_stream = io_t.cuda_stream, comp_t.cuda_stream
+            n = dim
+            weight = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
+            rows = min(chunk // 2, n * n) // n
+            out = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
+
+            def compute(layer: int) -> None:
+                with torch.cuda.stream(comp_t):
+                    a = kv[layer * chunk:layer * chunk + rows * n * 2].view(torch.bfloat16)
+                    for _ in range(matmuls):
+                        torch.matmul(a.view(rows, n), weight, out=out)
+
+            self.kind = f"torch {torch.__version__} bf16 matmul ({rows}x{n} @ {n}x{n}) x{matmuls}"
+            self.kv: Any = kv
+            self.sync_all = torch.cuda.synchronize
+        else:
+            self.kv = hip_check(hip.hipMalloc(total))
+            self.io_stream = int(hip_check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)))
+            self.compute_stream = int(hip_check(
+                hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)))
+            scratch = self._scratch = hip_check(hip.hipMalloc(chunk))
+            comp_h = self.compute_stream
+
+            def compute(layer: int) -> None:
+                for _ in range(matmuls):
+                    hip_check(hip.hipMemsetAsync(scratch, layer & 0xFF, chunk, comp_h))
+
+            self.kind = "device memset (no GPU framework)"
+
+            def sync_all() -> None:
+                hip_check(hip.hipDeviceSynchronize())
+
+            self.sync_all = sync_all
+        self.compute: Callable[[int], None] = compute
+
+    def close(self) -> None:
+        """Destroy the streams and free the memory allocated through HIP."""
+        if not self.uses_torch:
+            hip = self._hip
+            hip_check(hip.hipStreamDestroy(self.io_stream))
+            hip_check(hip.hipStreamDestroy(self.compute_stream))
+            hip_check(hip.hipFree(self.kv))
+            hip_check(hip.hipFree(self._scratch))
+
+
+def time_interleaved(cases: Mapping[str, Callable[[], object]], repeats: int,
+                     sync_all: Callable[[], None], *, warm_up: bool = True,
+                     sync_after: bool = True,
+                     before: Callable[[], None] | None = None) -> dict[str, list[float]]:
+    """Seconds of each case, ``repeats`` rounds with the cases interleaved
+    (so that drift hits all alike). ``warm_up`` runs every case once first;
+    each timed run follows ``before`` (e.g. dropping the page cache) and a
+    ``sync_all``, and with ``sync_after`` its time includes a ``sync_all``."""
+    if warm_up:
+        for fn in cases.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            if before is not None:
+                before()
+            sync_all()
+            t0 = time.perf_counter()
+            fn()
+            if sync_after:
+                sync_all()
+            times[name].append(time.perf_counter() - t0)
+    return times

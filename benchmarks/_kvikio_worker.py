@@ -17,16 +17,7 @@ import os
 import statistics
 import time
 
-
-def _drop(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    os.close(fd)
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("1")
-    except OSError:
-        pass
+from _common import drop_page_cache
 
 
 def main() -> int:
@@ -81,7 +72,7 @@ def main() -> int:
             ts = []
             for _ in range(args.repeats):
                 if args.cold == "1":
-                    _drop(args.path)
+                    drop_page_cache(args.path)
                 t0 = time.perf_counter()
                 fn()
                 cupy.cuda.Device().synchronize()

@@ -39,23 +39,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import add_platform_argument, select_platform, temp_folder
+from _common import (
+    LayerCompute,
+    add_platform_argument,
+    drop_page_cache,
+    hip_check,
+    select_platform,
+    temp_folder,
+    time_interleaved,
+    write_random_file,
+)
 
 KVIKIO_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_kvikio_worker.py")
-
-
-def _drop_cache(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("1")
-    except OSError:
-        pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,11 +83,7 @@ def main() -> int:
               file=sys.stderr)
         return 2
 
-    def check(res: Any) -> Any:
-        err = res[0] if isinstance(res, tuple) else res
-        assert err == hip.hipError_t.hipSuccess, res
-        return res[1] if isinstance(res, tuple) and len(res) > 1 else None
-
+    check = hip_check
     layers, chunk = args.layers, args.layer_mib << 20
     total = layers * chunk
     folder = temp_folder(args.dir)
@@ -101,53 +92,14 @@ def main() -> int:
     results: dict[str, Any] = {"platform": platform, "layers": layers, "layer_bytes": chunk,
                                "engine": hipfile.engine.settings(), "cases": {}}
     try:
-        with open(path, "wb") as f:
-            block = os.urandom(min(chunk, 64 << 20))
-            for _ in range(total // len(block)):
-                f.write(block)
+        write_random_file(path, total, chunk)
         with open(wpath, "wb") as f:
             f.truncate(total)
 
-        try:
-            import torch
-
-            use_torch = torch.cuda.is_available()
-        except ImportError:
-            use_torch = False
-        if use_torch:
-            kv = torch.empty(total, dtype=torch.uint8, device="cuda")
-            io_t, comp_t = torch.cuda.Stream(), torch.cuda.Stream()
-            io_h, comp_h = io_t.cuda_stream, comp_t.cuda_stream
-            n = args.dim
-            weight = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
-            rows = min(chunk // 2, n * n) // n
-            out = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
-
-            def compute(layer: int) -> None:
-                with torch.cuda.stream(comp_t):
-                    a = kv[layer * chunk:layer * chunk + rows * n * 2].view(torch.bfloat16)
-                    for _ in range(args.matmuls):
-                        torch.matmul(a.view(rows, n), weight, out=out)
-
-            kind = f"torch bf16 matmul ({rows}x{n} @ {n}x{n}) x{args.matmuls}"
-            kv_obj: Any = kv
-            sync_all: Callable[[], None] = torch.cuda.synchronize
-        else:
-            kv_obj = check(hip.hipMalloc(total))
-            io_h = int(check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)))
-            comp_h = int(check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)))
-            scratch = check(hip.hipMalloc(chunk))
-
-            def compute(layer: int) -> None:
-                for _ in range(args.matmuls):
-                    check(hip.hipMemsetAsync(scratch, layer & 0xFF, chunk, comp_h))
-
-            kind = "device memset"
-
-            def sync_all() -> None:
-                check(hip.hipDeviceSynchronize())
-
-        results["compute"] = kind
+        lc = LayerCompute(total, chunk, args.dim, args.matmuls)
+        kv_obj, io_h, comp_h = lc.kv, lc.io_stream, lc.compute_stream
+        compute, sync_all = lc.compute, lc.sync_all
+        results["compute"] = lc.kind
         pinned = check(hip.hipHostMalloc(total, 0))
         ranges = [(chunk, i * chunk, i * chunk) for i in range(layers)]
 
@@ -226,17 +178,7 @@ def main() -> int:
                 "limit_pagecache_pinned_16t": limit_pagecache, "limit_h2d_pinned": limit_h2d,
                 "save_engine": save_engine, "save_pwrite": save_pwrite,
             }
-            times: dict[str, list[float]] = {k: [] for k in cases}
-            for fn in cases.values():
-                fn()
-            sync_all()
-            for _ in range(args.repeats):
-                for name, fn in cases.items():
-                    sync_all()
-                    t0 = time.perf_counter()
-                    fn()
-                    sync_all()
-                    times[name].append(time.perf_counter() - t0)
+            times = time_interleaved(cases, args.repeats, sync_all)
             med = {k: statistics.median(v) for k, v in times.items()}
             results["cases"] = {k: {"median_s": v, "gbps": total / v / 1e9} for k, v in med.items()}
 
@@ -287,23 +229,15 @@ def main() -> int:
                 results["overlap_sweep"] = overlap
 
             if args.cold:
-                cold: dict[str, list[float]] = {"pread": [], "engine": [], "pread_odirect": [],
-                                                "engine_odirect": []}
                 with hipfile.FileHandle(path, os.O_RDONLY | os.O_DIRECT) as dfh:
-                    fns = {
+                    fns: dict[str, Callable[[], object]] = {
                         "pread": pread, "engine": engine,
                         "pread_odirect": lambda: dfh.pread(buf, total).result(),
                         "engine_odirect": lambda: [h.wait() for h in
                                                    dfh.pread_async_ranges(buf, ranges, io_h)],
                     }
-                    for _ in range(max(3, args.repeats // 2)):
-                        for name, fn in fns.items():
-                            _drop_cache(path)
-                            sync_all()
-                            t0 = time.perf_counter()
-                            fn()
-                            sync_all()
-                            cold[name].append(time.perf_counter() - t0)
+                    cold = time_interleaved(fns, max(3, args.repeats // 2), sync_all,
+                                            warm_up=False, before=lambda: drop_page_cache(path))
                 results["cold_gbps"] = {k: total / statistics.median(v) / 1e9
                                         for k, v in cold.items()}
 
@@ -337,11 +271,7 @@ def main() -> int:
                     results["kvikio"][key] = r
 
         check(hip.hipHostFree(pinned))
-        if not use_torch:
-            check(hip.hipStreamDestroy(io_h))
-            check(hip.hipStreamDestroy(comp_h))
-            check(hip.hipFree(kv_obj))
-            check(hip.hipFree(scratch))
+        lc.close()
     finally:
         for p in (path, wpath):
             if os.path.exists(p):

@@ -15,11 +15,16 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
-from collections.abc import Callable
-from typing import Any
 
-from _common import add_platform_argument, select_platform, temp_folder
+from _common import (
+    LayerCompute,
+    add_platform_argument,
+    hip_check,
+    select_platform,
+    temp_folder,
+    time_interleaved,
+    write_random_file,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,58 +52,12 @@ def main() -> int:
     total = layers * chunk
     folder = temp_folder(args.dir)
     path = os.path.join(folder, "kv.bin")
-    with open(path, "wb") as f:
-        block = os.urandom(min(chunk, 64 << 20))
-        for _ in range(total // len(block)):
-            f.write(block)
+    write_random_file(path, total, chunk)
+    check = hip_check
+    lc = LayerCompute(total, chunk, args.dim, args.matmuls)
+    kv_obj, copy_h, compute_h = lc.kv, lc.io_stream, lc.compute_stream
+    compute, sync_all, kind = lc.compute, lc.sync_all, lc.kind
 
-    try:
-        import torch
-
-        use_torch = torch.cuda.is_available()
-    except ImportError:
-        use_torch = False
-
-    def check(res: Any) -> Any:
-        assert res[0] == hip.hipError_t.hipSuccess, res
-        return res[1] if len(res) > 1 else None
-
-    if use_torch:
-        kv = torch.empty(total, dtype=torch.uint8, device="cuda")
-        copy_t, compute_t = torch.cuda.Stream(), torch.cuda.Stream()
-        copy_h, compute_h = copy_t.cuda_stream, compute_t.cuda_stream
-        n = args.dim
-        weight = torch.randn(n, n, dtype=torch.bfloat16, device="cuda")
-        per_layer_elems = min(chunk // 2, n * n)
-        rows = per_layer_elems // n
-        out = torch.empty(rows, n, dtype=torch.bfloat16, device="cuda")
-
-        def compute(layer: int) -> None:
-            with torch.cuda.stream(compute_t):
-                a = kv[layer * chunk:layer * chunk + rows * n * 2].view(torch.bfloat16)
-                a = a.view(rows, n)
-                for _ in range(args.matmuls):
-                    torch.matmul(a, weight, out=out)
-
-        kind = f"torch {torch.__version__} bf16 matmul ({rows}x{n} @ {n}x{n}) x{args.matmuls}"
-        kv_obj: Any = kv
-        sync_all: Callable[[], None] = torch.cuda.synchronize
-    else:
-        kv_obj = check(hip.hipMalloc(total))
-        copy_h = int(check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)))
-        compute_h = int(check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)))
-        scratch = check(hip.hipMalloc(chunk))
-
-        def compute(layer: int) -> None:
-            for _ in range(args.matmuls):
-                check(hip.hipMemsetAsync(scratch, layer & 0xFF, chunk, compute_h))
-
-        kind = "device memset (no GPU framework)"
-
-        def sync_all() -> None:
-            check(hip.hipDeviceSynchronize())
-
-    results: dict[str, list[float]] = {"t_io": [], "t_compute": [], "t_both": []}
     with hipfile.Driver(), hipfile.FileHandle(path) as fh, hipfile.Buffer(kv_obj) as buf, \
             hipfile.Stream(copy_h) as io:
 
@@ -122,20 +81,8 @@ def main() -> int:
             assert all(h.wait() == chunk for h in hs)
 
         cases = {"t_io": run_io, "t_compute": run_compute, "t_both": run_both}
-        for fn in cases.values():  # warm-up
-            fn()
-        sync_all()
-        for _ in range(args.repeats):
-            for name, fn in cases.items():
-                sync_all()
-                t0 = time.perf_counter()
-                fn()
-                results[name].append(time.perf_counter() - t0)
-    if not use_torch:
-        check(hip.hipStreamDestroy(copy_h))
-        check(hip.hipStreamDestroy(compute_h))
-        check(hip.hipFree(kv_obj))
-        check(hip.hipFree(scratch))
+        results = time_interleaved(cases, args.repeats, sync_all, sync_after=False)
+    lc.close()
     med = {k: statistics.median(v) for k, v in results.items()}
     hidden = (med["t_io"] + med["t_compute"] - med["t_both"]) / min(med["t_io"], med["t_compute"])
     print(f"platform={hipfile.platforms.active() or 'rocm'} layers={layers} "

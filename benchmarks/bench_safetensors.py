@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import add_platform_argument, select_platform
+from _common import add_platform_argument, drop_page_cache, select_platform
 
 ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1}
 
@@ -75,21 +75,6 @@ def write_model(path: str, total: int, ntensors: int, dtype: str) -> dict[str, i
         f.flush()
         os.fsync(f.fileno())
     return sizes
-
-
-def evict(path: str) -> None:
-    """Drop the file from the page cache (and all caches when root)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("1\n")
-    except OSError:
-        pass
 
 
 def warm(path: str) -> None:
@@ -253,7 +238,7 @@ def main() -> int:
                 for _ in range(args.repeats):
                     for name, fn in methods.items():
                         if mode == "cold":
-                            evict(path)
+                            drop_page_cache(path)
                         else:
                             warm(path)
                         t0 = time.perf_counter()

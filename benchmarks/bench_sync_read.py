@@ -23,23 +23,9 @@ import sys
 import time
 from collections.abc import Callable
 
-from _common import add_platform_argument, select_platform, temp_folder
+from _common import add_platform_argument, drop_page_cache, select_platform, temp_folder
 
 CHUNK = 0x7FFFF000
-
-
-def evict(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("1\n")
-    except OSError:
-        pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -170,13 +156,13 @@ def main() -> int:
     results: dict[str, list[float]] = {name: [] for name in methods}
     for name, fn in methods.items():  # warm-up and correctness
         if args.cold:
-            evict(path)
+            drop_page_cache(path)
         assert fn() == size, name
         verify()
     for _ in range(args.repeats):
         for name, fn in methods.items():  # interleaved, so drift hits all alike
             if args.cold:
-                evict(path)
+                drop_page_cache(path)
             t0 = time.perf_counter()
             n = fn()
             results[name].append(time.perf_counter() - t0)

@@ -42,9 +42,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from hip import hip
@@ -55,6 +55,9 @@ from hipfile import AsyncIOHandle, Buffer, FileHandle, Stream, StreamFlags
 __all__ = ["SLAB_NAME", "HipFileGDSBackend", "Retirement", "SlabHandle"]
 
 log = logging.getLogger("lmcache_gds_backend")
+
+#: What the backend registers and keeps by address or handle.
+_Reg = TypeVar("_Reg", Buffer, Stream)
 
 #: Name of the slab file inside ``location``.
 SLAB_NAME = "lmcache_gds_slab.bin"
@@ -155,6 +158,33 @@ class HipFileGDSBackend:
             self._slabs.append(slab)
         return slab
 
+    # -- registrations (buffers and streams alike) ----------------------------
+
+    def _add(self, table: dict[int, _Reg], key: int, make: Callable[[], _Reg],
+             taken: str) -> None:
+        """Register ``make()`` and keep it in ``table`` under ``key``; raises
+        ``ValueError(taken)`` when ``key`` is there already."""
+        with self._lock:
+            if key in table:
+                raise ValueError(taken)
+        self._ensure_driver_open()
+        obj = make()
+        obj.register()
+        with self._lock:
+            table[key] = obj
+
+    def _remove(self, table: dict[int, _Reg], key: int, missing: str) -> None:
+        """Deregister the object under ``key`` and drop it from ``table``;
+        raises ``KeyError(missing)`` when there is none (and leaves it kept
+        when deregistering raises)."""
+        with self._lock:
+            obj = table.get(key)
+            if obj is None:
+                raise KeyError(missing)
+        obj.deregister()
+        with self._lock:
+            del table[key]
+
     # -- buffers -------------------------------------------------------------
 
     def register_buffer(self, buf: Any) -> None:
@@ -169,13 +199,8 @@ class HipFileGDSBackend:
             The library refused the registration.
         """
         b = Buffer(buf)
-        with self._lock:
-            if b.ptr in self._buffers:
-                raise ValueError(f"buffer at {b.ptr:#x} is already registered")
-        self._ensure_driver_open()
-        b.register()
-        with self._lock:
-            self._buffers[b.ptr] = b
+        self._add(self._buffers, b.ptr, lambda: b,
+                  f"buffer at {b.ptr:#x} is already registered")
 
     def deregister_buffer(self, buf: Any) -> None:
         """Deregister the buffer at ``buf``'s base address (``buf`` itself is
@@ -189,13 +214,7 @@ class HipFileGDSBackend:
             Operations on the buffer are still in flight.
         """
         ptr = Buffer(buf).ptr
-        with self._lock:
-            b = self._buffers.get(ptr)
-            if b is None:
-                raise KeyError(f"no buffer registered at {ptr:#x}")
-        b.deregister()
-        with self._lock:
-            del self._buffers[ptr]
+        self._remove(self._buffers, ptr, f"no buffer registered at {ptr:#x}")
 
     def buffer(self, buf_base: int) -> Buffer:
         """The registered :class:`hipfile.Buffer` at ``buf_base``.
@@ -224,14 +243,8 @@ class HipFileGDSBackend:
             The library refused.
         """
         raw = int(raw_stream)
-        with self._lock:
-            if raw in self._streams:
-                raise ValueError(f"stream {raw:#x} is already registered")
-        self._ensure_driver_open()
-        st = Stream(raw, STREAM_FLAGS)
-        st.register()
-        with self._lock:
-            self._streams[raw] = st
+        self._add(self._streams, raw, lambda: Stream(raw, STREAM_FLAGS),
+                  f"stream {raw:#x} is already registered")
 
     def deregister_stream(self, raw_stream: int) -> None:
         """Deregister a stream registered by :meth:`register_stream`.
@@ -244,13 +257,7 @@ class HipFileGDSBackend:
             Operations on the stream are still in flight.
         """
         raw = int(raw_stream)
-        with self._lock:
-            st = self._streams.get(raw)
-            if st is None:
-                raise KeyError(f"stream {raw:#x} is not registered")
-        st.deregister()
-        with self._lock:
-            del self._streams[raw]
+        self._remove(self._streams, raw, f"stream {raw:#x} is not registered")
 
     def stream(self, raw_stream: int) -> Stream:
         """The registered :class:`hipfile.Stream` of ``raw_stream``.
@@ -475,22 +482,21 @@ def run_demo(location: str, chunks: int, chunk_size: int, nstreams: int,
             slab = backend.open_slab(location, total, direct_io)
             stats["direct_io"] = slab.direct_io
             ret = Retirement()
+
+            def every_chunk(move: Callable[..., AsyncIOHandle], buf: Any) -> None:
+                """Chunk i of ``buf`` <-> slab slot order[i], round-robin over
+                the streams, retiring as it goes."""
+                for i in range(chunks):
+                    raw = int(streams[i % nstreams])
+                    ret.track(move(int(buf), chunk_size, int(order[i]) * chunk_size,
+                                   i * chunk_size, raw))
+                    ret.poll()
+                ret.drain()
+
             t0 = time.perf_counter()
-            # put: chunk i of src goes to slab slot order[i]
-            for i in range(chunks):
-                raw = int(streams[i % nstreams])
-                ret.track(slab.write_async(int(src), chunk_size, int(order[i]) * chunk_size,
-                                           i * chunk_size, raw))
-                ret.poll()
-            ret.drain()
+            every_chunk(slab.write_async, src)  # put: chunk i of src to slot order[i]
             t1 = time.perf_counter()
-            # get: slab slot order[i] back to chunk i of dst
-            for i in range(chunks):
-                raw = int(streams[i % nstreams])
-                ret.track(slab.read_async(int(dst), chunk_size, int(order[i]) * chunk_size,
-                                          i * chunk_size, raw))
-                ret.poll()
-            ret.drain()
+            every_chunk(slab.read_async, dst)  # get: slot order[i] back to chunk i of dst
             t2 = time.perf_counter()
             stats.update(put_s=t1 - t0, get_s=t2 - t1, moved=ret.bytes, retired=ret.retired)
         out = np.empty(total, dtype=np.uint8)

@@ -45,6 +45,13 @@ _MAX_CHUNK: int = _hipfile.MAX_IO_CHUNK
 _HOST_MEMORY = -int(OpError.HIP_MEMORY_TYPE_INVALID)
 
 
+def _zero_count(write: bool, name: str, left: int, file_offset: int) -> None:
+    """A call moved 0 bytes: end of file for a read (return), a write that
+    would loop forever (raise :class:`OSError` ``EIO``)."""
+    if write:
+        raise OSError(errno.EIO, f"{name} moved 0 of {left} bytes at file offset {file_offset}")
+
+
 def transfer(write: bool, handle: int, ptr: int, size: int, file_offset: int,
              buffer_offset: int, check: Callable[[], None] | None = None,
              host_fd: Callable[[], int] | None = None) -> int:
@@ -100,9 +107,7 @@ def transfer(write: bool, handle: int, ptr: int, size: int, file_offset: int,
                                             buffer_offset + done, check)
             raise_result(n, err, name)
         if n == 0:
-            if write:
-                raise OSError(errno.EIO, f"{name} moved 0 of {size - done} bytes at file "
-                                         f"offset {file_offset + done}")
+            _zero_count(write, name, size - done, file_offset + done)
             break  # end of file
         done += n
     return done
@@ -154,9 +159,7 @@ def host_transfer(write: bool, fd: int, view: memoryview, size: int, file_offset
         finally:
             part.release()
         if n == 0:
-            if write:
-                raise OSError(errno.EIO, f"{name} moved 0 of {size - done} bytes at file "
-                                         f"offset {file_offset + done}")
+            _zero_count(write, name, size - done, file_offset + done)
             break  # end of file
         done += n
     return done

@@ -7,6 +7,7 @@ import errno
 import gc
 import os
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,6 +22,14 @@ CHUNK = N // 8
 
 
 # -- round trips ----------------------------------------------------------------
+
+
+def _submit_chunk_reads(batch: BatchIO, fh: FileHandle, dev: Any, count: int) -> None:
+    """Queue reads of the first ``count`` chunks (cookie ``i`` for chunk
+    ``i``, each to the same place in ``dev``) and submit them."""
+    for i in range(count):
+        batch.read(fh, dev, CHUNK, i * CHUNK, i * CHUNK, cookie=i)
+    batch.submit()
 
 
 @pytest.mark.needs("hipFileBatchIOGetStatus")
@@ -128,9 +137,7 @@ def test_get_status_polls_waits_for_min_nr_and_times_out(driver, data_file):
     path, data = data_file
     emu().set_completion_delay(500_000)
     with device_array(N) as dev, FileHandle(path) as fh, BatchIO(4) as batch:
-        for i in range(3):
-            batch.read(fh, dev, CHUNK, i * CHUNK, i * CHUNK, cookie=i)
-        batch.submit()
+        _submit_chunk_reads(batch, fh, dev, 3)
         assert batch.inflight == 3
         t0 = time.monotonic()
         assert batch.get_status() == []  # a poll returns at once
@@ -150,9 +157,7 @@ def test_wait_timeout_keeps_the_events(driver, data_file):
     path, _ = data_file
     emu().set_completion_delay(50_000)
     with device_array(N) as dev, FileHandle(path) as fh, BatchIO(8) as batch:
-        for i in range(8):
-            batch.read(fh, dev, CHUNK, i * CHUNK, i * CHUNK, cookie=i)
-        batch.submit()
+        _submit_chunk_reads(batch, fh, dev, 8)
         with pytest.raises(TimeoutError, match="still in flight"):
             batch.wait(timeout=0.01)
         events = batch.wait(timeout=30)
@@ -208,9 +213,7 @@ def test_injected_errno_fails_one_entry(driver, data_file):
     path, data = data_file
     emu().inject_fault("batch", errno.EIO, count=1, after=1)
     with device_array(N) as dev, FileHandle(path) as fh, BatchIO(3) as batch:
-        for i in range(3):
-            batch.read(fh, dev, CHUNK, i * CHUNK, i * CHUNK, cookie=i)
-        batch.submit()
+        _submit_chunk_reads(batch, fh, dev, 3)
         events = {e.cookie: e for e in batch.wait(timeout=30)}
         assert events[0].ok and events[2].ok
         bad = events[1]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import device_array, from_device, random_bytes, to_device
+from _util import from_device, to_device
 from conftest import PLATFORM
 
 import hipfile
@@ -20,24 +20,6 @@ from hipfile.compat import cufile
 from hipfile.compat.cufile import CuFile, CuFileDriver
 
 N = 64 << 10
-
-
-@pytest.fixture
-def dev() -> Iterator[Any]:
-    with device_array(N) as d:
-        yield d
-
-
-@pytest.fixture
-def payload() -> np.ndarray:
-    return random_bytes(N, seed=11)
-
-
-@pytest.fixture
-def data_path(tmp_path: Path, payload: np.ndarray) -> Path:
-    path = tmp_path / "data.bin"
-    path.write_bytes(payload.tobytes())
-    return path
 
 
 @pytest.fixture

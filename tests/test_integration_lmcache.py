@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gc
-import importlib.util
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, hip_stream, random_bytes, to_device
+from _util import (
+    check,
+    device_array,
+    from_device,
+    hip_stream,
+    load_example,
+    random_bytes,
+    to_device,
+)
 from conftest import PLATFORM
 from hip import hip
 
@@ -25,17 +31,7 @@ CHUNKS = 48
 TOTAL = CHUNK * CHUNKS
 
 
-def _load() -> ModuleType:
-    path = Path(__file__).resolve().parent.parent / "examples" / "lmcache_gds_backend.py"
-    spec = importlib.util.spec_from_file_location("lmcache_gds_backend", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gds = _load()
+gds = load_example("lmcache_gds_backend")
 
 
 @pytest.fixture
@@ -147,14 +143,21 @@ def test_submissions_dropped_early(tmp_path: Path, bufs: tuple[Any, Any],
     assert np.array_equal(from_device(dst, TOTAL), data)
 
 
+@contextlib.contextmanager
+def _backend_with_slab(tmp_path: Path, src: Any, raw: int) -> Iterator[Any]:
+    """A backend with ``src`` (TOTAL bytes) and stream ``raw`` registered and
+    a slab of TOTAL bytes opened in ``tmp_path`` (not created)."""
+    with gds.HipFileGDSBackend() as backend:
+        backend.register_buffer(hipfile.Buffer(src, TOTAL))
+        backend.register_stream(raw)
+        yield backend.open_slab(str(tmp_path), TOTAL, False)
+
+
 def test_retirement_reports_errors(tmp_path: Path, bufs: tuple[Any, Any],
                                    streams: list[Any]) -> None:
     src, _ = bufs
     raw = int(streams[0])
-    with gds.HipFileGDSBackend() as backend:
-        backend.register_buffer(hipfile.Buffer(src, TOTAL))
-        backend.register_stream(raw)
-        slab = backend.open_slab(str(tmp_path), TOTAL, False)
+    with _backend_with_slab(tmp_path, src, raw) as slab:
         ret = gds.Retirement()
         # a read past what was written is short: the slab is pre-allocated,
         # so shrink it behind the handle's back to provoke one
@@ -173,10 +176,7 @@ def test_retirement_raises_the_library_error(tmp_path: Path, bufs: tuple[Any, An
 
     src, _ = bufs
     raw = int(streams[0])
-    with gds.HipFileGDSBackend() as backend:
-        backend.register_buffer(hipfile.Buffer(src, TOTAL))
-        backend.register_stream(raw)
-        slab = backend.open_slab(str(tmp_path), TOTAL, False)
+    with _backend_with_slab(tmp_path, src, raw) as slab:
         ret = gds.Retirement()
         emulated.inject_fault("read_async", errno.EIO)
         ret.track(slab.read_async(int(src), CHUNK, 0, 0, raw))

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import importlib.util
 import os
 import subprocess
 import sys
@@ -14,17 +13,16 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, random_bytes
+from _util import EXAMPLES, check, load_example, random_bytes
 from hip import hip
 
 import hipfile
 
-SCRIPT = Path(__file__).resolve().parent.parent / "examples" / "vllm_kv_connector.py"
+SCRIPT = EXAMPLES / "vllm_kv_connector.py"
 LAYERS = 24
 BLOCKS = 12
 BLOCK = 16 << 10
@@ -32,16 +30,7 @@ BLOCK = 16 << 10
 _HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("vllm_kv_connector", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-vkv = _load()
+vkv = load_example("vllm_kv_connector")
 
 
 class StreamBlocker:

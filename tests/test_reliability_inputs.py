@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import device_array, from_device, hip_stream, random_bytes
+from _util import device_array, emu, from_device, hip_stream, random_bytes
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,12 +20,6 @@ pytestmark = pytest.mark.emulated
 
 N = 1 << 13
 LOOSE = [1.5, 2.0, True, False, "8"]
-
-
-def emu():
-    from hipfile.platforms import emulated
-
-    return emulated
 
 
 @pytest.fixture(scope="module")

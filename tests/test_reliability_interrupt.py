@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import device_array, from_device, hip_stream, random_bytes
+from _util import device_array, emu, from_device, hip_stream
 
 import hipfile
 from hipfile import BatchIO, FileHandle, Stream
@@ -19,26 +19,6 @@ pytestmark = pytest.mark.emulated
 
 N = 1 << 14
 DELAY_US = 1_500_000
-
-
-@pytest.fixture
-def driver():
-    with hipfile.Driver() as d:
-        yield d
-
-
-@pytest.fixture
-def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    data = random_bytes(N, seed=11)
-    path = tmp_path / "data.bin"
-    path.write_bytes(data.tobytes())
-    return path, data
-
-
-def emu():
-    from hipfile.platforms import emulated
-
-    return emulated
 
 
 def interrupt_after(seconds: float) -> threading.Timer:

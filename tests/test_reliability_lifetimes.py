@@ -7,10 +7,11 @@ import gc
 import os
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, hip_stream, random_bytes
+from _util import check, device_array, emu, from_device, hip_stream
 from hip import hip
 
 import hipfile
@@ -22,36 +23,24 @@ pytestmark = pytest.mark.emulated
 N = 1 << 14
 
 
-@pytest.fixture
-def driver():
-    with hipfile.Driver() as d:
-        yield d
-
-
-@pytest.fixture
-def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    data = random_bytes(N, seed=21)
-    path = tmp_path / "data.bin"
-    path.write_bytes(data.tobytes())
-    return path, data
-
-
-def emu():
-    from hipfile.platforms import emulated
-
-    return emulated
+def _read_then_destroy_stream(path: Path, dev: Any) -> tuple[FileHandle, Stream, Any]:
+    """Open ``path``, start a read of N bytes into ``dev`` on a new registered
+    stream, then destroy that stream behind the binding (with the completion
+    delay set, the read is still in flight)."""
+    s = check(hip.hipStreamCreate())
+    fh = FileHandle(path).open()
+    stream = Stream(s)
+    stream.register()
+    h = fh.read_async(dev, N, 0, 0, stream)
+    check(hip.hipStreamDestroy(s))
+    return fh, stream, h
 
 
 def test_stream_destroyed_behind_the_binding(driver, data_file):
     path, _ = data_file
     emu().set_completion_delay(200_000)
     with device_array(N) as dev:
-        s = check(hip.hipStreamCreate())
-        fh = FileHandle(path).open()
-        stream = Stream(s)
-        stream.register()
-        h = fh.read_async(dev, N, 0, 0, stream)
-        check(hip.hipStreamDestroy(s))
+        fh, stream, h = _read_then_destroy_stream(path, dev)
         assert h.done()  # ended as lost, never raises
         with pytest.raises(hipfile.HipRuntimeError, match="destroyed"):
             h.wait()
@@ -76,12 +65,7 @@ def test_handle_dropped_after_its_stream_was_destroyed(driver, data_file):
     path, _ = data_file
     emu().set_completion_delay(100_000)
     with device_array(N) as dev:
-        s = check(hip.hipStreamCreate())
-        fh = FileHandle(path).open()
-        stream = Stream(s)
-        stream.register()
-        h = fh.read_async(dev, N, 0, 0, stream)
-        check(hip.hipStreamDestroy(s))
+        fh, stream, h = _read_then_destroy_stream(path, dev)
         del h  # no marker can follow it: the slot is lost, the objects released
         gc.collect()
         assert fh.pending == 0 and stream.pending == 0

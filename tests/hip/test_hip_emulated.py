@@ -70,21 +70,28 @@ def test_device_memory_limit() -> None:
     assert ok(hip.hipMemGetInfo())[0] == free  # type: ignore[index]
 
 
+#: What every script below starts with: hipfile imported (its platform
+#: warnings silenced) to load the emulated runtime, then HIP-Python.
+_SCRIPT_PRELUDE = """\
+import ctypes, os, threading, warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import hipfile
+import numpy as np
+from hip import hip
+E = hip.hipError_t
+"""
+
+
 def _run_emulated_script(script: str, **env_extra: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` after :data:`_SCRIPT_PRELUDE` on the emulated platform."""
     env = {"HIPFILE_PLATFORM": "emulated",
            "HIPFILE_EMULATED_PREFIX": str(platforms.prefix("emulated")), **env_extra}
-    return run_python(script, ("ROCM_PATH",), **env)
+    return run_python(_SCRIPT_PRELUDE + textwrap.dedent(script), ("ROCM_PATH",), **env)
 
 
 MULTI_DEVICE_SCRIPT = textwrap.dedent(
     """
-    import threading, warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import hipfile
-    import numpy as np
-    from hip import hip
-    E = hip.hipError_t
 
     def ok(r):
         assert r[0] == E.hipSuccess, r
@@ -142,12 +149,6 @@ def test_multiple_devices_in_subprocess() -> None:
 def test_no_devices_in_subprocess() -> None:
     proc = _run_emulated_script(
         """
-        import warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import hipfile
-        from hip import hip
-        E = hip.hipError_t
         assert hip.hipGetDeviceCount()[0] == E.hipErrorNoDevice
         assert hip.hipInit(0)[0] == E.hipErrorNoDevice
         assert hip.hipMalloc(16)[0] == E.hipErrorNoDevice
@@ -199,12 +200,6 @@ def test_streams_from_many_threads(counters_balanced: None) -> None:
 def test_device_reset_and_release_all_in_subprocess() -> None:
     proc = _run_emulated_script(
         """
-        import ctypes, os, warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import hipfile
-        from hip import hip
-        E = hip.hipError_t
         lib = ctypes.CDLL(os.path.join(os.environ["ROCM_PATH"], "lib", "libamdhip64.so"))
         lib.hipEmuReleaseAll.restype = ctypes.c_longlong
 
@@ -240,11 +235,6 @@ def test_exit_with_pending_and_stuck_work_does_not_hang() -> None:
     start = time.monotonic()
     proc = _run_emulated_script(
         """
-        import ctypes, warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import hipfile
-        from hip import hip
         libc = ctypes.CDLL(None)
         sleep_fn = ctypes.cast(libc.sleep, ctypes.c_void_p).value
         busy = hip.hipStreamCreate()[1]
@@ -267,13 +257,6 @@ def test_exit_with_pending_and_stuck_work_does_not_hang() -> None:
 def test_fork_child_never_hangs() -> None:
     proc = _run_emulated_script(
         """
-        import os, warnings
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import hipfile
-        import numpy as np
-        from hip import hip
-        E = hip.hipError_t
         K = hip.hipMemcpyKind
         s = hip.hipStreamCreate()[1]
         ev = hip.hipEventCreate()[1]

@@ -141,10 +141,7 @@ EMU_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDesc
         *fh = (hipFileHandle_t)rec->token;
     }
     pthread_mutex_unlock(&emu_lock);
-    if (e == hipFileSuccess && !fault)
-        return emu_err(hipFileSuccess);
-    free(rec);
-    return fault ? emu_register_fault_error(fault) : emu_err(e);
+    return emu_register_result(e, fault, rec);
 }
 
 /* Called with emu_lock held on an unlinked record: waits for its users,
@@ -257,10 +254,7 @@ EMU_EXPORT hipFileError_t hipFileBufRegister(const void *buffer_base, size_t len
         emu_driver_implicit_open_locked();
     }
     pthread_mutex_unlock(&emu_lock);
-    if (e == hipFileSuccess && !fault)
-        return emu_err(hipFileSuccess);
-    free(rec);
-    return fault ? emu_register_fault_error(fault) : emu_err(e);
+    return emu_register_result(e, fault, rec);
 }
 
 EMU_EXPORT hipFileError_t hipFileBufDeregister(const void *buffer_base)

@@ -76,9 +76,11 @@ EMU_HIDDEN uintptr_t emu_new_token(uintptr_t tag);
 /* Fault injection and the other hooks. */
 /* Consumes one call of `op`: returns the injected error or 0. */
 EMU_HIDDEN int emu_fault_take(int op);
-/* What a registration returns for an injected error: the hipFile code
- * itself, or InternalError with errno set. */
-EMU_HIDDEN hipFileError_t emu_register_fault_error(int fault);
+/* What a registration returns, called after emu_lock is released: success
+ * when `e` is hipFileSuccess and no error was injected; otherwise `rec` (the
+ * record that was not linked) is freed and the injected error (the hipFile
+ * code itself, or InternalError with errno set) or `e` is returned. */
+EMU_HIDDEN hipFileError_t emu_register_result(hipFileOpError_t e, int fault, void *rec);
 EMU_HIDDEN size_t emu_short_transfer(void);
 EMU_HIDDEN unsigned long long emu_completion_delay(void);
 EMU_HIDDEN void emu_sleep_us(unsigned long long us);

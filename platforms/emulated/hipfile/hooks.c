@@ -2,6 +2,7 @@
  * transfers, completion delay and resource counters. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "hipfile_internal.h"
@@ -55,8 +56,13 @@ int emu_fault_take(int op)
     return e;
 }
 
-hipFileError_t emu_register_fault_error(int fault)
+hipFileError_t emu_register_result(hipFileOpError_t e, int fault, void *rec)
 {
+    if (e == hipFileSuccess && !fault)
+        return emu_err(hipFileSuccess);
+    free(rec);
+    if (!fault)
+        return emu_err(e);
     if (fault >= HIPFILE_BASE_ERR)
         return emu_err((hipFileOpError_t)fault);
     errno = fault;

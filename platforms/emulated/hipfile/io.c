@@ -163,10 +163,7 @@ EMU_EXPORT hipFileError_t hipFileStreamRegister(emu_hipStream_t stream, unsigned
         emu_counters.streams_registered++;
     }
     pthread_mutex_unlock(&emu_lock);
-    if (e == hipFileSuccess && !fault)
-        return emu_err(hipFileSuccess);
-    free(rec);
-    return fault ? emu_register_fault_error(fault) : emu_err(e);
+    return emu_register_result(e, fault, rec);
 }
 
 EMU_EXPORT hipFileError_t hipFileStreamDeregister(emu_hipStream_t stream)
