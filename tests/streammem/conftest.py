@@ -1,0 +1,41 @@
+"""Fixtures of the stream memory operation tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from _streammem_calls import (
+    Mapped,
+    free_settled,
+    hip,
+    ok,
+)
+
+
+@pytest.fixture
+def mapped() -> Iterator[Mapped]:
+    m = Mapped()
+    yield m
+    free_settled(hip.hipHostFree, m.ptr)
+
+
+@pytest.fixture
+def stream() -> Iterator[object]:
+    s = ok(hip.hipStreamCreate())
+    yield s
+    ok(hip.hipStreamDestroy(s))
+
+
+@pytest.fixture
+def stream2() -> Iterator[object]:
+    s = ok(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    yield s
+    ok(hip.hipStreamDestroy(s))
+
+
+@pytest.fixture(autouse=True)
+def _clean_last_error() -> Iterator[None]:
+    hip.hipGetLastError()
+    yield
+    hip.hipGetLastError()
