@@ -1,10 +1,16 @@
-"""Fixtures of the stream memory operation tests."""
+"""Fixtures of the stream memory operation tests.
+
+Test modules at the top of ``tests/`` import ``PLATFORM`` from ``conftest``, a module
+name every conftest.py shares (pytest keeps the last one imported): this one offers
+the same value as ``tests/conftest.py``, as ``tests/hip/conftest.py`` does.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
+from _streammem_calls import PLATFORM as PLATFORM
 from _streammem_calls import (
     Mapped,
     free_settled,
