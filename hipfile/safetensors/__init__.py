@@ -63,6 +63,7 @@ from hipfile.safetensors._header import (
     parse_header,
     read_header,
 )
+from hipfile.safetensors._header import DEFAULT_MAX_GAP as DEFAULT_MAX_GAP
 from hipfile.safetensors._read import (
     READERS,
     DeviceAllocation,
