@@ -45,7 +45,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -53,6 +53,22 @@ import numpy as np
 from hip import hip
 
 import hipfile
+
+# The stand-ins for vLLM's objects and the fake model live in _vllm_kv/ beside this file.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+from _vllm_kv.model import FakeModel, collect_finished, forward_pass, pattern, write_request_file  # noqa: E402
+from _vllm_kv.stand_ins import (  # noqa: E402
+    AttentionLayer,
+    DeviceKV,
+    ForwardContext,
+    HipFileConnectorMetadata,
+    ReqMeta,
+    coalesce,
+    hip_check,
+)
 
 __all__ = [
     "AttentionLayer",
@@ -63,103 +79,6 @@ __all__ = [
     "ReqMeta",
     "coalesce",
 ]
-
-
-def hip_check(result: Any) -> Any:
-    """The value of a HIP-Python call, or RuntimeError naming the error."""
-    err = result[0] if isinstance(result, tuple) else result
-    if err != hip.hipError_t.hipSuccess:
-        raise RuntimeError(f"HIP error {err!r}")
-    if isinstance(result, tuple) and len(result) > 1:
-        return result[1]
-    return None
-
-
-# ----------------------------------------------------------------------------------------
-# Stand-ins for vLLM's objects
-# ----------------------------------------------------------------------------------------
-
-
-class DeviceKV:
-    """A layer's paged KV buffer in device memory (stands in for the
-    ``torch.Tensor`` vLLM passes): ``nbytes`` bytes from ``hipMalloc``,
-    exposed through ``__cuda_array_interface__``."""
-
-    def __init__(self, nbytes: int) -> None:
-        self.nbytes = nbytes
-        self.ptr = hip_check(hip.hipMalloc(nbytes))
-
-    @property
-    def __cuda_array_interface__(self) -> dict[str, Any]:
-        return {"shape": (self.nbytes,), "typestr": "|u1", "data": (int(self.ptr), False),
-                "strides": None, "version": 3}
-
-    def data_ptr(self) -> int:
-        """The device address (the ``torch.Tensor`` name)."""
-        return int(self.ptr)
-
-    def free(self) -> None:
-        """Give the memory back (idempotent)."""
-        if self.ptr is not None:
-            hip_check(hip.hipFree(self.ptr))
-            self.ptr = None
-
-
-class AttentionLayer:
-    """vLLM's attention layer as the connector sees it: ``kv_cache`` holds
-    one paged buffer per virtual engine."""
-
-    def __init__(self, kv_cache: list[Any]) -> None:
-        self.kv_cache = kv_cache
-
-
-class ForwardContext:
-    """vLLM's ``ForwardContext``: the layers by name, the attention metadata
-    and the virtual engine of this pass."""
-
-    def __init__(self, no_compile_layers: dict[str, AttentionLayer], attn_metadata: Any = None,
-                 virtual_engine: int = 0) -> None:
-        self.no_compile_layers = no_compile_layers
-        self.attn_metadata = attn_metadata
-        self.virtual_engine = virtual_engine
-
-
-class ReqMeta:
-    """One request of a step: its KV blocks in the paged buffers, and
-    whether the step loads them from storage or saves them to it."""
-
-    def __init__(self, req_id: str, block_ids: list[int], load: bool = False,
-                 save: bool = False) -> None:
-        self.req_id = req_id
-        self.block_ids = list(block_ids)
-        self.load = load
-        self.save = save
-
-
-class HipFileConnectorMetadata:
-    """What vLLM's scheduler-side connector binds to the worker for a step
-    (``KVConnectorMetadata``)."""
-
-    def __init__(self, requests: list[ReqMeta] | None = None) -> None:
-        self.requests = list(requests or [])
-
-
-def coalesce(block_ids: Iterable[int], block_bytes: int,
-             file_base: int) -> list[tuple[int, int, int]]:
-    """Engine ranges ``(size, file_offset, buffer_offset)`` for a request's
-    blocks: block *i* of the request at ``file_base + i * block_bytes`` in
-    the file, block ``block_ids[i]`` in the paged buffer; neighbours on both
-    sides merge into one range."""
-    ranges: list[list[int]] = []
-    for i, b in enumerate(block_ids):
-        foff, boff = file_base + i * block_bytes, b * block_bytes
-        if ranges and ranges[-1][1] + ranges[-1][0] == foff and \
-                ranges[-1][2] + ranges[-1][0] == boff:
-            ranges[-1][0] += block_bytes
-        else:
-            ranges.append([block_bytes, foff, boff])
-    return [(s, f, o) for s, f, o in ranges]
-
 
 # ----------------------------------------------------------------------------------------
 # The connector
@@ -523,204 +442,10 @@ def _default_current_stream() -> Callable[[], Any]:
     return lambda: 0
 
 
-# ----------------------------------------------------------------------------------------
-# A tiny fake model
-# ----------------------------------------------------------------------------------------
-
-
-class FakeModel:
-    """Layers that read their loaded KV, compute, and write new KV, all on
-    one compute stream.
-
-    Per layer: wait for the layer's load; copy the load request's blocks to
-    an observation buffer (what attention would read); the "model" (matrix
-    products with PyTorch when PyTorch and a GPU are present, else device
-    memsets); fill the save request's blocks with a pattern of the layer;
-    save the layer.
-    """
-
-    def __init__(self, layers: int, blocks: int, block_bytes: int, *, dim: int = 1024,
-                 matmuls: int = 2, use_torch: bool | None = None) -> None:
-        self.layers, self.blocks, self.block_bytes = layers, blocks, block_bytes
-        self.names = [f"model.layers.{i}.self_attn.attn" for i in range(layers)]
-        self.matmuls = matmuls
-        self.torch: Any = None
-        if use_torch is None:
-            use_torch = _torch_gpu()
-        self.kv: dict[str, Any] = {}
-        self.scratch: Any = None
-        self.observed: Any = None
-        try:
-            if use_torch:
-                import torch
-
-                self.torch = torch
-                self.stream_obj = torch.cuda.Stream()
-                self.stream = self.stream_obj.cuda_stream
-                for n in self.names:
-                    self.kv[n] = torch.zeros(blocks * block_bytes, dtype=torch.uint8,
-                                             device="cuda")
-                self.weight = torch.randn(dim, dim, dtype=torch.bfloat16, device="cuda")
-                self.act = torch.randn(dim, dim, dtype=torch.bfloat16, device="cuda")
-                self.out = torch.empty(dim, dim, dtype=torch.bfloat16, device="cuda")
-                self.compute_kind = f"torch bf16 matmul {dim}x{dim} x{matmuls}"
-            else:
-                self.stream = hip_check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
-                for n in self.names:
-                    self.kv[n] = DeviceKV(blocks * block_bytes)
-                    hip_check(hip.hipMemset(self.kv[n].ptr, 0, blocks * block_bytes))
-                self.scratch = DeviceKV(max(block_bytes * blocks, 1 << 20))
-                self.compute_kind = f"device memset x{matmuls}"
-            self.observed = DeviceKV(layers * blocks * block_bytes)
-        except BaseException:
-            self.close()
-            raise
-
-    def current_stream(self) -> Any:
-        """The compute stream (the connector's ``current_stream``)."""
-        return self.stream
-
-    def context(self) -> ForwardContext:
-        """The forward context of a pass (layers by name)."""
-        return ForwardContext({n: AttentionLayer([self.kv[n]]) for n in self.names})
-
-    def compute(self, layer: int) -> None:
-        """The layer's "model" work on the compute stream."""
-        if self.torch is not None:
-            with self.torch.cuda.stream(self.stream_obj):
-                for _ in range(self.matmuls):
-                    self.torch.matmul(self.act, self.weight, out=self.out)
-        else:
-            for _ in range(self.matmuls):
-                hip_check(hip.hipMemsetAsync(self.scratch.ptr, layer & 0xFF,
-                                             self.scratch.nbytes, self.stream))
-
-    def observe(self, layer: int, block_ids: list[int]) -> None:
-        """Copy the layer's blocks ``block_ids`` to the observation buffer
-        (stream-ordered: sees what the layer's compute sees)."""
-        kv = _address(self.kv[self.names[layer]])
-        base = int(self.observed.ptr) + layer * self.blocks * self.block_bytes
-        for i, b in enumerate(block_ids):
-            hip_check(hip.hipMemcpyAsync(base + i * self.block_bytes, kv + b * self.block_bytes,
-                                         self.block_bytes,
-                                         hip.hipMemcpyKind.hipMemcpyDeviceToDevice,
-                                         self.stream))
-
-    def produce(self, layer: int, block_ids: list[int]) -> None:
-        """Fill the layer's blocks ``block_ids`` with :func:`pattern` on the
-        compute stream (the new KV a pass computes)."""
-        kv = _address(self.kv[self.names[layer]])
-        for i, b in enumerate(block_ids):
-            hip_check(hip.hipMemsetAsync(kv + b * self.block_bytes, pattern(layer, i),
-                                         self.block_bytes, self.stream))
-
-    def synchronize(self) -> None:
-        """Wait for the compute stream."""
-        hip_check(hip.hipStreamSynchronize(self.stream))
-
-    def observed_bytes(self, layer: int, nblocks: int) -> np.ndarray:
-        """The observation buffer's bytes of ``layer`` (host copy)."""
-        out = np.empty(nblocks * self.block_bytes, np.uint8)
-        base = int(self.observed.ptr) + layer * self.blocks * self.block_bytes
-        hip_check(hip.hipMemcpy(out, base, out.nbytes,
-                                hip.hipMemcpyKind.hipMemcpyDeviceToHost))
-        return out
-
-    def close(self) -> None:
-        """Free the device memory and the stream."""
-        if self.torch is not None:
-            self.kv.clear()
-        else:
-            for kv in self.kv.values():
-                kv.free()
-            self.kv.clear()
-            if self.scratch is not None:
-                self.scratch.free()
-                self.scratch = None
-            if getattr(self, "stream", None) is not None:
-                hip_check(hip.hipStreamSynchronize(self.stream))
-                hip_check(hip.hipStreamDestroy(self.stream))
-                self.stream = None
-        if self.observed is not None:
-            self.observed.free()
-            self.observed = None
-
-
-def pattern(layer: int, index: int) -> int:
-    """The byte the fake model writes into a saved block."""
-    return (layer * 31 + index * 7 + 1) & 0xFF
-
-
-def _address(obj: Any) -> int:
-    if hasattr(obj, "data_ptr"):
-        return int(obj.data_ptr())
-    return int(obj)
-
-
-def _torch_gpu() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
-
-
-def collect_finished(connector: HipFileKVConnector, finished_req_ids: set[str],
-                     timeout: float = 30.0) -> tuple[set[str], set[str]]:
-    """Call :meth:`~HipFileKVConnector.get_finished` until every load has
-    been reported (a stream released by a load can run a moment before the
-    host sees the load done); returns the union of ``(saved, loaded)``."""
-    saved: set[str] = set()
-    loaded: set[str] = set()
-    deadline = time.monotonic() + timeout
-    while True:
-        s, r = connector.get_finished(finished_req_ids)
-        saved |= s or set()
-        loaded |= r or set()
-        if not connector.loading:
-            return saved, loaded
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"loads of {sorted(connector.loading)} not finished")
-        time.sleep(0.0005)
-
-
-def forward_pass(model: FakeModel, connector: HipFileKVConnector,
-                 meta: HipFileConnectorMetadata, *, observe: bool = True) -> None:
-    """One pass of vLLM's worker: bind, load, the layers with their waits and
-    saves, wait for the saves, clear."""
-    loads = [r for r in meta.requests if r.load]
-    saves = [r for r in meta.requests if r.save]
-    connector.bind_connector_metadata(meta)
-    try:
-        ctx = model.context()
-        connector.start_load_kv(ctx)
-        for i, name in enumerate(model.names):
-            connector.wait_for_layer_load(name)
-            if observe:
-                for r in loads:
-                    model.observe(i, r.block_ids)
-            model.compute(i)
-            for r in saves:
-                model.produce(i, r.block_ids)
-            connector.save_kv_layer(name, model.kv[name], ctx.attn_metadata)
-        connector.wait_for_save()
-    finally:
-        connector.clear_connector_metadata()
-
 
 # ----------------------------------------------------------------------------------------
 # Demo and benchmark
 # ----------------------------------------------------------------------------------------
-
-
-def write_request_file(root: str, req_id: str, layers: int, nblocks: int, block_bytes: int,
-                       seed: int = 7) -> np.ndarray:
-    """A stored request: random bytes for ``nblocks`` blocks of every layer."""
-    data = np.random.default_rng(seed).integers(0, 256, layers * nblocks * block_bytes,
-                                                dtype=np.uint8)
-    with open(os.path.join(root, f"{req_id}.kv"), "wb") as f:
-        f.write(data.tobytes())
-    return data
 
 
 def run_demo(root: str, layers: int, blocks: int, block_bytes: int,

@@ -27,37 +27,29 @@ file and buffer and run them as successive batches::
 
 from __future__ import annotations
 
-import concurrent.futures
-import errno as _errno
 import threading
 import time
-from collections import deque
-from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from hipfile._abi import IO_EVENTS, IO_PARAMS
+from hipfile._batch_event import _FINAL, BatchEvent, _Entry, _Submission
 from hipfile._interop import as_int, io_range
 from hipfile._lib import _hipfile
-from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile._lib._hipfile import _FileCore
 from hipfile._lifetime import ClosesWhenCollected
-from hipfile.enums import BASE_ERR, BatchMode, Opcode, OpError, Status
+from hipfile.enums import BatchMode, Opcode, OpError, Status
 from hipfile.errors import (
     BatchFullError,
     ClosedFileError,
-    HipFileException,
     InvalidValueError,
-    error_for_result,
 )
 
 __all__ = ["BatchEvent", "BatchIO", "batch_read", "batch_write"]
 
 _MAX_NR = 2**32 - 1
 _MAX_ENTRY: int = _hipfile.MAX_IO_CHUNK
-#: Final states: the library no longer uses the entry's memory.
-_FINAL = Status.COMPLETE | Status.FAILED | Status.CANCELED | Status.INVALID | Status.TIMEOUT
 #: Longest single wait inside the library, so that signals and close() are
 #: seen between waits.
 _SLICE = 0.1
@@ -67,126 +59,6 @@ CLOSE_TIMEOUT = 10.0
 # Parameter arrays whose entries never reported a final state before their
 # batch was destroyed: never freed, in case the library still reads them.
 _abandoned: list[np.ndarray] = []
-
-
-@dataclass(frozen=True)
-class BatchEvent:
-    """The completion of one batch entry.
-
-    Attributes
-    ----------
-    cookie
-        The entry's cookie: the object given to :meth:`BatchIO.read` /
-        :meth:`BatchIO.write`, or the entry's id when none was given.
-    status
-        The entry's :class:`~hipfile.Status` (``COMPLETE``, ``FAILED``,
-        ``CANCELED``, ...).
-    result
-        Bytes moved, or a negative error code (``-errno`` for a system
-        error, ``-code`` for a hipFile error).
-    entry
-        The entry's id, as returned by :meth:`BatchIO.read` /
-        :meth:`BatchIO.write` and :meth:`BatchIO.submit`.
-    opcode
-        :class:`~hipfile.Opcode` of the entry.
-    """
-
-    cookie: Any
-    status: Status
-    result: int
-    entry: int = -1
-    opcode: Opcode = Opcode.READ
-
-    @property
-    def ok(self) -> bool:
-        """Whether the entry completed without error."""
-        return self.status == Status.COMPLETE and self.result >= 0
-
-    @property
-    def final(self) -> bool:
-        """Whether the entry has reached a final state."""
-        return bool(self.status & _FINAL)
-
-    def error(self) -> BaseException | None:
-        """The entry's error as an exception (not raised), or None if :attr:`ok`.
-
-        A negative :attr:`result` is decoded with
-        :func:`hipfile.errors.error_for_result`: ``-errno`` (1..4999) gives an
-        :class:`OSError` subclass, ``-code`` a
-        :class:`~hipfile.HipFileException` subclass. A canceled entry gives
-        :class:`concurrent.futures.CancelledError`, a timed out one
-        :class:`TimeoutError`, and a failed or invalid entry without a
-        negative result an :class:`~hipfile.HipFileException`
-        (``BATCH_SUBMIT_FAILED`` / ``INVALID_VALUE``).
-        """
-        if self.ok:
-            return None
-        func = "hipFileBatchIOGetStatus"
-        r = self.result
-        if r < 0:
-            code = -r
-            if code < BASE_ERR:
-                # a system error: the library stores -errno
-                return error_for_result(-1, code, func)
-            return error_for_result(r, 0, func)
-        if self.status & Status.CANCELED:
-            return concurrent.futures.CancelledError(f"batch entry {self.entry} was canceled")
-        if self.status & Status.TIMEOUT:
-            return TimeoutError(_errno.ETIMEDOUT, f"batch entry {self.entry} timed out")
-        if self.status & Status.INVALID:
-            return HipFileException(OpError.INVALID_VALUE, 0, func,
-                                    f"batch entry {self.entry} was rejected as invalid")
-        if self.status & Status.FAILED:
-            return HipFileException(OpError.BATCH_SUBMIT_FAILED, 0, func,
-                                    f"batch entry {self.entry} failed")
-        return HipFileException(OpError.INVALID_VALUE, 0, func,
-                                f"batch entry {self.entry} has not completed "
-                                f"(status {self.status!r})")
-
-
-class _Submission:
-    """One parameter array and how many of its entries are not final yet."""
-
-    __slots__ = ("array", "remaining")
-
-    def __init__(self, array: np.ndarray, remaining: int) -> None:
-        self.array = array
-        self.remaining = remaining
-
-
-class _Entry:
-    __slots__ = (
-        "buffer_core",
-        "buffer_offset",
-        "cookie",
-        "fh",
-        "file_offset",
-        "id",
-        "opcode",
-        "owner",
-        "ptr",
-        "size",
-        "submission",
-    )
-
-    def __init__(self, id: int, opcode: Opcode, fh: _FileCore, ptr: int, owner: Any,
-                 size: int, file_offset: int, buffer_offset: int, cookie: Any) -> None:
-        self.id = id
-        self.opcode = opcode
-        self.fh = fh
-        self.ptr = ptr
-        self.owner = owner
-        self.buffer_core = owner if isinstance(owner, _BufferCore) else None
-        self.size = size
-        self.file_offset = file_offset
-        self.buffer_offset = buffer_offset
-        self.cookie = id if cookie is None else cookie
-        self.submission: _Submission | None = None
-
-    def hold(self, delta: int) -> None:
-        self.fh._hold(delta)
-        if self.buffer_core is not None:
-            self.buffer_core._hold(delta)
 
 
 class BatchIO(ClosesWhenCollected):
@@ -713,131 +585,5 @@ def _set_up(max_nr: int) -> int:
             "hipfile.batch_read/batch_write, which submit successive batches") from exc
 
 
-def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
-                 ranges: Iterable[tuple[int | None, int, int]], batch_size: int | None,
-                 timeout: float | None) -> list[int]:
-    from hipfile import defaults
-
-    write = opcode == Opcode.WRITE
-    if not isinstance(fh, _FileCore):
-        raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
-    fh._check_registered()
-    if batch_size is None:
-        per_batch = defaults.batch_max_entries()
-    else:
-        per_batch = as_int(batch_size, "batch_size")
-        if per_batch <= 0:
-            raise ValueError(f"batch_size must be positive, got {per_batch}")
-    timeout = BatchIO._check_timeout(timeout)
-    _, length, _ = _hipfile.buffer_info(buffer)
-    # Every range is checked before anything is submitted; ranges above one
-    # entry's limit become several entries.
-    pending: deque[tuple[int, int, int, int]] = deque()
-    count = 0
-    for r in ranges:
-        t: tuple[Any, ...] = tuple(r)
-        if len(t) != 3:
-            raise TypeError(f"each range must be (size, file_offset, buffer_offset), got {r!r}")
-        size, foff, boff = _hipfile.io_range_check(length, *t)
-        for start in range(0, size, _MAX_ENTRY):
-            pending.append((count, min(_MAX_ENTRY, size - start), foff + start, boff + start))
-        count += 1
-    moved = [0] * count
-    if not pending:
-        return moved
-    deadline = None if timeout is None else time.monotonic() + timeout
-    failure: tuple[int, BaseException] | None = None
-    with BatchIO(min(per_batch, len(pending))) as batch:
-        while pending and failure is None:
-            round_ = [pending.popleft() for _ in range(min(batch.max_nr, len(pending)))]
-            for k, (_, size, foff, boff) in enumerate(round_):
-                batch._add(opcode, fh, buffer, size, foff, boff, k)
-            batch.submit()
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            for event in batch.wait(left):
-                index, size, foff, boff = round_[event.cookie]
-                error = event.error()
-                if error is None:
-                    n = event.result
-                    moved[index] += n
-                    if n == size:
-                        continue
-                    if n > 0:
-                        # a short count is not the end: the rest goes in a later batch
-                        pending.append((index, size - n, foff + n, boff + n))
-                        continue
-                    if not write:
-                        continue  # a read of 0 bytes: end of file
-                    error = OSError(_errno.EIO, f"batch write entry moved 0 of {size} bytes "
-                                                f"at file offset {foff}")
-                if failure is None or index < failure[0]:
-                    failure = (index, error)
-    if failure is not None:
-        raise failure[1]
-    return moved
-
-
-def batch_read(fh: Any, buffer: Any, ranges: Iterable[tuple[int | None, int, int]], *,
-               batch_size: int | None = None, timeout: float | None = None) -> list[int]:
-    """Read any number of ``(size, file_offset, buffer_offset)`` ranges of
-    ``fh`` into ``buffer`` as successive batches; returns the bytes read per
-    range.
-
-    Parameters
-    ----------
-    fh
-        An open :class:`~hipfile.FileHandle`.
-    buffer
-        Device memory: a :class:`~hipfile.Buffer` or anything it accepts.
-    ranges
-        ``(size, file_offset, buffer_offset)`` tuples, ``size`` None for the
-        rest of the buffer; all are checked before anything is submitted.
-    batch_size
-        Entries per batch (default ``hipfile.defaults`` ``batch_max_entries``,
-        128); a range above 0x7ffff000 bytes takes several entries.
-    timeout
-        Seconds for the whole call, or None for no limit.
-
-    The ranges run in batches of ``batch_size`` entries, one batch after
-    the other, in one :class:`BatchIO`. An entry that moves fewer bytes than
-    asked is not taken for end of file: the rest is submitted again in a
-    later batch, until it is done or a read returns 0 (end of file).
-
-    Returns
-    -------
-    list[int]
-        Bytes read per range, in the order of ``ranges``; fewer than asked
-        only at end of file.
-
-    Raises
-    ------
-    TypeError, ValueError
-        A bad file, buffer (host memory included), range, ``batch_size``
-        or ``timeout`` (nothing is submitted).
-    OSError, HipFileException
-        The error of the first failing range (in the order of ``ranges``);
-        batches after the one that failed are not submitted.
-    TimeoutError
-        ``timeout`` passed (what is in flight is canceled).
-
-    See Also
-    --------
-    hipFileBatchIOSetUp, hipFileBatchIOSubmit, hipFileBatchIOGetStatus
-    """
-    return _run_batches(Opcode.READ, fh, buffer, ranges, batch_size, timeout)
-
-
-def batch_write(fh: Any, buffer: Any, ranges: Iterable[tuple[int | None, int, int]], *,
-                batch_size: int | None = None, timeout: float | None = None) -> list[int]:
-    """Write any number of ``(size, file_offset, buffer_offset)`` ranges of
-    ``buffer`` to ``fh`` as successive batches; returns the bytes written
-    per range (always the sizes asked). See :func:`batch_read`.
-
-    A short write is submitted again for the rest; an entry that writes 0
-    bytes fails with :class:`OSError` (``EIO``).
-
-    See Also
-    --------
-    hipFileBatchIOSetUp, hipFileBatchIOSubmit, hipFileBatchIOGetStatus
-    """
-    return _run_batches(Opcode.WRITE, fh, buffer, ranges, batch_size, timeout)
+# batch_read/batch_write use BatchIO: imported once it is defined
+from hipfile._batch_ranges import batch_read, batch_write  # noqa: E402

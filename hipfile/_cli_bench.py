@@ -1,0 +1,321 @@
+"""The ``bench`` command of ``hipfile``: read/write throughput over I/O kinds, sizes,
+thread counts and task sizes."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from hipfile._cli_info import _human, _platform
+
+# -- bench ------------------------------------------------------------------------------------
+
+
+@dataclass
+class BenchJob:
+    """What an I/O kind's function gets: an open file, a registered device
+    buffer, and the parameters of one measurement."""
+
+    fh: Any
+    buffer: Any
+    size: int
+    write: bool
+    threads: int
+    task_size: int
+    executor: ThreadPoolExecutor | None = None
+    stream: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IOKind:
+    """One ``--io`` choice of ``hipfile bench``.
+
+    ``run(job)`` moves ``job.size`` bytes once (read or write as
+    ``job.write`` says) and returns the bytes moved; ``uses_threads`` and
+    ``uses_task_size`` say which sweep parameters matter (others are
+    reported as ``null``); ``needs_stream`` asks for a registered stream in
+    ``job.stream``.
+    """
+
+    run: Callable[[BenchJob], int]
+    help: str
+    uses_threads: bool = False
+    uses_task_size: bool = False
+    needs_stream: bool = False
+
+
+def _io_sync(job: BenchJob) -> int:
+    done = 0
+    call = job.fh.write if job.write else job.fh.read
+    while done < job.size:
+        n = int(call(job.buffer, job.size - done, done, done))
+        if n <= 0:
+            break
+        done += n
+    return done
+
+
+def _io_pread(job: BenchJob) -> int:
+    call = job.fh.pwrite if job.write else job.fh.pread
+    return int(call(job.buffer, job.size, 0, 0, task_size=job.task_size,
+                    executor=job.executor).result())
+
+
+def _spans(size: int, task: int) -> list[tuple[int, int]]:
+    return [(off, min(task, size - off)) for off in range(0, size, task)]
+
+
+def _io_async(job: BenchJob) -> int:
+    call = job.fh.write_async if job.write else job.fh.read_async
+    handles = []
+    try:
+        for off, n in _spans(job.size, job.task_size):
+            handles.append(call(job.buffer, n, off, off, job.stream))
+        return sum(int(h.wait()) for h in handles)
+    except BaseException:
+        # let the stream pass what was submitted before the buffer goes away
+        for h in handles:
+            with contextlib.suppress(Exception):
+                h.wait()
+        raise
+
+
+def _io_stream(job: BenchJob) -> int:
+    call = job.fh.pwrite_async_ranges if job.write else job.fh.pread_async_ranges
+    ranges = [(n, off, off) for off, n in _spans(job.size, job.task_size)]
+    handles = call(job.buffer, ranges, job.stream, task_size=job.task_size)
+    total = 0
+    first: BaseException | None = None
+    for h in handles:          # every range is waited for before an error is raised
+        try:
+            total += int(h.wait())
+        except Exception as exc:
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first
+    return total
+
+
+def _io_batch(job: BenchJob) -> int:
+    import hipfile
+    from hipfile import defaults
+
+    spans = _spans(job.size, job.task_size)
+    per_batch = min(len(spans), defaults.batch_max_entries())
+    total = 0
+    with hipfile.BatchIO(per_batch) as batch:
+        add = batch.write if job.write else batch.read
+        for first in range(0, len(spans), per_batch):
+            for off, n in spans[first:first + per_batch]:
+                add(job.fh, job.buffer, n, off, off)
+            batch.submit()
+            for event in batch.wait():
+                err = event.error()
+                if err is not None:
+                    raise err
+                total += event.result
+    return total
+
+
+#: The I/O kinds of ``hipfile bench --io``, by name.
+IO_KINDS: dict[str, IOKind] = {
+    "sync": IOKind(_io_sync, "FileHandle.read/write: one synchronous call after another"),
+    "pread": IOKind(_io_pread, "FileHandle.pread/pwrite: tasks of --task-size on a pool of "
+                    "--threads threads", uses_threads=True, uses_task_size=True),
+    "async": IOKind(_io_async, "read_async/write_async: one stream-ordered operation per "
+                    "--task-size chunk on a registered stream", uses_task_size=True,
+                    needs_stream=True),
+    "batch": IOKind(_io_batch, "BatchIO: one entry per --task-size chunk, in batches of "
+                    "defaults.batch_max_entries", uses_task_size=True),
+    "stream": IOKind(_io_stream, "pread_async_ranges/pwrite_async_ranges: the stream-ordered "
+                     "engine, one range per --task-size chunk, all submitted at once on a "
+                     "stream (engine threads: defaults.engine_threads)", uses_task_size=True,
+                     needs_stream=True),
+}
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    """A tqdm bar when tqdm is installed and stderr is a terminal, else None
+    (plain lines are printed instead)."""
+    if not enabled or not sys.stderr.isatty():
+        return None
+    try:
+        tqdm = importlib.import_module("tqdm").tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="run", file=sys.stderr, leave=False)
+
+
+@contextlib.contextmanager
+def _bench_folder(parent: str | None) -> Iterator[str]:
+    """A fresh folder for the benchmark's files, removed on the way out
+    (also on Ctrl-C and SIGTERM)."""
+    folder = tempfile.mkdtemp(prefix="hipfile-bench-", dir=parent)
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread
+        old = None
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+
+
+def _fill(path: str, size: int) -> None:
+    """A file of ``size`` bytes of incompressible data."""
+    block = os.urandom(1 << 20)
+    with open(path, "wb") as f:
+        left = size
+        while left > 0:
+            n = min(left, len(block))
+            f.write(block[:n])
+            left -= n
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _runs(args: argparse.Namespace) -> list[dict[str, Any]]:
+    modes = ["read", "write"] if args.mode == "both" else [args.mode]
+    runs = []
+    for size in args.size:
+        for kind_name in args.io:
+            kind = IO_KINDS[kind_name]
+            threads = args.threads if kind.uses_threads else [None]
+            tasks = args.task_size if kind.uses_task_size else [None]
+            for mode in modes:
+                for t in threads:
+                    for ts in tasks:
+                        runs.append({"mode": mode, "io": kind_name, "size": size,
+                                     "threads": t, "task_size": ts})
+    return runs
+
+
+def run_bench(args: argparse.Namespace, log: TextIO) -> dict[str, Any]:
+    """Run every combination of the sweep; returns the JSON-ready report."""
+    import hipfile
+    from hipfile import _hip, defaults
+
+    check = _hip.check
+    hip: Any = _hip.hip
+    name, _ = _platform()
+    emulated = name == "emulated"
+    runs = _runs(args)
+    report: dict[str, Any] = {
+        "platform": name, "emulated": emulated,
+        "library_version": None, "direct": args.direct, "repeat": args.repeat,
+        "results": [],
+    }
+    flags_direct = getattr(os, "O_DIRECT", 0) if args.direct else 0
+    biggest = max(args.size)
+    bar = _progress(len(runs) * args.repeat, enabled=not args.quiet)
+    tag = " [EMULATED]" if emulated else ""
+    with _bench_folder(args.path) as folder, hipfile.Driver():
+        report["library_version"] = ".".join(map(str, hipfile.get_version()))
+        path = os.path.join(folder, "bench.bin")
+        _fill(path, biggest)
+        dev = check(hip.hipMalloc(biggest), "hipMalloc")
+        stream = None
+        try:
+            if any(IO_KINDS[k].needs_stream for k in args.io):
+                stream = check(hip.hipStreamCreate(), "hipStreamCreate")
+            with hipfile.FileHandle(path, os.O_RDWR | flags_direct) as fh, \
+                    hipfile.Buffer(dev, biggest) as buf, \
+                    contextlib.ExitStack() as stack:
+                st = stack.enter_context(hipfile.Stream(stream)) if stream is not None else None
+                for i, run in enumerate(runs, 1):
+                    kind = IO_KINDS[run["io"]]
+                    threads = run["threads"] or defaults.num_threads()
+                    task = run["task_size"] or defaults.task_size()
+                    job = BenchJob(fh=fh, buffer=buf, size=run["size"],
+                                   write=run["mode"] == "write", threads=threads,
+                                   task_size=task, stream=st)
+                    times = []
+                    moved = 0
+                    with ThreadPoolExecutor(threads, thread_name_prefix="hipfile-bench") \
+                            if kind.uses_threads else contextlib.nullcontext() as pool:
+                        job.executor = pool
+                        for _ in range(args.repeat):
+                            t0 = time.perf_counter()
+                            moved = kind.run(job)
+                            times.append(time.perf_counter() - t0)
+                            if bar is not None:
+                                bar.update(1)
+                    if moved != run["size"]:
+                        raise RuntimeError(f"{run['io']} {run['mode']} moved {moved} of "
+                                           f"{run['size']} bytes")
+                    best = min(times)
+                    result = dict(run, emulated=emulated, seconds=times,
+                                  best_gib_s=run["size"] / best / (1 << 30),
+                                  mean_gib_s=run["size"] / statistics.mean(times) / (1 << 30))
+                    report["results"].append(result)
+                    if bar is None and not args.quiet:
+                        print(f"[{i}/{len(runs)}] {_result_line(result)}{tag}", file=log,
+                              flush=True)
+        finally:
+            if bar is not None:
+                bar.close()
+            if stream is not None:
+                check(hip.hipStreamDestroy(stream), "hipStreamDestroy")
+            check(hip.hipFree(dev), "hipFree")
+    return report
+
+
+def _result_line(r: dict[str, Any]) -> str:
+    threads = "-" if r["threads"] is None else str(r["threads"])
+    task = "-" if r["task_size"] is None else _human(r["task_size"])
+    return (f"{r['mode']:<5} {r['io']:<6} size={_human(r['size']):<9} threads={threads:<3} "
+            f"task={task:<8} best={r['best_gib_s']:.3f} GiB/s mean={r['mean_gib_s']:.3f} GiB/s")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    name, _ = _platform()
+    if name == "emulated" and not args.allow_emulated:
+        print("hipfile bench: the emulated test platform is active; its figures measure a "
+              "CPU emulation, not GPU-direct I/O. Pass --allow-emulated to run anyway "
+              "(every figure is then labelled as emulated).", file=sys.stderr)
+        return 2
+    if args.path is not None and not os.path.isdir(args.path):
+        print(f"hipfile bench: --path {args.path!r} is not a folder", file=sys.stderr)
+        return 2
+    from hipfile.errors import HipFileException
+
+    try:
+        report = run_bench(args, sys.stderr if args.json else sys.stdout)
+    except KeyboardInterrupt:
+        print("hipfile bench: interrupted; its files were removed", file=sys.stderr)
+        return 130
+    except (OSError, ValueError, RuntimeError, HipFileException) as exc:
+        print(f"hipfile bench: failed ({type(exc).__name__}: {exc}); its files were removed",
+              file=sys.stderr)
+        return 1
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        print()
+    else:
+        tag = " [EMULATED]" if report["emulated"] else ""
+        print(f"platform {report['platform']}{tag}, library {report['library_version']}, "
+              f"O_DIRECT {'on' if report['direct'] else 'off'}, best of {report['repeat']}")
+        for r in report["results"]:
+            print(_result_line(r) + tag)
+    return 0

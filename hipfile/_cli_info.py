@@ -1,0 +1,343 @@
+"""The ``info`` command of ``hipfile``: the platform, the library, the devices and the
+file systems of the given folders."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import errno
+import json
+import mmap
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+# -- shared helpers ---------------------------------------------------------------------------
+
+
+def _human(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def _platform() -> tuple[str, bool]:
+    """(name, is a test platform)."""
+    from hipfile import platforms
+
+    name = platforms.active()
+    if name is None:
+        return "rocm", False
+    return name, name != "rocm"
+
+
+
+# -- info -------------------------------------------------------------------------------------
+
+#: statfs f_type magic numbers (linux/magic.h and file system sources).
+FS_MAGIC: dict[int, str] = {
+    0xEF53: "ext2/3/4",
+    0x58465342: "xfs",
+    0x9123683E: "btrfs",
+    0x01021994: "tmpfs",
+    0x858458F6: "ramfs",
+    0x6969: "nfs",
+    0xFF534D42: "cifs",
+    0xFE534D42: "smb2",
+    0x794C7630: "overlayfs",
+    0x65735546: "fuse",
+    0x0BD00BD0: "lustre",
+    0x47504653: "gpfs",
+    0x19830326: "beegfs",
+    0x2FC12FC1: "zfs",
+    0xF2F52010: "f2fs",
+    0x00C36400: "ceph",
+    0x73717368: "squashfs",
+    0x4D44: "vfat",
+    0x5346544E: "ntfs",
+    0x9FA0: "proc",
+    0x62656572: "sysfs",
+}
+
+#: File systems on which hipFile's direct path can be used (ext4 in ordered
+#: data mode, xfs); elsewhere it uses its buffered fallback.
+DIRECT_FILE_SYSTEMS = ("ext4", "xfs")
+
+
+class _Statfs(ctypes.Structure):
+    # struct statfs on 64-bit Linux: f_type first, then f_bsize, ...
+    _fields_ = [("f_type", ctypes.c_long), ("f_bsize", ctypes.c_long),
+                ("_rest", ctypes.c_byte * 104)]
+
+
+def _statfs_type(path: str) -> int | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = _Statfs()
+        if libc.statfs(os.fsencode(path), ctypes.byref(buf)) != 0:
+            return None
+        return int(buf.f_type) & 0xFFFFFFFF
+    except (OSError, AttributeError):
+        return None
+
+
+def _mount_of(path: str) -> tuple[str, str, list[str]] | None:
+    """(mount point, fs type name, options) of the mount holding ``path``."""
+    best: tuple[str, str, list[str]] | None = None
+    real = os.path.realpath(path)
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 4:
+                    continue
+                mnt = parts[1].replace("\\040", " ")
+                inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
+                if inside and (best is None or len(mnt) >= len(best[0])):
+                    best = (mnt, parts[2], parts[3].split(","))
+    except OSError:
+        return None
+    return best
+
+
+def _logical_block_size(path: str) -> int | None:
+    dev = os.stat(path).st_dev
+    base = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
+    for cand in (base / "queue" / "logical_block_size",
+                 base / ".." / "queue" / "logical_block_size"):
+        try:
+            return int(cand.read_text().strip())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _probe_o_direct(folder: str) -> dict[str, Any]:
+    """Open a temporary file with O_DIRECT and find the smallest write
+    alignment that works."""
+    o_direct = getattr(os, "O_DIRECT", 0)
+    out: dict[str, Any] = {"supported": False, "alignment": None, "error": None}
+    if not o_direct:
+        out["error"] = "O_DIRECT is not available on this system"
+        return out
+    fd, name = tempfile.mkstemp(prefix=".hipfile-odirect-", dir=folder)
+    os.close(fd)
+    try:
+        try:
+            fd = os.open(name, os.O_RDWR | o_direct)
+        except OSError as exc:
+            out["error"] = f"open with O_DIRECT: {exc.strerror} (errno {exc.errno})"
+            return out
+        try:
+            with mmap.mmap(-1, 1 << 16) as page:  # page-aligned memory
+                view = memoryview(page)
+                for align in (512, 1024, 2048, 4096, 8192, 16384, 65536):
+                    try:
+                        os.pwrite(fd, view[:align], 0)
+                    except OSError as exc:
+                        if exc.errno != errno.EINVAL:
+                            out["error"] = f"O_DIRECT write: {exc.strerror}"
+                            return out
+                        continue
+                    out["supported"] = True
+                    out["alignment"] = align
+                    break
+                view.release()
+            if not out["supported"]:
+                out["error"] = "O_DIRECT writes fail with EINVAL at every alignment up to 64 KiB"
+        finally:
+            os.close(fd)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    return out
+
+
+def path_report(folder: str, platform: str) -> dict[str, Any]:
+    """The ``--path`` part of ``hipfile info``: file system, O_DIRECT and
+    whether hipFile's direct path is eligible (and why not)."""
+    rep: dict[str, Any] = {"path": folder}
+    if not os.path.isdir(folder):
+        rep["error"] = "not a folder"
+        rep["fast_path"] = {"eligible": False, "reasons": ["not a folder"]}
+        return rep
+    magic = _statfs_type(folder)
+    mount = _mount_of(folder)
+    fs = FS_MAGIC.get(magic, "unknown") if magic is not None else "unknown"
+    if mount is not None and (fs == "ext2/3/4" or fs == "unknown"):
+        fs = mount[1]
+    rep["fs_type"] = fs
+    rep["fs_magic"] = None if magic is None else f"0x{magic:x}"
+    rep["mount_point"] = mount[0] if mount else None
+    rep["mount_options"] = mount[2] if mount else []
+    rep["logical_block_size"] = _logical_block_size(folder)
+    try:
+        rep["o_direct"] = _probe_o_direct(folder)
+    except OSError as exc:
+        rep["o_direct"] = {"supported": False, "alignment": None, "error": str(exc)}
+    reasons = []
+    if platform == "emulated":
+        reasons.append("the emulated test platform moves data on the CPU (no GPU-direct path)")
+    if not rep["o_direct"]["supported"]:
+        reasons.append(f"O_DIRECT is not supported here ({rep['o_direct']['error']})")
+    if fs not in DIRECT_FILE_SYSTEMS:
+        reasons.append(f"file system {fs!r} is not one hipFile's direct path uses "
+                       f"({', '.join(DIRECT_FILE_SYSTEMS)}); I/O goes through its "
+                       "buffered fallback")
+    elif fs == "ext4" and any(o.startswith("data=") and o != "data=ordered"
+                              for o in rep["mount_options"]):
+        reasons.append("ext4 is mounted without data=ordered")
+    unsupported = os.environ.get("HIPFILE_UNSUPPORTED_FILE_SYSTEMS", "")
+    if fs in {n.strip() for n in unsupported.replace(";", ",").split(",")}:
+        reasons.append(f"HIPFILE_UNSUPPORTED_FILE_SYSTEMS lists {fs!r}")
+    force = os.environ.get("HIPFILE_FORCE_COMPAT_MODE", "").strip().lower()
+    if force and force not in ("0", "false", "no", "off"):
+        reasons.append(f"HIPFILE_FORCE_COMPAT_MODE={force} forces the buffered fallback")
+    rep["fast_path"] = {"eligible": not reasons, "reasons": reasons,
+                        "note": "files must be opened with O_DIRECT "
+                                "(hipfile.open(path, mode, direct=True))"}
+    return rep
+
+
+def _flag_names(flags: Any) -> list[str]:
+    return [m.name for m in type(flags) if m.value and (flags & m) == m and m.name]
+
+
+def info_report(paths: Sequence[str]) -> dict[str, Any]:
+    """Everything ``hipfile info`` reports, as a JSON-ready dict. Parts
+    that fail are reported with an ``error`` entry instead of raising."""
+    import hipfile
+    from hipfile import defaults
+    from hipfile._lib import _hipfile
+    from hipfile.errors import HipFileException, InternalError
+
+    name, test = _platform()
+    rep: dict[str, Any] = {
+        "hipfile": hipfile.__version__,
+        "platform": {"name": name, "test_platform": test,
+                     "rocm_path": os.environ.get("ROCM_PATH")},
+    }
+    lib: dict[str, Any] = {}
+    try:
+        lib["path"] = _hipfile.load_library()
+        lib["version"] = ".".join(map(str, hipfile.get_version()))
+    except Exception as exc:
+        lib["error"] = f"{type(exc).__name__}: {exc}"
+    rep["library"] = lib
+
+    try:
+        from importlib.metadata import version
+
+        rep["hip_python"] = version("hip-python")
+    except Exception:
+        rep["hip_python"] = None
+
+    devices: dict[str, Any] = {}
+    try:
+        from hipfile import _hip
+
+        check = _hip.check
+        hip: Any = _hip.hip
+        count = int(check(hip.hipGetDeviceCount(), "hipGetDeviceCount"))
+        listed = []
+        for i in range(count):
+            props = check(hip.hipGetDeviceProperties(i), "hipGetDeviceProperties")
+            dev_name = props.name
+            if isinstance(dev_name, bytes):
+                dev_name = dev_name.decode(errors="replace")
+            listed.append({"index": i, "name": str(dev_name),
+                           "total_memory": int(getattr(props, "totalGlobalMem", 0))})
+        devices["count"] = count
+        devices["devices"] = listed
+        runtime = check(hip.hipRuntimeGetVersion(), "hipRuntimeGetVersion")
+        devices["runtime_version"] = int(runtime)
+    except Exception as exc:
+        devices["error"] = f"{type(exc).__name__}: {exc}"
+    rep["hip"] = devices
+
+    driver: dict[str, Any] = {}
+    if "error" not in lib:
+        try:
+            with hipfile.Driver():
+                props = hipfile.driver_get_properties()
+                driver["properties"] = dict(props)
+                driver["status_flags"] = _flag_names(props.driver_status)
+                driver["control_flags"] = _flag_names(props.driver_control)
+                driver["feature_flags"] = _flag_names(props.features)
+                driver["supports_async"] = hipfile.supports_async()
+        except InternalError:
+            driver["error"] = ("hipFileDriverGetProperties is not implemented by this "
+                               "library (hipFileInternalError 5030)")
+        except HipFileException as exc:
+            driver["error"] = f"{type(exc).__name__}: {exc}"
+    else:
+        driver["error"] = "the library could not be loaded"
+    rep["driver"] = driver
+    rep["defaults"] = dict(defaults.items())
+    rep["paths"] = [path_report(p, name) for p in paths]
+    return rep
+
+
+def _print_info(rep: dict[str, Any], out: TextIO) -> None:
+    plat = rep["platform"]
+    label = " (a TEST platform, not AMD's ROCm)" if plat["test_platform"] else ""
+    print(f"hipfile {rep['hipfile']}", file=out)
+    print(f"platform          : {plat['name']}{label}", file=out)
+    print(f"ROCM_PATH         : {plat['rocm_path']}", file=out)
+    lib = rep["library"]
+    if "error" in lib:
+        print(f"library           : NOT LOADED: {lib['error']}", file=out)
+    else:
+        print(f"library           : {lib['path']}", file=out)
+        print(f"library version   : {lib['version']}", file=out)
+    print(f"HIP-Python        : {rep['hip_python']}", file=out)
+    hipinfo = rep["hip"]
+    if "error" in hipinfo:
+        print(f"devices           : unavailable: {hipinfo['error']}", file=out)
+    else:
+        print(f"HIP runtime       : {hipinfo['runtime_version']}", file=out)
+        for d in hipinfo["devices"]:
+            print(f"device {d['index']:<11}: {d['name']}", file=out)
+    drv = rep["driver"]
+    if "error" in drv:
+        print(f"driver properties : unavailable: {drv['error']}", file=out)
+    else:
+        for key, value in drv["properties"].items():
+            print(f"  {key:<28}: {value}", file=out)
+        for key in ("status_flags", "control_flags", "feature_flags"):
+            print(f"  {key:<28}: {', '.join(drv[key]) or '-'}", file=out)
+        print(f"  {'supports_async':<28}: {drv['supports_async']}", file=out)
+    print("defaults          :", ", ".join(f"{k}={v}" for k, v in rep["defaults"].items()),
+          file=out)
+    for p in rep["paths"]:
+        print(f"path {p['path']}", file=out)
+        if "error" in p:
+            print(f"  error             : {p['error']}", file=out)
+            continue
+        od = p["o_direct"]
+        print(f"  file system       : {p['fs_type']} (magic {p['fs_magic']}, "
+              f"mounted at {p['mount_point']})", file=out)
+        print(f"  logical block     : {p['logical_block_size']}", file=out)
+        direct = (f"yes, alignment {od['alignment']} B" if od["supported"]
+                  else f"no: {od['error']}")
+        print(f"  O_DIRECT          : {direct}", file=out)
+        fast = p["fast_path"]
+        verdict = "eligible" if fast["eligible"] else "not eligible"
+        print(f"  direct path       : {verdict}", file=out)
+        for reason in fast["reasons"]:
+            print(f"    - {reason}", file=out)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    rep = info_report(args.path or [])
+    if args.json:
+        json.dump(rep, sys.stdout, indent=2, default=str)
+        print()
+    else:
+        _print_info(rep, sys.stdout)
+    return 0 if "error" not in rep["library"] else 1

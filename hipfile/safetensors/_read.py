@@ -1,0 +1,364 @@
+"""Read planning, device memory and the read engines for safetensors loading."""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hipfile.buffer import Buffer
+from hipfile.file import FileHandle
+from hipfile.safetensors._header import (
+    ALIGNMENT,
+    DEFAULT_MAX_GAP,
+    DTYPES,
+    Dtype,
+    SafetensorsError,
+)
+
+# --------------------------------------------------------------------------
+# Planning
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadRange:
+    """One read: ``size`` bytes at ``file_offset`` to ``buffer_offset``."""
+
+    file_offset: int
+    size: int
+    buffer_offset: int
+
+
+def _down(n: int, a: int) -> int:
+    return n - n % a
+
+
+def _up(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+def plan_reads(spans: Sequence[tuple[int, int]], *, alignment: int = ALIGNMENT,
+               max_gap: int = DEFAULT_MAX_GAP) -> tuple[list[ReadRange], int, int]:
+    """Coalesce absolute file ranges ``(begin, end)`` into aligned reads.
+
+    Ranges are sorted, widened to ``alignment`` and merged when the gap
+    between them is at most ``max_gap``. The reads land in one buffer laid
+    out like the file from the first aligned offset: file offset ``x`` is
+    at buffer offset ``x - origin``.
+
+    Returns
+    -------
+    (reads, origin, span)
+        The reads, the file offset of buffer offset 0, and the buffer bytes
+        the reads need.
+
+    Raises
+    ------
+    ValueError
+        A negative or reversed range, or a non-positive ``alignment``.
+    """
+    if alignment <= 0:
+        raise ValueError(f"alignment must be positive, got {alignment}")
+    live = []
+    for b, e in spans:
+        if b < 0 or e < b:
+            raise ValueError(f"bad range ({b}, {e})")
+        if e > b:
+            live.append((_down(b, alignment), _up(e, alignment)))
+    if not live:
+        return [], 0, 0
+    live.sort()
+    merged: list[list[int]] = [list(live[0])]
+    for b, e in live[1:]:
+        last = merged[-1]
+        if b - last[1] <= max_gap:
+            last[1] = max(last[1], e)
+        else:
+            merged.append([b, e])
+    origin = merged[0][0]
+    reads = [ReadRange(b, e - b, b - origin) for b, e in merged]
+    return reads, origin, merged[-1][1] - origin
+
+
+# --------------------------------------------------------------------------
+# Device memory
+# --------------------------------------------------------------------------
+
+
+def _rt() -> Any:
+    """HIP-Python's ``hip`` module (loaded on first use)."""
+    from hipfile import _hip
+
+    return _hip.hip
+
+
+def _hip_free(ptr: int) -> None:
+    _rt().hipFree(ptr)
+
+
+class DeviceAllocation:
+    """``nbytes`` of device memory from ``hipMalloc`` on ``device``, freed
+    by :meth:`free` or when the object is collected.
+
+    Raises
+    ------
+    HipRuntimeError
+        ``hipSetDevice`` or ``hipMalloc`` failed.
+
+    See Also
+    --------
+    hipMalloc, hipFree
+    """
+
+    def __init__(self, nbytes: int, device: int = 0) -> None:
+        from hipfile._hip import check
+
+        hip = _rt()
+        if nbytes < 0:
+            raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+        self.nbytes = nbytes
+        self.device = device
+        with _on_device(device):
+            ptr = check(hip.hipMalloc(max(nbytes, 1)), "hipMalloc")
+        self.ptr = int(ptr)
+        self._finalizer = weakref.finalize(self, _hip_free, self.ptr)
+
+    def free(self) -> None:
+        """Free the memory now (idempotent). Views must not be used after."""
+        self._finalizer()
+
+    @property
+    def freed(self) -> bool:
+        """Whether the memory has been freed."""
+        return not self._finalizer.alive
+
+    def __repr__(self) -> str:
+        return (f"<hipfile.safetensors.DeviceAllocation ptr={self.ptr:#x} "
+                f"nbytes={self.nbytes} device={self.device}>")
+
+
+class _on_device:
+    """Make ``device`` current for a block, then restore the previous one."""
+
+    def __init__(self, device: int) -> None:
+        self.device = device
+        self.prev: int | None = None
+
+    def __enter__(self) -> None:
+        from hipfile._hip import check
+
+        hip = _rt()
+        prev = int(check(hip.hipGetDevice(), "hipGetDevice"))
+        if prev != self.device:
+            check(hip.hipSetDevice(self.device), "hipSetDevice")
+            self.prev = prev
+
+    def __exit__(self, *exc: object) -> None:
+        if self.prev is not None:
+            from hipfile._hip import check
+
+            check(_rt().hipSetDevice(self.prev), "hipSetDevice")
+
+
+class DeviceTensor:
+    """A tensor in device memory: a view of an allocation it keeps alive.
+
+    Exposes ``__cuda_array_interface__`` (version 3) so CuPy, Numba, PyTorch
+    and :class:`hipfile.Buffer` take it as it is.
+
+    Parameters
+    ----------
+    owner
+        The object owning the memory (kept alive).
+    ptr
+        Address of the first byte.
+    dtype
+        A :data:`DTYPES` name or :class:`Dtype`.
+    shape
+        The shape.
+    device
+        Device ordinal.
+
+    Raises
+    ------
+    SafetensorsError
+        Unknown dtype, or a packed dtype whose elements do not fill whole bytes.
+    """
+
+    def __init__(self, owner: Any, ptr: int, dtype: str | Dtype, shape: Sequence[int],
+                 device: int = 0) -> None:
+        if isinstance(dtype, str):
+            if dtype not in DTYPES:
+                raise SafetensorsError(f"unknown dtype {dtype!r}")
+            dtype = DTYPES[dtype]
+        self._owner = owner
+        self.ptr = int(ptr)
+        self.dtype = dtype
+        self.shape = tuple(int(n) for n in shape)
+        self.nbytes = dtype.nbytes(self.shape)
+        self.device = device
+
+    @classmethod
+    def wrap(cls, memory: Any, dtype: str | Dtype, shape: Sequence[int],
+             device: int = 0) -> DeviceTensor:
+        """View existing device memory (anything :class:`hipfile.Buffer` takes)
+        as a tensor.
+
+        Raises
+        ------
+        ValueError
+            ``memory`` is smaller than the tensor.
+        """
+        buf = Buffer(memory)
+        t = cls(buf, buf.ptr, dtype, shape, device)
+        if t.nbytes > buf.length:
+            raise ValueError(f"{t.nbytes} bytes of tensor in {buf.length} bytes of memory")
+        return t
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        if self.dtype.bits % 8:  # packed: raw bytes
+            shape: tuple[int, ...] = (self.nbytes,)
+            typestr = "|u1"
+        else:
+            shape, typestr = self.shape, self.dtype.typestr
+        return {"shape": shape, "typestr": typestr, "data": (self.ptr, False),
+                "version": 3, "strides": None}
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return (f"<hipfile.safetensors.DeviceTensor dtype={self.dtype.name} "
+                f"shape={self.shape} ptr={self.ptr:#x} device={self.device}>")
+
+
+# --------------------------------------------------------------------------
+# The read step
+# --------------------------------------------------------------------------
+
+
+def read_ranges(fh: FileHandle, buffer: Any, reads: Sequence[ReadRange], *,
+                task_size: int | None = None) -> int:
+    """Read every range into ``buffer`` with :meth:`hipfile.FileHandle.pread`
+    (parallel tasks), all ranges submitted before any is waited for.
+
+    Returns
+    -------
+    int
+        Bytes read (short reads at end of file included).
+
+    Raises
+    ------
+    OSError, HipFileException
+        The first failure, after every range has ended (so the memory is not
+        released under running tasks).
+
+    See Also
+    --------
+    hipFileRead
+    """
+    futures = [fh.pread(buffer, r.size, r.file_offset, r.buffer_offset, task_size=task_size)
+               for r in reads]
+    errors = [f.exception() for f in futures]  # waits for each
+    for e in errors:
+        if e is not None:
+            raise e
+    return sum(f.result() for f in futures)
+
+
+def read_ranges_stream(fh: FileHandle, buffer: Any, reads: Sequence[ReadRange], *,
+                       task_size: int | None = None) -> int:
+    """Read every range into ``buffer`` with the stream-ordered engine
+    (:meth:`hipfile.FileHandle.pread_async_ranges`, ``task_size`` chunks on
+    the engine's threads), ordered after the null stream, then wait for all.
+
+    Returns
+    -------
+    int
+        Bytes read (short reads at end of file included).
+
+    Raises
+    ------
+    OSError, HipFileException
+        The first failure, after every range has ended.
+
+    See Also
+    --------
+    hipFileRead, hipStreamWriteValue32
+    """
+    handles = fh.pread_async_ranges(
+        buffer, [(r.size, r.file_offset, r.buffer_offset) for r in reads], 0,
+        task_size=task_size)
+    total = 0
+    first: BaseException | None = None
+    for h in handles:  # every range ends before an error is raised
+        try:
+            total += int(h.wait())
+        except Exception as e:
+            if first is None:
+                first = e
+    if first is not None:
+        raise first
+    return total
+
+
+#: Read engines by name: ``reader(fh, buffer, reads, task_size=...) -> bytes``.
+#: ``"parallel"``: :func:`read_ranges` (the package's thread pool);
+#: ``"stream"``: :func:`read_ranges_stream` (the stream-ordered engine).
+READERS: dict[str, Callable[..., int]] = {"parallel": read_ranges, "stream": read_ranges_stream}
+
+
+def _task_size(task_size: int | None, reader: str = "stream") -> int | None:
+    if task_size is None:
+        if reader == "stream":
+            from hipfile import defaults
+
+            task_size = defaults.engine_task_size()
+        else:
+            from hipfile.parallel import default_task_size
+
+            task_size = default_task_size()
+    if task_size <= 0:
+        raise ValueError(f"task_size must be positive, got {task_size}")
+    return _up(task_size, ALIGNMENT)  # aligned tasks keep O_DIRECT reads aligned
+
+
+def cached_fraction(path: str | os.PathLike[str]) -> float:
+    """The fraction of the file's pages in the page cache (``mincore`` over a
+    read-only mapping of it); 0.0 when it cannot be told."""
+    import ctypes
+    import mmap
+
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return 0.0
+    if size == 0:
+        return 1.0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long)
+    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr is None or addr == ctypes.c_void_p(-1).value:
+            return 0.0
+        try:
+            vec = ctypes.create_string_buffer(pages)
+            if libc.mincore(addr, size, vec) != 0:
+                return 0.0
+            return sum(b & 1 for b in vec.raw[:pages]) / pages
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
