@@ -22,7 +22,7 @@ export HIPFILE_PLATFORM=cuda HIPFILE_PLATFORM_QUIET=1
 run_tests() {
     timeout -s ABRT "${ENGINE_RUN_TEST_TIMEOUT:-200}" "$py" -X faulthandler -m pytest -q \
         -p no:cacheprovider -rs ${ENGINE_RUN_TESTS:-tests/test_engine.py \
-        tests/streammem} >"$out/pytest.log" 2>&1
+        tests/hip} >"$out/pytest.log" 2>&1
     echo "pytest exit $?"; tail -15 "$out/pytest.log"
 }
 [ "${ENGINE_RUN_TESTS_LAST:-0}" = 1 ] || run_tests

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 from _hip_calls import PLATFORM, emu_counters, hip, ok
+from _streammem_calls import Mapped, free_settled
 
 
 @pytest.fixture
@@ -46,3 +47,24 @@ def counters_balanced() -> Iterator[None]:
     yield
     assert emu_counters() == before
 
+
+@pytest.fixture
+def mapped() -> Iterator[Mapped]:
+    """Mapped pinned host memory for stream waits and writes."""
+    m = Mapped()
+    yield m
+    free_settled(hip.hipHostFree, m.ptr)
+
+
+@pytest.fixture
+def stream2() -> Iterator[object]:
+    s = ok(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    yield s
+    ok(hip.hipStreamDestroy(s))
+
+
+@pytest.fixture(autouse=True)
+def _clean_last_error() -> Iterator[None]:
+    hip.hipGetLastError()
+    yield
+    hip.hipGetLastError()

@@ -1,5 +1,5 @@
 """Helpers of the tests of the stream memory operations of the test platform's HIP
-runtime, through HIP-Python (tests/streammem/test_streammem_*.py).
+runtime, through HIP-Python (tests/hip/test_streammem_*.py).
 
 ``hipStreamWaitValue32/64``, ``hipStreamWriteValue32/64``,
 ``hipExtMallocWithFlags`` (signal memory), the
@@ -15,38 +15,19 @@ here is bounded: the tests poll with a deadline and always release in the end.
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 import time
-import warnings
 from collections.abc import Callable
 
-import pytest
+# the platform, HIP-Python and the checked calls come from the HIP tests' helpers
+from _hip_calls import NEEDS_HIP_PYTHON_10 as NEEDS_HIP_PYTHON_10
+from _hip_calls import PLATFORM as PLATFORM
+from _hip_calls import E as E
+from _hip_calls import K as K
+from _hip_calls import err as err
+from _hip_calls import hip as hip
+from _hip_calls import ok as ok
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    if not os.environ.get("HIPFILE_PLATFORM") and not os.environ.get("ROCM_PATH"):
-        os.environ["HIPFILE_PLATFORM"] = "emulated"
-    import hipfile  # noqa: F401  (activates the platform named in the environment)
-    from hipfile import platforms
-
-from hip import hip
-
-try:  # HIP-Python 6.x/7.x
-    from hip._version import __version__ as _HIP_PYTHON_VERSION
-except ImportError:  # 10.x keeps the old layout as a thin package
-    _HIP_PYTHON_VERSION = "10"
-
-
-# These tests call HIP-Python 10's signatures.
-NEEDS_HIP_PYTHON_10 = pytest.mark.skipif(
-    int(str(_HIP_PYTHON_VERSION).split(".")[0]) < 10,
-    reason="the HIP runtime's tests use HIP-Python 10's API",
-)
-
-PLATFORM = platforms.active() or "rocm"
-E = hip.hipError_t
-K = hip.hipMemcpyKind
 GTE = hip.hipStreamWaitValueGte
 EQ = hip.hipStreamWaitValueEq
 AND = hip.hipStreamWaitValueAnd
@@ -62,17 +43,6 @@ BLOCKED_S = 0.05  # how long a blocked stream must stay blocked to count as bloc
 
 
 # -------------------------------------------------------------- utilities
-
-
-def ok(result: tuple) -> object:  # type: ignore[type-arg]
-    assert result[0] == E.hipSuccess, f"HIP call failed: {result[0]!r}"
-    if len(result) == 1:
-        return None
-    return result[1] if len(result) == 2 else result[1:]
-
-
-def err(result: tuple) -> E:  # type: ignore[type-arg]
-    return result[0]
 
 
 def addr(ptr: object) -> int:

@@ -24,13 +24,14 @@ from _streammem_calls import (
     idle,
     load,
     ok,
-    platforms,
     stays_blocked,
     store,
     until,
     wait_value,
     write_value,
 )
+
+from hipfile import platforms
 
 pytestmark = NEEDS_HIP_PYTHON_10
 
