@@ -18,53 +18,8 @@
 
 #include "emu_private.h"
 
-/* ---- HIP types, ABI-compatible with hip_runtime_api.h ------------------ */
-typedef emu_hipError_t hipError_t;
-typedef emu_hipStream_t hipStream_t;
-typedef struct ihipEvent_t *hipEvent_t;
-typedef emu_hipHostFn_t hipHostFn_t;
-typedef void (*hipStreamCallback_t)(hipStream_t stream, hipError_t status, void *user_data);
+/* ---- HIP types: platforms/include/hip_abi_types.h (via emu_private.h) --- */
 typedef int hipDevice_t;
-
-/* hipError_t values (HIP's numbering). */
-enum {
-  hipSuccess = 0,
-  hipErrorInvalidValue = 1,
-  hipErrorOutOfMemory = 2,
-  hipErrorNotInitialized = 3,
-  hipErrorDeinitialized = 4,
-  hipErrorInvalidMemcpyDirection = 21,
-  hipErrorNoDevice = 100,
-  hipErrorInvalidDevice = 101,
-  hipErrorInvalidHandle = 400,
-  hipErrorInvalidResourceHandle = 400,
-  hipErrorNotFound = 500,
-  hipErrorNotReady = 600,
-  hipErrorPeerAccessAlreadyEnabled = 704,
-  hipErrorPeerAccessNotEnabled = 705,
-  hipErrorContextIsDestroyed = 709,
-  hipErrorHostMemoryAlreadyRegistered = 712,
-  hipErrorHostMemoryNotRegistered = 713,
-  hipErrorNotSupported = 801,
-  hipErrorUnknown = 999
-};
-
-/* hipMemcpyKind */
-enum {
-  hipMemcpyHostToHost = 0,
-  hipMemcpyHostToDevice = 1,
-  hipMemcpyDeviceToHost = 2,
-  hipMemcpyDeviceToDevice = 3,
-  hipMemcpyDefault = 4,
-  hipMemcpyDeviceToDeviceNoCU = 1024
-};
-
-/* hipMemoryType */
-enum {
-  hipMemoryTypeUnregistered = 0,
-  hipMemoryTypeHost = 1,
-  hipMemoryTypeDevice = 2
-};
 
 /* Stream, event and host-memory flags. */
 #define hipStreamDefault 0x0u

@@ -26,18 +26,6 @@ struct emu_alloc {
   int owned;     /* 0: a hipHostRegister range (the user owns the memory) */
 };
 
-/* HIP's hipPointerAttribute_t. */
-typedef struct {
-  int type; /* hipMemoryType */
-  int device;
-  void *devicePointer;
-  void *hostPointer;
-  int isManaged;
-  unsigned allocationFlags;
-} hipPointerAttribute_t;
-
-_Static_assert(sizeof(hipPointerAttribute_t) == 32, "hipPointerAttribute_t layout");
-
 static struct emu_alloc *emu_table = NULL;
 static size_t emu_table_len = 0;
 static size_t emu_table_cap = 0;

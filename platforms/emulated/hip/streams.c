@@ -465,7 +465,7 @@ EMU_EXPORT hipError_t hipStreamGetDevice(hipStream_t stream, hipDevice_t *device
   return s != NULL ? hipSuccess : emu_ret(hipErrorContextIsDestroyed);
 }
 
-EMU_EXPORT int hipEmuStreamDevice(emu_hipStream_t stream, int *device) {
+EMU_EXPORT int hipEmuStreamDevice(hipStream_t stream, int *device) {
   int found = -1;
   if (emu_is_null_handle(stream)) {
     if (emu_current_device(&found) != hipSuccess) return -1;

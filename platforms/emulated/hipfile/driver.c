@@ -32,7 +32,7 @@ hipFileDriverProps_t emu_props = {
 };
 
 /* Size parameters that are not mirrored in emu_props. */
-static size_t sizet_params[HIPFILE_EMU_SIZET_PARAMS] = {
+static size_t sizet_params[HIPFILE_PARAM_SIZE_T_COUNT] = {
     [hipFileParamProfileStats] = 0,
     [hipFileParamExecutionMaxIOQueueDepth] = 128,
     [hipFileParamExecutionMaxIOThreads] = 4,
@@ -41,14 +41,14 @@ static size_t sizet_params[HIPFILE_EMU_SIZET_PARAMS] = {
 };
 
 /* Bool parameters that are not mirrored in emu_props. */
-static bool bool_params[HIPFILE_EMU_BOOL_PARAMS] = {
+static bool bool_params[HIPFILE_PARAM_BOOL_COUNT] = {
     [hipFileParamFsMiscApiCheckAggressive] = false,
     [hipFileParamExecutionParallelIO] = true,
     [hipFileParamSkipTopologyDetection] = true,
 };
 
 #define EMU_STRING_MAX 1024
-static char string_params[HIPFILE_EMU_STRING_PARAMS][EMU_STRING_MAX] = {
+static char string_params[HIPFILE_PARAM_STRING_COUNT][EMU_STRING_MAX] = {
     [hipFileParamLoggingLevel] = "ERROR",
     [hipFileParamEnvLogfilePath] = "",
     [hipFileParamLogDir] = "",
@@ -205,9 +205,9 @@ EMU_EXPORT hipFileError_t hipFileDriverSetMaxPinnedMemSize(size_t max_pinned_siz
 /* Configuration parameters: readable and writable at any time. The ones
  * that are driver properties read and write emu_props, so a setter and the
  * parameter always agree. */
-static int sizet_valid(int p) { return p >= 0 && p < HIPFILE_EMU_SIZET_PARAMS; }
-static int bool_valid(int p) { return p >= 0 && p < HIPFILE_EMU_BOOL_PARAMS; }
-static int string_valid(int p) { return p >= 0 && p < HIPFILE_EMU_STRING_PARAMS; }
+static int sizet_valid(int p) { return p >= 0 && p < HIPFILE_PARAM_SIZE_T_COUNT; }
+static int bool_valid(int p) { return p >= 0 && p < HIPFILE_PARAM_BOOL_COUNT; }
+static int string_valid(int p) { return p >= 0 && p < HIPFILE_PARAM_STRING_COUNT; }
 
 static size_t sizet_get_locked(hipFileSizeTConfigParameter_t p)
 {

@@ -126,13 +126,13 @@ EMU_EXPORT ssize_t hipFileWrite(hipFileHandle_t fh, const void *buffer_base, siz
 /* Stream registrations. */
 typedef struct emu_stream_reg {
     struct emu_stream_reg *next;
-    emu_hipStream_t stream;
+    hipStream_t stream;
     unsigned flags;
 } emu_stream_reg_t;
 
 static emu_stream_reg_t *streams;
 
-static emu_stream_reg_t *stream_find_locked(emu_hipStream_t stream)
+static emu_stream_reg_t *stream_find_locked(hipStream_t stream)
 {
     for (emu_stream_reg_t *s = streams; s != NULL; s = s->next)
         if (s->stream == stream)
@@ -140,7 +140,7 @@ static emu_stream_reg_t *stream_find_locked(emu_hipStream_t stream)
     return NULL;
 }
 
-EMU_EXPORT hipFileError_t hipFileStreamRegister(emu_hipStream_t stream, unsigned flags)
+EMU_EXPORT hipFileError_t hipFileStreamRegister(hipStream_t stream, unsigned flags)
 {
     int device;
     if ((flags & ~HIPFILE_STREAM_FLAGS_MASK) != 0 || hipEmuStreamDevice(stream, &device) != 0)
@@ -166,7 +166,7 @@ EMU_EXPORT hipFileError_t hipFileStreamRegister(emu_hipStream_t stream, unsigned
     return emu_register_result(e, fault, rec);
 }
 
-EMU_EXPORT hipFileError_t hipFileStreamDeregister(emu_hipStream_t stream)
+EMU_EXPORT hipFileError_t hipFileStreamDeregister(hipStream_t stream)
 {
     hipFileOpError_t e = hipFileInvalidValue;
     pthread_mutex_lock(&emu_lock);
@@ -248,7 +248,7 @@ static void async_run(void *arg)
 static hipFileError_t async_submit(int is_write, hipFileHandle_t fh, void *buffer_base,
                                    size_t *size_p, hoff_t *file_offset_p,
                                    hoff_t *buffer_offset_p, ssize_t *bytes_p,
-                                   emu_hipStream_t stream)
+                                   hipStream_t stream)
 {
     /* The driver opens before the arguments are checked, as in AMD's library. */
     if (emu_driver_implicit_open() != 0)
@@ -314,7 +314,7 @@ static hipFileError_t async_submit(int is_write, hipFileHandle_t fh, void *buffe
     pthread_mutex_lock(&emu_lock);
     emu_counters.inflight++;
     pthread_mutex_unlock(&emu_lock);
-    emu_hipError_t herr = hipLaunchHostFunc(stream, async_run, op);
+    hipError_t herr = hipLaunchHostFunc(stream, async_run, op);
     if (herr != 0) {
         pthread_mutex_lock(&emu_lock);
         emu_counters.inflight--;
@@ -329,7 +329,7 @@ static hipFileError_t async_submit(int is_write, hipFileHandle_t fh, void *buffe
 
 EMU_EXPORT hipFileError_t hipFileReadAsync(hipFileHandle_t fh, void *buffer_base, size_t *size_p,
                                            hoff_t *file_offset_p, hoff_t *buffer_offset_p,
-                                           ssize_t *bytes_read_p, emu_hipStream_t stream)
+                                           ssize_t *bytes_read_p, hipStream_t stream)
 {
     return async_submit(0, fh, buffer_base, size_p, file_offset_p, buffer_offset_p, bytes_read_p,
                         stream);
@@ -337,7 +337,7 @@ EMU_EXPORT hipFileError_t hipFileReadAsync(hipFileHandle_t fh, void *buffer_base
 
 EMU_EXPORT hipFileError_t hipFileWriteAsync(hipFileHandle_t fh, void *buffer_base, size_t *size_p,
                                             hoff_t *file_offset_p, hoff_t *buffer_offset_p,
-                                            ssize_t *bytes_written_p, emu_hipStream_t stream)
+                                            ssize_t *bytes_written_p, hipStream_t stream)
 {
     return async_submit(1, fh, buffer_base, size_p, file_offset_p, buffer_offset_p,
                         bytes_written_p, stream);

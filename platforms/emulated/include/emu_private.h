@@ -7,12 +7,10 @@
 
 #include <stddef.h>
 
-#define EMU_EXPORT __attribute__((visibility("default")))
+/* HIP's types, shared by both test platforms. */
+#include "../../include/hip_abi_types.h"
 
-/* HIP types as the emulated runtime defines them (ABI-compatible with HIP). */
-typedef int emu_hipError_t;                 /* hipError_t */
-typedef struct ihipStream_t *emu_hipStream_t; /* hipStream_t */
-typedef void (*emu_hipHostFn_t)(void *user_data);
+#define EMU_EXPORT __attribute__((visibility("default")))
 
 /* Memory kinds returned by hipEmuPointerInfo. */
 enum { EMU_MEM_DEVICE = 1, EMU_MEM_PINNED_HOST = 2 };
@@ -25,7 +23,7 @@ EMU_EXPORT int hipEmuPointerInfo(const void *ptr, void **base, size_t *size,
 
 /* Device that owns a stream (NULL: the current device's null stream).
  * Returns 0, or -1 for an unknown stream. */
-EMU_EXPORT int hipEmuStreamDevice(emu_hipStream_t stream, int *device);
+EMU_EXPORT int hipEmuStreamDevice(hipStream_t stream, int *device);
 
 /* Live resources of the emulated runtime, for the test hooks: device
  * allocations (hipMalloc), pinned host allocations and registrations
@@ -63,10 +61,10 @@ EMU_EXPORT void hipEmuStreamMemRequireSignal(int on);
 EMU_EXPORT void hipEmuStreamMemReset(void);
 
 /* Public HIP functions that libhipfile uses. */
-emu_hipError_t hipLaunchHostFunc(emu_hipStream_t stream, emu_hipHostFn_t fn,
+hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn,
                                  void *user_data);
-emu_hipError_t hipGetDevice(int *device);
-emu_hipError_t hipStreamSynchronize(emu_hipStream_t stream);
+hipError_t hipGetDevice(int *device);
+hipError_t hipStreamSynchronize(hipStream_t stream);
 
 /* Test hooks exported by libhipfile.so (the emulated hipFile library). */
 enum {
