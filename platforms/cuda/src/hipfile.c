@@ -641,58 +641,45 @@ HFC_EXPORT hipFileError_t hipFileBufDeregister(const void *base)
     return from_cufile(e);
 }
 
-/* Checks shared by read and write; returns 0 to go on, else the result. */
-static ssize_t check_io(const struct hfc_cufile *F, int have_fn, const char *fn_name,
-                        hipFileHandle_t fh, const void *base, hoff_t file_offset,
-                        hoff_t buffer_offset)
+/* hipFileRead and hipFileWrite: the checks they share, then one cuFileRead or
+ * cuFileWrite of at most HFC_MAX_IO bytes (a write only reads buffer_base). */
+static ssize_t sync_io(int is_write, hipFileHandle_t fh, void *buffer_base, size_t size,
+                       hoff_t file_offset, hoff_t buffer_offset)
 {
+    const struct hfc_cufile *F = cf();
     if (F == NULL)
         return -(ssize_t)hipFilePlatformNotSupported;
-    if (!have_fn)
-        return -(ssize_t)missing(fn_name).err;
+    if (is_write ? F->cuFileWrite == NULL : F->cuFileRead == NULL)
+        return -(ssize_t)missing(is_write ? "cuFileWrite" : "cuFileRead").err;
     if (!driver_is_open())
         return -(ssize_t)hipFileDriverNotInitialized;
     if (file_offset < 0 || buffer_offset < 0) {
         errno = EINVAL;
         return -1;
     }
-    if (base == NULL)
+    if (buffer_base == NULL)
         return -(ssize_t)hipFileInvalidValue;
     if (fh == NULL || !is_registered(&handles, fh))
         return -(ssize_t)hipFileHandleNotRegistered;
-    return 0;
+    if (size == 0)
+        return 0;
+    if (size > HFC_MAX_IO)
+        size = HFC_MAX_IO;
+    return from_cufile_count(
+        is_write ? F->cuFileWrite(fh, buffer_base, size, (off_t)file_offset, (off_t)buffer_offset)
+                 : F->cuFileRead(fh, buffer_base, size, (off_t)file_offset, (off_t)buffer_offset));
 }
 
 HFC_EXPORT ssize_t hipFileRead(hipFileHandle_t fh, void *buffer_base, size_t size,
                                hoff_t file_offset, hoff_t buffer_offset)
 {
-    const struct hfc_cufile *F = cf();
-    ssize_t r = check_io(F, F && F->cuFileRead, "cuFileRead", fh, buffer_base, file_offset,
-                         buffer_offset);
-    if (r != 0)
-        return r;
-    if (size == 0)
-        return 0;
-    if (size > HFC_MAX_IO)
-        size = HFC_MAX_IO;
-    return from_cufile_count(
-        F->cuFileRead(fh, buffer_base, size, (off_t)file_offset, (off_t)buffer_offset));
+    return sync_io(0, fh, buffer_base, size, file_offset, buffer_offset);
 }
 
 HFC_EXPORT ssize_t hipFileWrite(hipFileHandle_t fh, const void *buffer_base, size_t size,
                                 hoff_t file_offset, hoff_t buffer_offset)
 {
-    const struct hfc_cufile *F = cf();
-    ssize_t r = check_io(F, F && F->cuFileWrite, "cuFileWrite", fh, buffer_base, file_offset,
-                         buffer_offset);
-    if (r != 0)
-        return r;
-    if (size == 0)
-        return 0;
-    if (size > HFC_MAX_IO)
-        size = HFC_MAX_IO;
-    return from_cufile_count(
-        F->cuFileWrite(fh, buffer_base, size, (off_t)file_offset, (off_t)buffer_offset));
+    return sync_io(1, fh, (void *)buffer_base, size, file_offset, buffer_offset);
 }
 
 /* ---- stream-ordered I/O -------------------------------------------------- */
