@@ -41,27 +41,23 @@ enum {
     CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR = 123,
 };
 
+/* The stream memory operations cuStream{Wait,Write}Value{32,64}, all of one
+ * signature: HFC_STREAM_MEMOPS(X, _v2) gives the _v2 names,
+ * HFC_STREAM_MEMOPS(X, ) the original ones. All are optional. */
+#define HFC_STREAM_MEMOP(X, op, bits, suffix)                                              \
+    X(cuStream##op##Value##bits##suffix, CUresult,                                         \
+      (CUstream s, CUdeviceptr addr, uint##bits##_t value, unsigned flags), 0)
+#define HFC_STREAM_MEMOPS(X, suffix)                                                       \
+    HFC_STREAM_MEMOP(X, Wait, 32, suffix) HFC_STREAM_MEMOP(X, Wait, 64, suffix)            \
+    HFC_STREAM_MEMOP(X, Write, 32, suffix) HFC_STREAM_MEMOP(X, Write, 64, suffix)
+
 /* X(name, return type, parameter list, required) */
 #define HFC_CUDA_DRIVER_FUNCS(X)                                                           \
     X(cuInit, CUresult, (unsigned flags), 1)                                               \
     X(cuDeviceGet, CUresult, (CUdevice *device, int ordinal), 1)                           \
     X(cuDeviceGetAttribute, CUresult, (int *value, int attribute, CUdevice device), 1)     \
-    X(cuStreamWaitValue32_v2, CUresult,                                                    \
-      (CUstream s, CUdeviceptr addr, uint32_t value, unsigned flags), 0)                   \
-    X(cuStreamWaitValue64_v2, CUresult,                                                    \
-      (CUstream s, CUdeviceptr addr, uint64_t value, unsigned flags), 0)                   \
-    X(cuStreamWriteValue32_v2, CUresult,                                                   \
-      (CUstream s, CUdeviceptr addr, uint32_t value, unsigned flags), 0)                   \
-    X(cuStreamWriteValue64_v2, CUresult,                                                   \
-      (CUstream s, CUdeviceptr addr, uint64_t value, unsigned flags), 0)                   \
-    X(cuStreamWaitValue32, CUresult,                                                       \
-      (CUstream s, CUdeviceptr addr, uint32_t value, unsigned flags), 0)                   \
-    X(cuStreamWaitValue64, CUresult,                                                       \
-      (CUstream s, CUdeviceptr addr, uint64_t value, unsigned flags), 0)                   \
-    X(cuStreamWriteValue32, CUresult,                                                      \
-      (CUstream s, CUdeviceptr addr, uint32_t value, unsigned flags), 0)                   \
-    X(cuStreamWriteValue64, CUresult,                                                      \
-      (CUstream s, CUdeviceptr addr, uint64_t value, unsigned flags), 0)
+    HFC_STREAM_MEMOPS(X, _v2)                                                              \
+    HFC_STREAM_MEMOPS(X, )
 
 #define HFC_DECLARE_FN(name, ret, params, required) typedef ret(*hfc_##name##_fn) params;
 HFC_CUDA_DRIVER_FUNCS(HFC_DECLARE_FN)
