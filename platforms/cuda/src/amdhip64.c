@@ -82,6 +82,27 @@ static hipError_t missing(const char *name)
     if (R->fn == NULL)                                                                     \
     return missing(#fn)
 
+/* A HIP function whose only check of its own is that `arg` is not NULL (else
+ * it returns `err`), and which then calls the CUDA runtime's cuda_fn: the
+ * flags and enums it passes have the same numbers in CUDA. */
+#define HFC_FORWARD_CHECKED(hip_fn, params, arg, err, cuda_fn, args)                       \
+    HFC_EXPORT hipError_t hip_fn params                                                    \
+    {                                                                                      \
+        if (arg == NULL)                                                                   \
+            return record(err);                                                            \
+        NEED(cuda_fn);                                                                     \
+        return from_cuda(R->cuda_fn args);                                                 \
+    }
+
+/* A HIP function that calls the CUDA runtime's cuda_fn with no check of its
+ * own. */
+#define HFC_FORWARD(hip_fn, params, cuda_fn, args)                                         \
+    HFC_EXPORT hipError_t hip_fn params                                                    \
+    {                                                                                      \
+        NEED(cuda_fn);                                                                     \
+        return from_cuda(R->cuda_fn args);                                                 \
+    }
+
 /* ---- initialisation, versions, devices --------------------------------- */
 
 HFC_EXPORT hipError_t hipInit(unsigned flags)
@@ -97,21 +118,10 @@ HFC_EXPORT hipError_t hipInit(unsigned flags)
     return count > 0 ? hipSuccess : record(hipErrorNoDevice);
 }
 
-HFC_EXPORT hipError_t hipDriverGetVersion(int *version)
-{
-    if (version == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaDriverGetVersion);
-    return from_cuda(R->cudaDriverGetVersion(version));
-}
-
-HFC_EXPORT hipError_t hipRuntimeGetVersion(int *version)
-{
-    if (version == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaRuntimeGetVersion);
-    return from_cuda(R->cudaRuntimeGetVersion(version));
-}
+HFC_FORWARD_CHECKED(hipDriverGetVersion, (int *version), version, hipErrorInvalidValue,
+                    cudaDriverGetVersion, (version))
+HFC_FORWARD_CHECKED(hipRuntimeGetVersion, (int *version), version, hipErrorInvalidValue,
+                    cudaRuntimeGetVersion, (version))
 
 HFC_EXPORT hipError_t hipGetDeviceCount(int *count)
 {
@@ -122,31 +132,11 @@ HFC_EXPORT hipError_t hipGetDeviceCount(int *count)
     return from_cuda(R->cudaGetDeviceCount(count));
 }
 
-HFC_EXPORT hipError_t hipGetDevice(int *device)
-{
-    if (device == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaGetDevice);
-    return from_cuda(R->cudaGetDevice(device));
-}
-
-HFC_EXPORT hipError_t hipSetDevice(int device)
-{
-    NEED(cudaSetDevice);
-    return from_cuda(R->cudaSetDevice(device));
-}
-
-HFC_EXPORT hipError_t hipDeviceSynchronize(void)
-{
-    NEED(cudaDeviceSynchronize);
-    return from_cuda(R->cudaDeviceSynchronize());
-}
-
-HFC_EXPORT hipError_t hipDeviceReset(void)
-{
-    NEED(cudaDeviceReset);
-    return from_cuda(R->cudaDeviceReset());
-}
+HFC_FORWARD_CHECKED(hipGetDevice, (int *device), device, hipErrorInvalidValue, cudaGetDevice,
+                    (device))
+HFC_FORWARD(hipSetDevice, (int device), cudaSetDevice, (device))
+HFC_FORWARD(hipDeviceSynchronize, (void), cudaDeviceSynchronize, ())
+HFC_FORWARD(hipDeviceReset, (void), cudaDeviceReset, ())
 
 /* ---- memory ------------------------------------------------------------ */
 
@@ -223,34 +213,14 @@ HFC_EXPORT hipError_t hipMallocManaged(void **ptr, size_t size, unsigned flags)
     return from_cuda(R->cudaMallocManaged(ptr, size, flags));
 }
 
-HFC_EXPORT hipError_t hipHostRegister(void *ptr, size_t size, unsigned flags)
-{
-    NEED(cudaHostRegister);
-    /* Default 0, portable 1, mapped 2, I/O memory 4, read-only 8: CUDA's. */
-    return from_cuda(R->cudaHostRegister(ptr, size, flags));
-}
-
-HFC_EXPORT hipError_t hipHostUnregister(void *ptr)
-{
-    NEED(cudaHostUnregister);
-    return from_cuda(R->cudaHostUnregister(ptr));
-}
-
-HFC_EXPORT hipError_t hipHostGetDevicePointer(void **dev, void *host, unsigned flags)
-{
-    if (dev == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaHostGetDevicePointer);
-    return from_cuda(R->cudaHostGetDevicePointer(dev, host, flags));
-}
-
-HFC_EXPORT hipError_t hipHostGetFlags(unsigned *flags, void *host)
-{
-    if (flags == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaHostGetFlags);
-    return from_cuda(R->cudaHostGetFlags(flags, host));
-}
+/* Default 0, portable 1, mapped 2, I/O memory 4, read-only 8: CUDA's. */
+HFC_FORWARD(hipHostRegister, (void *ptr, size_t size, unsigned flags), cudaHostRegister,
+            (ptr, size, flags))
+HFC_FORWARD(hipHostUnregister, (void *ptr), cudaHostUnregister, (ptr))
+HFC_FORWARD_CHECKED(hipHostGetDevicePointer, (void **dev, void *host, unsigned flags), dev,
+                    hipErrorInvalidValue, cudaHostGetDevicePointer, (dev, host, flags))
+HFC_FORWARD_CHECKED(hipHostGetFlags, (unsigned *flags, void *host), flags, hipErrorInvalidValue,
+                    cudaHostGetFlags, (flags, host))
 
 static int memcpy_kind(int kind)
 {
@@ -323,11 +293,8 @@ HFC_EXPORT hipError_t hipMemset(void *dst, int value, size_t size)
     return from_cuda(R->cudaMemset(dst, value, size));
 }
 
-HFC_EXPORT hipError_t hipMemsetAsync(void *dst, int value, size_t size, hipStream_t stream)
-{
-    NEED(cudaMemsetAsync);
-    return from_cuda(R->cudaMemsetAsync(dst, value, size, (cudaStream_t)stream));
-}
+HFC_FORWARD(hipMemsetAsync, (void *dst, int value, size_t size, hipStream_t stream),
+            cudaMemsetAsync, (dst, value, size, (cudaStream_t)stream))
 
 HFC_EXPORT hipError_t hipMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
@@ -382,66 +349,26 @@ HFC_EXPORT hipError_t hipPointerGetAttributes(hipPointerAttribute_t *attributes,
 
 /* ---- streams ------------------------------------------------------------- */
 
-HFC_EXPORT hipError_t hipStreamCreate(hipStream_t *stream)
-{
-    if (stream == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaStreamCreate);
-    return from_cuda(R->cudaStreamCreate((cudaStream_t *)stream));
-}
-
-HFC_EXPORT hipError_t hipStreamCreateWithFlags(hipStream_t *stream, unsigned flags)
-{
-    if (stream == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaStreamCreateWithFlags);
-    /* hipStreamDefault 0 / hipStreamNonBlocking 1 are CUDA's numbers. */
-    return from_cuda(R->cudaStreamCreateWithFlags((cudaStream_t *)stream, flags));
-}
-
-HFC_EXPORT hipError_t hipStreamCreateWithPriority(hipStream_t *stream, unsigned flags,
-                                                  int priority)
-{
-    if (stream == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaStreamCreateWithPriority);
-    return from_cuda(
-        R->cudaStreamCreateWithPriority((cudaStream_t *)stream, flags, priority));
-}
-
-HFC_EXPORT hipError_t hipDeviceGetStreamPriorityRange(int *least, int *greatest)
-{
-    NEED(cudaDeviceGetStreamPriorityRange);
-    return from_cuda(R->cudaDeviceGetStreamPriorityRange(least, greatest));
-}
-
-HFC_EXPORT hipError_t hipStreamDestroy(hipStream_t stream)
-{
-    if (stream == NULL)
-        return record(hipErrorInvalidHandle);
-    NEED(cudaStreamDestroy);
-    return from_cuda(R->cudaStreamDestroy((cudaStream_t)stream));
-}
-
-HFC_EXPORT hipError_t hipStreamSynchronize(hipStream_t stream)
-{
-    NEED(cudaStreamSynchronize);
-    return from_cuda(R->cudaStreamSynchronize((cudaStream_t)stream));
-}
-
-HFC_EXPORT hipError_t hipStreamQuery(hipStream_t stream)
-{
-    NEED(cudaStreamQuery);
-    return from_cuda(R->cudaStreamQuery((cudaStream_t)stream));
-}
-
-HFC_EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned flags)
-{
-    if (event == NULL)
-        return record(hipErrorInvalidHandle);
-    NEED(cudaStreamWaitEvent);
-    return from_cuda(R->cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, flags));
-}
+HFC_FORWARD_CHECKED(hipStreamCreate, (hipStream_t *stream), stream, hipErrorInvalidValue,
+                    cudaStreamCreate, ((cudaStream_t *)stream))
+/* hipStreamDefault 0 / hipStreamNonBlocking 1 are CUDA's numbers. */
+HFC_FORWARD_CHECKED(hipStreamCreateWithFlags, (hipStream_t *stream, unsigned flags), stream,
+                    hipErrorInvalidValue, cudaStreamCreateWithFlags,
+                    ((cudaStream_t *)stream, flags))
+HFC_FORWARD_CHECKED(hipStreamCreateWithPriority,
+                    (hipStream_t *stream, unsigned flags, int priority), stream,
+                    hipErrorInvalidValue, cudaStreamCreateWithPriority,
+                    ((cudaStream_t *)stream, flags, priority))
+HFC_FORWARD(hipDeviceGetStreamPriorityRange, (int *least, int *greatest),
+            cudaDeviceGetStreamPriorityRange, (least, greatest))
+HFC_FORWARD_CHECKED(hipStreamDestroy, (hipStream_t stream), stream, hipErrorInvalidHandle,
+                    cudaStreamDestroy, ((cudaStream_t)stream))
+HFC_FORWARD(hipStreamSynchronize, (hipStream_t stream), cudaStreamSynchronize,
+            ((cudaStream_t)stream))
+HFC_FORWARD(hipStreamQuery, (hipStream_t stream), cudaStreamQuery, ((cudaStream_t)stream))
+HFC_FORWARD_CHECKED(hipStreamWaitEvent, (hipStream_t stream, hipEvent_t event, unsigned flags),
+                    event, hipErrorInvalidHandle, cudaStreamWaitEvent,
+                    ((cudaStream_t)stream, (cudaEvent_t)event, flags))
 
 HFC_EXPORT hipError_t hipStreamGetDevice(hipStream_t stream, int *device)
 {
@@ -461,29 +388,13 @@ HFC_EXPORT hipError_t hipStreamGetDevice(hipStream_t stream, int *device)
     }
 }
 
-HFC_EXPORT hipError_t hipStreamGetFlags(hipStream_t stream, unsigned *flags)
-{
-    if (flags == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaStreamGetFlags);
-    return from_cuda(R->cudaStreamGetFlags((cudaStream_t)stream, flags));
-}
-
-HFC_EXPORT hipError_t hipStreamGetPriority(hipStream_t stream, int *priority)
-{
-    if (priority == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaStreamGetPriority);
-    return from_cuda(R->cudaStreamGetPriority((cudaStream_t)stream, priority));
-}
-
-HFC_EXPORT hipError_t hipLaunchHostFunc(hipStream_t stream, hipHostFn_t fn, void *user_data)
-{
-    if (fn == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaLaunchHostFunc);
-    return from_cuda(R->cudaLaunchHostFunc((cudaStream_t)stream, fn, user_data));
-}
+HFC_FORWARD_CHECKED(hipStreamGetFlags, (hipStream_t stream, unsigned *flags), flags,
+                    hipErrorInvalidValue, cudaStreamGetFlags, ((cudaStream_t)stream, flags))
+HFC_FORWARD_CHECKED(hipStreamGetPriority, (hipStream_t stream, int *priority), priority,
+                    hipErrorInvalidValue, cudaStreamGetPriority, ((cudaStream_t)stream, priority))
+HFC_FORWARD_CHECKED(hipLaunchHostFunc, (hipStream_t stream, hipHostFn_t fn, void *user_data), fn,
+                    hipErrorInvalidValue, cudaLaunchHostFunc,
+                    ((cudaStream_t)stream, fn, user_data))
 
 /* A stream callback receives a hipError_t, so CUDA's status is translated
  * on the way through. */
@@ -520,13 +431,8 @@ HFC_EXPORT hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback
 
 /* ---- events -------------------------------------------------------------- */
 
-HFC_EXPORT hipError_t hipEventCreate(hipEvent_t *event)
-{
-    if (event == NULL)
-        return record(hipErrorInvalidValue);
-    NEED(cudaEventCreate);
-    return from_cuda(R->cudaEventCreate((cudaEvent_t *)event));
-}
+HFC_FORWARD_CHECKED(hipEventCreate, (hipEvent_t *event), event, hipErrorInvalidValue,
+                    cudaEventCreate, ((cudaEvent_t *)event))
 
 HFC_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned flags)
 {
@@ -539,39 +445,17 @@ HFC_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned flags)
     return from_cuda(R->cudaEventCreateWithFlags((cudaEvent_t *)event, flags));
 }
 
-HFC_EXPORT hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream)
-{
-    if (event == NULL)
-        return record(hipErrorInvalidHandle);
-    NEED(cudaEventRecord);
-    return from_cuda(R->cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
-}
-
-HFC_EXPORT hipError_t hipEventRecordWithFlags(hipEvent_t event, hipStream_t stream,
-                                              unsigned flags)
-{
-    if (event == NULL)
-        return record(hipErrorInvalidHandle);
-    NEED(cudaEventRecordWithFlags);
-    return from_cuda(
-        R->cudaEventRecordWithFlags((cudaEvent_t)event, (cudaStream_t)stream, flags));
-}
-
-HFC_EXPORT hipError_t hipEventSynchronize(hipEvent_t event)
-{
-    if (event == NULL)
-        return record(hipErrorInvalidHandle);
-    NEED(cudaEventSynchronize);
-    return from_cuda(R->cudaEventSynchronize((cudaEvent_t)event));
-}
-
-HFC_EXPORT hipError_t hipEventQuery(hipEvent_t event)
-{
-    if (event == NULL)
-        return record(hipErrorInvalidHandle);
-    NEED(cudaEventQuery);
-    return from_cuda(R->cudaEventQuery((cudaEvent_t)event));
-}
+HFC_FORWARD_CHECKED(hipEventRecord, (hipEvent_t event, hipStream_t stream), event,
+                    hipErrorInvalidHandle, cudaEventRecord,
+                    ((cudaEvent_t)event, (cudaStream_t)stream))
+HFC_FORWARD_CHECKED(hipEventRecordWithFlags,
+                    (hipEvent_t event, hipStream_t stream, unsigned flags), event,
+                    hipErrorInvalidHandle, cudaEventRecordWithFlags,
+                    ((cudaEvent_t)event, (cudaStream_t)stream, flags))
+HFC_FORWARD_CHECKED(hipEventSynchronize, (hipEvent_t event), event, hipErrorInvalidHandle,
+                    cudaEventSynchronize, ((cudaEvent_t)event))
+HFC_FORWARD_CHECKED(hipEventQuery, (hipEvent_t event), event, hipErrorInvalidHandle,
+                    cudaEventQuery, ((cudaEvent_t)event))
 
 HFC_EXPORT hipError_t hipEventElapsedTime(float *ms, hipEvent_t start, hipEvent_t stop)
 {
@@ -583,13 +467,8 @@ HFC_EXPORT hipError_t hipEventElapsedTime(float *ms, hipEvent_t start, hipEvent_
     return from_cuda(R->cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)stop));
 }
 
-HFC_EXPORT hipError_t hipEventDestroy(hipEvent_t event)
-{
-    if (event == NULL)
-        return record(hipErrorInvalidHandle);
-    NEED(cudaEventDestroy);
-    return from_cuda(R->cudaEventDestroy((cudaEvent_t)event));
-}
+HFC_FORWARD_CHECKED(hipEventDestroy, (hipEvent_t event), event, hipErrorInvalidHandle,
+                    cudaEventDestroy, ((cudaEvent_t)event))
 
 /* ---- errors -------------------------------------------------------------- */
 

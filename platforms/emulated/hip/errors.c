@@ -128,24 +128,23 @@ EMU_EXPORT const char *hipGetErrorString(hipError_t code) {
   return e ? e->text : "unknown error";
 }
 
-EMU_EXPORT hipError_t hipDrvGetErrorName(hipError_t code, const char **name) {
-  if (name == NULL) return emu_ret(hipErrorInvalidValue);
+/* hipDrvGetErrorName and hipDrvGetErrorString: one field of the table entry,
+ * or NULL and hipErrorInvalidValue for a number HIP does not define. */
+static hipError_t emu_drv_error_text(hipError_t code, int want_name, const char **out) {
+  if (out == NULL) return emu_ret(hipErrorInvalidValue);
   const struct emu_error_text *e = emu_error_lookup(code);
   if (e == NULL) {
-    *name = NULL;
+    *out = NULL;
     return emu_ret(hipErrorInvalidValue);
   }
-  *name = e->name;
+  *out = want_name ? e->name : e->text;
   return hipSuccess;
 }
 
+EMU_EXPORT hipError_t hipDrvGetErrorName(hipError_t code, const char **name) {
+  return emu_drv_error_text(code, 1, name);
+}
+
 EMU_EXPORT hipError_t hipDrvGetErrorString(hipError_t code, const char **text) {
-  if (text == NULL) return emu_ret(hipErrorInvalidValue);
-  const struct emu_error_text *e = emu_error_lookup(code);
-  if (e == NULL) {
-    *text = NULL;
-    return emu_ret(hipErrorInvalidValue);
-  }
-  *text = e->text;
-  return hipSuccess;
+  return emu_drv_error_text(code, 0, text);
 }

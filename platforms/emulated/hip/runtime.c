@@ -159,31 +159,26 @@ EMU_EXPORT hipError_t hipDeviceGet(hipDevice_t *device, int ordinal) {
   return hipSuccess;
 }
 
-EMU_EXPORT hipError_t hipDeviceSynchronize(void) {
+/* hipDeviceSynchronize and hipDeviceReset: waits for the current device's
+ * work; with `reset`, then destroys its streams and events and frees its
+ * allocations, as HIP does. */
+static hipError_t emu_sync_current_device(int reset) {
   int device;
   hipError_t status = emu_current_device(&device);
   if (status != hipSuccess) return emu_ret(status);
   emu_lock_acquire();
   status = emu_sync_device_locked(device, 0);
-  emu_lock_release();
-  return emu_ret(status);
-}
-
-/* Waits for the current device's work, then destroys its streams and events
- * and frees its allocations, as HIP does. */
-EMU_EXPORT hipError_t hipDeviceReset(void) {
-  int device;
-  hipError_t status = emu_current_device(&device);
-  if (status != hipSuccess) return emu_ret(status);
-  emu_lock_acquire();
-  status = emu_sync_device_locked(device, 0);
-  if (status == hipSuccess) {
+  if (status == hipSuccess && reset) {
     emu_release_streams_events_locked(device);
     emu_release_allocations_locked(device);
   }
   emu_lock_release();
   return emu_ret(status);
 }
+
+EMU_EXPORT hipError_t hipDeviceSynchronize(void) { return emu_sync_current_device(0); }
+
+EMU_EXPORT hipError_t hipDeviceReset(void) { return emu_sync_current_device(1); }
 
 EMU_EXPORT hipError_t hipDeviceCanAccessPeer(int *can_access, int device, int peer) {
   if (can_access == NULL) return emu_ret(hipErrorInvalidValue);

@@ -429,54 +429,57 @@ EMU_EXPORT hipError_t hipStreamQuery(hipStream_t stream) {
   return busy ? hipErrorNotReady : hipSuccess;
 }
 
-EMU_EXPORT hipError_t hipStreamGetFlags(hipStream_t stream, unsigned int *flags) {
-  if (flags == NULL || stream == NULL) return emu_ret(hipErrorInvalidValue);
-  if (emu_is_null_handle(stream)) {
-    *flags = hipStreamDefault;
-    return hipSuccess;
-  }
+/* What the stream getters report of a user stream, copied under the lock. */
+struct emu_stream_info {
+  unsigned flags;
+  int priority;
+  int device;
+};
+
+/* Returns 0 and fills *info for a live user stream, -1 for any other handle. */
+static int emu_user_stream_info(hipStream_t stream, struct emu_stream_info *info) {
   emu_lock_acquire();
   struct ihipStream_t *s = emu_find_user_stream_locked(stream);
-  if (s != NULL) *flags = s->flags;
+  if (s != NULL) *info = (struct emu_stream_info){s->flags, s->priority, s->device};
   emu_lock_release();
-  return s != NULL ? hipSuccess : emu_ret(hipErrorInvalidResourceHandle);
+  return s != NULL ? 0 : -1;
+}
+
+EMU_EXPORT hipError_t hipStreamGetFlags(hipStream_t stream, unsigned int *flags) {
+  struct emu_stream_info info = {hipStreamDefault, 0, 0};
+  if (flags == NULL || stream == NULL) return emu_ret(hipErrorInvalidValue);
+  if (!emu_is_null_handle(stream) && emu_user_stream_info(stream, &info) != 0)
+    return emu_ret(hipErrorInvalidResourceHandle);
+  *flags = info.flags;
+  return hipSuccess;
 }
 
 EMU_EXPORT hipError_t hipStreamGetPriority(hipStream_t stream, int *priority) {
+  struct emu_stream_info info = {hipStreamDefault, 0, 0};
   if (priority == NULL) return emu_ret(hipErrorInvalidValue);
-  if (emu_is_null_handle(stream)) {
-    *priority = 0;
-    return hipSuccess;
-  }
-  emu_lock_acquire();
-  struct ihipStream_t *s = emu_find_user_stream_locked(stream);
-  if (s != NULL) *priority = s->priority;
-  emu_lock_release();
-  return s != NULL ? hipSuccess : emu_ret(hipErrorInvalidResourceHandle);
+  if (!emu_is_null_handle(stream) && emu_user_stream_info(stream, &info) != 0)
+    return emu_ret(hipErrorInvalidResourceHandle);
+  *priority = info.priority;
+  return hipSuccess;
 }
 
 EMU_EXPORT hipError_t hipStreamGetDevice(hipStream_t stream, hipDevice_t *device) {
+  struct emu_stream_info info;
   if (device == NULL) return emu_ret(hipErrorInvalidValue);
   if (emu_is_null_handle(stream)) return emu_ret(emu_current_device(device));
-  emu_lock_acquire();
-  struct ihipStream_t *s = emu_find_user_stream_locked(stream);
-  if (s != NULL) *device = s->device;
-  emu_lock_release();
-  return s != NULL ? hipSuccess : emu_ret(hipErrorContextIsDestroyed);
+  if (emu_user_stream_info(stream, &info) != 0) return emu_ret(hipErrorContextIsDestroyed);
+  *device = info.device;
+  return hipSuccess;
 }
 
 EMU_EXPORT int hipEmuStreamDevice(hipStream_t stream, int *device) {
-  int found = -1;
+  struct emu_stream_info info;
   if (emu_is_null_handle(stream)) {
-    if (emu_current_device(&found) != hipSuccess) return -1;
-  } else {
-    emu_lock_acquire();
-    struct ihipStream_t *s = emu_find_user_stream_locked(stream);
-    if (s != NULL) found = s->device;
-    emu_lock_release();
-    if (s == NULL) return -1;
+    if (emu_current_device(&info.device) != hipSuccess) return -1;
+  } else if (emu_user_stream_info(stream, &info) != 0) {
+    return -1;
   }
-  if (device != NULL) *device = found;
+  if (device != NULL) *device = info.device;
   return 0;
 }
 
