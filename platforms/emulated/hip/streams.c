@@ -186,12 +186,16 @@ static hipError_t emu_stream_new_locked(int device, unsigned flags, int priority
   return hipSuccess;
 }
 
-static void emu_stream_unlink_locked(struct ihipStream_t *s) {
-  if (s->prev != NULL) s->prev->next = s->next;
-  else if (emu_streams == s) emu_streams = s->next;
-  if (s->next != NULL) s->next->prev = s->prev;
-  s->prev = s->next = NULL;
-}
+/* Takes node out of the doubly linked list (prev/next) that starts at head. */
+#define EMU_LIST_UNLINK(head, node)                          \
+  do {                                                       \
+    if ((node)->prev != NULL) (node)->prev->next = (node)->next; \
+    else if ((head) == (node)) (head) = (node)->next;        \
+    if ((node)->next != NULL) (node)->next->prev = (node)->prev; \
+    (node)->prev = (node)->next = NULL;                      \
+  } while (0)
+
+static void emu_stream_unlink_locked(struct ihipStream_t *s) { EMU_LIST_UNLINK(emu_streams, s); }
 
 static int emu_is_null_handle(hipStream_t handle) {
   return handle == NULL || handle == EMU_STREAM_LEGACY || handle == EMU_STREAM_PER_THREAD;
@@ -539,10 +543,7 @@ static struct ihipEvent_t *emu_find_event_locked(hipEvent_t handle) {
 }
 
 static void emu_event_unlink_locked(struct ihipEvent_t *e) {
-  if (e->prev != NULL) e->prev->next = e->next;
-  else if (emu_events == e) emu_events = e->next;
-  if (e->next != NULL) e->next->prev = e->prev;
-  e->prev = e->next = NULL;
+  EMU_LIST_UNLINK(emu_events, e);
   e->live = 0;
   emu_live_events--;
 }

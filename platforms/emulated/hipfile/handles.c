@@ -67,6 +67,16 @@ void emu_handle_release(emu_handle_t *h)
     pthread_mutex_unlock(&emu_lock);
 }
 
+/* Accounts for a file handle (buffer 0) or buffer (buffer 1) registration
+ * that has just been added to its list: live counter, statistics, and the
+ * implicit driver open that a registration implies. */
+static void emu_registered_locked(long long *live, int buffer)
+{
+    (*live)++;
+    emu_stats_record_registration(buffer);
+    emu_driver_implicit_open_locked();
+}
+
 EMU_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDescr_t *descr)
 {
     if (fh == NULL || descr == NULL)
@@ -135,9 +145,7 @@ EMU_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDesc
         rec->token = emu_new_token(EMU_TAG_HANDLE);
         rec->next = handles;
         handles = rec;
-        emu_counters.handles++;
-        emu_stats_record_registration(0);
-        emu_driver_implicit_open_locked();
+        emu_registered_locked(&emu_counters.handles, 0);
         *fh = (hipFileHandle_t)rec->token;
     }
     pthread_mutex_unlock(&emu_lock);
@@ -249,9 +257,7 @@ EMU_EXPORT hipFileError_t hipFileBufRegister(const void *buffer_base, size_t len
     if (e == hipFileSuccess && !fault) {
         rec->next = buffers;
         buffers = rec;
-        emu_counters.buffers++;
-        emu_stats_record_registration(1);
-        emu_driver_implicit_open_locked();
+        emu_registered_locked(&emu_counters.buffers, 1);
     }
     pthread_mutex_unlock(&emu_lock);
     return emu_register_result(e, fault, rec);
