@@ -272,23 +272,53 @@ static int is_registered(struct ptr_set *s, const void *p)
     return found;
 }
 
+/* Ends in cuFile one registration of the kind that set `s` holds (a file
+ * handle, batch, stream or buffer), where cuFile has the function. */
+static void cufile_release(const struct hfc_cufile *F, const struct ptr_set *s, void *p)
+{
+    if (s == &handles && F->cuFileHandleDeregister)
+        F->cuFileHandleDeregister(p);
+    else if (s == &batches && F->cuFileBatchIODestroy)
+        F->cuFileBatchIODestroy(p);
+    else if (s == &streams && F->cuFileStreamDeregister)
+        F->cuFileStreamDeregister((CUstream)p);
+    else if (s == &buffers && F->cuFileBufDeregister)
+        F->cuFileBufDeregister(p);
+}
+
+/* Records a registration that cuFile has just accepted. Returns 0, or -1
+ * (after ending the registration in cuFile again) when the set cannot grow. */
+static int track(const struct hfc_cufile *F, struct ptr_set *s, void *p)
+{
+    int r;
+    pthread_mutex_lock(&reg_lock);
+    r = set_add(s, p);
+    pthread_mutex_unlock(&reg_lock);
+    if (r != 0)
+        cufile_release(F, s, p);
+    return r;
+}
+
+/* Forgets a registration; returns whether it was known. */
+static int forget(struct ptr_set *s, const void *p)
+{
+    int known;
+    pthread_mutex_lock(&reg_lock);
+    known = set_remove(s, p);
+    pthread_mutex_unlock(&reg_lock);
+    return known;
+}
+
 /* The last hipFileDriverClose drops every registration, as hipFile does. */
 static void drop_all(const struct hfc_cufile *F)
 {
+    struct ptr_set *const sets[] = {&handles, &batches, &streams, &buffers};
     pthread_mutex_lock(&reg_lock);
-    for (size_t i = 0; i < handles.count; i++)
-        if (F->cuFileHandleDeregister)
-            F->cuFileHandleDeregister(handles.items[i]);
-    for (size_t i = 0; i < batches.count; i++)
-        if (F->cuFileBatchIODestroy)
-            F->cuFileBatchIODestroy(batches.items[i]);
-    for (size_t i = 0; i < streams.count; i++)
-        if (F->cuFileStreamDeregister)
-            F->cuFileStreamDeregister((CUstream)streams.items[i]);
-    for (size_t i = 0; i < buffers.count; i++)
-        if (F->cuFileBufDeregister)
-            F->cuFileBufDeregister(buffers.items[i]);
-    handles.count = batches.count = streams.count = buffers.count = 0;
+    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
+        for (size_t i = 0; i < sets[k]->count; i++)
+            cufile_release(F, sets[k], sets[k]->items[i]);
+        sets[k]->count = 0;
+    }
     pthread_mutex_unlock(&reg_lock);
 }
 
@@ -579,14 +609,8 @@ HFC_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDesc
                                 "it needs");
         return from_cufile(e);
     }
-    pthread_mutex_lock(&reg_lock);
-    if (set_add(&handles, h) != 0) {
-        pthread_mutex_unlock(&reg_lock);
-        if (F->cuFileHandleDeregister)
-            F->cuFileHandleDeregister(h);
+    if (track(F, &handles, h) != 0)
         return make_error(hipFileInternalError);
-    }
-    pthread_mutex_unlock(&reg_lock);
     *fh = h;
     return ok;
 }
@@ -594,14 +618,8 @@ HFC_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDesc
 HFC_EXPORT void hipFileHandleDeregister(hipFileHandle_t fh)
 {
     const struct hfc_cufile *F = cf();
-    int known;
-    if (F == NULL || fh == NULL)
-        return;
-    pthread_mutex_lock(&reg_lock);
-    known = set_remove(&handles, fh);
-    pthread_mutex_unlock(&reg_lock);
-    if (known && F->cuFileHandleDeregister)
-        F->cuFileHandleDeregister(fh);
+    if (F != NULL && fh != NULL && forget(&handles, fh))
+        cufile_release(F, &handles, fh);
 }
 
 /* ---- buffers and synchronous I/O -------------------------------------- */
@@ -613,16 +631,8 @@ HFC_EXPORT hipFileError_t hipFileBufRegister(const void *base, size_t length, in
     CUfileError_t e;
     NEED_IMPLICIT_OPEN(cuFileBufRegister);
     e = F->cuFileBufRegister(base, length, flags);
-    if (e.err == CU_FILE_SUCCESS) {
-        pthread_mutex_lock(&reg_lock);
-        if (set_add(&buffers, (void *)base) != 0) {
-            pthread_mutex_unlock(&reg_lock);
-            if (F->cuFileBufDeregister)
-                F->cuFileBufDeregister(base);
-            return make_error(hipFileInternalError);
-        }
-        pthread_mutex_unlock(&reg_lock);
-    }
+    if (e.err == CU_FILE_SUCCESS && track(F, &buffers, (void *)base) != 0)
+        return make_error(hipFileInternalError);
     return from_cufile(e);
 }
 
@@ -633,11 +643,8 @@ HFC_EXPORT hipFileError_t hipFileBufDeregister(const void *base)
     CUfileError_t e;
     NEED_OPEN(cuFileBufDeregister);
     e = F->cuFileBufDeregister(base);
-    if (e.err == CU_FILE_SUCCESS) {
-        pthread_mutex_lock(&reg_lock);
-        set_remove(&buffers, base);
-        pthread_mutex_unlock(&reg_lock);
-    }
+    if (e.err == CU_FILE_SUCCESS)
+        forget(&buffers, base);
     return from_cufile(e);
 }
 
@@ -698,8 +705,7 @@ HFC_EXPORT hipFileError_t hipFileStreamRegister(hipStream_t stream, unsigned fla
     e = F->cuFileStreamRegister((CUstream)stream, flags);
     if (e.err == CU_FILE_SUCCESS && set_add(&streams, stream) != 0) {
         pthread_mutex_unlock(&reg_lock);
-        if (F->cuFileStreamDeregister)
-            F->cuFileStreamDeregister((CUstream)stream);
+        cufile_release(F, &streams, stream);
         return make_error(hipFileInternalError);
     }
     pthread_mutex_unlock(&reg_lock);
@@ -708,12 +714,8 @@ HFC_EXPORT hipFileError_t hipFileStreamRegister(hipStream_t stream, unsigned fla
 
 HFC_EXPORT hipFileError_t hipFileStreamDeregister(hipStream_t stream)
 {
-    int known;
     NEED_OPEN(cuFileStreamDeregister);
-    pthread_mutex_lock(&reg_lock);
-    known = set_remove(&streams, stream);
-    pthread_mutex_unlock(&reg_lock);
-    if (!known)
+    if (!forget(&streams, stream))
         return make_error(hipFileInvalidValue);
     return from_cufile(F->cuFileStreamDeregister((CUstream)stream));
 }
@@ -779,14 +781,8 @@ HFC_EXPORT hipFileError_t hipFileBatchIOSetUp(hipFileBatchHandle_t *batch, unsig
     e = F->cuFileBatchIOSetUp(&b, max_nr);
     if (e.err != CU_FILE_SUCCESS)
         return from_cufile(e);
-    pthread_mutex_lock(&reg_lock);
-    if (set_add(&batches, b) != 0) {
-        pthread_mutex_unlock(&reg_lock);
-        if (F->cuFileBatchIODestroy)
-            F->cuFileBatchIODestroy(b);
+    if (track(F, &batches, b) != 0)
         return make_error(hipFileInternalError);
-    }
-    pthread_mutex_unlock(&reg_lock);
     *batch = b;
     return ok;
 }
@@ -849,14 +845,8 @@ HFC_EXPORT hipFileError_t hipFileBatchIOCancel(hipFileBatchHandle_t batch)
 HFC_EXPORT void hipFileBatchIODestroy(hipFileBatchHandle_t batch)
 {
     const struct hfc_cufile *F = cf();
-    int known;
-    if (F == NULL || batch == NULL)
-        return;
-    pthread_mutex_lock(&reg_lock);
-    known = set_remove(&batches, batch);
-    pthread_mutex_unlock(&reg_lock);
-    if (known && F->cuFileBatchIODestroy)
-        F->cuFileBatchIODestroy(batch);
+    if (F != NULL && batch != NULL && forget(&batches, batch))
+        cufile_release(F, &batches, batch);
 }
 
 /* ---- versions and messages ------------------------------------------------ */
