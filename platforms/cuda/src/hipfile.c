@@ -272,6 +272,8 @@ static int is_registered(struct ptr_set *s, const void *p)
     return found;
 }
 
+static void order_forget(const void *base);
+
 /* Ends in cuFile one registration of the kind that set `s` holds (a file
  * handle, batch, stream or buffer), where cuFile has the function. */
 static void cufile_release(const struct hfc_cufile *F, const struct ptr_set *s, void *p)
@@ -282,8 +284,11 @@ static void cufile_release(const struct hfc_cufile *F, const struct ptr_set *s, 
         F->cuFileBatchIODestroy(p);
     else if (s == &streams && F->cuFileStreamDeregister)
         F->cuFileStreamDeregister((CUstream)p);
-    else if (s == &buffers && F->cuFileBufDeregister)
-        F->cuFileBufDeregister(p);
+    else if (s == &buffers) {
+        if (F->cuFileBufDeregister)
+            F->cuFileBufDeregister(p);
+        order_forget(p);
+    }
 }
 
 /* Records a registration that cuFile has just accepted. Returns 0, or -1
@@ -643,8 +648,10 @@ HFC_EXPORT hipFileError_t hipFileBufDeregister(const void *base)
     CUfileError_t e;
     NEED_OPEN(cuFileBufDeregister);
     e = F->cuFileBufDeregister(base);
-    if (e.err == CU_FILE_SUCCESS)
+    if (e.err == CU_FILE_SUCCESS) {
         forget(&buffers, base);
+        order_forget(base);
+    }
     return from_cufile(e);
 }
 
@@ -720,6 +727,84 @@ HFC_EXPORT hipFileError_t hipFileStreamDeregister(hipStream_t stream)
     return from_cufile(F->cuFileStreamDeregister((CUstream)stream));
 }
 
+/* ---- stream-ordered I/O ------------------------------------------------
+ *
+ * Two behaviours of cuFile 1.15's compatibility mode that AMD's hipFile does
+ * not share are hidden here (measured on an H200, see docs/platform-cuda.md):
+ * - an operation on a buffer that is not registered fails when it runs
+ *   (*bytes_p = -5) unless its buffer offset is 0: the platform folds the
+ *   offset into the base at submit (the offset is then fixed at submit on
+ *   this platform, whatever the stream's flags);
+ * - operations on one registered buffer from several streams at once share
+ *   cuFile's bounce buffer for that registration: they report full counts and
+ *   move the wrong bytes. The platform orders them: each operation on a
+ *   registered buffer waits for the previous one on that buffer (an event
+ *   recorded behind it), so they run one at a time, as on one stream. */
+
+/* From this platform's libamdhip64.so (linked). */
+hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned flags);
+hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream);
+hipError_t hipEventDestroy(hipEvent_t event);
+hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned flags);
+
+#define HIP_EVENT_DISABLE_TIMING 0x2
+
+/* The last operation submitted on each registered buffer (under order_lock). */
+struct buf_order {
+    const void *base;
+    hipEvent_t last;
+};
+static pthread_mutex_t order_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct buf_order *orders;
+static size_t n_orders, cap_orders;
+
+static struct buf_order *order_find(const void *base)
+{
+    for (size_t i = 0; i < n_orders; i++)
+        if (orders[i].base == base)
+            return &orders[i];
+    return NULL;
+}
+
+/* Forget a buffer's order (on deregistration); its event may still be
+ * pending, which hipEventDestroy allows. */
+static void order_forget(const void *base)
+{
+    pthread_mutex_lock(&order_lock);
+    struct buf_order *o = order_find(base);
+    if (o != NULL) {
+        if (o->last != NULL)
+            hipEventDestroy(o->last);
+        *o = orders[--n_orders];
+    }
+    pthread_mutex_unlock(&order_lock);
+}
+
+/* Called with order_lock held: the record of `base`, created on first use;
+ * NULL when memory or an event cannot be had. */
+static struct buf_order *order_get(const void *base)
+{
+    struct buf_order *o = order_find(base);
+    if (o != NULL)
+        return o;
+    if (n_orders == cap_orders) {
+        size_t cap = cap_orders ? cap_orders * 2 : 16;
+        struct buf_order *grown = realloc(orders, cap * sizeof *grown);
+        if (grown == NULL)
+            return NULL;
+        orders = grown;
+        cap_orders = cap;
+    }
+    o = &orders[n_orders];
+    o->base = base;
+    if (hipEventCreateWithFlags(&o->last, HIP_EVENT_DISABLE_TIMING) != 0)
+        return NULL;
+    n_orders++;
+    return o;
+}
+
+static const off_t zero_offset = 0;
+
 static hipFileError_t submit_async(hfc_cuFileReadAsync_fn fn, hipFileHandle_t fh, void *base,
                                    size_t *size_p, hoff_t *file_offset_p, hoff_t *buffer_offset_p,
                                    ssize_t *bytes_p, hipStream_t stream)
@@ -732,8 +817,26 @@ static hipFileError_t submit_async(hfc_cuFileReadAsync_fn fn, hipFileHandle_t fh
     if (fh == NULL || !is_registered(&handles, fh))
         return make_error(hipFileHandleNotRegistered);
     *bytes_p = 0;
-    return from_cufile(fn(fh, base, size_p, (off_t *)file_offset_p, (off_t *)buffer_offset_p,
-                          bytes_p, (CUstream)stream));
+    if (!is_registered(&buffers, base))
+        return from_cufile(fn(fh, (char *)base + *buffer_offset_p, size_p,
+                              (off_t *)file_offset_p, (off_t *)&zero_offset, bytes_p,
+                              (CUstream)stream));
+    pthread_mutex_lock(&order_lock);
+    struct buf_order *o = order_get(base);
+    if (o == NULL) {
+        pthread_mutex_unlock(&order_lock);
+        return make_error(hipFileInternalError);
+    }
+    if (hipStreamWaitEvent(stream, o->last, 0) != 0) {
+        pthread_mutex_unlock(&order_lock);
+        return make_error(hipFileHipDriverError);
+    }
+    hipFileError_t e = from_cufile(fn(fh, base, size_p, (off_t *)file_offset_p,
+                                      (off_t *)buffer_offset_p, bytes_p, (CUstream)stream));
+    if (e.err == hipFileSuccess && hipEventRecord(o->last, stream) != 0)
+        e = make_error(hipFileHipDriverError);
+    pthread_mutex_unlock(&order_lock);
+    return e;
 }
 
 HFC_EXPORT hipFileError_t hipFileReadAsync(hipFileHandle_t fh, void *buffer_base,
