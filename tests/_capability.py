@@ -1,4 +1,5 @@
-"""Probes for functions a libhipfile declares but may not implement.
+"""Probes for functions a libhipfile declares but may not implement, or
+does not export (the statistics API before hipFile 0.5.0).
 
 Some releases export a function that only returns ``hipFileInternalError``
 (5030). A test that needs such a function is marked
@@ -52,12 +53,16 @@ _PROBES: dict[str, Callable[[], object]] = {
         int(hipfile.SizeTConfigParameter.POLLTHRESHOLD_SIZE_KB)),
     "hipFileGetParameterBool": lambda: _hipfile.get_parameter_bool(
         int(hipfile.BoolConfigParameter.FORCE_COMPAT_MODE)),
+    # hipFile 0.5.0 and later (the statistics API); exported is enough
+    "hipFileStatsCreateContext": lambda: None,
 }
 
 
 @functools.cache
 def implemented(func: str) -> bool:
     """Whether ``func`` does something other than answer 5030 (probed once)."""
+    if not _hipfile.has_symbol(func):
+        return False
     try:
         _PROBES[func]()
     except hipfile.HipFileException as e:
@@ -73,6 +78,9 @@ def skip_reason(func: str) -> str | None:
         raise KeyError(f"no capability probe for {func}")
     if implemented(func):
         return None
+    if not _hipfile.has_symbol(func):
+        return (f"{func} is not exported by this libhipfile (hipFile "
+                f"{'.'.join(map(str, _hipfile.get_version()))})")
     return (f"{func} is not implemented by this libhipfile "
             f"(hipFile {'.'.join(map(str, _hipfile.get_version()))} returns "
             f"hipFileInternalError {NOT_IMPLEMENTED})")

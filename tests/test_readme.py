@@ -19,7 +19,7 @@ def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
 
 
-@pytest.mark.needs("hipFileBatchIOGetStatus")  # the batch example
+@pytest.mark.needs("hipFileBatchIOGetStatus", "hipFileStatsCreateContext")  # batch, stats
 def test_readme_blocks_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     blocks = python_blocks(README.read_text())

@@ -42,6 +42,9 @@ TARGET = textwrap.dedent("""
 """)
 SIZE = 1 << 16
 
+#: The statistics API (hipFile 0.5.0 and later) must be exported.
+needs_stats = pytest.mark.needs("hipFileStatsCreateContext")
+
 
 class Target:
     def __init__(self, proc: subprocess.Popen[str]) -> None:
@@ -86,6 +89,7 @@ def start_target(tmp_path: Path) -> Iterator[object]:
         t.finish()
 
 
+@needs_stats
 def test_monitor_reads_the_counters_of_another_process(start_target) -> None:  # type: ignore[no-untyped-def]
     target = start_target()
     with StatsContext(target.pid) as stats:
@@ -111,6 +115,7 @@ def test_monitor_reads_the_counters_of_another_process(start_target) -> None:  #
     stats.close()
 
 
+@needs_stats
 @pytest.mark.emulated
 def test_o_direct_aligned_transfers_take_the_fast_path(start_target) -> None:  # type: ignore[no-untyped-def]
     target = start_target(direct=True)
@@ -122,6 +127,7 @@ def test_o_direct_aligned_transfers_take_the_fast_path(start_target) -> None:  #
     assert report.fastpath_read.count == 3
 
 
+@needs_stats
 def test_level_zero_records_nothing(start_target) -> None:  # type: ignore[no-untyped-def]
     target = start_target(level="0")
     with StatsContext(target.pid) as stats:
@@ -131,6 +137,7 @@ def test_level_zero_records_nothing(start_target) -> None:  # type: ignore[no-un
     assert report.handle_registrations == 0
 
 
+@needs_stats
 def test_unset_level_records_at_level_one(start_target) -> None:  # type: ignore[no-untyped-def]
     target = start_target(level=None)
     with StatsContext(target.pid) as stats:
@@ -139,6 +146,7 @@ def test_unset_level_records_at_level_one(start_target) -> None:  # type: ignore
     assert report.fallback_read.bytes + report.fastpath_read.bytes == 3 * SIZE
 
 
+@needs_stats
 def test_a_process_without_hipfile_is_not_accessible() -> None:
     # connect waits until the target serves statistics or exits (as AMD's
     # library does); this one never loads hipFile and exits after a while
@@ -157,6 +165,7 @@ def test_a_process_without_hipfile_is_not_accessible() -> None:
         reaper.join(timeout=60)
 
 
+@needs_stats
 def test_bad_targets() -> None:
     with pytest.raises(hipfile.StatsInvalidArgumentError):
         StatsContext(-1)
@@ -176,6 +185,7 @@ def test_bad_targets() -> None:
     assert type(again) is type(info.value) and str(again) == str(info.value)
 
 
+@needs_stats
 def test_closed_context_refuses_calls() -> None:
     stats = StatsContext(os.getpid(), connect=False)
     stats.close()
@@ -186,6 +196,7 @@ def test_closed_context_refuses_calls() -> None:
             call()
 
 
+@needs_stats
 def test_unclosed_context_warns() -> None:
     stats = StatsContext(os.getpid(), connect=False)
     with pytest.warns(ResourceWarning, match="StatsContext"):
