@@ -18,7 +18,7 @@ from hipfile import platforms
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``code`` in a new interpreter without any platform or library selected
     (and without ``HIPFILE_PLATFORM_QUIET``, which a cuda run sets)."""
-    return python(code, PLATFORM_VARS + (platforms.QUIET_ENV,), **env)
+    return python(code, (*PLATFORM_VARS, platforms.QUIET_ENV), **env)
 
 
 def fake_prefix(root: Path) -> Path:
