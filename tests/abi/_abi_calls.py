@@ -9,9 +9,10 @@ library is the active platform's, as the shim loads it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,8 @@ Files = Callable[..., int]
 Alloc = Callable[[int], int]
 #: ``opened(content, size)`` -> (registered file handle, device memory).
 Opened = Callable[[bytes, int], tuple[int, int]]
+#: ``opened_fd(content, size)`` -> (descriptor, registered file handle, device memory).
+OpenedFd = Callable[[bytes, int], tuple[int, int, int]]
 
 # --------------------------------------------------------------------------
 # The ABI, declared with ctypes.
@@ -194,6 +197,16 @@ class Slots:
 
 def read_async(lib: ctypes.CDLL, fh: int, buf: int, slots: Slots, stream: int | None) -> int:
     return code(lib.hipFileReadAsync(fh, buf, *slots.args(), stream))
+
+
+@contextlib.contextmanager
+def stream_registered(lib: ctypes.CDLL, stream: int, flags: int) -> Iterator[None]:
+    """``stream`` registered with ``flags`` (asserted), deregistered on leaving."""
+    assert code(lib.hipFileStreamRegister(stream, flags)) == SUCCESS
+    try:
+        yield
+    finally:
+        assert code(lib.hipFileStreamDeregister(stream)) == SUCCESS
 
 
 def write_async(lib: ctypes.CDLL, fh: int, buf: int, slots: Slots, stream: int | None) -> int:
