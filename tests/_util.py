@@ -53,7 +53,7 @@ def from_device(src: Any, nbytes: int, offset: int = 0) -> np.ndarray:
     return out
 
 
-def check_range_argument_errors(read: Callable[..., object], write: Callable[..., object],
+def check_range_errors(read: Callable[..., object], write: Callable[..., object],
                                 fh: Any, dev: Any, nbytes: int) -> None:
     """Check the argument errors that a ``call(fh, buffer, size, file_offset,
     buffer_offset)`` of the API raises, in its read and its write form, for a

@@ -11,14 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import (
-    check_range_argument_errors,
-    device_array,
-    emu,
-    from_device,
-    random_bytes,
-    to_device,
-)
+from _util import check_range_errors, device_array, emu, from_device, random_bytes, to_device
 
 import hipfile
 from hipfile import BatchEvent, BatchIO, Buffer, FileHandle, Opcode, Status
@@ -375,7 +368,7 @@ def test_entry_argument_checks(driver, data_file):
             batch.read(fh, object())
         with pytest.raises(ValueError, match="overruns"):
             batch.read(fh, dev, 10, 0, N - 5)
-        check_range_argument_errors(batch.read, batch.write, fh, dev, N)
+        check_range_errors(batch.read, batch.write, fh, dev, N)
         with pytest.raises(ValueError, match="at most"):
             batch.read(fh, Buffer(int(dev), _hipfile.MAX_IO_CHUNK + 1))
         assert batch.queued == 0

@@ -11,14 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import (
-    check_range_argument_errors,
-    device_array,
-    emu,
-    from_device,
-    random_bytes,
-    to_device,
-)
+from _util import check_range_errors, device_array, emu, from_device, random_bytes, to_device
 
 import hipfile
 from hipfile import Buffer, FileHandle, IOFuture, parallel
@@ -290,7 +283,7 @@ def test_argument_checks(driver, data_file):
             hipfile.pread(fh, dev, task_size=1.5)
         with pytest.raises(TypeError, match="executor"):
             hipfile.pread(fh, dev, executor=object())
-        check_range_argument_errors(hipfile.pread, hipfile.pwrite, fh, dev, N)
+        check_range_errors(hipfile.pread, hipfile.pwrite, fh, dev, N)
     with device_array(N) as dev, pytest.raises(hipfile.ClosedFileError):
         hipfile.pread(fh, dev)
 
