@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import errno
 import gc
 import os
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,12 +27,16 @@ CHUNK = N // 8
 # -- round trips ----------------------------------------------------------------
 
 
-def _submit_chunk_reads(batch: BatchIO, fh: FileHandle, dev: Any, count: int) -> None:
-    """Queue reads of the first ``count`` chunks (cookie ``i`` for chunk
-    ``i``, each to the same place in ``dev``) and submit them."""
-    for i in range(count):
-        batch.read(fh, dev, CHUNK, i * CHUNK, i * CHUNK, cookie=i)
-    batch.submit()
+@contextlib.contextmanager
+def _chunk_reads(path: Path, count: int, capacity: int) -> Iterator[tuple[BatchIO, Any]]:
+    """A batch of ``capacity`` entries with reads of the first ``count`` chunks
+    of ``path`` submitted (cookie ``i`` for chunk ``i``, each to the same place
+    in new device memory): yields (batch, device memory)."""
+    with device_array(N) as dev, FileHandle(path) as fh, BatchIO(capacity) as batch:
+        for i in range(count):
+            batch.read(fh, dev, CHUNK, i * CHUNK, i * CHUNK, cookie=i)
+        batch.submit()
+        yield batch, dev
 
 
 @pytest.mark.needs("hipFileBatchIOGetStatus")
@@ -136,8 +143,7 @@ def test_empty_submit_and_repr(driver):
 def test_get_status_polls_waits_for_min_nr_and_times_out(driver, data_file):
     path, data = data_file
     emu().set_completion_delay(500_000)
-    with device_array(N) as dev, FileHandle(path) as fh, BatchIO(4) as batch:
-        _submit_chunk_reads(batch, fh, dev, 3)
+    with _chunk_reads(path, 3, 4) as (batch, dev):
         assert batch.inflight == 3
         t0 = time.monotonic()
         assert batch.get_status() == []  # a poll returns at once
@@ -156,8 +162,7 @@ def test_get_status_polls_waits_for_min_nr_and_times_out(driver, data_file):
 def test_wait_timeout_keeps_the_events(driver, data_file):
     path, _ = data_file
     emu().set_completion_delay(50_000)
-    with device_array(N) as dev, FileHandle(path) as fh, BatchIO(8) as batch:
-        _submit_chunk_reads(batch, fh, dev, 8)
+    with _chunk_reads(path, 8, 8) as (batch, _):
         with pytest.raises(TimeoutError, match="still in flight"):
             batch.wait(timeout=0.01)
         events = batch.wait(timeout=30)
@@ -212,8 +217,7 @@ def test_cancel_reports_canceled_entries(driver, data_file):
 def test_injected_errno_fails_one_entry(driver, data_file):
     path, data = data_file
     emu().inject_fault("batch", errno.EIO, count=1, after=1)
-    with device_array(N) as dev, FileHandle(path) as fh, BatchIO(3) as batch:
-        _submit_chunk_reads(batch, fh, dev, 3)
+    with _chunk_reads(path, 3, 3) as (batch, dev):
         events = {e.cookie: e for e in batch.wait(timeout=30)}
         assert events[0].ok and events[2].ok
         bad = events[1]
