@@ -42,6 +42,19 @@ def hip_stream(flags: int = 0) -> Iterator[Any]:
         check(hip.hipStreamDestroy(s))
 
 
+@contextlib.contextmanager
+def delayed_io(path: str | os.PathLike[str], nbytes: int, delay_us: int
+               ) -> Iterator[tuple[Any, Any, Any]]:
+    """With the emulated platform's completions delayed by ``delay_us``
+    microseconds: ``nbytes`` of device memory, a new HIP stream and ``path``
+    opened as a :class:`hipfile.FileHandle`; yields (memory, stream, handle)."""
+    from hipfile import FileHandle
+
+    emu().set_completion_delay(delay_us)
+    with device_array(nbytes) as dev, hip_stream() as s, FileHandle(path) as fh:
+        yield dev, s, fh
+
+
 def to_device(dst: Any, data: np.ndarray, offset: int = 0) -> None:
     check(hip.hipMemcpy(int(dst) + offset, data, data.nbytes,
                         hip.hipMemcpyKind.hipMemcpyHostToDevice))

@@ -11,7 +11,16 @@ import time
 
 import numpy as np
 import pytest
-from _util import check, device_array, emu, from_device, hip_stream, random_bytes, to_device
+from _util import (
+    check,
+    delayed_io,
+    device_array,
+    emu,
+    from_device,
+    hip_stream,
+    random_bytes,
+    to_device,
+)
 from hip import hip
 
 import hipfile
@@ -55,8 +64,7 @@ def test_null_stream_and_defaults(driver, data_file):
 @pytest.mark.emulated
 def test_completion_is_deferred(driver, data_file):
     path, data = data_file
-    emu().set_completion_delay(100_000)
-    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+    with delayed_io(path, N, 100_000) as (dev, s, fh):
         h = fh.read_async(dev, N, 0, 0, s)
         assert h.bytes_done is None  # not yet valid
         assert not h.done()
@@ -69,8 +77,7 @@ def test_completion_is_deferred(driver, data_file):
 @pytest.mark.emulated
 def test_wait_timeout(driver, data_file):
     path, _ = data_file
-    emu().set_completion_delay(300_000)
-    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+    with delayed_io(path, N, 300_000) as (dev, s, fh):
         h = fh.read_async(dev, N, 0, 0, s)
         with pytest.raises(TimeoutError):
             h.wait(timeout=0.01)
@@ -134,8 +141,7 @@ def test_dropped_handle_keeps_file_alive(driver, data_file):
 @pytest.mark.emulated
 def test_close_and_deregister_refused_in_flight(driver, data_file):
     path, _ = data_file
-    emu().set_completion_delay(100_000)
-    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+    with delayed_io(path, N, 100_000) as (dev, s, fh):
         buf = Buffer(dev)
         buf.register()
         st = Stream(s)
@@ -357,8 +363,7 @@ def test_threads_stress(driver, tmp_path, shared):
 @pytest.mark.emulated
 def test_gil_released_while_waiting(driver, data_file):
     path, _ = data_file
-    emu().set_completion_delay(300_000)
-    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+    with delayed_io(path, N, 300_000) as (dev, s, fh):
         h = fh.read_async(dev, N, 0, 0, s)
         t = threading.Thread(target=h.wait)
         t.start()
