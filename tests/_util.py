@@ -55,6 +55,15 @@ def delayed_io(path: str | os.PathLike[str], nbytes: int, delay_us: int
         yield dev, s, fh
 
 
+@contextlib.contextmanager
+def delayed_read(path: str | os.PathLike[str], nbytes: int, delay_us: int
+                 ) -> Iterator[tuple[Any, Any, Any]]:
+    """:func:`delayed_io` with a read of the first ``nbytes`` bytes of ``path``
+    submitted on its stream; yields (async handle, memory, file handle)."""
+    with delayed_io(path, nbytes, delay_us) as (dev, s, fh):
+        yield fh.read_async(dev, nbytes, 0, 0, s), dev, fh
+
+
 def to_device(dst: Any, data: np.ndarray, offset: int = 0) -> None:
     check(hip.hipMemcpy(int(dst) + offset, data, data.nbytes,
                         hip.hipMemcpyKind.hipMemcpyHostToDevice))

@@ -14,6 +14,7 @@ import pytest
 from _util import (
     check,
     delayed_io,
+    delayed_read,
     device_array,
     emu,
     from_device,
@@ -64,8 +65,7 @@ def test_null_stream_and_defaults(driver, data_file):
 @pytest.mark.emulated
 def test_completion_is_deferred(driver, data_file):
     path, data = data_file
-    with delayed_io(path, N, 100_000) as (dev, s, fh):
-        h = fh.read_async(dev, N, 0, 0, s)
+    with delayed_read(path, N, 100_000) as (h, dev, _):
         assert h.bytes_done is None  # not yet valid
         assert not h.done()
         assert "pending" in repr(h)
@@ -77,8 +77,7 @@ def test_completion_is_deferred(driver, data_file):
 @pytest.mark.emulated
 def test_wait_timeout(driver, data_file):
     path, _ = data_file
-    with delayed_io(path, N, 300_000) as (dev, s, fh):
-        h = fh.read_async(dev, N, 0, 0, s)
+    with delayed_read(path, N, 300_000) as (h, _, _):
         with pytest.raises(TimeoutError):
             h.wait(timeout=0.01)
         assert h.wait(timeout=30) == N
@@ -363,8 +362,7 @@ def test_threads_stress(driver, tmp_path, shared):
 @pytest.mark.emulated
 def test_gil_released_while_waiting(driver, data_file):
     path, _ = data_file
-    with delayed_io(path, N, 300_000) as (dev, s, fh):
-        h = fh.read_async(dev, N, 0, 0, s)
+    with delayed_read(path, N, 300_000) as (h, _, _):
         t = threading.Thread(target=h.wait)
         t.start()
         spins = 0
