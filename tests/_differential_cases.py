@@ -9,23 +9,19 @@ library and once over the emulated one and compares the answers.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
-P = ctypes.c_void_p
-SZ = ctypes.c_size_t
-OFF = ctypes.c_int64
+from _hipfile_ctypes import OFF, SZ, Error, P, signatures
+
 PAGE = 4096
 FILE_SIZE = 10000
-
-
-class Error(ctypes.Structure):
-    _fields_ = [("err", ctypes.c_int), ("hip_drv_err", ctypes.c_int)]
 
 
 class _Handle(ctypes.Union):
@@ -36,28 +32,7 @@ class Descr(ctypes.Structure):
     _fields_ = [("type", ctypes.c_int), ("handle", _Handle), ("fs_ops", ctypes.c_void_p)]
 
 
-SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
-    "hipFileGetVersion": (Error, [ctypes.POINTER(ctypes.c_uint)] * 3),
-    "hipFileDriverOpen": (Error, []),
-    "hipFileDriverClose": (Error, []),
-    "hipFileUseCount": (ctypes.c_int64, []),
-    "hipFileDriverGetProperties": (Error, [P]),
-    "hipFileDriverSetPollMode": (Error, [ctypes.c_bool, SZ]),
-    "hipFileGetParameterSizeT": (Error, [ctypes.c_int, ctypes.POINTER(SZ)]),
-    "hipFileHandleRegister": (Error, [ctypes.POINTER(P), ctypes.POINTER(Descr)]),
-    "hipFileHandleDeregister": (None, [P]),
-    "hipFileBufRegister": (Error, [P, SZ, ctypes.c_int]),
-    "hipFileBufDeregister": (Error, [P]),
-    "hipFileRead": (ctypes.c_ssize_t, [P, P, SZ, OFF, OFF]),
-    "hipFileWrite": (ctypes.c_ssize_t, [P, P, SZ, OFF, OFF]),
-    "hipFileReadAsync": (Error, [P, P, P, P, P, P, P]),
-    "hipFileWriteAsync": (Error, [P, P, P, P, P, P, P]),
-    "hipFileStreamRegister": (Error, [P, ctypes.c_uint]),
-    "hipFileStreamDeregister": (Error, [P]),
-    "hipFileBatchIOSetUp": (Error, [ctypes.POINTER(P), ctypes.c_uint]),
-    "hipFileBatchIOGetStatus": (Error, [P, ctypes.c_uint, ctypes.POINTER(ctypes.c_uint), P, P]),
-    "hipFileBatchIODestroy": (None, [P]),
-}
+SIGNATURES = signatures(descr=ctypes.POINTER(Descr))
 
 
 class Env:
@@ -93,15 +68,25 @@ class Env:
     def use_count(self) -> int:
         return int(self.lib.hipFileUseCount())
 
-    def malloc(self, size: int) -> int:
+    @contextlib.contextmanager
+    def device(self, size: int) -> Iterator[int]:
+        """Device memory of ``size`` bytes, freed on leaving."""
         p = P()
         assert self.hip.hipMalloc(ctypes.byref(p), size) == 0
-        return int(p.value)
+        try:
+            yield int(p.value)
+        finally:
+            self.hip.hipFree(p)
 
-    def host_malloc(self, size: int) -> int:
+    @contextlib.contextmanager
+    def pinned(self, size: int) -> Iterator[int]:
+        """Pinned host memory of ``size`` bytes, freed on leaving."""
         p = P()
         assert self.hip.hipHostMalloc(ctypes.byref(p), size, 0) == 0
-        return int(p.value)
+        try:
+            yield int(p.value)
+        finally:
+            self.hip.hipHostFree(p)
 
     def register(self, flags: int = os.O_RDWR) -> tuple[int, int, Error]:
         """Opens the data file and registers it: (fd, handle, status)."""
@@ -111,6 +96,23 @@ class Env:
         fh = P()
         e = self.lib.hipFileHandleRegister(ctypes.byref(fh), ctypes.byref(descr))
         return fd, int(fh.value or 0), e
+
+    @contextlib.contextmanager
+    def registered(self, flags: int = os.O_RDWR) -> Iterator[tuple[int, int, Error]]:
+        """:meth:`register`, then on leaving the handle deregistered (if there
+        is one) and the descriptor closed."""
+        fd, handle, e = self.register(flags)
+        try:
+            yield fd, handle, e
+        finally:
+            if handle:
+                self.lib.hipFileHandleDeregister(handle)
+            os.close(fd)
+
+    def stale_handle(self) -> int:
+        """A handle that was registered and has been deregistered since."""
+        with self.registered() as (_, handle, _):
+            return handle
 
     def io(self, fn: Callable[..., int], *args: Any) -> dict[str, int]:
         ctypes.set_errno(0)
@@ -184,28 +186,20 @@ def case_batch_setup_bad_arguments(env: Env) -> dict[str, Any]:
 
 
 def case_buf_deregister_unknown_driver_closed(env: Env) -> dict[str, Any]:
-    dev = env.malloc(PAGE)
-    try:
+    with env.device(PAGE) as dev:
         return {"err": code(env.lib.hipFileBufDeregister(dev)), "use_count": env.use_count()}
-    finally:
-        env.hip.hipFree(dev)
 
 
 def case_buf_deregister_unknown_driver_open(env: Env) -> dict[str, Any]:
     env.lib.hipFileDriverOpen()
-    dev = env.malloc(PAGE)
-    try:
+    with env.device(PAGE) as dev:
         return {"err": code(env.lib.hipFileBufDeregister(dev))}
-    finally:
-        env.hip.hipFree(dev)
 
 
 def case_buf_register_kinds(env: Env) -> dict[str, Any]:
     env.lib.hipFileDriverOpen()
     host = ctypes.create_string_buffer(PAGE)
-    pinned = env.host_malloc(PAGE)
-    dev = env.malloc(2 * PAGE)
-    try:
+    with env.pinned(PAGE) as pinned, env.device(2 * PAGE) as dev:
         out = {
             "host": code(env.lib.hipFileBufRegister(ctypes.addressof(host), PAGE, 0)),
             "pinned": code(env.lib.hipFileBufRegister(pinned, PAGE, 0)),
@@ -215,9 +209,6 @@ def case_buf_register_kinds(env: Env) -> dict[str, Any]:
             "deregister_again": code(env.lib.hipFileBufDeregister(dev)),
         }
         return out
-    finally:
-        env.hip.hipHostFree(pinned)
-        env.hip.hipFree(dev)
 
 
 def case_handle_register_bad_arguments(env: Env) -> dict[str, Any]:
@@ -227,31 +218,21 @@ def case_handle_register_bad_arguments(env: Env) -> dict[str, Any]:
     out = {"bad_fd": code(env.lib.hipFileHandleRegister(ctypes.byref(fh), ctypes.byref(descr))),
            "use_count": env.use_count(),
            "null_descr": code(env.lib.hipFileHandleRegister(ctypes.byref(fh), None))}
-    fd, handle, e = env.register()
-    try:
+    with env.registered() as (fd, _, e):
         out["ok"] = code(e)
         again = Descr(type=1)
         again.handle.fd = fd
         fh2 = P()
         out["twice"] = code(env.lib.hipFileHandleRegister(ctypes.byref(fh2), ctypes.byref(again)))
-    finally:
-        if handle:
-            env.lib.hipFileHandleDeregister(handle)
-        os.close(fd)
     return out
 
 
 def _read_into(env: Env, buffer: int, size: int, offset: int, flags: int = os.O_RDWR,
                buffer_offset: int = 0) -> dict[str, Any]:
-    fd, handle, e = env.register(flags)
-    try:
+    with env.registered(flags) as (_, handle, e):
         if code(e):
             return {"register": code(e)}
         return env.io(env.lib.hipFileRead, handle, buffer, size, offset, buffer_offset)
-    finally:
-        if handle:
-            env.lib.hipFileHandleDeregister(handle)
-        os.close(fd)
 
 
 def case_read_host_buffer(env: Env) -> dict[str, Any]:
@@ -260,23 +241,17 @@ def case_read_host_buffer(env: Env) -> dict[str, Any]:
 
 
 def case_read_pinned_buffer(env: Env) -> dict[str, Any]:
-    pinned = env.host_malloc(PAGE)
-    try:
+    with env.pinned(PAGE) as pinned:
         return _read_into(env, pinned, PAGE, 0)
-    finally:
-        env.hip.hipHostFree(pinned)
 
 
 def _read_device(env: Env, size: int, offset: int, flags: int = os.O_RDWR) -> dict[str, Any]:
-    dev = env.malloc(4 * PAGE)
-    try:
+    with env.device(4 * PAGE) as dev:
         out = _read_into(env, dev, size, offset, flags)
         if out.get("ret", 0) > 0:
             got = env.device_bytes(dev, out["ret"])
             out["data_ok"] = got == env.data[offset:offset + out["ret"]]
         return out
-    finally:
-        env.hip.hipFree(dev)
 
 
 def case_read_full(env: Env) -> dict[str, Any]:
@@ -300,12 +275,9 @@ def case_read_negative_offset(env: Env) -> dict[str, Any]:
 
 
 def case_read_outside_buffer(env: Env) -> dict[str, Any]:
-    dev = env.malloc(PAGE)
-    try:
+    with env.device(PAGE) as dev:
         return {"size": _read_into(env, dev, 2 * PAGE, 0),
                 "buffer_offset": _read_into(env, dev, 100, 0, buffer_offset=PAGE)}
-    finally:
-        env.hip.hipFree(dev)
 
 
 def case_read_null_buffer(env: Env) -> dict[str, Any]:
@@ -314,27 +286,18 @@ def case_read_null_buffer(env: Env) -> dict[str, Any]:
 
 def case_read_null_handle(env: Env) -> dict[str, Any]:
     env.lib.hipFileDriverOpen()
-    dev = env.malloc(PAGE)
-    try:
+    with env.device(PAGE) as dev:
         return env.io(env.lib.hipFileRead, None, dev, PAGE, 0, 0)
-    finally:
-        env.hip.hipFree(dev)
 
 
 def case_read_negative_buffer_offset(env: Env) -> dict[str, Any]:
-    dev = env.malloc(2 * PAGE)
-    try:
+    with env.device(2 * PAGE) as dev:
         return _read_into(env, dev + PAGE, 100, 0, buffer_offset=-100)
-    finally:
-        env.hip.hipFree(dev)
 
 
 def case_read_interior_pointer(env: Env) -> dict[str, Any]:
-    dev = env.malloc(2 * PAGE)
-    try:
+    with env.device(2 * PAGE) as dev:
         return _read_into(env, dev + PAGE, 100, 0)
-    finally:
-        env.hip.hipFree(dev)
 
 
 def case_read_end_beyond_max_offset(env: Env) -> dict[str, Any]:
@@ -343,8 +306,7 @@ def case_read_end_beyond_max_offset(env: Env) -> dict[str, Any]:
 
 def case_buf_register_ranges(env: Env) -> dict[str, Any]:
     env.lib.hipFileDriverOpen()
-    dev = env.malloc(2 * PAGE)
-    try:
+    with env.device(2 * PAGE) as dev:
         out = {"too_long": code(env.lib.hipFileBufRegister(dev, 3 * PAGE, 0)),
                "zero": code(env.lib.hipFileBufRegister(dev, 0, 0)),
                "interior": code(env.lib.hipFileBufRegister(dev + PAGE, PAGE, 0))}
@@ -353,70 +315,41 @@ def case_buf_register_ranges(env: Env) -> dict[str, Any]:
         if out["overlap"] == 0:
             env.lib.hipFileBufDeregister(dev)
         return out
-    finally:
-        env.hip.hipFree(dev)
 
 
 def case_write_host_buffer(env: Env) -> dict[str, Any]:
     host = ctypes.create_string_buffer(PAGE)
-    fd, handle, _ = env.register()
-    try:
+    with env.registered() as (_, handle, _):
         return env.io(env.lib.hipFileWrite, handle, ctypes.addressof(host), PAGE, 0, 0)
-    finally:
-        env.lib.hipFileHandleDeregister(handle)
-        os.close(fd)
 
 
 def case_read_driver_closed(env: Env) -> dict[str, Any]:
-    dev = env.malloc(PAGE)
-    fd, handle, _ = env.register()
-    try:
+    with env.device(PAGE) as dev, env.registered() as (_, handle, _):
         env.close_driver()
         return env.io(env.lib.hipFileRead, handle, dev, PAGE, 0, 0)
-    finally:
-        env.lib.hipFileHandleDeregister(handle)
-        os.close(fd)
-        env.hip.hipFree(dev)
 
 
 def case_read_async_driver_closed(env: Env) -> dict[str, Any]:
-    dev = env.malloc(PAGE)
-    fd, handle, e = env.register()
     slots = [SZ(PAGE), OFF(0), OFF(0), ctypes.c_ssize_t(-7)]
-    try:
+    with env.device(PAGE) as dev, env.registered() as (_, handle, _):
         env.close_driver()
         e = env.lib.hipFileReadAsync(handle, dev, *(ctypes.byref(x) for x in slots), None)
         return {"err": code(e), "use_count": env.use_count()}
-    finally:
-        env.lib.hipFileHandleDeregister(handle)
-        os.close(fd)
-        env.hip.hipFree(dev)
 
 
 def case_read_async_unregistered_handle(env: Env) -> dict[str, Any]:
     env.lib.hipFileDriverOpen()
-    dev = env.malloc(PAGE)
-    fd, handle, e = env.register()
-    env.lib.hipFileHandleDeregister(handle)
-    os.close(fd)
-    slots = [SZ(PAGE), OFF(0), OFF(0), ctypes.c_ssize_t(-7)]
-    try:
+    with env.device(PAGE) as dev:
+        handle = env.stale_handle()
+        slots = [SZ(PAGE), OFF(0), OFF(0), ctypes.c_ssize_t(-7)]
         e = env.lib.hipFileReadAsync(handle, dev, *(ctypes.byref(x) for x in slots), None)
         return {"err": code(e)}
-    finally:
-        env.hip.hipFree(dev)
 
 
 def case_read_unregistered_handle(env: Env) -> dict[str, Any]:
     env.lib.hipFileDriverOpen()
-    dev = env.malloc(PAGE)
-    try:
-        fd, handle, _ = env.register()
-        env.lib.hipFileHandleDeregister(handle)
-        os.close(fd)
-        return env.io(env.lib.hipFileRead, handle, dev, PAGE, 0, 0)
-    finally:
-        env.hip.hipFree(dev)
+    with env.device(PAGE) as dev:
+        return env.io(env.lib.hipFileRead, env.stale_handle(), dev, PAGE, 0, 0)
 
 
 def case_read_o_direct_aligned(env: Env) -> dict[str, Any]:
@@ -432,22 +365,18 @@ def case_read_o_direct_unaligned_size(env: Env) -> dict[str, Any]:
 
 
 def case_write_then_read_back(env: Env) -> dict[str, Any]:
-    dev = env.malloc(PAGE)
-    pattern = bytes(range(256)) * (PAGE // 256)
-    assert env.hip.hipMemcpy(dev, pattern, PAGE, 1) == 0
-    fd, handle, _ = env.register()
-    try:
-        w = env.io(env.lib.hipFileWrite, handle, dev, 3000, 500, 7)
-        with open(env.path, "rb") as f:
-            f.seek(500)
-            back = f.read(3000)
-        return {"write": w, "data_ok": back == pattern[7:3007]}
-    finally:
-        env.lib.hipFileHandleDeregister(handle)
-        os.close(fd)
-        env.hip.hipFree(dev)
-        with open(env.path, "wb") as f:
-            f.write(env.data)
+    with env.device(PAGE) as dev:
+        pattern = bytes(range(256)) * (PAGE // 256)
+        assert env.hip.hipMemcpy(dev, pattern, PAGE, 1) == 0
+        try:
+            with env.registered() as (_, handle, _), open(env.path, "rb") as f:
+                w = env.io(env.lib.hipFileWrite, handle, dev, 3000, 500, 7)
+                f.seek(500)
+                back = f.read(3000)
+            return {"write": w, "data_ok": back == pattern[7:3007]}
+        finally:
+            with open(env.path, "wb") as f:
+                f.write(env.data)
 
 
 def case_stream_register_flags(env: Env) -> dict[str, Any]:

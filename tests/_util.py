@@ -8,12 +8,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+import pytest
 from hip import hip
 
 
@@ -41,6 +42,28 @@ def hip_stream(flags: int = 0) -> Iterator[Any]:
         check(hip.hipStreamDestroy(s))
 
 
+@contextlib.contextmanager
+def delayed_io(path: str | os.PathLike[str], nbytes: int, delay_us: int
+               ) -> Iterator[tuple[Any, Any, Any]]:
+    """With the emulated platform's completions delayed by ``delay_us``
+    microseconds: ``nbytes`` of device memory, a new HIP stream and ``path``
+    opened as a :class:`hipfile.FileHandle`; yields (memory, stream, handle)."""
+    from hipfile import FileHandle
+
+    emu().set_completion_delay(delay_us)
+    with device_array(nbytes) as dev, hip_stream() as s, FileHandle(path) as fh:
+        yield dev, s, fh
+
+
+@contextlib.contextmanager
+def delayed_read(path: str | os.PathLike[str], nbytes: int, delay_us: int
+                 ) -> Iterator[tuple[Any, Any, Any]]:
+    """:func:`delayed_io` with a read of the first ``nbytes`` bytes of ``path``
+    submitted on its stream; yields (async handle, memory, file handle)."""
+    with delayed_io(path, nbytes, delay_us) as (dev, s, fh):
+        yield fh.read_async(dev, nbytes, 0, 0, s), dev, fh
+
+
 def to_device(dst: Any, data: np.ndarray, offset: int = 0) -> None:
     check(hip.hipMemcpy(int(dst) + offset, data, data.nbytes,
                         hip.hipMemcpyKind.hipMemcpyHostToDevice))
@@ -50,6 +73,30 @@ def from_device(src: Any, nbytes: int, offset: int = 0) -> np.ndarray:
     out = np.empty(nbytes, dtype=np.uint8)
     check(hip.hipMemcpy(out, int(src) + offset, nbytes, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
     return out
+
+
+def check_range_errors(read: Callable[..., object], write: Callable[..., object],
+                                fh: Any, dev: Any, nbytes: int) -> None:
+    """Check the argument errors that a ``call(fh, buffer, size, file_offset,
+    buffer_offset)`` of the API raises, in its read and its write form, for a
+    buffer of ``nbytes`` bytes."""
+    for call in (read, write):
+        with pytest.raises(ValueError, match="overruns"):
+            call(fh, dev, nbytes + 1)
+        with pytest.raises(ValueError, match="past"):
+            call(fh, dev, None, 0, nbytes + 1)
+        with pytest.raises(ValueError, match="file_offset"):
+            call(fh, dev, 10, -1)
+        with pytest.raises(ValueError, match="buffer_offset"):
+            call(fh, dev, 10, 0, -1)
+        for size in (-1, -5):
+            with pytest.raises(ValueError, match="size"):
+                call(fh, dev, size)
+        with pytest.raises(TypeError, match="size"):
+            call(fh, dev, 10.0)
+        for offset in ("0", 1.0):
+            with pytest.raises(TypeError, match="file_offset"):
+                call(fh, dev, 10, offset)
 
 
 def random_bytes(n: int, seed: int = 0) -> np.ndarray:

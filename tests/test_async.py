@@ -11,7 +11,17 @@ import time
 
 import numpy as np
 import pytest
-from _util import check, device_array, emu, from_device, hip_stream, random_bytes, to_device
+from _util import (
+    check,
+    delayed_io,
+    delayed_read,
+    device_array,
+    emu,
+    from_device,
+    hip_stream,
+    random_bytes,
+    to_device,
+)
 from hip import hip
 
 import hipfile
@@ -55,9 +65,7 @@ def test_null_stream_and_defaults(driver, data_file):
 @pytest.mark.emulated
 def test_completion_is_deferred(driver, data_file):
     path, data = data_file
-    emu().set_completion_delay(100_000)
-    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
-        h = fh.read_async(dev, N, 0, 0, s)
+    with delayed_read(path, N, 100_000) as (h, dev, _):
         assert h.bytes_done is None  # not yet valid
         assert not h.done()
         assert "pending" in repr(h)
@@ -69,9 +77,7 @@ def test_completion_is_deferred(driver, data_file):
 @pytest.mark.emulated
 def test_wait_timeout(driver, data_file):
     path, _ = data_file
-    emu().set_completion_delay(300_000)
-    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
-        h = fh.read_async(dev, N, 0, 0, s)
+    with delayed_read(path, N, 300_000) as (h, _, _):
         with pytest.raises(TimeoutError):
             h.wait(timeout=0.01)
         assert h.wait(timeout=30) == N
@@ -134,8 +140,7 @@ def test_dropped_handle_keeps_file_alive(driver, data_file):
 @pytest.mark.emulated
 def test_close_and_deregister_refused_in_flight(driver, data_file):
     path, _ = data_file
-    emu().set_completion_delay(100_000)
-    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+    with delayed_io(path, N, 100_000) as (dev, s, fh):
         buf = Buffer(dev)
         buf.register()
         st = Stream(s)
@@ -357,9 +362,7 @@ def test_threads_stress(driver, tmp_path, shared):
 @pytest.mark.emulated
 def test_gil_released_while_waiting(driver, data_file):
     path, _ = data_file
-    emu().set_completion_delay(300_000)
-    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
-        h = fh.read_async(dev, N, 0, 0, s)
+    with delayed_read(path, N, 300_000) as (h, _, _):
         t = threading.Thread(target=h.wait)
         t.start()
         spins = 0

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import errno
 import gc
 import os
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _util import device_array, emu, from_device, random_bytes, to_device
+from _util import check_range_errors, device_array, emu, from_device, random_bytes, to_device
 
 import hipfile
 from hipfile import BatchEvent, BatchIO, Buffer, FileHandle, Opcode, Status
@@ -24,12 +27,16 @@ CHUNK = N // 8
 # -- round trips ----------------------------------------------------------------
 
 
-def _submit_chunk_reads(batch: BatchIO, fh: FileHandle, dev: Any, count: int) -> None:
-    """Queue reads of the first ``count`` chunks (cookie ``i`` for chunk
-    ``i``, each to the same place in ``dev``) and submit them."""
-    for i in range(count):
-        batch.read(fh, dev, CHUNK, i * CHUNK, i * CHUNK, cookie=i)
-    batch.submit()
+@contextlib.contextmanager
+def _chunk_reads(path: Path, count: int, capacity: int) -> Iterator[tuple[BatchIO, Any]]:
+    """A batch of ``capacity`` entries with reads of the first ``count`` chunks
+    of ``path`` submitted (cookie ``i`` for chunk ``i``, each to the same place
+    in new device memory): yields (batch, device memory)."""
+    with device_array(N) as dev, FileHandle(path) as fh, BatchIO(capacity) as batch:
+        for i in range(count):
+            batch.read(fh, dev, CHUNK, i * CHUNK, i * CHUNK, cookie=i)
+        batch.submit()
+        yield batch, dev
 
 
 @pytest.mark.needs("hipFileBatchIOGetStatus")
@@ -136,8 +143,7 @@ def test_empty_submit_and_repr(driver):
 def test_get_status_polls_waits_for_min_nr_and_times_out(driver, data_file):
     path, data = data_file
     emu().set_completion_delay(500_000)
-    with device_array(N) as dev, FileHandle(path) as fh, BatchIO(4) as batch:
-        _submit_chunk_reads(batch, fh, dev, 3)
+    with _chunk_reads(path, 3, 4) as (batch, dev):
         assert batch.inflight == 3
         t0 = time.monotonic()
         assert batch.get_status() == []  # a poll returns at once
@@ -156,8 +162,7 @@ def test_get_status_polls_waits_for_min_nr_and_times_out(driver, data_file):
 def test_wait_timeout_keeps_the_events(driver, data_file):
     path, _ = data_file
     emu().set_completion_delay(50_000)
-    with device_array(N) as dev, FileHandle(path) as fh, BatchIO(8) as batch:
-        _submit_chunk_reads(batch, fh, dev, 8)
+    with _chunk_reads(path, 8, 8) as (batch, _):
         with pytest.raises(TimeoutError, match="still in flight"):
             batch.wait(timeout=0.01)
         events = batch.wait(timeout=30)
@@ -212,8 +217,7 @@ def test_cancel_reports_canceled_entries(driver, data_file):
 def test_injected_errno_fails_one_entry(driver, data_file):
     path, data = data_file
     emu().inject_fault("batch", errno.EIO, count=1, after=1)
-    with device_array(N) as dev, FileHandle(path) as fh, BatchIO(3) as batch:
-        _submit_chunk_reads(batch, fh, dev, 3)
+    with _chunk_reads(path, 3, 3) as (batch, dev):
         events = {e.cookie: e for e in batch.wait(timeout=30)}
         assert events[0].ok and events[2].ok
         bad = events[1]
@@ -367,21 +371,8 @@ def test_entry_argument_checks(driver, data_file):
         with pytest.raises(TypeError):
             batch.read(fh, object())
         with pytest.raises(ValueError, match="overruns"):
-            batch.read(fh, dev, N + 1)
-        with pytest.raises(ValueError, match="overruns"):
             batch.read(fh, dev, 10, 0, N - 5)
-        with pytest.raises(ValueError, match="past"):
-            batch.read(fh, dev, None, 0, N + 1)
-        with pytest.raises(ValueError, match="file_offset"):
-            batch.read(fh, dev, 10, -1)
-        with pytest.raises(ValueError, match="buffer_offset"):
-            batch.write(fh, dev, 10, 0, -1)
-        with pytest.raises(ValueError, match="size"):
-            batch.read(fh, dev, -1)
-        with pytest.raises(TypeError, match="size"):
-            batch.read(fh, dev, 10.0)
-        with pytest.raises(TypeError, match="file_offset"):
-            batch.read(fh, dev, 10, "0")
+        check_range_errors(batch.read, batch.write, fh, dev, N)
         with pytest.raises(ValueError, match="at most"):
             batch.read(fh, Buffer(int(dev), _hipfile.MAX_IO_CHUNK + 1))
         assert batch.queued == 0

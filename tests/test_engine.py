@@ -67,8 +67,8 @@ def nb_stream() -> Iterator[object]:
 
 
 class StreamBlocker:
-    """Holds a stream in a host function until released (an earlier, slow
-    operation on the caller's stream)."""
+    """Holds a stream in a host function until released, at the latest on
+    leaving its with-block (an earlier, slow operation on the caller's stream)."""
 
     def __init__(self, stream: object) -> None:
         self.release_event = threading.Event()
@@ -85,6 +85,12 @@ class StreamBlocker:
 
     def release(self) -> None:
         self.release_event.set()
+
+    def __enter__(self) -> StreamBlocker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 def _wait_idle(timeout: float = 10.0) -> None:
@@ -147,15 +153,12 @@ def test_write_then_read_back(drv, tmp_path, nb_stream):
 def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechanism):
     path, data = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
-        blocker = StreamBlocker(nb_stream)
-        try:
+        with StreamBlocker(nb_stream):
             h = fh.pread_async(dev, N, 0, 0, nb_stream)
             time.sleep(0.2)
             assert not h.done()
             assert h.bytes_done is None
             assert h.calls == 0, "the engine touched the file before the stream passed"
-        finally:
-            blocker.release()
         assert h.wait(timeout=30) == N
         assert np.array_equal(from_device(dev, N), data[:N])
 
@@ -169,15 +172,12 @@ def test_write_waits_for_the_callers_stream(drv, tmp_path, nb_stream, mechanism)
     try:
         ctypes.memmove(int(host), data.ctypes.data, N)
         with device_array(N) as dev, FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
-            blocker = StreamBlocker(nb_stream)
-            try:
+            with StreamBlocker(nb_stream):
                 check(hip.hipMemcpyAsync(dev, host, N, hip.hipMemcpyKind.hipMemcpyHostToDevice,
                                          nb_stream))
                 h = fh.pwrite_async(dev, N, 0, 0, nb_stream)
                 time.sleep(0.1)
                 assert h.calls == 0
-            finally:
-                blocker.release()
             assert h.wait(timeout=30) == N
         assert path.read_bytes() == data.tobytes()
     finally:
@@ -192,8 +192,7 @@ def test_wait_on_releases_another_stream(drv, layers_file, nb_stream, mechanism)
     host = np.zeros(N, np.uint8)
     try:
         with device_array(N) as dev, FileHandle(path) as fh:
-            blocker = StreamBlocker(nb_stream)
-            try:
+            with StreamBlocker(nb_stream):
                 h = fh.pread_async(dev, N, 0, 0, nb_stream)
                 check(hip.hipEventRecord(before, other))    # work before wait_on
                 h.wait_on(other)
@@ -204,8 +203,6 @@ def test_wait_on_releases_another_stream(drv, layers_file, nb_stream, mechanism)
                     time.sleep(0.005)
                 time.sleep(0.1)
                 assert hip.hipEventQuery(after)[0] == hip.hipError_t.hipErrorNotReady
-            finally:
-                blocker.release()
             check(hip.hipStreamSynchronize(other))
             assert h.done()
             check(hip.hipMemcpy(host, dev, N, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
@@ -281,8 +278,7 @@ def test_dropped_handles_are_parked_then_released(drv, layers_file, nb_stream, m
     with device_array(N) as dev:
         fh = FileHandle(path).open()
         buf = Buffer(dev, N)
-        blocker = StreamBlocker(nb_stream)
-        try:
+        with StreamBlocker(nb_stream):
             hs = fh.pread_async_ranges(buf, [(N // 4, 0, i * N // 4) for i in range(4)],
                                        nb_stream)
             del hs
@@ -291,8 +287,6 @@ def test_dropped_handles_are_parked_then_released(drv, layers_file, nb_stream, m
                 fh.close()
             with pytest.raises(hipfile.InFlightError):
                 buf.deregister() if buf.registered else fh.close()
-        finally:
-            blocker.release()
         _wait_idle()
         fh.close()            # the sweep released the parked holds
         assert hipfile.engine.info()["parked"] == 0
@@ -331,15 +325,12 @@ def test_zero_byte_range_completes(drv, layers_file, nb_stream):
 def test_wait_timeout_then_result(drv, layers_file, nb_stream):
     path, _ = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
-        blocker = StreamBlocker(nb_stream)
-        try:
+        with StreamBlocker(nb_stream):
             h = fh.pread_async(dev, N, 0, 0, nb_stream)
             t0 = time.monotonic()
             with pytest.raises(TimeoutError):
                 h.wait(timeout=0.12)
             assert time.monotonic() - t0 < 2
-        finally:
-            blocker.release()
         assert h.wait(timeout=30) == N
 
 
@@ -517,8 +508,7 @@ def test_buffer_and_stream_on_device_1(layers_file, tmp_path):
 def test_inherited_operation_raises_in_a_forked_child(drv, layers_file, nb_stream):
     path, _ = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
-        blocker = StreamBlocker(nb_stream)
-        try:
+        with StreamBlocker(nb_stream):
             h = fh.pread_async(dev, N, 0, 0, nb_stream)
             pid = os.fork()
             if pid == 0:  # the child: the parent's operation never runs here
@@ -532,6 +522,4 @@ def test_inherited_operation_raises_in_a_forked_child(drv, layers_file, nb_strea
                 os._exit(code)
             _, status = os.waitpid(pid, 0)
             assert os.waitstatus_to_exitcode(status) == 0
-        finally:
-            blocker.release()
         assert h.wait(timeout=30) == N

@@ -34,6 +34,14 @@ def fill(dev: Any, value: int, nbytes: int = N) -> None:
     check(hip.hipMemset(dev, value, nbytes))
 
 
+@pytest.fixture
+def callers_fd(data_path: Path) -> Iterator[int]:
+    """A read-only descriptor of ``data_path`` that the test owns (closed at teardown)."""
+    fd = os.open(data_path, os.O_RDONLY)
+    yield fd
+    os.close(fd)
+
+
 # -- lifetime -------------------------------------------------------------------------------
 
 
@@ -125,35 +133,28 @@ def test_repr(data_path: Path) -> None:
 
 
 def test_from_fd_leaves_the_descriptor_open(
-    driver: hipfile.Driver, data_path: Path, payload: np.ndarray, dev: Any
+    driver: hipfile.Driver, callers_fd: int, payload: np.ndarray, dev: Any
 ) -> None:
-    fd = os.open(data_path, os.O_RDONLY)
-    try:
-        fh = FileHandle.from_fd(fd)
-        assert not fh.closed
-        assert fh.fd == fd
-        assert fh.path is None
-        assert fh.read(dev, 256, 16) == 256
-        assert np.array_equal(from_device(dev, 256), payload[16:272])
-        fh.close()
-        assert fh.closed
-        assert fh.fd is None
-        os.fstat(fd)  # still open
-        assert os.pread(fd, 4, 0) == payload[:4].tobytes()
-    finally:
-        os.close(fd)
+    fd = callers_fd
+    fh = FileHandle.from_fd(fd)
+    assert not fh.closed
+    assert fh.fd == fd
+    assert fh.path is None
+    assert fh.read(dev, 256, 16) == 256
+    assert np.array_equal(from_device(dev, 256), payload[16:272])
+    fh.close()
+    assert fh.closed
+    assert fh.fd is None
+    os.fstat(fd)  # still open
+    assert os.pread(fd, 4, 0) == payload[:4].tobytes()
 
 
 @pytest.mark.emulated
-def test_same_descriptor_twice_is_refused(data_path: Path) -> None:
-    fd = os.open(data_path, os.O_RDONLY)
-    try:
-        with FileHandle.from_fd(fd):
-            with pytest.raises(hipfile.HandleAlreadyRegisteredError):
-                FileHandle.from_fd(fd)
-        os.fstat(fd)
-    finally:
-        os.close(fd)
+def test_same_descriptor_twice_is_refused(callers_fd: int) -> None:
+    with FileHandle.from_fd(callers_fd):
+        with pytest.raises(hipfile.HandleAlreadyRegisteredError):
+            FileHandle.from_fd(callers_fd)
+    os.fstat(callers_fd)
 
 
 @pytest.mark.emulated
@@ -177,17 +178,13 @@ def test_failed_registration_closes_the_descriptor_it_opened(data_path: Path) ->
 
 
 @pytest.mark.emulated
-def test_failed_registration_leaves_a_callers_descriptor_open(data_path: Path) -> None:
+def test_failed_registration_leaves_a_callers_descriptor_open(callers_fd: int) -> None:
     from hipfile.platforms import emulated
 
-    fd = os.open(data_path, os.O_RDONLY)
-    try:
-        emulated.inject_fault("register", OpError.HANDLE_ALREADY_REGISTERED)
-        with pytest.raises(hipfile.HandleAlreadyRegisteredError):
-            FileHandle.from_fd(fd)
-        os.fstat(fd)
-    finally:
-        os.close(fd)
+    emulated.inject_fault("register", OpError.HANDLE_ALREADY_REGISTERED)
+    with pytest.raises(hipfile.HandleAlreadyRegisteredError):
+        FileHandle.from_fd(callers_fd)
+    os.fstat(callers_fd)
 
 
 @pytest.mark.emulated

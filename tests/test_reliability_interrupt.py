@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import device_array, emu, from_device, hip_stream
+from _util import delayed_read, device_array, emu, from_device, hip_stream
 
 import hipfile
 from hipfile import BatchIO, FileHandle, Stream
@@ -113,9 +113,7 @@ def test_with_block_wait_is_interruptible(driver, data_file):
 
 def test_wait_helper_times_out_and_reports(driver, data_file):
     path, _ = data_file
-    emu().set_completion_delay(300_000)
-    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
-        h = fh.read_async(dev, N, 0, 0, s)
+    with delayed_read(path, N, 300_000) as (h, _, fh):
         start = time.monotonic()
         with pytest.raises(TimeoutError):
             h.wait(timeout=0.05)

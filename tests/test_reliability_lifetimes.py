@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, device_array, emu, from_device, hip_stream
+from _util import check, delayed_io, device_array, emu, from_device, hip_stream
 from hip import hip
 
 import hipfile
@@ -112,8 +112,7 @@ def test_done_from_two_threads_records_one_event(driver, data_file):
 
 def test_dropped_stream_with_work_in_flight_is_deregistered_later(driver, data_file):
     path, _ = data_file
-    emu().set_completion_delay(200_000)
-    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+    with delayed_io(path, N, 200_000) as (dev, s, fh):
         st = Stream(s)
         st.register()
         fh.read_async(dev, N, 0, 0, st)  # handle dropped: parked
@@ -305,8 +304,7 @@ print("exiting", flush=True)
 
 def test_wait_for_waits_for_parked_slots(driver, data_file):
     path, _ = data_file
-    emu().set_completion_delay(200_000)
-    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+    with delayed_io(path, N, 200_000) as (dev, s, fh):
         fh.read_async(dev, N, 0, 0, s)  # dropped at once: parked
         assert fh.pending == 1
         assert _hipfile.wait_for(fh) == 0

@@ -582,12 +582,9 @@ def test_direct_follows_the_page_cache(tmp_path: Path) -> None:
     info: dict[str, Any] = {}
     hst.load_file(path, info=info)
     assert info["direct"] is False
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    with open(path, "rb") as f:  # drop the file from the page cache
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
     if hst.cached_fraction(path) >= 0.5:
         pytest.skip("this file system keeps the file cached")
     try:

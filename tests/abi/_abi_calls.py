@@ -9,13 +9,19 @@ library is the active platform's, as the shim loads it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pytest
+from _hipfile_ctypes import OFF as OFF
+from _hipfile_ctypes import SZ as SZ
+from _hipfile_ctypes import Error as Error
+from _hipfile_ctypes import P as P
+from _hipfile_ctypes import signatures
 
 from hipfile._abi import DESCR, IO_EVENTS, IO_PARAMS
 from hipfile._lib import _hipfile
@@ -29,6 +35,8 @@ Files = Callable[..., int]
 Alloc = Callable[[int], int]
 #: ``opened(content, size)`` -> (registered file handle, device memory).
 Opened = Callable[[bytes, int], tuple[int, int]]
+#: ``opened_fd(content, size)`` -> (descriptor, registered file handle, device memory).
+OpenedFd = Callable[[bytes, int], tuple[int, int, int]]
 
 # --------------------------------------------------------------------------
 # The ABI, declared with ctypes.
@@ -66,10 +74,6 @@ P_USE_POLL_MODE, P_ALLOW_COMPAT, P_FORCE_COMPAT = 0, 1, 2
 P_LOGGING_LEVEL = 0
 
 
-class Error(ctypes.Structure):
-    _fields_ = [("err", ctypes.c_int), ("hip_drv_err", ctypes.c_int)]
-
-
 class Nvfs(ctypes.Structure):
     _fields_ = [
         ("major_version", ctypes.c_uint), ("minor_version", ctypes.c_uint),
@@ -101,45 +105,8 @@ class Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
 
-P = ctypes.c_void_p
-SZ = ctypes.c_size_t
-OFF = ctypes.c_int64
-SIGNATURES: dict[str, tuple[object, list[object]]] = {
-    "hipFileGetVersion": (Error, [ctypes.POINTER(ctypes.c_uint)] * 3),
-    "hipFileGetOpErrorString": (ctypes.c_char_p, [ctypes.c_int]),
-    "hipFileDriverOpen": (Error, []),
-    "hipFileDriverClose": (Error, []),
-    "hipFileUseCount": (ctypes.c_int64, []),
-    "hipFileDriverGetProperties": (Error, [ctypes.POINTER(Props)]),
-    "hipFileDriverSetPollMode": (Error, [ctypes.c_bool, SZ]),
-    "hipFileDriverSetMaxDirectIOSize": (Error, [SZ]),
-    "hipFileDriverSetMaxCacheSize": (Error, [SZ]),
-    "hipFileDriverSetMaxPinnedMemSize": (Error, [SZ]),
-    "hipFileGetParameterSizeT": (Error, [ctypes.c_int, ctypes.POINTER(SZ)]),
-    "hipFileGetParameterBool": (Error, [ctypes.c_int, ctypes.POINTER(ctypes.c_bool)]),
-    "hipFileGetParameterString": (Error, [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]),
-    "hipFileSetParameterSizeT": (Error, [ctypes.c_int, SZ]),
-    "hipFileSetParameterBool": (Error, [ctypes.c_int, ctypes.c_bool]),
-    "hipFileSetParameterString": (Error, [ctypes.c_int, ctypes.c_char_p]),
-    "hipFileHandleRegister": (Error, [ctypes.POINTER(P), P]),
-    "hipFileHandleDeregister": (None, [P]),
-    "hipFileBufRegister": (Error, [P, SZ, ctypes.c_int]),
-    "hipFileBufDeregister": (Error, [P]),
-    "hipFileRead": (ctypes.c_ssize_t, [P, P, SZ, OFF, OFF]),
-    "hipFileWrite": (ctypes.c_ssize_t, [P, P, SZ, OFF, OFF]),
-    "hipFileReadAsync": (Error, [P, P, P, P, P, P, P]),
-    "hipFileWriteAsync": (Error, [P, P, P, P, P, P, P]),
-    "hipFileStreamRegister": (Error, [P, ctypes.c_uint]),
-    "hipFileStreamDeregister": (Error, [P]),
-    "hipFileBatchIOSetUp": (Error, [ctypes.POINTER(P), ctypes.c_uint]),
-    "hipFileBatchIOSubmit": (Error, [P, ctypes.c_uint, ctypes.POINTER(IOParams), ctypes.c_uint]),
-    "hipFileBatchIOGetStatus": (
-        Error,
-        [P, ctypes.c_uint, ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(IOEvent), P],
-    ),
-    "hipFileBatchIOCancel": (Error, [P]),
-    "hipFileBatchIODestroy": (None, [P]),
-}
+SIGNATURES = signatures(props=ctypes.POINTER(Props), io_params=ctypes.POINTER(IOParams),
+                        io_events=ctypes.POINTER(IOEvent))
 
 _lib: ctypes.CDLL | None = None
 
@@ -230,6 +197,16 @@ class Slots:
 
 def read_async(lib: ctypes.CDLL, fh: int, buf: int, slots: Slots, stream: int | None) -> int:
     return code(lib.hipFileReadAsync(fh, buf, *slots.args(), stream))
+
+
+@contextlib.contextmanager
+def stream_registered(lib: ctypes.CDLL, stream: int, flags: int) -> Iterator[None]:
+    """``stream`` registered with ``flags`` (asserted), deregistered on leaving."""
+    assert code(lib.hipFileStreamRegister(stream, flags)) == SUCCESS
+    try:
+        yield
+    finally:
+        assert code(lib.hipFileStreamDeregister(stream)) == SUCCESS
 
 
 def write_async(lib: ctypes.CDLL, fh: int, buf: int, slots: Slots, stream: int | None) -> int:

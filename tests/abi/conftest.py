@@ -14,6 +14,7 @@ from _abi_calls import (
     Alloc,
     Files,
     Opened,
+    OpenedFd,
     P,
     addr,
     bool_param,
@@ -159,11 +160,24 @@ def saved_config(lib: ctypes.CDLL, driver: None) -> Iterator[None]:
 
 
 @pytest.fixture
-def opened(driver: None, files: Files, handles: Alloc, devmem: Alloc) -> Opened:
-    """opened(content, size) -> (fh, buf): with the driver open, a registered
-    new file holding ``content`` and ``size`` bytes of device memory."""
+def opened_fd(driver: None, files: Files, handles: Alloc, devmem: Alloc) -> OpenedFd:
+    """opened_fd(content, size) -> (fd, fh, buf): with the driver open, a new
+    file holding ``content``, its descriptor registered, and ``size`` bytes of
+    device memory."""
+
+    def open_(content: bytes, size: int) -> tuple[int, int, int]:
+        fd = files(content)
+        return fd, handles(fd), devmem(size)
+
+    return open_
+
+
+@pytest.fixture
+def opened(opened_fd: OpenedFd) -> Opened:
+    """opened(content, size) -> (fh, buf): :func:`opened_fd` without the descriptor."""
 
     def open_(content: bytes, size: int) -> tuple[int, int]:
-        return handles(files(content)), devmem(size)
+        _, fh, buf = opened_fd(content, size)
+        return fh, buf
 
     return open_

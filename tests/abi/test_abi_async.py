@@ -18,12 +18,10 @@ from hipfile.platforms import emulated
 
 @pytest.mark.emulated
 def test_async_round_trip_with_deferred_completion(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, stream: int,
+    lib: ctypes.CDLL, opened_fd: OpenedFd, stream: int,
 ) -> None:
     data = pattern(20000)
-    fd = files(data)
-    fh = handles(fd)
-    buf = devmem(20000)
+    fd, fh, buf = opened_fd(data, 20000)
     emulated.set_completion_delay(200_000)
     slots = Slots(20000)
     assert read_async(lib, fh, buf, slots, stream) == SUCCESS
@@ -79,15 +77,12 @@ def test_fixed_slots_are_copied_at_submit(
 ) -> None:
     data = pattern(8192)
     fh, buf = opened(data, 8192)
-    assert code(lib.hipFileStreamRegister(stream, flag)) == SUCCESS
-    try:
+    with stream_registered(lib, stream, flag):
         emulated.set_completion_delay(150_000)
         slots = Slots(2000, file_offset=100, buffer_offset=16)
         assert read_async(lib, fh, buf, slots, stream) == SUCCESS
         slots.size.value, slots.file_offset.value, slots.buffer_offset.value = 50, 3000, 40
         sync(stream)
-    finally:
-        assert code(lib.hipFileStreamDeregister(stream)) == SUCCESS
     size = 2000 if flag == FIXED_FILE_SIZE else 50
     foff = 100 if flag == FIXED_FILE_OFFSET else 3000
     boff = 16 if flag == FIXED_BUF_OFFSET else 40
@@ -99,15 +94,14 @@ def test_fixed_slots_are_copied_at_submit(
 def test_all_fixed_flags_ignore_every_change(lib: ctypes.CDLL, opened: Opened, stream: int) -> None:
     data = pattern(8192)
     fh, buf = opened(data, 8192)
-    assert code(lib.hipFileStreamRegister(stream, 7)) == SUCCESS
-    emulated.set_completion_delay(100_000)
-    slots = Slots(1000, file_offset=10, buffer_offset=20)
-    assert read_async(lib, fh, buf, slots, stream) == SUCCESS
-    slots.size.value = 10**9  # even growth is ignored: the value was copied
-    slots.file_offset.value = -5
-    slots.buffer_offset.value = -5
-    sync(stream)
-    assert code(lib.hipFileStreamDeregister(stream)) == SUCCESS
+    with stream_registered(lib, stream, 7):
+        emulated.set_completion_delay(100_000)
+        slots = Slots(1000, file_offset=10, buffer_offset=20)
+        assert read_async(lib, fh, buf, slots, stream) == SUCCESS
+        slots.size.value = 10**9  # even growth is ignored: the value was copied
+        slots.file_offset.value = -5
+        slots.buffer_offset.value = -5
+        sync(stream)
     assert slots.bytes.value == 1000
     assert get(buf + 20, 1000) == data[10:1010]
 
@@ -217,15 +211,12 @@ def test_stream_registration_rules(lib: ctypes.CDLL, stream: int) -> None:
 def test_page_aligned_inputs_are_checked(lib: ctypes.CDLL, opened: Opened, stream: int) -> None:
     data = pattern(16384)
     fh, buf = opened(data, 16384)
-    assert code(lib.hipFileStreamRegister(stream, PAGE_ALIGNED_INPUTS)) == SUCCESS
-    try:
+    with stream_registered(lib, stream, PAGE_ALIGNED_INPUTS):
         assert read_async(lib, fh, buf, Slots(100), stream) == INVALID_VALUE
         assert read_async(lib, fh, buf, Slots(4096, file_offset=10), stream) == INVALID_VALUE
         slots = Slots(4096, file_offset=8192, buffer_offset=4096)
         assert read_async(lib, fh, buf, slots, stream) == SUCCESS
         sync(stream)
-    finally:
-        assert code(lib.hipFileStreamDeregister(stream)) == SUCCESS
     assert slots.bytes.value == 4096
     assert get(buf + 4096, 4096) == data[8192:12288]
 

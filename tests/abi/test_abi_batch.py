@@ -35,12 +35,10 @@ def test_batch_setup_rules(lib: ctypes.CDLL, driver: None, batches: Alloc) -> No
 
 @pytest.mark.needs("hipFileBatchIOGetStatus")
 def test_batch_reads_and_writes(
-    lib: ctypes.CDLL, driver: None, files: Files, handles: Alloc, devmem: Alloc, batches: Alloc,
+    lib: ctypes.CDLL, opened_fd: OpenedFd, batches: Alloc,
 ) -> None:
     data = pattern(10000)
-    fd = files(data)
-    fh = handles(fd)
-    buf = devmem(16384)
+    fd, fh, buf = opened_fd(data, 16384)
     batch = batches(8)
     arr = params(
         [

@@ -61,10 +61,3 @@ def stream2() -> Iterator[object]:
     s = ok(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
     yield s
     ok(hip.hipStreamDestroy(s))
-
-
-@pytest.fixture(autouse=True)
-def _clean_last_error() -> Iterator[None]:
-    hip.hipGetLastError()
-    yield
-    hip.hipGetLastError()

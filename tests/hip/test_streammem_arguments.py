@@ -5,28 +5,7 @@ from __future__ import annotations
 import ctypes
 
 import pytest
-from _streammem_calls import (
-    ALL32,
-    ALL64,
-    EQ,
-    GTE,
-    NEEDS_HIP_PYTHON_10,
-    SIGNAL,
-    E,
-    Mapped,
-    addr,
-    emu_counters,
-    err,
-    free_settled,
-    hip,
-    idle,
-    load,
-    ok,
-    store,
-    until,
-    wait_value,
-    write_value,
-)
+from _streammem_calls import *  # noqa: F403
 
 pytestmark = NEEDS_HIP_PYTHON_10
 

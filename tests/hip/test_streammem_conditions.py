@@ -3,24 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from _streammem_calls import (
-    ALL32,
-    ALL64,
-    AND,
-    EQ,
-    GTE,
-    NEEDS_HIP_PYTHON_10,
-    NOR,
-    E,
-    Mapped,
-    idle,
-    load,
-    stays_blocked,
-    store,
-    until,
-    wait_value,
-    write_value,
-)
+from _streammem_calls import *  # noqa: F403
 
 pytestmark = NEEDS_HIP_PYTHON_10
 

@@ -6,20 +6,7 @@ from __future__ import annotations
 import ctypes
 
 import pytest
-from _streammem_calls import (
-    NEEDS_HIP_PYTHON_10,
-    NON_COHERENT,
-    SIGNAL,
-    UNCACHED,
-    E,
-    K,
-    Mapped,
-    addr,
-    emu_counters,
-    err,
-    hip,
-    ok,
-)
+from _streammem_calls import *  # noqa: F403
 
 pytestmark = NEEDS_HIP_PYTHON_10
 

@@ -6,31 +6,7 @@ import ctypes
 import threading
 import time
 
-from _streammem_calls import (
-    ALL32,
-    ALL64,
-    BLOCKED_S,
-    EQ,
-    GTE,
-    NEEDS_HIP_PYTHON_10,
-    SIGNAL,
-    WAIT_S,
-    E,
-    K,
-    Mapped,
-    addr,
-    err,
-    free_settled,
-    hip,
-    idle,
-    load,
-    ok,
-    stays_blocked,
-    store,
-    until,
-    wait_value,
-    write_value,
-)
+from _streammem_calls import *  # noqa: F403
 
 pytestmark = NEEDS_HIP_PYTHON_10
 

@@ -9,27 +9,7 @@ import textwrap
 import time
 
 import pytest
-from _streammem_calls import (
-    ALL32,
-    ALL64,
-    EQ,
-    GTE,
-    NEEDS_HIP_PYTHON_10,
-    SIGNAL,
-    E,
-    Mapped,
-    addr,
-    free_settled,
-    hip,
-    idle,
-    load,
-    ok,
-    stays_blocked,
-    store,
-    until,
-    wait_value,
-    write_value,
-)
+from _streammem_calls import *  # noqa: F403
 
 from hipfile import platforms
 
