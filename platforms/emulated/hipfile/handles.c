@@ -272,15 +272,12 @@ EMU_EXPORT hipFileError_t hipFileBufDeregister(const void *buffer_base)
     /* A closed driver has no registrations; AMD's library answers DriverClosing. */
     if (emu_use_count <= 0 || emu_closing)
         e = hipFileDriverClosing;
-    for (emu_buffer_t **pp = &buffers; e == hipFileMemoryNotRegistered && *pp != NULL;
-         pp = &(*pp)->next) {
-        if ((*pp)->base == (uintptr_t)buffer_base) {
-            emu_buffer_t *b = *pp;
-            *pp = b->next;
-            free(b);
+    if (e == hipFileMemoryNotRegistered) {
+        int removed = 0;
+        EMU_SLIST_REMOVE(emu_buffer_t, buffers, base, (uintptr_t)buffer_base, removed);
+        if (removed) {
             emu_counters.buffers--;
             e = hipFileSuccess;
-            break;
         }
     }
     pthread_mutex_unlock(&emu_lock);

@@ -116,4 +116,21 @@ static inline ssize_t emu_fault_result(int fault, int *err)
     return -1;
 }
 
+/* Removes from the singly linked list at `head` (nodes of `type` chained by
+ * `next`) the first node whose `field` equals `key`, frees it and sets
+ * `removed` to 1; `removed` stays 0 when no node matches. Caller holds the
+ * lock of the list. */
+#define EMU_SLIST_REMOVE(type, head, field, key, removed)                    \
+    do {                                                                     \
+        for (type **pp_ = &(head); *pp_ != NULL; pp_ = &(*pp_)->next) {      \
+            if ((*pp_)->field == (key)) {                                    \
+                type *gone_ = *pp_;                                          \
+                *pp_ = gone_->next;                                          \
+                free(gone_);                                                 \
+                (removed) = 1;                                               \
+                break;                                                       \
+            }                                                                \
+        }                                                                    \
+    } while (0)
+
 #endif

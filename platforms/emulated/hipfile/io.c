@@ -168,20 +168,13 @@ EMU_EXPORT hipFileError_t hipFileStreamRegister(hipStream_t stream, unsigned fla
 
 EMU_EXPORT hipFileError_t hipFileStreamDeregister(hipStream_t stream)
 {
-    hipFileOpError_t e = hipFileInvalidValue;
+    int removed = 0;
     pthread_mutex_lock(&emu_lock);
-    for (emu_stream_reg_t **pp = &streams; *pp != NULL; pp = &(*pp)->next) {
-        if ((*pp)->stream == stream) {
-            emu_stream_reg_t *s = *pp;
-            *pp = s->next;
-            free(s);
-            emu_counters.streams_registered--;
-            e = hipFileSuccess;
-            break;
-        }
-    }
+    EMU_SLIST_REMOVE(emu_stream_reg_t, streams, stream, stream, removed);
+    if (removed)
+        emu_counters.streams_registered--;
     pthread_mutex_unlock(&emu_lock);
-    return emu_err(e);
+    return emu_err(removed ? hipFileSuccess : hipFileInvalidValue);
 }
 
 /* One stream-ordered operation, from submit until its host function ran. */
