@@ -839,25 +839,20 @@ static hipFileError_t submit_async(hfc_cuFileReadAsync_fn fn, hipFileHandle_t fh
     return e;
 }
 
-HFC_EXPORT hipFileError_t hipFileReadAsync(hipFileHandle_t fh, void *buffer_base,
-                                           size_t *size_p, hoff_t *file_offset_p,
-                                           hoff_t *buffer_offset_p, ssize_t *bytes_read_p,
-                                           hipStream_t stream)
-{
-    NEED_OPEN(cuFileReadAsync);
-    return submit_async(F->cuFileReadAsync, fh, buffer_base, size_p, file_offset_p,
-                        buffer_offset_p, bytes_read_p, stream);
-}
+/* hipFileReadAsync and hipFileWriteAsync: submit_async over cuFileReadAsync
+ * or cuFileWriteAsync (same signature). */
+#define HFC_ASYNC_IO(name, cufile_fn)                                                      \
+    HFC_EXPORT hipFileError_t name(hipFileHandle_t fh, void *buffer_base, size_t *size_p,   \
+                                   hoff_t *file_offset_p, hoff_t *buffer_offset_p,          \
+                                   ssize_t *bytes_p, hipStream_t stream)                    \
+    {                                                                                      \
+        NEED_OPEN(cufile_fn);                                                              \
+        return submit_async(F->cufile_fn, fh, buffer_base, size_p, file_offset_p,          \
+                            buffer_offset_p, bytes_p, stream);                             \
+    }
 
-HFC_EXPORT hipFileError_t hipFileWriteAsync(hipFileHandle_t fh, void *buffer_base,
-                                            size_t *size_p, hoff_t *file_offset_p,
-                                            hoff_t *buffer_offset_p, ssize_t *bytes_written_p,
-                                            hipStream_t stream)
-{
-    NEED_OPEN(cuFileWriteAsync);
-    return submit_async(F->cuFileWriteAsync, fh, buffer_base, size_p, file_offset_p,
-                        buffer_offset_p, bytes_written_p, stream);
-}
+HFC_ASYNC_IO(hipFileReadAsync, cuFileReadAsync)
+HFC_ASYNC_IO(hipFileWriteAsync, cuFileWriteAsync)
 
 /* ---- batch I/O ----------------------------------------------------------- */
 
