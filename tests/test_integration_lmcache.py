@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import gc
 import os
@@ -143,46 +142,42 @@ def test_submissions_dropped_early(tmp_path: Path, bufs: tuple[Any, Any],
     assert np.array_equal(from_device(dst, TOTAL), data)
 
 
-@contextlib.contextmanager
-def _backend_with_slab(tmp_path: Path, src: Any, raw: int) -> Iterator[Any]:
-    """A backend with ``src`` (TOTAL bytes) and stream ``raw`` registered and
-    a slab of TOTAL bytes opened in ``tmp_path`` (not created)."""
+@pytest.fixture
+def one_stream_slab(tmp_path: Path, bufs: tuple[Any, Any],
+                    streams: list[Any]) -> Iterator[tuple[Any, int, int]]:
+    """(slab, src, raw): a backend with ``src`` (TOTAL bytes) and one raw
+    stream registered, and a slab of TOTAL bytes opened in ``tmp_path``."""
+    src, raw = int(bufs[0]), int(streams[0])
     with gds.HipFileGDSBackend() as backend:
         backend.register_buffer(hipfile.Buffer(src, TOTAL))
         backend.register_stream(raw)
-        yield backend.open_slab(str(tmp_path), TOTAL, False)
+        yield backend.open_slab(str(tmp_path), TOTAL, False), src, raw
 
 
-def test_retirement_reports_errors(tmp_path: Path, bufs: tuple[Any, Any],
-                                   streams: list[Any]) -> None:
-    src, _ = bufs
-    raw = int(streams[0])
-    with _backend_with_slab(tmp_path, src, raw) as slab:
-        ret = gds.Retirement()
-        # a read past what was written is short: the slab is pre-allocated,
-        # so shrink it behind the handle's back to provoke one
-        os.truncate(slab.path, CHUNK // 2)
-        ret.track(slab.read_async(int(src), CHUNK, 0, 0, raw))
-        ret.track(slab.read_async(int(src), CHUNK, 0, CHUNK, raw))
-        with pytest.raises(OSError, match="short transfer"):
-            ret.drain()
-        assert len(ret) == 0 and ret.retired == 2
+def test_retirement_reports_errors(one_stream_slab: tuple[Any, int, int]) -> None:
+    slab, src, raw = one_stream_slab
+    ret = gds.Retirement()
+    # a read past what was written is short: the slab is pre-allocated,
+    # so shrink it behind the handle's back to provoke one
+    os.truncate(slab.path, CHUNK // 2)
+    ret.track(slab.read_async(src, CHUNK, 0, 0, raw))
+    ret.track(slab.read_async(src, CHUNK, 0, CHUNK, raw))
+    with pytest.raises(OSError, match="short transfer"):
+        ret.drain()
+    assert len(ret) == 0 and ret.retired == 2
 
 
 @pytest.mark.emulated
-def test_retirement_raises_the_library_error(tmp_path: Path, bufs: tuple[Any, Any],
-                                             streams: list[Any]) -> None:
+def test_retirement_raises_the_library_error(one_stream_slab: tuple[Any, int, int]) -> None:
     from hipfile.platforms import emulated
 
-    src, _ = bufs
-    raw = int(streams[0])
-    with _backend_with_slab(tmp_path, src, raw) as slab:
-        ret = gds.Retirement()
-        emulated.inject_fault("read_async", errno.EIO)
-        ret.track(slab.read_async(int(src), CHUNK, 0, 0, raw))
-        with pytest.raises(OSError, match="when the operation ran"):
-            ret.drain()
-        assert len(ret) == 0 and ret.retired == 1
+    slab, src, raw = one_stream_slab
+    ret = gds.Retirement()
+    emulated.inject_fault("read_async", errno.EIO)
+    ret.track(slab.read_async(src, CHUNK, 0, 0, raw))
+    with pytest.raises(OSError, match="when the operation ran"):
+        ret.drain()
+    assert len(ret) == 0 and ret.retired == 1
 
 
 def test_interface_errors(tmp_path: Path, bufs: tuple[Any, Any], streams: list[Any]) -> None:
