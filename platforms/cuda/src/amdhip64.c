@@ -22,6 +22,18 @@ static struct hfc_cudart rt_table;
 static const struct hfc_cudart *rt_loaded;
 static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
 
+/* Resolves `name` of `lib` (opened from `path`) into *slot (a function
+ * pointer); a `required` function that is missing is named on stderr. */
+static void resolve(void *lib, const char *path, const char *name, void *slot, int required)
+{
+    void *p;
+    hfc_sym(lib, name, slot);
+    memcpy(&p, slot, sizeof p);
+    if (required && p == NULL)
+        hfc_say("%s lacks %s; hip functions that need it return hipErrorNotSupported", path,
+                name);
+}
+
 static void rt_load(void)
 {
     static const char *const sonames[] = {"libcudart.so.13", "libcudart.so.12",
@@ -34,10 +46,7 @@ static void rt_load(void)
     if (lib == NULL)
         return;
 #define HFC_RESOLVE(name, ret, params, required)                                           \
-    hfc_sym(lib, #name, &rt_table.name);                                                   \
-    if (required && rt_table.name == NULL)                                                 \
-        hfc_say("%s lacks %s; hip functions that need it return hipErrorNotSupported", path, \
-                #name);
+    resolve(lib, path, #name, &rt_table.name, required);
     HFC_CUDART_FUNCS(HFC_RESOLVE)
 #undef HFC_RESOLVE
     if (hfc_verbose())
@@ -538,10 +547,7 @@ static void drv_load(void)
     if (lib == NULL)
         return;
 #define HFC_RESOLVE(name, ret, params, required)                                           \
-    hfc_sym(lib, #name, &drv_table.name);                                                  \
-    if (required && drv_table.name == NULL)                                                \
-        hfc_say("%s lacks %s; hip functions that need it return hipErrorNotSupported", path, \
-                #name);
+    resolve(lib, path, #name, &drv_table.name, required);
     HFC_CUDA_DRIVER_FUNCS(HFC_RESOLVE)
 #undef HFC_RESOLVE
     if (drv_table.cuInit == NULL || drv_table.cuInit(0) != CUDA_SUCCESS)
