@@ -25,6 +25,20 @@ def add_platform_argument(ap: argparse.ArgumentParser) -> None:
                          "or /opt/rocm; without any of them the benchmark stops)")
 
 
+def add_common_arguments(ap: argparse.ArgumentParser, *, data: str | None = None,
+                         allow_emulated: str | None = None) -> None:
+    """Add ``--platform``; with ``data`` (what the benchmark writes, such as
+    ``"the KV file"``), ``--dir`` for its folder; with ``allow_emulated`` (its
+    help text), the ``--allow-emulated`` switch."""
+    if data is not None:
+        ap.add_argument("--dir", default=None,
+                        help=f"folder for {data}, on disk, not tmpfs (default: the "
+                             "temporary folder)")
+    if allow_emulated is not None:
+        ap.add_argument("--allow-emulated", action="store_true", help=allow_emulated)
+    add_platform_argument(ap)
+
+
 def _rocm_installed() -> bool:
     root = Path(os.environ.get("ROCM_PATH") or "/opt/rocm")
     return (root / "lib" / "libamdhip64.so").exists()

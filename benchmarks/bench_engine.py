@@ -41,7 +41,7 @@ from typing import Any
 
 from _common import (
     LayerCompute,
-    add_platform_argument,
+    add_common_arguments,
     drop_page_cache,
     hip_check,
     select_platform,
@@ -60,14 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dim", type=int, default=4096, help="matrix size of each layer's product")
     ap.add_argument("--matmuls", type=int, default=4, help="matrix products per layer")
     ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats per case")
-    ap.add_argument("--dir", default=None, help="folder for the data file (default: temp)")
     ap.add_argument("--kvikio", action="store_true", help="add the KvikIO rows (needs kvikio)")
     ap.add_argument("--cold", action="store_true", help="add a cold-cache read row")
     ap.add_argument("--sweep", action="store_true", help="sweep engine threads x task sizes")
     ap.add_argument("--json", default=None, help="write the results to this file")
-    ap.add_argument("--allow-emulated", action="store_true",
-                    help="run on the emulated platform (correctness only, no speed)")
-    add_platform_argument(ap)
+    add_common_arguments(ap, data="the data file",
+                         allow_emulated="run on the emulated platform (correctness only, "
+                                        "no speed)")
     return ap
 
 

@@ -18,7 +18,7 @@ import statistics
 
 from _common import (
     LayerCompute,
-    add_platform_argument,
+    add_common_arguments,
     hip_check,
     select_platform,
     temp_folder,
@@ -37,9 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--matmuls", type=int, default=4, help="products per layer (default: 4)")
     ap.add_argument("--repeats", type=int, default=5,
                     help="timed runs per case; medians are printed (default: 5)")
-    ap.add_argument("--dir", default=None,
-                    help="folder for the KV file (default: the temporary folder)")
-    add_platform_argument(ap)
+    add_common_arguments(ap, data="the KV file")
     return ap
 
 

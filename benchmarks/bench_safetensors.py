@@ -37,7 +37,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import add_platform_argument, drop_page_cache, select_platform
+from _common import add_common_arguments, drop_page_cache, select_platform
 
 ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "U8": 1, "F8_E4M3": 1}
 
@@ -150,7 +150,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtype", choices=sorted(ITEMSIZE), default="BF16",
                     help="tensor dtype (BF16)")
     ap.add_argument("--repeats", type=int, default=3, help="timed loads per case (3)")
-    ap.add_argument("--dir", default=None, help="folder for the file (on disk, not tmpfs)")
     ap.add_argument("--task-mib", type=int, default=16, help="hipfile pread task size (16)")
     ap.add_argument("--threads", type=int, default=32, help="page-cache reader threads (32)")
     ap.add_argument("--reader", choices=("parallel", "stream"), default="stream",
@@ -160,9 +159,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="page cache state to time (both)")
     ap.add_argument("--device", type=int, default=0, help="GPU to load onto (0)")
     ap.add_argument("--keep", action="store_true", help="keep the file")
-    ap.add_argument("--allow-emulated", action="store_true",
-                    help="on the emulated platform, check correctness instead of timing")
-    add_platform_argument(ap)
+    add_common_arguments(ap, data="the file",
+                         allow_emulated="on the emulated platform, check correctness "
+                                        "instead of timing")
     return ap
 
 

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from _common import add_platform_argument, drop_page_cache, select_platform, temp_folder
+from _common import add_common_arguments, drop_page_cache, select_platform, temp_folder
 
 CHUNK = 0x7FFFF000
 
@@ -35,12 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="timed reads per method; medians are printed (default: 5)")
     ap.add_argument("--cold", action="store_true",
                     help="evict the file from the page cache before every timed read")
-    ap.add_argument("--dir", default=None,
-                    help="folder for the file, on disk, not tmpfs (default: the temporary "
-                         "folder)")
     ap.add_argument("--task-mib", type=int, default=16,
                     help="pread task size, MiB (default: 16)")
-    add_platform_argument(ap)
+    add_common_arguments(ap, data="the file")
     return ap
 
 

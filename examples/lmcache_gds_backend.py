@@ -351,9 +351,7 @@ class SlabHandle:
         --------
         hipFileReadAsync
         """
-        self._check(size, file_offset)
-        return self._fh.read_async(self._backend.buffer(buf_base), size, file_offset,
-                                   buf_offset, self._backend.stream(raw_stream))
+        return self._submit(False, buf_base, size, file_offset, buf_offset, raw_stream)
 
     def write_async(self, buf_base: int, size: int, file_offset: int, buf_offset: int,
                     raw_stream: int) -> AsyncIOHandle:
@@ -364,9 +362,14 @@ class SlabHandle:
         --------
         hipFileWriteAsync
         """
+        return self._submit(True, buf_base, size, file_offset, buf_offset, raw_stream)
+
+    def _submit(self, write: bool, buf_base: int, size: int, file_offset: int,
+                buf_offset: int, raw_stream: int) -> AsyncIOHandle:
         self._check(size, file_offset)
-        return self._fh.write_async(self._backend.buffer(buf_base), size, file_offset,
-                                    buf_offset, self._backend.stream(raw_stream))
+        submit = self._fh.write_async if write else self._fh.read_async
+        return submit(self._backend.buffer(buf_base), size, file_offset, buf_offset,
+                      self._backend.stream(raw_stream))
 
     def close(self) -> None:
         """Deregister and close the slab (idempotent).

@@ -14,7 +14,7 @@ from hipfile import platforms as _platforms
 
 _platforms._activate_from_environment()
 
-from hipfile import defaults  # noqa: E402
+from hipfile import defaults, errors  # noqa: E402
 from hipfile.async_io import AsyncIOHandle, pool_stats, supports_async, trim_pool  # noqa: E402
 from hipfile.batch import BatchEvent, BatchIO, batch_read, batch_write  # noqa: E402
 from hipfile.buffer import Buffer  # noqa: E402
@@ -35,28 +35,7 @@ from hipfile.enums import (  # noqa: E402
     StreamFlags,
     StringConfigParameter,
 )
-from hipfile.errors import (  # noqa: E402
-    AsyncNotSupportedError,
-    BatchFullError,
-    ClosedFileError,
-    DriverNotInitializedError,
-    ForkedProcessError,
-    HandleAlreadyRegisteredError,
-    HandleNotRegisteredError,
-    HipFileException,
-    HipFileLibraryError,
-    HipFileLibraryNotFound,
-    HipFileSymbolNotFound,
-    HipRuntimeError,
-    InFlightError,
-    InternalError,
-    InvalidValueError,
-    MemoryAlreadyRegisteredError,
-    MemoryNotRegisteredError,
-    NotSupportedError,
-    PermissionDeniedError,
-    PointerError,
-)
+from hipfile.errors import *  # noqa: E402, F403 (exported through errors.__all__)
 from hipfile.file import FileHandle, open  # noqa: E402
 from hipfile.parallel import (  # noqa: E402
     IOFuture,
@@ -90,42 +69,22 @@ __version__ = "0.1.0"
 __all__ = [
     "BASE_ERR",
     "AsyncIOHandle",
-    "AsyncNotSupportedError",
     "BatchEvent",
-    "BatchFullError",
     "BatchIO",
     "BatchMode",
     "BoolConfigParameter",
     "Buffer",
-    "ClosedFileError",
     "Driver",
     "DriverControlFlags",
-    "DriverNotInitializedError",
     "DriverProperties",
     "DriverStatusFlags",
     "FeatureFlags",
     "FileHandle",
     "FileHandleType",
-    "ForkedProcessError",
-    "HandleAlreadyRegisteredError",
-    "HandleNotRegisteredError",
-    "HipFileException",
-    "HipFileLibraryError",
-    "HipFileLibraryNotFound",
-    "HipFileSymbolNotFound",
-    "HipRuntimeError",
     "IOFuture",
-    "InFlightError",
-    "InternalError",
-    "InvalidValueError",
-    "MemoryAlreadyRegisteredError",
-    "MemoryNotRegisteredError",
-    "NotSupportedError",
     "OpError",
     "Opcode",
     "PathStats",
-    "PermissionDeniedError",
-    "PointerError",
     "SizeTConfigParameter",
     "StatsContext",
     "StatsError",
@@ -158,3 +117,5 @@ __all__ = [
     "trim_pool",
     "use_count",
 ]
+# The exceptions are exported as hipfile.errors lists them.
+__all__ += errors.__all__

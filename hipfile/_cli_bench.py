@@ -97,18 +97,9 @@ def _io_async(job: BenchJob) -> int:
 def _io_stream(job: BenchJob) -> int:
     call = job.fh.pwrite_async_ranges if job.write else job.fh.pread_async_ranges
     ranges = [(n, off, off) for off, n in _spans(job.size, job.task_size)]
-    handles = call(job.buffer, ranges, job.stream, task_size=job.task_size)
-    total = 0
-    first: BaseException | None = None
-    for h in handles:          # every range is waited for before an error is raised
-        try:
-            total += int(h.wait())
-        except Exception as exc:
-            if first is None:
-                first = exc
-    if first is not None:
-        raise first
-    return total
+    from hipfile.engine import _wait_all
+
+    return _wait_all(call(job.buffer, ranges, job.stream, task_size=job.task_size))
 
 
 def _io_batch(job: BenchJob) -> int:

@@ -284,51 +284,52 @@ def info_report(paths: Sequence[str]) -> dict[str, Any]:
 
 
 def _print_info(rep: dict[str, Any], out: TextIO) -> None:
+    def row(label: str, value: object, width: int = 18) -> None:
+        print(f"{label:<{width}}: {value}", file=out)
+
     plat = rep["platform"]
     label = " (a TEST platform, not AMD's ROCm)" if plat["test_platform"] else ""
     print(f"hipfile {rep['hipfile']}", file=out)
-    print(f"platform          : {plat['name']}{label}", file=out)
-    print(f"ROCM_PATH         : {plat['rocm_path']}", file=out)
+    row("platform", f"{plat['name']}{label}")
+    row("ROCM_PATH", plat["rocm_path"])
     lib = rep["library"]
     if "error" in lib:
-        print(f"library           : NOT LOADED: {lib['error']}", file=out)
+        row("library", f"NOT LOADED: {lib['error']}")
     else:
-        print(f"library           : {lib['path']}", file=out)
-        print(f"library version   : {lib['version']}", file=out)
-    print(f"HIP-Python        : {rep['hip_python']}", file=out)
+        row("library", lib["path"])
+        row("library version", lib["version"])
+    row("HIP-Python", rep["hip_python"])
     hipinfo = rep["hip"]
     if "error" in hipinfo:
-        print(f"devices           : unavailable: {hipinfo['error']}", file=out)
+        row("devices", f"unavailable: {hipinfo['error']}")
     else:
-        print(f"HIP runtime       : {hipinfo['runtime_version']}", file=out)
+        row("HIP runtime", hipinfo["runtime_version"])
         for d in hipinfo["devices"]:
-            print(f"device {d['index']:<11}: {d['name']}", file=out)
+            row(f"device {d['index']}", d["name"])
     drv = rep["driver"]
     if "error" in drv:
-        print(f"driver properties : unavailable: {drv['error']}", file=out)
+        row("driver properties", f"unavailable: {drv['error']}")
     else:
         for key, value in drv["properties"].items():
-            print(f"  {key:<28}: {value}", file=out)
+            row(f"  {key}", value, 30)
         for key in ("status_flags", "control_flags", "feature_flags"):
-            print(f"  {key:<28}: {', '.join(drv[key]) or '-'}", file=out)
-        print(f"  {'supports_async':<28}: {drv['supports_async']}", file=out)
-    print("defaults          :", ", ".join(f"{k}={v}" for k, v in rep["defaults"].items()),
-          file=out)
+            row(f"  {key}", ", ".join(drv[key]) or "-", 30)
+        row("  supports_async", drv["supports_async"], 30)
+    row("defaults", ", ".join(f"{k}={v}" for k, v in rep["defaults"].items()))
     for p in rep["paths"]:
         print(f"path {p['path']}", file=out)
         if "error" in p:
-            print(f"  error             : {p['error']}", file=out)
+            row("  error", p["error"], 20)
             continue
         od = p["o_direct"]
-        print(f"  file system       : {p['fs_type']} (magic {p['fs_magic']}, "
-              f"mounted at {p['mount_point']})", file=out)
-        print(f"  logical block     : {p['logical_block_size']}", file=out)
+        row("  file system", f"{p['fs_type']} (magic {p['fs_magic']}, "
+                             f"mounted at {p['mount_point']})", 20)
+        row("  logical block", p["logical_block_size"], 20)
         direct = (f"yes, alignment {od['alignment']} B" if od["supported"]
                   else f"no: {od['error']}")
-        print(f"  O_DIRECT          : {direct}", file=out)
+        row("  O_DIRECT", direct, 20)
         fast = p["fast_path"]
-        verdict = "eligible" if fast["eligible"] else "not eligible"
-        print(f"  direct path       : {verdict}", file=out)
+        row("  direct path", "eligible" if fast["eligible"] else "not eligible", 20)
         for reason in fast["reasons"]:
             print(f"    - {reason}", file=out)
 

@@ -145,11 +145,8 @@ def buffer_info(obj: Any) -> tuple[int, int, Any]:
 
     Raises
     ------
-    TypeError
-        The object exposes no size (pass ``Buffer(ptr, length)``) or is of an
-        unsupported kind.
-    ValueError
-        The memory is not one contiguous device range.
+    TypeError, ValueError
+        As :func:`protocol_buffer_info`.
     """
     from hipfile._lib import _hipfile
 

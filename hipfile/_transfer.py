@@ -126,15 +126,13 @@ def host_transfer(write: bool, fd: int, view: memoryview, size: int, file_offset
         The descriptor (one without ``O_DIRECT``, or aligned transfers).
     view
         Flat byte view of the buffer (writable for a read).
-    size, file_offset, buffer_offset
-        The range, already checked against the buffer.
-    check
-        Called before every system call; raises to stop the loop.
+    size, file_offset, buffer_offset, check
+        As for :func:`transfer` (``check`` runs before every system call).
 
     Returns
     -------
     int
-        Bytes moved: ``size``, or fewer when a read reaches end of file.
+        As :func:`transfer`.
 
     Raises
     ------

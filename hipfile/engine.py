@@ -40,6 +40,7 @@ and ``HIPFILE_ENGINE_TASK_SIZE``, or :func:`configure`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from hipfile._lib import _hipfile
@@ -106,3 +107,26 @@ def shutdown(timeout: float | None = None) -> None:
         Operations were still outstanding after ``timeout`` seconds.
     """
     _hipfile.engine_shutdown(timeout)
+
+
+def _wait_all(handles: Iterable[StreamIOHandle]) -> int:
+    """Wait for every handle, then return the bytes they moved or raise the
+    first failure (in the handles' order): nothing is still running when an
+    error is raised.
+
+    Raises
+    ------
+    Exception
+        The first exception raised by :meth:`StreamIOHandle.wait`.
+    """
+    total = 0
+    first: BaseException | None = None
+    for h in handles:
+        try:
+            total += int(h.wait())
+        except Exception as e:
+            if first is None:
+                first = e
+    if first is not None:
+        raise first
+    return total

@@ -474,18 +474,12 @@ def report(pid: int) -> str:
 
     Raises
     ------
-    TypeError
-        ``pid`` is not an int.
-    StatsInvalidArgumentError
-        ``pid`` is not positive.
-    StatsTargetNotFoundError
-        No process has that pid.
-    StatsTargetNotAccessibleError
-        The target keeps no statistics this library reads.
+    TypeError, StatsInvalidArgumentError, StatsTargetNotFoundError
+        As :class:`StatsContext`.
+    StatsTargetNotAccessibleError, HipFileSymbolNotFound
+        As :class:`StatsContext` (when connecting).
     StatsReportError
         The library could not write the report.
-    HipFileSymbolNotFound
-        The loaded libhipfile lacks the statistics API.
 
     See Also
     --------

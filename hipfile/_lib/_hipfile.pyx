@@ -4,9 +4,10 @@
 the public objects.
 
 libhipfile is found and ``dlopen``-ed on first use (``HIPFILE_LIBRARY``, then
-``$ROCM_PATH/lib``, ``/opt/rocm/lib``, then the system loader); each symbol is
-resolved on first use under a lock. Every C call runs with the GIL released
-and ``errno`` is captured inside the call. Failures raise the exceptions of
+``$ROCM_PATH/lib``, ``/opt/rocm/lib``, then the system loader), and all its
+symbols are bound then, under a lock (a function the library lacks raises
+when called). Every C call runs with the GIL released and ``errno`` is
+captured inside the call. Failures raise the exceptions of
 :mod:`hipfile.errors`. Pointers and handles are passed as integers.
 """
 
@@ -51,6 +52,10 @@ SIZEOF_DRIVER_PROPS = sizeof(hipFileDriverProps_t)
 include "_loader.pxi"
 
 
+# The library's functions, bound all at once when the library is opened
+# (_bind_symbols); one the library lacks stays NULL, and calling its wrapper
+# raises HipFileSymbolNotFound (_need). The statistics functions
+# (hipfile-stats.h) are optional.
 cdef fn_get_version_t _p_get_version = NULL
 cdef fn_error_string_t _p_error_string = NULL
 cdef fn_void_t _p_driver_open = NULL
@@ -82,11 +87,76 @@ cdef fn_batch_submit_t _p_batch_submit = NULL
 cdef fn_batch_status_t _p_batch_status = NULL
 cdef fn_batch_cancel_t _p_batch_cancel = NULL
 cdef fn_batch_destroy_t _p_batch_destroy = NULL
+cdef fn_stats_create_t _p_stats_create = NULL
+cdef fn_stats_close_t _p_stats_close = NULL
+cdef fn_stats_connect_t _p_stats_connect = NULL
+cdef fn_stats_poll_t _p_stats_poll = NULL
+cdef fn_stats_report_t _p_stats_report = NULL
 
 
-cdef inline int _check(hipFileError_t e, str func) except -1:
+cdef void _bind_symbols(void *lib) noexcept:
+    """Bind every pointer above from ``lib`` (called once, under ``_lock``)."""
+    global _p_get_version, _p_error_string, _p_driver_open, _p_driver_close
+    global _p_use_count, _p_get_props, _p_set_poll, _p_set_max_dio, _p_set_max_cache
+    global _p_set_max_pinned, _p_get_param_size, _p_get_param_bool, _p_get_param_str
+    global _p_set_param_size, _p_set_param_bool, _p_set_param_str, _p_handle_register
+    global _p_handle_deregister, _p_buf_register, _p_buf_deregister, _p_read, _p_write
+    global _p_read_async, _p_write_async, _p_stream_register, _p_stream_deregister
+    global _p_batch_setup, _p_batch_submit, _p_batch_status, _p_batch_cancel
+    global _p_batch_destroy, _p_stats_create, _p_stats_close, _p_stats_connect
+    global _p_stats_poll, _p_stats_report
+    _p_get_version = <fn_get_version_t>dlsym(lib, b"hipFileGetVersion")
+    _p_error_string = <fn_error_string_t>dlsym(lib, b"hipFileGetOpErrorString")
+    _p_driver_open = <fn_void_t>dlsym(lib, b"hipFileDriverOpen")
+    _p_driver_close = <fn_void_t>dlsym(lib, b"hipFileDriverClose")
+    _p_use_count = <fn_use_count_t>dlsym(lib, b"hipFileUseCount")
+    _p_get_props = <fn_get_props_t>dlsym(lib, b"hipFileDriverGetProperties")
+    _p_set_poll = <fn_set_poll_t>dlsym(lib, b"hipFileDriverSetPollMode")
+    _p_set_max_dio = <fn_set_size_t>dlsym(lib, b"hipFileDriverSetMaxDirectIOSize")
+    _p_set_max_cache = <fn_set_size_t>dlsym(lib, b"hipFileDriverSetMaxCacheSize")
+    _p_set_max_pinned = <fn_set_size_t>dlsym(lib, b"hipFileDriverSetMaxPinnedMemSize")
+    _p_get_param_size = <fn_get_param_size_t>dlsym(lib, b"hipFileGetParameterSizeT")
+    _p_get_param_bool = <fn_get_param_bool_t>dlsym(lib, b"hipFileGetParameterBool")
+    _p_get_param_str = <fn_get_param_str_t>dlsym(lib, b"hipFileGetParameterString")
+    _p_set_param_size = <fn_set_param_size_t>dlsym(lib, b"hipFileSetParameterSizeT")
+    _p_set_param_bool = <fn_set_param_bool_t>dlsym(lib, b"hipFileSetParameterBool")
+    _p_set_param_str = <fn_set_param_str_t>dlsym(lib, b"hipFileSetParameterString")
+    _p_handle_register = <fn_handle_register_t>dlsym(lib, b"hipFileHandleRegister")
+    _p_handle_deregister = <fn_handle_deregister_t>dlsym(lib, b"hipFileHandleDeregister")
+    _p_buf_register = <fn_buf_register_t>dlsym(lib, b"hipFileBufRegister")
+    _p_buf_deregister = <fn_buf_deregister_t>dlsym(lib, b"hipFileBufDeregister")
+    _p_read = <fn_io_t>dlsym(lib, b"hipFileRead")
+    _p_write = <fn_io_t>dlsym(lib, b"hipFileWrite")
+    _p_read_async = <fn_io_async_t>dlsym(lib, b"hipFileReadAsync")
+    _p_write_async = <fn_io_async_t>dlsym(lib, b"hipFileWriteAsync")
+    _p_stream_register = <fn_stream_register_t>dlsym(lib, b"hipFileStreamRegister")
+    _p_stream_deregister = <fn_stream_deregister_t>dlsym(lib, b"hipFileStreamDeregister")
+    _p_batch_setup = <fn_batch_setup_t>dlsym(lib, b"hipFileBatchIOSetUp")
+    _p_batch_submit = <fn_batch_submit_t>dlsym(lib, b"hipFileBatchIOSubmit")
+    _p_batch_status = <fn_batch_status_t>dlsym(lib, b"hipFileBatchIOGetStatus")
+    _p_batch_cancel = <fn_batch_cancel_t>dlsym(lib, b"hipFileBatchIOCancel")
+    _p_batch_destroy = <fn_batch_destroy_t>dlsym(lib, b"hipFileBatchIODestroy")
+    _p_stats_create = <fn_stats_create_t>dlsym(lib, b"hipFileStatsCreateContext")
+    _p_stats_close = <fn_stats_close_t>dlsym(lib, b"hipFileStatsCloseContext")
+    _p_stats_connect = <fn_stats_connect_t>dlsym(lib, b"hipFileStatsConnectToTargetProcess")
+    _p_stats_poll = <fn_stats_poll_t>dlsym(lib, b"hipFileStatsPollTargetProcess")
+    _p_stats_report = <fn_stats_report_t>dlsym(lib, b"hipFileStatsGenerateReport")
+
+
+cdef inline int _need(const void *fn, const char *name) except -1:
+    """Return 0 when ``fn``, the pointer bound for ``name``, is set; otherwise
+    load the library (binding every pointer) and raise HipFileSymbolNotFound
+    if it does not export ``name``."""
+    if fn == NULL:
+        _resolve(name)
+    return 0
+
+
+cdef inline int _check(hipFileError_t e, const char *func) except -1 nogil:
+    """Raise the exception for a failed hipFileError_t (takes the GIL only then)."""
     if e.err != 0:
-        raise_status(e.err, e.hip_drv_err, func)
+        with gil:
+            raise_status(e.err, e.hip_drv_err, func.decode())
     return 0
 
 
@@ -99,36 +169,25 @@ def get_version():
 
     Wraps ``hipFileGetVersion``.
     """
-    global _p_get_version
-    if _p_get_version == NULL:
-        _p_get_version = <fn_get_version_t>_resolve(b"hipFileGetVersion")
+    _need(_p_get_version, b"hipFileGetVersion")
     cdef unsigned major = 0, minor = 0, patch = 0
-    cdef hipFileError_t e
     with nogil:
-        e = _p_get_version(&major, &minor, &patch)
-    _check(e, "hipFileGetVersion")
+        _check(_p_get_version(&major, &minor, &patch), b"hipFileGetVersion")
     return (major, minor, patch)
 
 
 cdef str _version_text():
     if _lib == NULL:
         return "not loaded"
-    cdef void *sym = dlsym(_lib, b"hipFileGetVersion")
     cdef unsigned major = 0, minor = 0, patch = 0
-    cdef hipFileError_t e
-    if sym == NULL:
-        return "version unknown"
-    e = (<fn_get_version_t>sym)(&major, &minor, &patch)
-    if e.err != 0:
+    if _p_get_version == NULL or _p_get_version(&major, &minor, &patch).err != 0:
         return "version unknown"
     return f"{major}.{minor}.{patch}"
 
 
 def get_op_error_string(int code):
     """Text for a ``hipFileOpError_t``. Wraps ``hipFileGetOpErrorString``."""
-    global _p_error_string
-    if _p_error_string == NULL:
-        _p_error_string = <fn_error_string_t>_resolve(b"hipFileGetOpErrorString")
+    _need(_p_error_string, b"hipFileGetOpErrorString")
     cdef const char *s
     with nogil:
         s = _p_error_string(code)
@@ -143,24 +202,16 @@ def get_op_error_string(int code):
 
 def driver_open():
     """Wraps ``hipFileDriverOpen``."""
-    global _p_driver_open
-    if _p_driver_open == NULL:
-        _p_driver_open = <fn_void_t>_resolve(b"hipFileDriverOpen")
-    cdef hipFileError_t e
+    _need(_p_driver_open, b"hipFileDriverOpen")
     with nogil:
-        e = _p_driver_open()
-    _check(e, "hipFileDriverOpen")
+        _check(_p_driver_open(), b"hipFileDriverOpen")
 
 
 def driver_close():
     """Wraps ``hipFileDriverClose``."""
-    global _p_driver_close
-    if _p_driver_close == NULL:
-        _p_driver_close = <fn_void_t>_resolve(b"hipFileDriverClose")
-    cdef hipFileError_t e
+    _need(_p_driver_close, b"hipFileDriverClose")
     with nogil:
-        e = _p_driver_close()
-    _check(e, "hipFileDriverClose")
+        _check(_p_driver_close(), b"hipFileDriverClose")
     _note_driver_close()
 
 
@@ -187,9 +238,7 @@ def driver_epoch():
 
 def use_count():
     """Wraps ``hipFileUseCount``."""
-    global _p_use_count
-    if _p_use_count == NULL:
-        _p_use_count = <fn_use_count_t>_resolve(b"hipFileUseCount")
+    _need(_p_use_count, b"hipFileUseCount")
     cdef int64_t n
     with nogil:
         n = _p_use_count()
@@ -198,15 +247,11 @@ def use_count():
 
 def driver_get_properties():
     """Wraps ``hipFileDriverGetProperties``; returns the fields as a dict."""
-    global _p_get_props
-    if _p_get_props == NULL:
-        _p_get_props = <fn_get_props_t>_resolve(b"hipFileDriverGetProperties")
+    _need(_p_get_props, b"hipFileDriverGetProperties")
     cdef hipFileDriverProps_t p
-    cdef hipFileError_t e
     memset(&p, 0, sizeof(p))
     with nogil:
-        e = _p_get_props(&p)
-    _check(e, "hipFileDriverGetProperties")
+        _check(_p_get_props(&p), b"hipFileDriverGetProperties")
     return {
         "nvfs_major_version": p.nvfs.major_version,
         "nvfs_minor_version": p.nvfs.minor_version,
@@ -225,90 +270,62 @@ def driver_get_properties():
 
 def driver_set_poll_mode(bint poll, size_t poll_threshold_size):
     """Wraps ``hipFileDriverSetPollMode`` (threshold in KiB)."""
-    global _p_set_poll
-    if _p_set_poll == NULL:
-        _p_set_poll = <fn_set_poll_t>_resolve(b"hipFileDriverSetPollMode")
-    cdef hipFileError_t e
+    _need(_p_set_poll, b"hipFileDriverSetPollMode")
     with nogil:
-        e = _p_set_poll(poll, poll_threshold_size)
-    _check(e, "hipFileDriverSetPollMode")
+        _check(_p_set_poll(poll, poll_threshold_size), b"hipFileDriverSetPollMode")
 
 
 def driver_set_max_direct_io_size(size_t kib):
     """Wraps ``hipFileDriverSetMaxDirectIOSize`` (KiB)."""
-    global _p_set_max_dio
-    if _p_set_max_dio == NULL:
-        _p_set_max_dio = <fn_set_size_t>_resolve(b"hipFileDriverSetMaxDirectIOSize")
-    cdef hipFileError_t e
+    _need(_p_set_max_dio, b"hipFileDriverSetMaxDirectIOSize")
     with nogil:
-        e = _p_set_max_dio(kib)
-    _check(e, "hipFileDriverSetMaxDirectIOSize")
+        _check(_p_set_max_dio(kib), b"hipFileDriverSetMaxDirectIOSize")
 
 
 def driver_set_max_cache_size(size_t kib):
     """Wraps ``hipFileDriverSetMaxCacheSize`` (KiB)."""
-    global _p_set_max_cache
-    if _p_set_max_cache == NULL:
-        _p_set_max_cache = <fn_set_size_t>_resolve(b"hipFileDriverSetMaxCacheSize")
-    cdef hipFileError_t e
+    _need(_p_set_max_cache, b"hipFileDriverSetMaxCacheSize")
     with nogil:
-        e = _p_set_max_cache(kib)
-    _check(e, "hipFileDriverSetMaxCacheSize")
+        _check(_p_set_max_cache(kib), b"hipFileDriverSetMaxCacheSize")
 
 
 def driver_set_max_pinned_mem_size(size_t kib):
     """Wraps ``hipFileDriverSetMaxPinnedMemSize`` (KiB)."""
-    global _p_set_max_pinned
-    if _p_set_max_pinned == NULL:
-        _p_set_max_pinned = <fn_set_size_t>_resolve(b"hipFileDriverSetMaxPinnedMemSize")
-    cdef hipFileError_t e
+    _need(_p_set_max_pinned, b"hipFileDriverSetMaxPinnedMemSize")
     with nogil:
-        e = _p_set_max_pinned(kib)
-    _check(e, "hipFileDriverSetMaxPinnedMemSize")
+        _check(_p_set_max_pinned(kib), b"hipFileDriverSetMaxPinnedMemSize")
 
 
 def get_parameter_size_t(int param):
     """Wraps ``hipFileGetParameterSizeT``."""
-    global _p_get_param_size
-    if _p_get_param_size == NULL:
-        _p_get_param_size = <fn_get_param_size_t>_resolve(b"hipFileGetParameterSizeT")
+    _need(_p_get_param_size, b"hipFileGetParameterSizeT")
     cdef size_t v = 0
-    cdef hipFileError_t e
     with nogil:
-        e = _p_get_param_size(param, &v)
-    _check(e, "hipFileGetParameterSizeT")
+        _check(_p_get_param_size(param, &v), b"hipFileGetParameterSizeT")
     return v
 
 
 def get_parameter_bool(int param):
     """Wraps ``hipFileGetParameterBool``."""
-    global _p_get_param_bool
-    if _p_get_param_bool == NULL:
-        _p_get_param_bool = <fn_get_param_bool_t>_resolve(b"hipFileGetParameterBool")
+    _need(_p_get_param_bool, b"hipFileGetParameterBool")
     cdef bint v = 0
-    cdef hipFileError_t e
     with nogil:
-        e = _p_get_param_bool(param, &v)
-    _check(e, "hipFileGetParameterBool")
+        _check(_p_get_param_bool(param, &v), b"hipFileGetParameterBool")
     return bool(v)
 
 
 def get_parameter_string(int param, int capacity=4096):
     """Wraps ``hipFileGetParameterString`` with a buffer of ``capacity`` bytes."""
-    global _p_get_param_str
-    if _p_get_param_str == NULL:
-        _p_get_param_str = <fn_get_param_str_t>_resolve(b"hipFileGetParameterString")
+    _need(_p_get_param_str, b"hipFileGetParameterString")
     if capacity <= 0:
         raise ValueError("capacity must be positive")
     cdef char *buf = <char *>malloc(capacity)
     if buf == NULL:
         raise MemoryError()
-    cdef hipFileError_t e
     try:
         memset(buf, 0, capacity)
         with nogil:
-            e = _p_get_param_str(param, buf, capacity)
-        _check(e, "hipFileGetParameterString")
+            _check(_p_get_param_str(param, buf, capacity), b"hipFileGetParameterString")
         buf[capacity - 1] = 0
         return (<bytes>buf).decode(errors="replace")
     finally:
@@ -317,39 +334,27 @@ def get_parameter_string(int param, int capacity=4096):
 
 def set_parameter_size_t(int param, size_t value):
     """Wraps ``hipFileSetParameterSizeT``."""
-    global _p_set_param_size
-    if _p_set_param_size == NULL:
-        _p_set_param_size = <fn_set_param_size_t>_resolve(b"hipFileSetParameterSizeT")
-    cdef hipFileError_t e
+    _need(_p_set_param_size, b"hipFileSetParameterSizeT")
     with nogil:
-        e = _p_set_param_size(param, value)
-    _check(e, "hipFileSetParameterSizeT")
+        _check(_p_set_param_size(param, value), b"hipFileSetParameterSizeT")
 
 
 def set_parameter_bool(int param, bint value):
     """Wraps ``hipFileSetParameterBool``."""
-    global _p_set_param_bool
-    if _p_set_param_bool == NULL:
-        _p_set_param_bool = <fn_set_param_bool_t>_resolve(b"hipFileSetParameterBool")
-    cdef hipFileError_t e
+    _need(_p_set_param_bool, b"hipFileSetParameterBool")
     with nogil:
-        e = _p_set_param_bool(param, value)
-    _check(e, "hipFileSetParameterBool")
+        _check(_p_set_param_bool(param, value), b"hipFileSetParameterBool")
 
 
 def set_parameter_string(int param, str value):
     """Wraps ``hipFileSetParameterString``."""
-    global _p_set_param_str
-    if _p_set_param_str == NULL:
-        _p_set_param_str = <fn_set_param_str_t>_resolve(b"hipFileSetParameterString")
+    _need(_p_set_param_str, b"hipFileSetParameterString")
     cdef bytes b = value.encode()
     if b"\0" in b:
         raise ValueError("value must not contain NUL characters")
     cdef const char *s = b
-    cdef hipFileError_t e
     with nogil:
-        e = _p_set_param_str(param, s)
-    _check(e, "hipFileSetParameterString")
+        _check(_p_set_param_str(param, s), b"hipFileSetParameterString")
 
 
 # --------------------------------------------------------------------------
@@ -358,50 +363,36 @@ def set_parameter_string(int param, str value):
 
 def handle_register(int fd, int handle_type=1):
     """Wraps ``hipFileHandleRegister`` for a file descriptor; returns the handle."""
-    global _p_handle_register
-    if _p_handle_register == NULL:
-        _p_handle_register = <fn_handle_register_t>_resolve(b"hipFileHandleRegister")
+    _need(_p_handle_register, b"hipFileHandleRegister")
     cdef hipFileDescr_t d
     cdef hipFileHandle_t fh = NULL
-    cdef hipFileError_t e
     memset(&d, 0, sizeof(d))
     d.type = handle_type
     d.handle.fd = fd
     with nogil:
-        e = _p_handle_register(&fh, &d)
-    _check(e, "hipFileHandleRegister")
+        _check(_p_handle_register(&fh, &d), b"hipFileHandleRegister")
     return <uintptr_t>fh
 
 
 def handle_deregister(uintptr_t handle):
     """Wraps ``hipFileHandleDeregister``."""
-    global _p_handle_deregister
-    if _p_handle_deregister == NULL:
-        _p_handle_deregister = <fn_handle_deregister_t>_resolve(b"hipFileHandleDeregister")
+    _need(_p_handle_deregister, b"hipFileHandleDeregister")
     with nogil:
         _p_handle_deregister(<hipFileHandle_t>handle)
 
 
 def buf_register(uintptr_t base, size_t length, int flags=0):
     """Wraps ``hipFileBufRegister``."""
-    global _p_buf_register
-    if _p_buf_register == NULL:
-        _p_buf_register = <fn_buf_register_t>_resolve(b"hipFileBufRegister")
-    cdef hipFileError_t e
+    _need(_p_buf_register, b"hipFileBufRegister")
     with nogil:
-        e = _p_buf_register(<const void *>base, length, flags)
-    _check(e, "hipFileBufRegister")
+        _check(_p_buf_register(<const void *>base, length, flags), b"hipFileBufRegister")
 
 
 def buf_deregister(uintptr_t base):
     """Wraps ``hipFileBufDeregister``."""
-    global _p_buf_deregister
-    if _p_buf_deregister == NULL:
-        _p_buf_deregister = <fn_buf_deregister_t>_resolve(b"hipFileBufDeregister")
-    cdef hipFileError_t e
+    _need(_p_buf_deregister, b"hipFileBufDeregister")
     with nogil:
-        e = _p_buf_deregister(<const void *>base)
-    _check(e, "hipFileBufDeregister")
+        _check(_p_buf_deregister(<const void *>base), b"hipFileBufDeregister")
 
 
 # --------------------------------------------------------------------------
@@ -409,13 +400,10 @@ def buf_deregister(uintptr_t base):
 # --------------------------------------------------------------------------
 
 cdef fn_io_t _get_io(int opcode) except NULL:
-    global _p_read, _p_write
     if opcode == 0:
-        if _p_read == NULL:
-            _p_read = <fn_io_t>_resolve(b"hipFileRead")
+        _need(_p_read, b"hipFileRead")
         return _p_read
-    if _p_write == NULL:
-        _p_write = <fn_io_t>_resolve(b"hipFileWrite")
+    _need(_p_write, b"hipFileWrite")
     return _p_write
 
 
@@ -466,59 +454,50 @@ def write(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
 # --------------------------------------------------------------------------
 
 cdef fn_io_async_t _get_async(int opcode) except NULL:
-    global _p_read_async, _p_write_async
     if opcode == 0:
-        if _p_read_async == NULL:
-            _p_read_async = <fn_io_async_t>_resolve(b"hipFileReadAsync")
+        _need(_p_read_async, b"hipFileReadAsync")
         return _p_read_async
-    if _p_write_async == NULL:
-        _p_write_async = <fn_io_async_t>_resolve(b"hipFileWriteAsync")
+    _need(_p_write_async, b"hipFileWriteAsync")
     return _p_write_async
+
+
+cdef int _io_async(int opcode, uintptr_t handle, uintptr_t base, uintptr_t size_p,
+                   uintptr_t file_offset_p, uintptr_t buffer_offset_p, uintptr_t bytes_p,
+                   uintptr_t stream) except -1:
+    cdef fn_io_async_t fn = _get_async(opcode)
+    with nogil:
+        _check(fn(<hipFileHandle_t>handle, <void *>base, <size_t *>size_p,
+                  <hoff_t *>file_offset_p, <hoff_t *>buffer_offset_p, <ssize_t *>bytes_p,
+                  <hipStream_t>stream),
+               b"hipFileWriteAsync" if opcode else b"hipFileReadAsync")
+    return 0
 
 
 def read_async(uintptr_t handle, uintptr_t base, uintptr_t size_p, uintptr_t file_offset_p,
                uintptr_t buffer_offset_p, uintptr_t bytes_read_p, uintptr_t stream):
     """Wraps ``hipFileReadAsync`` with raw slot addresses (the caller keeps
     the four slots valid until the stream has run the operation)."""
-    cdef fn_io_async_t fn = _get_async(0)
-    cdef hipFileError_t e
-    with nogil:
-        e = fn(<hipFileHandle_t>handle, <void *>base, <size_t *>size_p, <hoff_t *>file_offset_p,
-               <hoff_t *>buffer_offset_p, <ssize_t *>bytes_read_p, <hipStream_t>stream)
-    _check(e, "hipFileReadAsync")
+    _io_async(0, handle, base, size_p, file_offset_p, buffer_offset_p, bytes_read_p, stream)
 
 
 def write_async(uintptr_t handle, uintptr_t base, uintptr_t size_p, uintptr_t file_offset_p,
                 uintptr_t buffer_offset_p, uintptr_t bytes_written_p, uintptr_t stream):
     """Wraps ``hipFileWriteAsync`` with raw slot addresses."""
-    cdef fn_io_async_t fn = _get_async(1)
-    cdef hipFileError_t e
-    with nogil:
-        e = fn(<hipFileHandle_t>handle, <void *>base, <size_t *>size_p, <hoff_t *>file_offset_p,
-               <hoff_t *>buffer_offset_p, <ssize_t *>bytes_written_p, <hipStream_t>stream)
-    _check(e, "hipFileWriteAsync")
+    _io_async(1, handle, base, size_p, file_offset_p, buffer_offset_p, bytes_written_p, stream)
 
 
 def stream_register(uintptr_t stream, unsigned flags=0):
     """Wraps ``hipFileStreamRegister``."""
-    global _p_stream_register
-    if _p_stream_register == NULL:
-        _p_stream_register = <fn_stream_register_t>_resolve(b"hipFileStreamRegister")
-    cdef hipFileError_t e
+    _need(_p_stream_register, b"hipFileStreamRegister")
     with nogil:
-        e = _p_stream_register(<hipStream_t>stream, flags)
-    _check(e, "hipFileStreamRegister")
+        _check(_p_stream_register(<hipStream_t>stream, flags), b"hipFileStreamRegister")
 
 
 def stream_deregister(uintptr_t stream):
     """Wraps ``hipFileStreamDeregister``."""
-    global _p_stream_deregister
-    if _p_stream_deregister == NULL:
-        _p_stream_deregister = <fn_stream_deregister_t>_resolve(b"hipFileStreamDeregister")
-    cdef hipFileError_t e
+    _need(_p_stream_deregister, b"hipFileStreamDeregister")
     with nogil:
-        e = _p_stream_deregister(<hipStream_t>stream)
-    _check(e, "hipFileStreamDeregister")
+        _check(_p_stream_deregister(<hipStream_t>stream), b"hipFileStreamDeregister")
 
 
 # --------------------------------------------------------------------------
@@ -527,27 +506,20 @@ def stream_deregister(uintptr_t stream):
 
 def batch_io_set_up(unsigned max_nr):
     """Wraps ``hipFileBatchIOSetUp``; returns the batch handle."""
-    global _p_batch_setup
-    if _p_batch_setup == NULL:
-        _p_batch_setup = <fn_batch_setup_t>_resolve(b"hipFileBatchIOSetUp")
+    _need(_p_batch_setup, b"hipFileBatchIOSetUp")
     cdef hipFileBatchHandle_t b = NULL
-    cdef hipFileError_t e
     with nogil:
-        e = _p_batch_setup(&b, max_nr)
-    _check(e, "hipFileBatchIOSetUp")
+        _check(_p_batch_setup(&b, max_nr), b"hipFileBatchIOSetUp")
     return <uintptr_t>b
 
 
 def batch_io_submit(uintptr_t batch, unsigned nr, uintptr_t params, unsigned flags=0):
     """Wraps ``hipFileBatchIOSubmit``; ``params`` is the address of ``nr``
     ``hipFileIOParams_t`` that must stay valid until the entries complete."""
-    global _p_batch_submit
-    if _p_batch_submit == NULL:
-        _p_batch_submit = <fn_batch_submit_t>_resolve(b"hipFileBatchIOSubmit")
-    cdef hipFileError_t e
+    _need(_p_batch_submit, b"hipFileBatchIOSubmit")
     with nogil:
-        e = _p_batch_submit(<hipFileBatchHandle_t>batch, nr, <hipFileIOParams_t *>params, flags)
-    _check(e, "hipFileBatchIOSubmit")
+        _check(_p_batch_submit(<hipFileBatchHandle_t>batch, nr, <hipFileIOParams_t *>params,
+                               flags), b"hipFileBatchIOSubmit")
 
 
 def batch_io_get_status(uintptr_t batch, unsigned min_nr, unsigned capacity,
@@ -557,9 +529,7 @@ def batch_io_get_status(uintptr_t batch, unsigned min_nr, unsigned capacity,
     ``nr_out``, if not 0, is the address of an ``unsigned`` that receives the
     count before this function returns, so that a signal handler raising on
     return (Ctrl-C) cannot lose the events the library handed over."""
-    global _p_batch_status
-    if _p_batch_status == NULL:
-        _p_batch_status = <fn_batch_status_t>_resolve(b"hipFileBatchIOGetStatus")
+    _need(_p_batch_status, b"hipFileBatchIOGetStatus")
     cdef unsigned nr = capacity
     cdef timespec ts
     cdef timespec *tsp = NULL
@@ -576,26 +546,20 @@ def batch_io_get_status(uintptr_t batch, unsigned min_nr, unsigned capacity,
                             <hipFileIOEvents_t *>events, tsp)
     if e.err == 0 and nr_out != 0:
         (<unsigned *>nr_out)[0] = nr
-    _check(e, "hipFileBatchIOGetStatus")
+    _check(e, b"hipFileBatchIOGetStatus")
     return nr
 
 
 def batch_io_cancel(uintptr_t batch):
     """Wraps ``hipFileBatchIOCancel``."""
-    global _p_batch_cancel
-    if _p_batch_cancel == NULL:
-        _p_batch_cancel = <fn_batch_cancel_t>_resolve(b"hipFileBatchIOCancel")
-    cdef hipFileError_t e
+    _need(_p_batch_cancel, b"hipFileBatchIOCancel")
     with nogil:
-        e = _p_batch_cancel(<hipFileBatchHandle_t>batch)
-    _check(e, "hipFileBatchIOCancel")
+        _check(_p_batch_cancel(<hipFileBatchHandle_t>batch), b"hipFileBatchIOCancel")
 
 
 def batch_io_destroy(uintptr_t batch):
     """Wraps ``hipFileBatchIODestroy``."""
-    global _p_batch_destroy
-    if _p_batch_destroy == NULL:
-        _p_batch_destroy = <fn_batch_destroy_t>_resolve(b"hipFileBatchIODestroy")
+    _need(_p_batch_destroy, b"hipFileBatchIODestroy")
     with nogil:
         _p_batch_destroy(<hipFileBatchHandle_t>batch)
 

@@ -3,9 +3,11 @@
 # Invariants
 # - The library is opened at most once per process, on first use, under
 #   ``_lock``; ``_lib`` never changes afterwards.
-# - Symbols are resolved one by one on first use; a missing one raises
-#   HipFileSymbolNotFound naming it and the library's version. Resolved
-#   function pointers may then be called without the GIL.
+# - Opening it binds every function pointer of the module at once
+#   (_bind_symbols), before ``_lib`` is set; a function the library lacks
+#   stays NULL, and calling it raises HipFileSymbolNotFound naming it and the
+#   library's version (_resolve). Bound pointers never change and may be
+#   called without the GIL.
 
 cdef void *_lib = NULL
 cdef object _lib_path = None
@@ -40,6 +42,7 @@ cdef int _open_library() except -1:
         bpath = os.fsencode(path)
         handle = dlopen(bpath, RTLD_NOW | RTLD_LOCAL)
         if handle != NULL:
+            _bind_symbols(handle)
             _lib = handle
             _lib_path = path
             return 0

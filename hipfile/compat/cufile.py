@@ -317,35 +317,27 @@ class CuFile:
         --------
         hipFileRead
         """
-        fh = self._open_file()
-        buf, size, file_offset, dev_offset = _target(dest, size, file_offset, dev_offset)
-        return fh.read(buf, size, file_offset, dev_offset)
+        return self._io(False, dest, size, file_offset, dev_offset)
 
     def write(self, src: Any, size: int, file_offset: int = 0, dev_offset: int = 0) -> int:
         """Write ``size`` bytes from ``src + dev_offset`` to the file at
-        ``file_offset``. Arguments as :meth:`read`.
+        ``file_offset``. Arguments and exceptions as :meth:`read`.
 
         Returns
         -------
         int
             Bytes written.
 
-        Raises
-        ------
-        OSError
-            The file is not open (``EBADF``), or a system error.
-        TypeError, ValueError
-            As :meth:`read`.
-        HipFileException
-            A hipFile error.
-
         See Also
         --------
         hipFileWrite
         """
+        return self._io(True, src, size, file_offset, dev_offset)
+
+    def _io(self, write: bool, target: Any, size: int, file_offset: int, dev_offset: int) -> int:
         fh = self._open_file()
-        buf, size, file_offset, dev_offset = _target(src, size, file_offset, dev_offset)
-        return fh.write(buf, size, file_offset, dev_offset)
+        buf, size, file_offset, dev_offset = _target(target, size, file_offset, dev_offset)
+        return (fh.write if write else fh.read)(buf, size, file_offset, dev_offset)
 
     def _open_file(self) -> FileHandle:
         fh = self._file

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hipfile.buffer import Buffer
+from hipfile.engine import _wait_all
 from hipfile.file import FileHandle
 from hipfile.safetensors._header import (
     ALIGNMENT,
@@ -277,16 +278,7 @@ def read_ranges_stream(fh: FileHandle, buffer: Any, reads: Sequence[ReadRange], 
     """Read every range into ``buffer`` with the stream-ordered engine
     (:meth:`hipfile.FileHandle.pread_async_ranges`, ``task_size`` chunks on
     the engine's threads), ordered after the null stream, then wait for all.
-
-    Returns
-    -------
-    int
-        Bytes read (short reads at end of file included).
-
-    Raises
-    ------
-    OSError, HipFileException
-        The first failure, after every range has ended.
+    Returns and raises as :func:`read_ranges`.
 
     See Also
     --------
@@ -295,17 +287,7 @@ def read_ranges_stream(fh: FileHandle, buffer: Any, reads: Sequence[ReadRange], 
     handles = fh.pread_async_ranges(
         buffer, [(r.size, r.file_offset, r.buffer_offset) for r in reads], 0,
         task_size=task_size)
-    total = 0
-    first: BaseException | None = None
-    for h in handles:  # every range ends before an error is raised
-        try:
-            total += int(h.wait())
-        except Exception as e:
-            if first is None:
-                first = e
-    if first is not None:
-        raise first
-    return total
+    return _wait_all(handles)
 
 
 #: Read engines by name: ``reader(fh, buffer, reads, task_size=...) -> bytes``.
