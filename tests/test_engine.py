@@ -3,6 +3,7 @@ and their _ranges forms, run on the active platform."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -91,6 +92,18 @@ class StreamBlocker:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+@contextlib.contextmanager
+def blocked_read(path: Path, stream: object) -> Iterator[StreamIOHandle]:
+    """An engine read of the first N bytes of ``path``,
+    submitted on ``stream`` while a StreamBlocker holds it. On leaving, the
+    stream runs again and the read must complete with N bytes."""
+    with device_array(N) as dev, FileHandle(path) as fh:
+        with StreamBlocker(stream):
+            h = fh.pread_async(dev, N, 0, 0, stream)
+            yield h
+        assert h.wait(timeout=30) == N
 
 
 def _wait_idle(timeout: float = 10.0) -> None:
@@ -323,15 +336,12 @@ def test_zero_byte_range_completes(drv, layers_file, nb_stream):
 
 
 def test_wait_timeout_then_result(drv, layers_file, nb_stream):
-    path, _ = layers_file
-    with device_array(N) as dev, FileHandle(path) as fh:
-        with StreamBlocker(nb_stream):
-            h = fh.pread_async(dev, N, 0, 0, nb_stream)
-            t0 = time.monotonic()
-            with pytest.raises(TimeoutError):
-                h.wait(timeout=0.12)
-            assert time.monotonic() - t0 < 2
-        assert h.wait(timeout=30) == N
+    with blocked_read(layers_file[0], nb_stream) as h:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            h.wait(timeout=0.12)
+        assert time.monotonic() - t0 < 2
+    assert h.result(timeout=0) == N
 
 
 def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanism, platform):
@@ -506,20 +516,16 @@ def test_buffer_and_stream_on_device_1(layers_file, tmp_path):
 @pytest.mark.emulated
 @pytest.mark.filterwarnings("ignore:.*fork.*:DeprecationWarning")  # threads exist here
 def test_inherited_operation_raises_in_a_forked_child(drv, layers_file, nb_stream):
-    path, _ = layers_file
-    with device_array(N) as dev, FileHandle(path) as fh:
-        with StreamBlocker(nb_stream):
-            h = fh.pread_async(dev, N, 0, 0, nb_stream)
-            pid = os.fork()
-            if pid == 0:  # the child: the parent's operation never runs here
-                code = 1
-                try:
-                    h.wait(timeout=5)
-                except hipfile.ForkedProcessError:
-                    code = 0
-                except BaseException:
-                    code = 2
-                os._exit(code)
-            _, status = os.waitpid(pid, 0)
-            assert os.waitstatus_to_exitcode(status) == 0
-        assert h.wait(timeout=30) == N
+    with blocked_read(layers_file[0], nb_stream) as h:
+        pid = os.fork()
+        if pid == 0:  # the child: the parent's operation never runs here
+            code = 1
+            try:
+                h.wait(timeout=5)
+            except hipfile.ForkedProcessError:
+                code = 0
+            except BaseException:
+                code = 2
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
