@@ -67,6 +67,16 @@ def _positive(text: str) -> int:
     return n
 
 
+def _seconds(text: str) -> float:
+    try:
+        t = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not t >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return t
+
+
 # -- stats ------------------------------------------------------------------------------------
 
 
@@ -75,7 +85,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from hipfile.errors import HipFileLibraryError, HipFileSymbolNotFound
 
     try:
-        text = stats.report(args.pid)
+        text = stats.report(args.pid, timeout=args.timeout)
+    except TimeoutError as e:
+        print(f"hipfile stats: {e}", file=sys.stderr)
+        return 1
     except HipFileSymbolNotFound as e:
         print(f"hipfile stats: this libhipfile has no statistics support ({e})",
               file=sys.stderr)
@@ -149,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
                            description="Print the statistics report of a process using "
                            "hipFile, where the library offers statistics.")
     stats.add_argument("pid", type=_positive, help="process id")
+    stats.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS",
+                       help="give up when the process has served no statistics after "
+                            "this long (default: wait until it does or exits; Ctrl-C "
+                            "stops the wait)")
     stats.set_defaults(func=cmd_stats)
     return parser
 

@@ -22,6 +22,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 import warnings
 from types import TracebackType
 from typing import Any
@@ -124,6 +125,56 @@ _BY_STATUS: dict[int, type[StatsError]] = {
 def _check(status: int, func: str, detail: str = "") -> None:
     if status != StatsStatus.SUCCESS:
         raise _BY_STATUS.get(int(status), StatsError)(status, func, detail)
+
+
+#: Slice of a wait on a blocking library call: how late Ctrl-C may be seen.
+_SLICE = 0.05
+
+
+class _BlockingCall:
+    """A library call that may block for long (connecting to a target, waiting
+    for it to exit), run in a daemon thread so that the caller's wait can time
+    out or be interrupted (Ctrl-C) without losing the call: the next wait
+    picks up the same call and its outcome. The thread holds the context as
+    a user until the call returns (see ``StatsContext._enter``)."""
+
+    def __init__(self, owner: StatsContext, call: Any) -> None:
+        self._done = threading.Event()
+        self._status = 0
+        self._error: BaseException | None = None
+        ctx = owner._enter()
+
+        def run() -> None:
+            try:
+                self._status = int(call(ctx))
+            except BaseException as e:  # handed to the waiter
+                self._error = e
+            finally:
+                owner._leave()
+                self._done.set()
+
+        threading.Thread(target=run, name=f"hipfile-stats-{owner.pid}", daemon=True).start()
+
+    def wait(self, timeout: float | None) -> int | None:
+        """The call's status, or None when ``timeout`` seconds passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._done.wait(_SLICE if deadline is None
+                                  else max(0.0, min(_SLICE, deadline - time.monotonic()))):
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+        if self._error is not None:
+            raise self._error
+        return self._status
+
+
+def _check_timeout(timeout: float | None) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
+    if not timeout >= 0:
+        raise ValueError(f"timeout must be >= 0, got {timeout}")
+    return float(timeout)
 
 
 # -- the report -------------------------------------------------------------------
@@ -246,11 +297,15 @@ class StatsContext:
         The target process.
     connect
         Connect at once (the default); otherwise call :meth:`connect`.
+    timeout
+        Seconds to wait for that connection at most, or None for no limit.
 
     Raises
     ------
     TypeError
         ``pid`` is not an int.
+    TimeoutError
+        (when connecting) not connected within ``timeout``.
     StatsInvalidArgumentError
         ``pid`` is not positive.
     StatsTargetNotFoundError
@@ -271,21 +326,25 @@ class StatsContext:
     readable after the target exits.
     """
 
-    def __init__(self, pid: int, *, connect: bool = True) -> None:
+    def __init__(self, pid: int, *, connect: bool = True,
+                 timeout: float | None = None) -> None:
         if isinstance(pid, bool) or not isinstance(pid, int):
             raise TypeError(f"pid must be an int, not {type(pid).__name__}")
+        timeout = _check_timeout(timeout)
         self._pid = pid
         self._ctx = 0
         self._lock = threading.Lock()
         self._users = 0
         self._closing = False
         self._connected = False
+        self._calls: dict[str, _BlockingCall] = {}
+        self._calls_lock = threading.Lock()
         status, ctx = _hipfile.stats_create_context(pid)
         _check(status, "hipFileStatsCreateContext", f"pid {pid}")
         self._ctx = ctx
         if connect:
             try:
-                self.connect()
+                self.connect(timeout)
             except BaseException:
                 self.close()
                 raise
@@ -321,16 +380,40 @@ class StatsContext:
         if ctx:
             _hipfile.stats_close_context(ctx)
 
-    def connect(self) -> None:
+    def _blocking(self, name: str, call: Any, timeout: float | None) -> int | None:
+        """Wait for the blocking library call ``name`` (started now, or by an
+        earlier wait that timed out or was interrupted); its status, or None
+        on timeout (the call goes on)."""
+        with self._calls_lock:  # one library call per kind at a time
+            pending = self._calls.get(name)
+            if pending is None:
+                pending = self._calls[name] = _BlockingCall(self, call)
+        status = pending.wait(timeout)
+        if status is not None:
+            with self._calls_lock:
+                if self._calls.get(name) is pending:
+                    del self._calls[name]
+        return status
+
+    def connect(self, timeout: float | None = None) -> None:
         """Connect to the target process (idempotent).
 
         Waits until the target serves its statistics (it may not have
-        loaded hipFile yet) or exits, as AMD's library does.
+        loaded hipFile yet) or exits, as AMD's library does. The wait can be
+        interrupted (Ctrl-C) or time out; the connection attempt goes on and
+        the next call waits for the same attempt.
+
+        Parameters
+        ----------
+        timeout
+            Seconds to wait at most, or None for no limit.
 
         Raises
         ------
         ValueError
-            The context is closed.
+            The context is closed, or ``timeout`` is negative.
+        TimeoutError
+            The target neither served statistics nor exited in time.
         StatsTargetNotAccessibleError
             The target exited without serving statistics this library can
             read.
@@ -339,26 +422,39 @@ class StatsContext:
         --------
         hipFileStatsConnectToTargetProcess
         """
-        ctx = self._enter()
-        try:
-            _check(_hipfile.stats_connect_to_target_process(ctx),
-                   "hipFileStatsConnectToTargetProcess", f"pid {self._pid}")
-            self._connected = True
-        finally:
+        timeout = _check_timeout(timeout)
+        if self._connected:
+            self._enter()  # a closed context still refuses
             self._leave()
+            return
+        status = self._blocking("connect", _hipfile.stats_connect_to_target_process, timeout)
+        if status is None:
+            raise TimeoutError(f"pid {self._pid} served no statistics within {timeout} s "
+                               "(the connection attempt goes on; connect() again waits for it)")
+        _check(status, "hipFileStatsConnectToTargetProcess", f"pid {self._pid}")
+        self._connected = True
 
-    def poll(self, block: bool = False) -> bool:
+    def poll(self, block: bool = False, timeout: float | None = None) -> bool:
         """Whether the target process has exited; ``block`` waits for it.
+
+        Parameters
+        ----------
+        block
+            Wait until the target exits (interruptible with Ctrl-C; the
+            next blocking call waits for the same library call).
+        timeout
+            With ``block``: seconds to wait at most, or None for no limit.
 
         Returns
         -------
         bool
-            True once the target has exited, False while it runs.
+            True once the target has exited, False while it runs (or when
+            a blocking wait timed out).
 
         Raises
         ------
         ValueError
-            The context is closed.
+            The context is closed, or ``timeout`` is negative.
         StatsError
             The library failed otherwise.
 
@@ -366,19 +462,35 @@ class StatsContext:
         --------
         hipFileStatsPollTargetProcess
         """
-        ctx = self._enter()
-        try:
-            status = _hipfile.stats_poll_target_process(ctx, bool(block))
-        finally:
-            self._leave()
-        if status == StatsStatus.TARGET_PROCESS_NOT_ACCESSIBLE and not block:
-            return False  # still running: the libraries answer so
+        timeout = _check_timeout(timeout)
+        if block:
+            status = self._blocking(
+                "wait", lambda ctx: _hipfile.stats_poll_target_process(ctx, True), timeout)
+            if status is None:
+                return False
+        else:
+            ctx = self._enter()
+            try:
+                status = _hipfile.stats_poll_target_process(ctx, False)
+            finally:
+                self._leave()
+            if status == StatsStatus.TARGET_PROCESS_NOT_ACCESSIBLE:
+                return False  # still running: the libraries answer so
         _check(status, "hipFileStatsPollTargetProcess", f"pid {self._pid}")
         return True
 
-    def wait(self) -> None:
-        """Block until the target process exits (``poll(block=True)``)."""
-        self.poll(block=True)
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the target process exits (``poll(block=True)``).
+
+        Raises
+        ------
+        TimeoutError
+            The target still runs after ``timeout`` seconds.
+        ValueError, StatsError
+            As :meth:`poll`.
+        """
+        if not self.poll(block=True, timeout=timeout):
+            raise TimeoutError(f"pid {self._pid} still runs after {timeout} s")
 
     def report_text(self) -> str:
         """The statistics report, as the library writes it.
@@ -420,7 +532,9 @@ class StatsContext:
 
     def close(self) -> None:
         """Release the context (idempotent; waits for no call: the context is
-        freed when the last call using it returns).
+        freed when the last call using it returns, including a connection
+        attempt or a wait left running by a timeout or Ctrl-C, which returns
+        when the target serves statistics or exits).
 
         See Also
         --------
@@ -455,7 +569,7 @@ class StatsContext:
         return f"<hipfile.StatsContext pid={self._pid} {state}>"
 
 
-def report(pid: int) -> str:
+def report(pid: int, timeout: float | None = None) -> str:
     """The statistics report of process ``pid``, as the library writes it.
 
     Connects to the target (waiting, as :meth:`StatsContext.connect` does,
@@ -466,6 +580,8 @@ def report(pid: int) -> str:
     ----------
     pid
         The target process.
+    timeout
+        Seconds to wait for the connection at most, or None for no limit.
 
     Returns
     -------
@@ -478,6 +594,8 @@ def report(pid: int) -> str:
         As :class:`StatsContext`.
     StatsTargetNotAccessibleError, HipFileSymbolNotFound
         As :class:`StatsContext` (when connecting).
+    TimeoutError
+        Not connected within ``timeout``.
     StatsReportError
         The library could not write the report.
 
@@ -485,7 +603,7 @@ def report(pid: int) -> str:
     --------
     StatsContext.report_text, hipFileStatsGenerateReport
     """
-    with StatsContext(pid) as stats:
+    with StatsContext(pid, timeout=timeout) as stats:
         return stats.report_text()
 
 

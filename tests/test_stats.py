@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -234,3 +235,77 @@ def test_library_without_the_statistics_api(tmp_path: Path) -> None:
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "missing: hipFileStatsCreateContext is not exported" in proc.stdout
+
+
+@pytest.fixture
+def quiet_process() -> Iterator[subprocess.Popen[bytes]]:
+    """A process that never loads hipFile; exits when its stdin closes."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE)
+    yield proc
+    if proc.stdin is not None and not proc.stdin.closed:
+        proc.stdin.close()
+    proc.wait(timeout=60)
+
+
+def _end(proc: subprocess.Popen[bytes]) -> threading.Thread:
+    """Let ``proc`` exit and reap it (a zombie still counts as running)."""
+    assert proc.stdin is not None
+    proc.stdin.close()
+    reaper = threading.Thread(target=proc.wait)
+    reaper.start()
+    return reaper
+
+
+@needs_stats
+def test_connect_times_out_and_the_attempt_goes_on(quiet_process) -> None:  # type: ignore[no-untyped-def]
+    stats = StatsContext(quiet_process.pid, connect=False)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match="goes on"):
+            stats.connect(timeout=0.2)
+        assert time.monotonic() - t0 < 2
+        assert not stats.connected
+        assert stats.poll() is False
+        assert stats.poll(block=True, timeout=0.1) is False
+        with pytest.raises(TimeoutError, match="still runs"):
+            stats.wait(timeout=0.1)
+        with pytest.raises(ValueError, match=">= 0"):
+            stats.connect(timeout=-1)
+        reaper = _end(quiet_process)
+        # the same attempt ends when the target exits without statistics
+        with pytest.raises(hipfile.StatsTargetNotAccessibleError):
+            stats.connect(timeout=60)
+        stats.wait(timeout=60)
+        reaper.join(timeout=60)
+    finally:
+        stats.close()
+
+
+@needs_stats
+def test_connect_is_interruptible(quiet_process) -> None:  # type: ignore[no-untyped-def]
+    import signal
+
+    with StatsContext(quiet_process.pid, connect=False) as stats:
+        timer = threading.Timer(0.2, signal.raise_signal, args=(signal.SIGINT,))
+        t0 = time.monotonic()
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                stats.connect()
+        finally:
+            timer.cancel()
+            timer.join()
+        assert time.monotonic() - t0 < 1.5
+        reaper = _end(quiet_process)
+        with pytest.raises(hipfile.StatsTargetNotAccessibleError):
+            stats.connect(timeout=60)
+        reaper.join(timeout=60)
+
+
+@needs_stats
+def test_cli_stats_timeout(quiet_process) -> None:  # type: ignore[no-untyped-def]
+    proc = subprocess.run([sys.executable, "-m", "hipfile", "stats", str(quiet_process.pid),
+                           "--timeout", "0.3"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stderr
+    assert "served no statistics within 0.3 s" in proc.stderr
