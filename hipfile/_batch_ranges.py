@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from hipfile._interop import as_int
+from hipfile._interop import as_int, as_timeout
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
 from hipfile.batch import _MAX_ENTRY, BatchIO
@@ -30,7 +30,7 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
         per_batch = as_int(batch_size, "batch_size")
         if per_batch <= 0:
             raise ValueError(f"batch_size must be positive, got {per_batch}")
-    timeout = BatchIO._check_timeout(timeout)
+    timeout = as_timeout(timeout)
     _, length, _ = _hipfile.buffer_info(buffer)
     # Every range is checked before anything is submitted; ranges above one
     # entry's limit become several entries.

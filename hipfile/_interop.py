@@ -360,6 +360,25 @@ def as_int(value: Any, name: str) -> int:
         raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
 
 
+def as_timeout(timeout: Any) -> float | None:
+    """A wait's ``timeout``: None (no limit) or seconds >= 0 as a float.
+
+    Raises
+    ------
+    TypeError
+        Neither a number nor None (bools are refused).
+    ValueError
+        Negative (or NaN).
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
+    if not timeout >= 0:
+        raise ValueError(f"timeout must be >= 0, got {timeout}")
+    return float(timeout)
+
+
 def io_range(buffer: Any, size: Any, file_offset: Any,
              buffer_offset: Any) -> tuple[int, int, Any, int, int, int]:
     """Check one transfer against its buffer.

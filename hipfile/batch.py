@@ -35,7 +35,7 @@ import numpy as np
 
 from hipfile._abi import IO_EVENTS, IO_PARAMS
 from hipfile._batch_event import _FINAL, BatchEvent, _Entry, _Submission
-from hipfile._interop import as_int, io_range
+from hipfile._interop import as_int, as_timeout, io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
 from hipfile._lifetime import ClosesWhenCollected
@@ -423,20 +423,10 @@ class BatchIO(ClosesWhenCollected):
         min_nr = as_int(min_nr, "min_nr")
         if not 0 <= min_nr <= self._max_nr:
             raise ValueError(f"min_nr must be in 0..{self._max_nr}, got {min_nr}")
-        timeout = self._check_timeout(timeout)
+        timeout = as_timeout(timeout)
         if min_nr:
             self._check_submitted("get_status(min_nr > 0)")
         return self._collect(min_nr, timeout)
-
-    @staticmethod
-    def _check_timeout(timeout: float | None) -> float | None:
-        if timeout is None:
-            return None
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-            raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
-        if not timeout >= 0:
-            raise ValueError(f"timeout must be >= 0, got {timeout}")
-        return float(timeout)
 
     def _check_submitted(self, call: str) -> None:
         """Refuse to wait when entries are queued and none was submitted:
@@ -474,7 +464,7 @@ class BatchIO(ClosesWhenCollected):
         """
         self._check_open()
         self._check_submitted("wait()")
-        timeout = self._check_timeout(timeout)
+        timeout = as_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._status_lock:
             while True:

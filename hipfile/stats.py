@@ -27,6 +27,7 @@ import warnings
 from types import TracebackType
 from typing import Any
 
+from hipfile._interop import as_timeout
 from hipfile._lib import _hipfile
 
 __all__ = [
@@ -165,16 +166,6 @@ class _BlockingCall:
         if self._error is not None:
             raise self._error
         return self._status
-
-
-def _check_timeout(timeout: float | None) -> float | None:
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
-    if not timeout >= 0:
-        raise ValueError(f"timeout must be >= 0, got {timeout}")
-    return float(timeout)
 
 
 # -- the report -------------------------------------------------------------------
@@ -330,7 +321,7 @@ class StatsContext:
                  timeout: float | None = None) -> None:
         if isinstance(pid, bool) or not isinstance(pid, int):
             raise TypeError(f"pid must be an int, not {type(pid).__name__}")
-        timeout = _check_timeout(timeout)
+        timeout = as_timeout(timeout)
         self._pid = pid
         self._ctx = 0
         self._lock = threading.Lock()
@@ -422,7 +413,7 @@ class StatsContext:
         --------
         hipFileStatsConnectToTargetProcess
         """
-        timeout = _check_timeout(timeout)
+        timeout = as_timeout(timeout)
         if self._connected:
             self._enter()  # a closed context still refuses
             self._leave()
@@ -462,7 +453,7 @@ class StatsContext:
         --------
         hipFileStatsPollTargetProcess
         """
-        timeout = _check_timeout(timeout)
+        timeout = as_timeout(timeout)
         if block:
             status = self._blocking(
                 "wait", lambda ctx: _hipfile.stats_poll_target_process(ctx, True), timeout)
