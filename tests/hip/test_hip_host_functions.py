@@ -72,20 +72,28 @@ def stays_false(predicate: Callable[[], bool], seconds: float = HELD_S) -> bool:
     return not predicate()
 
 
-class Marker:
-    """An event recorded on a stream now: once it is reached, the stream
-    has run everything enqueued before it, and so has reached (and handed
-    to the host-function thread) a host function enqueued right after it."""
+class Held:
+    """A host function on a stream held on a flag word until :meth:`reach`:
+    the stream waits for the flag, passes an event, then reaches the host
+    function. The runtime hands a host function to the host-function thread
+    as soon as its stream gets to it, so once the event is reached (after
+    the flag is set) the function has been queued there."""
 
-    def __init__(self, stream: object) -> None:
+    def __init__(self, rec: Recorder, stream: object, label: str, flag: tuple[int, int]) -> None:
+        self.host, dev = flag
+        assert wait_value(32, stream, dev, 1, GTE, 0xFFFFFFFF) == E.hipSuccess
         self.event = ok(hip.hipEventCreate())
         ok(hip.hipEventRecord(self.event, stream))
+        rec.launch(stream, label)
 
-    def reached(self) -> None:
-        try:
-            ok(hip.hipEventSynchronize(self.event))
-        finally:
-            ok(hip.hipEventDestroy(self.event))
+    def reach(self) -> None:
+        store(self.host, 1, 32)
+        ok(hip.hipEventSynchronize(self.event))
+
+    def close(self) -> None:
+        store(self.host, 1, 32)  # never leave a stream blocked
+        ok(hip.hipEventSynchronize(self.event))
+        ok(hip.hipEventDestroy(self.event))
 
 
 def test_blocked_host_function_holds_back_other_streams(streams: list[object]) -> None:
@@ -125,29 +133,23 @@ def test_host_functions_run_in_the_order_streams_reach_them(
     streams: list[object], mapped: Mapped
 ) -> None:
     a, b, c, d = streams
-    host, dev = mapped.word(0)
     gate = Gate()
     rec = Recorder()
     gate.launch(a)
+    held: list[Held] = []
     try:
         assert gate.entered.wait(WAIT_S)
-        # b's function is enqueued first but reached last: b waits for a flag.
-        assert wait_value(32, b, dev, 1, GTE, 0xFFFFFFFF) == E.hipSuccess
-        at_b = Marker(b)
-        rec.launch(b, "b")
-        at_d = Marker(d)
-        rec.launch(d, "d")
-        at_d.reached()
-        at_c = Marker(c)
-        rec.launch(c, "c")
-        at_c.reached()
-        store(host, 1, 32)
-        at_b.reached()
+        # Enqueued b, d, c; reached d, c, b.
+        held = [Held(rec, s, label, mapped.word(i))
+                for i, (s, label) in enumerate(((b, "b"), (d, "d"), (c, "c")))]
+        for i in (1, 2, 0):
+            held[i].reach()
         rec.launch(a, "a")  # behind the gate on its own stream
         assert stays_false(lambda: bool(rec.seen))
     finally:
-        store(host, 1, 32)
         gate.open()
+        for h in held:
+            h.close()
     for s in streams:
         ok(hip.hipStreamSynchronize(s))
     assert rec.seen == ["d", "c", "b", "a"]
@@ -175,7 +177,9 @@ def test_stream_work_waits_for_its_host_function_other_streams_go_on(
     assert (view[:32] == 1).all()
 
 
-def test_host_function_thread_refuses_calls_that_wait(streams: list[object]) -> None:
+def test_host_function_thread_refuses_calls_that_wait(
+    streams: list[object], mapped: Mapped
+) -> None:
     """From the host-function thread, waiting for a stream whose host function
     is queued behind the running one would never return: such calls are
     refused, while calls that only enqueue work succeed."""
@@ -189,9 +193,11 @@ def test_host_function_thread_refuses_calls_that_wait(streams: list[object]) -> 
     results: list[int] = []
     rec = Recorder()
     later = rec.key("enqueued by a host function")
+    started = threading.Event()
     b_queued = threading.Event()
 
     def misbehave(_ud: int | None) -> None:
+        started.set()
         b_queued.wait(WAIT_S)
         results.append(lib.hipStreamSynchronize(int(b)))  # type: ignore[call-overload]
         results.append(lib.hipDeviceSynchronize())
@@ -200,11 +206,14 @@ def test_host_function_thread_refuses_calls_that_wait(streams: list[object]) -> 
         results.append(len(rec.seen))
 
     cfunc = HOST_FN(misbehave)
-    at_a = Marker(a)
     ok(hip.hipLaunchHostFunc(a, fn_ptr(cfunc), None))
-    at_a.reached()
-    rec.launch(b, "queued behind")  # b now waits for the host-function thread
-    b_queued.set()
+    held = Held(rec, b, "queued behind", mapped.word(0))
+    try:
+        assert started.wait(WAIT_S)
+        held.reach()  # b now waits for the host-function thread, busy with a's
+    finally:
+        b_queued.set()
+        held.close()
     ok(hip.hipStreamSynchronize(a))
     ok(hip.hipStreamSynchronize(b))
     hip.hipGetLastError()
