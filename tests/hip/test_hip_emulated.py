@@ -244,6 +244,8 @@ def test_exit_with_pending_and_stuck_work_does_not_hang() -> None:
             hip.hipMemsetAsync(d, 1, 1 << 20, busy)
         assert hip.hipLaunchHostFunc(stuck, sleep_fn, 60)[0] == hip.hipError_t.hipSuccess
         hip.hipMemsetAsync(d, 2, 1 << 20, stuck)
+        # Queued behind the stuck one on the one host-function thread.
+        assert hip.hipLaunchHostFunc(busy, sleep_fn, 60)[0] == hip.hipError_t.hipSuccess
         print("exiting")
         """
     )
@@ -251,6 +253,49 @@ def test_exit_with_pending_and_stuck_work_does_not_hang() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "exiting" in proc.stdout
     assert elapsed < 30.0
+
+
+@pytest.mark.emulated
+def test_fork_child_runs_host_functions() -> None:
+    # The parent's host-function thread is busy (libc sleep(1)) when it forks;
+    # the child has no copy of it and must start its own.
+    proc = _run_emulated_script(
+        """
+        libc = ctypes.CDLL(None)
+        sleep_fn = ctypes.cast(libc.sleep, ctypes.c_void_p).value
+        HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+        seen = []
+        record = HOST_FN(lambda ud: seen.append((os.getpid(), ud)))
+        record_ptr = ctypes.cast(record, ctypes.c_void_p).value
+        s = hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)[1]
+        assert hip.hipLaunchHostFunc(s, record_ptr, 1)[0] == E.hipSuccess
+        assert hip.hipStreamSynchronize(s)[0] == E.hipSuccess
+        assert hip.hipLaunchHostFunc(s, sleep_fn, 1)[0] == E.hipSuccess
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                assert hip.hipLaunchHostFunc(s, record_ptr, 2)[0] == E.hipErrorContextIsDestroyed
+                t = hip.hipStreamCreate()[1]
+                for ud in (3, 4):
+                    assert hip.hipLaunchHostFunc(t, record_ptr, ud)[0] == E.hipSuccess
+                assert hip.hipStreamSynchronize(t)[0] == E.hipSuccess
+                assert seen == [(os.getppid(), 1), (os.getpid(), 3), (os.getpid(), 4)], seen
+                assert hip.hipStreamDestroy(t)[0] == E.hipSuccess
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        assert hip.hipLaunchHostFunc(s, record_ptr, 5)[0] == E.hipSuccess
+        assert hip.hipStreamSynchronize(s)[0] == E.hipSuccess
+        assert seen == [(os.getpid(), 1), (os.getpid(), 5)], seen
+        assert hip.hipStreamDestroy(s)[0] == E.hipSuccess
+        print("fork OK")
+        """
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "fork OK" in proc.stdout
 
 
 @pytest.mark.emulated

@@ -3,11 +3,12 @@
  * The emulated runtime implements the subset of HIP that HIP-Python and the
  * hipfile package use, on the CPU: "device" memory is host memory kept in an
  * allocation table, every stream is a worker thread that runs its queue in
- * order, events are positions in those queues.
+ * order, events are positions in those queues, and one host-function thread
+ * runs the host functions of every stream, one at a time (as HIP does).
  *
  * Locking: one global mutex (emu_lock) protects every table, queue and
- * counter. Worker threads drop it while they copy memory or run user host
- * functions. Anyone waiting for progress waits on emu_progress, which is
+ * counter. Worker threads drop it while they copy memory, the host-function
+ * thread while it runs a user host function. Anyone waiting for progress waits on emu_progress, which is
  * broadcast whenever any queued operation finishes. */
 #ifndef HIPFILE_EMU_HIP_H
 #define HIPFILE_EMU_HIP_H
@@ -83,6 +84,9 @@ struct emu_op {
   uint64_t value;          /* WAIT_VALUE, WRITE_VALUE (width in elem_size: 4 or 8) */
   uint64_t mask;           /* WAIT_VALUE */
   unsigned cmp;            /* WAIT_VALUE: hipStreamWaitValueGte/Eq/And/Nor */
+  struct emu_op *host_next; /* HOST_FN, CALLBACK: next in the dispatcher's queue */
+  struct ihipStream_t *host_stream; /* HOST_FN, CALLBACK: the stream that reached it */
+  int host_state;          /* HOST_FN, CALLBACK: EMU_HOST_QUEUED/RUNNING/DONE */
 };
 
 struct ihipStream_t {
@@ -119,7 +123,9 @@ struct ihipEvent_t {
 extern pthread_mutex_t emu_lock;
 extern pthread_cond_t emu_progress;
 extern int emu_shutdown;                      /* library is unloading */
-extern __thread struct ihipStream_t *emu_tls_worker; /* set on worker threads */
+/* Set on worker threads, and on the host-function thread while it runs a host
+ * function: calls that would wait for streams refuse to from there. */
+extern __thread struct ihipStream_t *emu_tls_worker;
 
 int emu_device_count(void);
 hipError_t emu_current_device(int *device);
@@ -147,6 +153,19 @@ hipError_t emu_submit_memory_op(hipStream_t stream, struct emu_op *op, int wait)
 long long emu_stream_count_locked(void);
 long long emu_event_count_locked(void);
 long long emu_release_streams_events_locked(int device);
+
+/* ---- hostfn.c ------------------------------------------------------------ */
+enum { EMU_HOST_QUEUED = 0, EMU_HOST_RUNNING = 1, EMU_HOST_DONE = 2 };
+/* Runs a HOST_FN or CALLBACK operation that stream s has reached: hands it
+ * to the process's one host-function thread, in the order the streams reach
+ * them, and returns once it has run (or was dropped because s is being
+ * discarded). Called and returns with the lock held. */
+void emu_run_host_op_locked(struct ihipStream_t *s, struct emu_op *op);
+/* Calls the operation's function (lock not held). */
+void emu_call_host_op(struct emu_op *op);
+/* Unload: stops the host-function thread; returns 1 and its id in *thread
+ * when one must be joined. Called with the lock held. */
+int emu_host_dispatcher_stop_locked(pthread_t *thread);
 
 /* ---- memory.c ------------------------------------------------------------ */
 long long emu_alloc_count_locked(int pinned);

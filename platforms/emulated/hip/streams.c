@@ -1,7 +1,8 @@
 /* Streams, events and host functions of the emulated HIP runtime.
  *
  * Every stream, and the null stream of each device, has a worker thread that
- * runs its queue in order. A position in a queue is a sequence number: the
+ * runs its queue in order; host functions and callbacks it reaches run on the
+ * process's one host-function thread while it waits (hostfn.c). A position in a queue is a sequence number: the
  * stream has finished position n once `completed >= n`.
  *
  * The null stream is HIP's legacy default stream: an operation enqueued on it
@@ -87,14 +88,10 @@ static void emu_run_op_locked(struct ihipStream_t *s, struct emu_op *op) {
       emu_lock_acquire();
       break;
     case EMU_OP_HOST_FN:
-      emu_lock_release();
-      op->fn(op->user_data);
-      emu_lock_acquire();
-      break;
     case EMU_OP_CALLBACK:
-      emu_lock_release();
-      op->callback(op->handle, hipSuccess, op->user_data);
-      emu_lock_acquire();
+      /* On the process's one host-function thread (hostfn.c); the stream
+       * waits here until it has run. */
+      emu_run_host_op_locked(s, op);
       break;
     case EMU_OP_RECORD:
       if (op->gen > op->event->done_gen) {
@@ -736,10 +733,11 @@ long long emu_release_streams_events_locked(int device) {
 
 /* ---- unload ------------------------------------------------------------- */
 
-/* Stops every worker when the library is unloaded (normally at process
- * exit): queued work that has not started is dropped, a running operation
- * is allowed to finish. A worker stuck in a user host function is given up
- * on after a timeout so that exit never hangs. Nothing is freed: other
+/* Stops every worker and the host-function thread when the library is
+ * unloaded (normally at process exit): queued work that has not started is
+ * dropped, a running operation is allowed to finish. A host function that
+ * does not return (and the worker waiting for it) is given up on after a
+ * timeout so that exit never hangs. Nothing is freed: other
  * threads may still hold handles. */
 __attribute__((destructor)) static void emu_unload(void) {
   struct timespec deadline;
@@ -757,13 +755,16 @@ __attribute__((destructor)) static void emu_unload(void) {
     pthread_cond_signal(&s->work);
     if (threads != NULL && s->thread_started && !s->detached) threads[k++] = s->thread;
   }
+  pthread_t host_thread;
+  int join_host = emu_host_dispatcher_stop_locked(&host_thread);
   pthread_cond_broadcast(&emu_progress);
   pthread_mutex_unlock(&emu_lock);
-  /* One deadline for all workers together. */
+  /* One deadline for all workers and the host-function thread together. */
   clock_gettime(CLOCK_REALTIME, &deadline);
   deadline.tv_sec += 2;
   for (size_t i = 0; i < k; ++i) pthread_timedjoin_np(threads[i], NULL, &deadline);
   free(threads);
+  if (join_host) pthread_timedjoin_np(host_thread, NULL, &deadline);
   /* Detached workers (streams destroyed while blocked in a stream wait)
    * cannot be joined: wait, within the same deadline, until they are out. */
   if (pthread_mutex_timedlock(&emu_lock, &deadline) == 0) {
