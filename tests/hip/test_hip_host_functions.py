@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from _hip_calls import *  # noqa: F403
-from _streammem_calls import GTE, Mapped, store, wait_value
+from _streammem_calls import GTE, Mapped, store, until, wait_value
 
 pytestmark = [NEEDS_HIP_PYTHON_10, pytest.mark.emulated]
 
@@ -63,15 +62,6 @@ class Recorder:
         ok(hip.hipStreamAddCallback(stream, fn_ptr(self.cb), self.key(label), 0))
 
 
-def stays_false(predicate: Callable[[], bool], seconds: float = HELD_S) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return False
-        time.sleep(0.005)
-    return not predicate()
-
-
 class Held:
     """A host function on a stream held on a flag word until :meth:`reach`:
     the stream waits for the flag, passes an event, then reaches the host
@@ -96,17 +86,18 @@ class Held:
         ok(hip.hipEventDestroy(self.event))
 
 
-def test_blocked_host_function_holds_back_other_streams(streams: list[object]) -> None:
+def test_blocked_host_function_holds_back_other_streams(
+    streams: list[object], rec: Recorder
+) -> None:
     a, b = streams[:2]
     gate = Gate()
-    rec = Recorder()
     gate.launch(a)
     try:
         assert gate.entered.wait(WAIT_S)
         rec.launch(b, "b")
         rec.add_callback(b, "b-callback")
         # b's functions wait for a's, though b has nothing else to wait for.
-        assert stays_false(lambda: bool(rec.seen))
+        assert not until(lambda: bool(rec.seen), HELD_S)
         assert err(hip.hipStreamQuery(b)) == E.hipErrorNotReady
     finally:
         gate.open()
@@ -114,27 +105,31 @@ def test_blocked_host_function_holds_back_other_streams(streams: list[object]) -
     assert rec.seen == ["b", "b-callback"]
 
 
-def test_host_functions_of_every_stream_run_on_one_thread(streams: list[object]) -> None:
-    rec = Recorder()
-    for round_ in range(3):
-        for i, s in enumerate(streams):
-            rec.launch(s, f"{i}.{round_}")
-            rec.add_callback(s, f"{i}.{round_}cb")
-    rec.launch(None, "null")  # the null stream's too
+def test_host_functions_of_every_stream_run_on_one_thread(
+    streams: list[object], rec: Recorder
+) -> None:
+    """All complete, each stream's in its own order, all on one thread that
+    is not the caller's (callbacks and the null stream's included)."""
+    rounds = 50
+    for r in range(rounds):
+        for k, s in enumerate(streams):
+            rec.launch(s, f"{k}:{r}")
+            rec.add_callback(s, f"{k}:{r}cb")
+    rec.launch(None, "null")
     ok(hip.hipDeviceSynchronize())
-    assert sorted(rec.seen) == sorted(
-        [f"{i}.{r}" for i in range(4) for r in range(3)]
-        + [f"{i}.{r}cb" for i in range(4) for r in range(3)] + ["null"])
+    assert len(rec.seen) == 2 * rounds * len(streams) + 1 and "null" in rec.seen
+    for k in range(len(streams)):
+        mine = [x for x in rec.seen if x.startswith(f"{k}:")]
+        assert mine == [f"{k}:{r}{cb}" for r in range(rounds) for cb in ("", "cb")]
     assert len(set(rec.threads)) == 1
     assert threading.get_ident() not in rec.threads
 
 
 def test_host_functions_run_in_the_order_streams_reach_them(
-    streams: list[object], mapped: Mapped
+    streams: list[object], mapped: Mapped, rec: Recorder
 ) -> None:
     a, b, c, d = streams
     gate = Gate()
-    rec = Recorder()
     gate.launch(a)
     held: list[Held] = []
     try:
@@ -145,7 +140,7 @@ def test_host_functions_run_in_the_order_streams_reach_them(
         for i in (1, 2, 0):
             held[i].reach()
         rec.launch(a, "a")  # behind the gate on its own stream
-        assert stays_false(lambda: bool(rec.seen))
+        assert not until(lambda: bool(rec.seen), HELD_S)
     finally:
         gate.open()
         for h in held:
@@ -169,7 +164,7 @@ def test_stream_work_waits_for_its_host_function_other_streams_go_on(
         ok(hip.hipMemsetAsync(int(pinned) + 32, 2, 32, b))  # not held back: no host function
         ok(hip.hipStreamSynchronize(b))
         assert (view[32:] == 2).all()
-        assert stays_false(lambda: bool(view[:32].any()))
+        assert not until(lambda: bool(view[:32].any()), HELD_S)
         assert err(hip.hipStreamQuery(a)) == E.hipErrorNotReady
     finally:
         gate.open()
@@ -178,7 +173,7 @@ def test_stream_work_waits_for_its_host_function_other_streams_go_on(
 
 
 def test_host_function_thread_refuses_calls_that_wait(
-    streams: list[object], mapped: Mapped
+    streams: list[object], mapped: Mapped, rec: Recorder
 ) -> None:
     """From the host-function thread, waiting for a stream whose host function
     is queued behind the running one would never return: such calls are
@@ -191,7 +186,6 @@ def test_host_function_thread_refuses_calls_that_wait(
     lib.hipLaunchHostFunc.restype = ctypes.c_int
     a, b = streams[:2]
     results: list[int] = []
-    rec = Recorder()
     later = rec.key("enqueued by a host function")
     started = threading.Event()
     b_queued = threading.Event()
@@ -221,14 +215,7 @@ def test_host_function_thread_refuses_calls_that_wait(
     assert rec.seen == ["queued behind", "enqueued by a host function"]
 
 
-def test_many_streams_many_host_functions_complete(streams: list[object]) -> None:
-    rec = Recorder()
-    for i in range(50):
-        for k, s in enumerate(streams):
-            rec.launch(s, f"{k}:{i}")
-    for s in streams:
-        ok(hip.hipStreamSynchronize(s))
-    assert len(rec.seen) == 200
-    for k in range(4):  # each stream's own functions stay in its order
-        mine = [x for x in rec.seen if x.startswith(f"{k}:")]
-        assert mine == [f"{k}:{i}" for i in range(50)]
+@pytest.fixture
+def rec() -> Recorder:
+    """Records which host functions ran, in order, and on which thread."""
+    return Recorder()
