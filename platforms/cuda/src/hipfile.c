@@ -746,6 +746,9 @@ hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned flags);
 hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream);
 hipError_t hipEventDestroy(hipEvent_t event);
 hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned flags);
+hipError_t hipStreamGetDevice(hipStream_t stream, int *device);
+hipError_t hipGetDevice(int *device);
+hipError_t hipSetDevice(int device);
 
 #define HIP_EVENT_DISABLE_TIMING 0x2
 
@@ -780,9 +783,11 @@ static void order_forget(const void *base)
     pthread_mutex_unlock(&order_lock);
 }
 
-/* Called with order_lock held: the record of `base`, created on first use;
- * NULL when memory or an event cannot be had. */
-static struct buf_order *order_get(const void *base)
+/* Called with order_lock held: the record of `base`, created on first use
+ * with its event on the device of `stream` (an event is recorded only on
+ * streams of its own device; a buffer's streams share its device); NULL when
+ * memory or an event cannot be had. */
+static struct buf_order *order_get(const void *base, hipStream_t stream)
 {
     struct buf_order *o = order_find(base);
     if (o != NULL)
@@ -797,7 +802,13 @@ static struct buf_order *order_get(const void *base)
     }
     o = &orders[n_orders];
     o->base = base;
-    if (hipEventCreateWithFlags(&o->last, HIP_EVENT_DISABLE_TIMING) != 0)
+    int device, current;
+    int switched = hipStreamGetDevice(stream, &device) == 0 && hipGetDevice(&current) == 0 &&
+                   device != current && hipSetDevice(device) == 0;
+    hipError_t made = hipEventCreateWithFlags(&o->last, HIP_EVENT_DISABLE_TIMING);
+    if (switched)
+        hipSetDevice(current);
+    if (made != 0)
         return NULL;
     n_orders++;
     return o;
@@ -822,7 +833,7 @@ static hipFileError_t submit_async(hfc_cuFileReadAsync_fn fn, hipFileHandle_t fh
                               (off_t *)file_offset_p, (off_t *)&zero_offset, bytes_p,
                               (CUstream)stream));
     pthread_mutex_lock(&order_lock);
-    struct buf_order *o = order_get(base);
+    struct buf_order *o = order_get(base, stream);
     if (o == NULL) {
         pthread_mutex_unlock(&order_lock);
         return make_error(hipFileInternalError);
