@@ -1,5 +1,5 @@
 /* The part of the HIP runtime ABI that both test platforms implement: types,
- * error numbers, memory kinds and the pointer attribute layout, as HIP defines
+ * error numbers, flags, memory kinds and the pointer attribute layout, as HIP defines
  * them (checked against HIP-Python's declarations). Each platform's own
  * header adds what only it uses. Private to the test platforms. */
 #ifndef HIPFILE_PLATFORMS_HIP_ABI_TYPES_H
@@ -62,6 +62,34 @@ enum {
     hipMemoryTypeDevice = 2,
     hipMemoryTypeManaged = 3,
 };
+
+/* Stream, event and host-memory flags */
+#define hipStreamDefault 0x0u
+#define hipStreamNonBlocking 0x1u
+#define hipEventDefault 0x0u
+#define hipEventBlockingSync 0x1u
+#define hipEventDisableTiming 0x2u
+#define hipEventInterprocess 0x4u
+#define hipEventDisableSystemFence 0x20000000u
+#define hipEventReleaseToDevice 0x40000000u
+#define hipEventReleaseToSystem 0x80000000u
+#define hipHostMallocPortable 0x1u
+#define hipHostMallocMapped 0x2u
+#define hipHostMallocWriteCombined 0x4u
+#define hipHostMallocNumaUser 0x20000000u
+#define hipHostMallocCoherent 0x40000000u
+#define hipHostMallocNonCoherent 0x80000000u
+
+/* Stream memory operations: compare operations of hipStreamWaitValue32/64,
+ * and the hipExtMallocWithFlags flags */
+#define hipStreamWaitValueGte 0x0u
+#define hipStreamWaitValueEq 0x1u
+#define hipStreamWaitValueAnd 0x2u
+#define hipStreamWaitValueNor 0x3u
+#define hipDeviceMallocDefault 0x0u
+#define hipDeviceMallocFinegrained 0x1u
+#define hipMallocSignalMemory 0x2u
+#define hipDeviceMallocUncached 0x3u
 
 /* hipPointerAttribute_t (the layout hipPointerGetAttributes fills) */
 typedef struct hipPointerAttribute_t {

@@ -170,10 +170,10 @@ HFC_EXPORT hipError_t hipFree(void *ptr)
 
 HFC_EXPORT hipError_t hipHostMalloc(void **ptr, size_t size, unsigned flags)
 {
-    const unsigned known = HIP_HOST_MALLOC_PORTABLE | HIP_HOST_MALLOC_MAPPED |
-                           HIP_HOST_MALLOC_WRITE_COMBINED | HIP_HOST_MALLOC_NUMA_USER |
-                           HIP_HOST_MALLOC_COHERENT | HIP_HOST_MALLOC_NON_COHERENT;
-    const unsigned both = HIP_HOST_MALLOC_COHERENT | HIP_HOST_MALLOC_NON_COHERENT;
+    const unsigned known = hipHostMallocPortable | hipHostMallocMapped |
+                           hipHostMallocWriteCombined | hipHostMallocNumaUser |
+                           hipHostMallocCoherent | hipHostMallocNonCoherent;
+    const unsigned both = hipHostMallocCoherent | hipHostMallocNonCoherent;
     if (ptr == NULL || (flags & ~known) || (flags & both) == both)
         return record(hipErrorInvalidValue);
     *ptr = NULL;
@@ -185,8 +185,8 @@ HFC_EXPORT hipError_t hipHostMalloc(void **ptr, size_t size, unsigned flags)
      * coherent) and are accepted and ignored. */
     return from_cuda(R->cudaHostAlloc(
         ptr, size,
-        flags & (HIP_HOST_MALLOC_PORTABLE | HIP_HOST_MALLOC_MAPPED |
-                 HIP_HOST_MALLOC_WRITE_COMBINED)));
+        flags & (hipHostMallocPortable | hipHostMallocMapped |
+                 hipHostMallocWriteCombined)));
 }
 
 HFC_EXPORT hipError_t hipHostAlloc(void **ptr, size_t size, unsigned flags)
@@ -450,7 +450,7 @@ HFC_EXPORT hipError_t hipEventCreateWithFlags(hipEvent_t *event, unsigned flags)
     NEED(cudaEventCreateWithFlags);
     /* Default 0, blocking sync 1, disable timing 2, interprocess 4 are
      * CUDA's numbers; HIP's release-scope flags have no CUDA meaning. */
-    flags &= ~(HIP_EVENT_RELEASE_TO_DEVICE | HIP_EVENT_RELEASE_TO_SYSTEM);
+    flags &= ~(hipEventReleaseToDevice | hipEventReleaseToSystem);
     return from_cuda(R->cudaEventCreateWithFlags((cudaEvent_t *)event, flags));
 }
 
@@ -638,12 +638,12 @@ static hipError_t stream_mem(enum stream_mem_op op, hipStream_t stream, void *pt
     value &= all;
     mask &= all;
     if (wait) {
-        if (flags > HIP_STREAM_WAIT_VALUE_NOR)
+        if (flags > hipStreamWaitValueNor)
             return record(hipErrorInvalidValue);
         if (mask != all) {
-            if (flags == HIP_STREAM_WAIT_VALUE_NOR)
+            if (flags == hipStreamWaitValueNor)
                 return hipSuccess; /* always true: nothing to wait for */
-            if (flags != HIP_STREAM_WAIT_VALUE_AND)
+            if (flags != hipStreamWaitValueAnd)
                 return record(hipErrorInvalidValue); /* not expressible in CUDA */
             value &= mask;
         }
@@ -723,11 +723,11 @@ HFC_EXPORT hipError_t hipExtMallocWithFlags(void **ptr, size_t size, unsigned fl
         return record(hipErrorInvalidValue);
     *ptr = NULL;
     switch (flags) {
-    case HIP_DEVICE_MALLOC_DEFAULT:
-    case HIP_DEVICE_MALLOC_FINEGRAINED:
-    case HIP_DEVICE_MALLOC_UNCACHED:
+    case hipDeviceMallocDefault:
+    case hipDeviceMallocFinegrained:
+    case hipDeviceMallocUncached:
         return hipMalloc(ptr, size);
-    case HIP_MALLOC_SIGNAL_MEMORY:
+    case hipMallocSignalMemory:
         if (size != 8)
             return record(hipErrorInvalidValue);
         break;

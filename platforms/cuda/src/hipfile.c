@@ -750,8 +750,6 @@ hipError_t hipStreamGetDevice(hipStream_t stream, int *device);
 hipError_t hipGetDevice(int *device);
 hipError_t hipSetDevice(int device);
 
-#define HIP_EVENT_DISABLE_TIMING 0x2
-
 /* The last operation submitted on each registered buffer (under order_lock). */
 struct buf_order {
     const void *base;
@@ -805,7 +803,7 @@ static struct buf_order *order_get(const void *base, hipStream_t stream)
     int device, current;
     int switched = hipStreamGetDevice(stream, &device) == 0 && hipGetDevice(&current) == 0 &&
                    device != current && hipSetDevice(device) == 0;
-    hipError_t made = hipEventCreateWithFlags(&o->last, HIP_EVENT_DISABLE_TIMING);
+    hipError_t made = hipEventCreateWithFlags(&o->last, hipEventDisableTiming);
     if (switched)
         hipSetDevice(current);
     if (made != 0)

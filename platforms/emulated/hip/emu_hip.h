@@ -19,25 +19,10 @@
 
 #include "emu_private.h"
 
-/* ---- HIP types: platforms/include/hip_abi_types.h (via emu_private.h) --- */
+/* ---- HIP types and flags: platforms/include/hip_abi_types.h (via
+ * emu_private.h) ------------------------------------------------------- */
 typedef int hipDevice_t;
 
-/* Stream, event and host-memory flags. */
-#define hipStreamDefault 0x0u
-#define hipStreamNonBlocking 0x1u
-#define hipEventDefault 0x0u
-#define hipEventBlockingSync 0x1u
-#define hipEventDisableTiming 0x2u
-#define hipEventInterprocess 0x4u
-#define hipEventDisableSystemFence 0x20000000u
-#define hipEventReleaseToDevice 0x40000000u
-#define hipEventReleaseToSystem 0x80000000u
-#define hipHostMallocPortable 0x1u
-#define hipHostMallocMapped 0x2u
-#define hipHostMallocWriteCombined 0x4u
-#define hipHostMallocNumaUser 0x20000000u
-#define hipHostMallocCoherent 0x40000000u
-#define hipHostMallocNonCoherent 0x80000000u
 #define hipHostRegisterPortable 0x1u
 #define hipHostRegisterMapped 0x2u
 #define hipHostRegisterIoMemory 0x4u
@@ -179,14 +164,6 @@ int emu_lookup_locked(const void *ptr, uintptr_t *base, size_t *size, int *kind,
                       unsigned *flags);
 
 /* ---- streammem.c --------------------------------------------------------- */
-#define hipStreamWaitValueGte 0x0u
-#define hipStreamWaitValueEq 0x1u
-#define hipStreamWaitValueAnd 0x2u
-#define hipStreamWaitValueNor 0x3u
-#define hipDeviceMallocDefault 0x0u
-#define hipDeviceMallocFinegrained 0x1u
-#define hipMallocSignalMemory 0x2u
-#define hipDeviceMallocUncached 0x3u
 /* Runs a WAIT_VALUE operation on its worker: returns once the condition
  * holds or the stream is being discarded. Called and returns with the lock
  * held; waits on emu_progress with a short timeout, so a store by the host
