@@ -19,6 +19,8 @@ import numbers
 import operator
 import re
 import struct
+import threading
+import time
 from typing import Any
 
 __all__ = [
@@ -377,6 +379,23 @@ def as_timeout(timeout: Any) -> float | None:
     if not timeout >= 0:
         raise ValueError(f"timeout must be >= 0, got {timeout}")
     return float(timeout)
+
+
+#: Longest single blocking wait of :func:`wait_event`, so that signals are seen.
+WAIT_SLICE = 0.05
+
+
+def wait_event(event: threading.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set, in short slices: a signal delivered to
+    another thread (Ctrl-C can land on any thread) is handled by the main
+    thread between them. True once set, False when ``timeout`` seconds
+    (None: no limit) passed first."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while not event.wait(WAIT_SLICE if deadline is None
+                         else max(0.0, min(WAIT_SLICE, deadline - time.monotonic()))):
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+    return True
 
 
 def io_range(buffer: Any, size: Any, file_offset: Any,

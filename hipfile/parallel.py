@@ -24,18 +24,14 @@ import concurrent.futures
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from hipfile import defaults
-from hipfile._interop import as_int, check_writable, io_range_or_host
+from hipfile._interop import as_int, check_writable, io_range_or_host, wait_event
 from hipfile._lib._hipfile import _BufferCore, _FileCore
 from hipfile._transfer import host_transfer, transfer
-
-#: Longest single blocking wait in IOFuture, so that signals are seen.
-_WAIT_SLICE = 0.05
 
 __all__ = [
     "IOFuture",
@@ -397,14 +393,8 @@ class IOFuture:
         return self._exception
 
     def _wait(self, timeout: float | None) -> None:
-        # Short slices: a signal delivered to another thread (Ctrl-C can
-        # land on any thread) is handled by the main thread between them.
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._event.wait(_WAIT_SLICE if deadline is None
-                                   else max(0.0, min(_WAIT_SLICE,
-                                                     deadline - time.monotonic()))):
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"{self!r} not done after {timeout} s")
+        if not wait_event(self._event, timeout):
+            raise TimeoutError(f"{self!r} not done after {timeout} s")
 
     def add_done_callback(self, fn: Callable[[IOFuture], Any]) -> None:
         """Call ``fn(self)`` once every task has ended (at once if already

@@ -22,12 +22,11 @@ import os
 import re
 import tempfile
 import threading
-import time
 import warnings
 from types import TracebackType
 from typing import Any
 
-from hipfile._interop import as_timeout
+from hipfile._interop import as_timeout, wait_event
 from hipfile._lib import _hipfile
 
 __all__ = [
@@ -128,10 +127,6 @@ def _check(status: int, func: str, detail: str = "") -> None:
         raise _BY_STATUS.get(int(status), StatsError)(status, func, detail)
 
 
-#: Slice of a wait on a blocking library call: how late Ctrl-C may be seen.
-_SLICE = 0.05
-
-
 class _BlockingCall:
     """A library call that may block for long (connecting to a target, waiting
     for it to exit), run in a daemon thread so that the caller's wait can time
@@ -158,11 +153,8 @@ class _BlockingCall:
 
     def wait(self, timeout: float | None) -> int | None:
         """The call's status, or None when ``timeout`` seconds passed first."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._done.wait(_SLICE if deadline is None
-                                  else max(0.0, min(_SLICE, deadline - time.monotonic()))):
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
+        if not wait_event(self._done, timeout):
+            return None
         if self._error is not None:
             raise self._error
         return self._status

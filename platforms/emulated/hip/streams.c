@@ -2,8 +2,9 @@
  *
  * Every stream, and the null stream of each device, has a worker thread that
  * runs its queue in order; host functions and callbacks it reaches run on the
- * process's one host-function thread while it waits (hostfn.c). A position in a queue is a sequence number: the
- * stream has finished position n once `completed >= n`.
+ * process's one host-function thread while it waits (hostfn.c). A position
+ * in a queue is a sequence number: the stream has finished position n once
+ * `completed >= n`.
  *
  * The null stream is HIP's legacy default stream: an operation enqueued on it
  * first waits for everything already enqueued on the blocking streams of its
