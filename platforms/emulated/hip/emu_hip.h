@@ -120,6 +120,12 @@ uint64_t emu_now_ns(void);
 size_t emu_device_memory_total(void);
 void emu_lock_acquire(void);
 void emu_lock_release(void);
+/* The runtime lock (runtime.c): held shared by calls that enqueue, copy,
+ * allocate or query, exclusively by hipFree's device-wide wait. Never taken
+ * on stream workers or the host-function thread; nests on one thread. */
+void emu_api_enter(void);
+void emu_api_enter_exclusive(void);
+void emu_api_leave(void);
 
 /* ---- streams.c ----------------------------------------------------------- */
 struct emu_op *emu_op_new(enum emu_op_kind kind);

@@ -14,6 +14,9 @@
 
 #include "emu_hip.h"
 
+static hipError_t emu_allocate(void **ptr, size_t size, int kind, unsigned flags);
+static hipError_t emu_unlocked_emu_allocate(void **ptr, size_t size, int kind, unsigned flags);
+
 #define EMU_DEVICE_ALIGNMENT 4096
 #define EMU_HOST_ALIGNMENT 4096
 
@@ -114,7 +117,7 @@ EMU_EXPORT int hipEmuPointerInfo(const void *ptr, void **base, size_t *size, int
 
 /* ---- allocation ----------------------------------------------------------- */
 
-static hipError_t emu_allocate(void **ptr, size_t size, int kind, unsigned flags) {
+static hipError_t emu_unlocked_emu_allocate(void **ptr, size_t size, int kind, unsigned flags) {
   if (ptr == NULL) return hipErrorInvalidValue;
   int device;
   hipError_t status = emu_current_device(&device);
@@ -183,7 +186,12 @@ EMU_EXPORT hipError_t hipMalloc(void **ptr, size_t size) {
 
 EMU_EXPORT hipError_t hipFree(void *ptr) {
   if (ptr == NULL) return hipSuccess;
-  return emu_ret(emu_release(ptr, EMU_MEM_DEVICE, 1, hipErrorInvalidValue));
+  /* The device-wide wait holds the runtime lock, as HIP's and CUDA's do:
+   * other threads entering the runtime block until the device drains. */
+  emu_api_enter_exclusive();
+  hipError_t status = emu_release(ptr, EMU_MEM_DEVICE, 1, hipErrorInvalidValue);
+  emu_api_leave();
+  return emu_ret(status);
 }
 
 static const unsigned emu_host_malloc_flags = hipHostMallocPortable | hipHostMallocMapped |
@@ -502,4 +510,12 @@ int emu_lookup_locked(const void *ptr, uintptr_t *base, size_t *size, int *kind,
   if (kind != NULL) *kind = a->kind;
   if (flags != NULL) *flags = a->flags;
   return 0;
+}
+
+/* ---- entries that hold the runtime lock (runtime.c) ---------------------- */
+static hipError_t emu_allocate(void **ptr, size_t size, int kind, unsigned flags) {
+  emu_api_enter();
+  hipError_t status = emu_unlocked_emu_allocate(ptr, size, kind, flags);
+  emu_api_leave();
+  return status;
 }

@@ -33,6 +33,64 @@ static __thread int emu_tls_device = 0;
 void emu_lock_acquire(void) { pthread_mutex_lock(&emu_lock); }
 void emu_lock_release(void) { pthread_mutex_unlock(&emu_lock); }
 
+/* ---- the runtime lock ------------------------------------------------------
+ * CUDA's cudaFree and ROCm's hipFree synchronise the device while holding a
+ * lock of the runtime, so a thread entering the runtime meanwhile (a copy, an
+ * enqueue, an allocation, a query) blocks until every stream of the device
+ * has drained. The emulated runtime models it with a readers-writer lock:
+ * hipFree of device memory holds it exclusively for its device-wide wait;
+ * the calls that enqueue, copy, allocate or query hold it shared while they
+ * do so (not while they wait for streams). Stream workers and the
+ * host-function thread are the device: they never take it. A library whose
+ * host thread must enter the runtime before a stream it feeds can move on
+ * therefore deadlocks here exactly as it would on a GPU. */
+static pthread_rwlock_t emu_api_lock;
+static pthread_once_t emu_api_once = PTHREAD_ONCE_INIT;
+static __thread int emu_api_depth = 0;
+
+static void emu_api_init(void) {
+  pthread_rwlockattr_t attr;
+  pthread_rwlockattr_init(&attr);
+  /* A waiting hipFree holds back new entries, as a runtime lock does. */
+  pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&emu_api_lock, &attr);
+  pthread_rwlockattr_destroy(&attr);
+}
+
+static void emu_api_fork_child(void) {
+  emu_api_init();
+  emu_api_depth = 0;
+}
+
+static void emu_api_once_init(void) {
+  emu_api_init();
+  pthread_atfork(NULL, NULL, emu_api_fork_child);
+}
+
+void emu_api_enter(void) {
+  if (emu_tls_worker != NULL || emu_api_depth++ > 0) return;
+  pthread_once(&emu_api_once, emu_api_once_init);
+  pthread_rwlock_rdlock(&emu_api_lock);
+}
+
+void emu_api_enter_exclusive(void) {
+  if (emu_tls_worker != NULL || emu_api_depth++ > 0) return;
+  pthread_once(&emu_api_once, emu_api_once_init);
+  pthread_rwlock_wrlock(&emu_api_lock);
+}
+
+void emu_api_leave(void) {
+  if (emu_tls_worker != NULL || --emu_api_depth > 0) return;
+  pthread_rwlock_unlock(&emu_api_lock);
+}
+
+/* Not HIP entry points: the emulated libhipfile's synchronous transfers into
+ * device memory enter the runtime through these for their copy, as hipFile's
+ * fallback (a bounce buffer and hipMemcpy) and its fast path
+ * (hipAmdFileRead/Write) do, and cuFile's compatibility mode likewise. */
+EMU_EXPORT void hipEmuRuntimeEnter(void) { emu_api_enter(); }
+EMU_EXPORT void hipEmuRuntimeLeave(void) { emu_api_leave(); }
+
 /* Parses "<digits>[K|M|G|T]" (binary multiples). Returns 0 on success. */
 static int emu_parse_size(const char *text, size_t *out) {
   char *end = NULL;

@@ -24,6 +24,9 @@
 
 #include "emu_hip.h"
 
+static hipError_t emu_stream_mem_op(hipStream_t stream, void *ptr, uint64_t value, uint64_t mask, unsigned flags, unsigned width, int wait);
+static hipError_t emu_unlocked_emu_stream_mem_op(hipStream_t stream, void *ptr, uint64_t value, uint64_t mask, unsigned flags, unsigned width, int wait);
+
 #define EMU_WAIT_VALUE_POLL_MIN_NS 10000ull  /* first re-check of a blocked wait */
 #define EMU_WAIT_VALUE_POLL_MAX_NS 500000ull /* latency bound for host stores */
 
@@ -98,7 +101,7 @@ int emu_stream_has_wait_value_locked(const struct ihipStream_t *s) {
 
 /* ---- submission ------------------------------------------------------------ */
 
-static hipError_t emu_stream_mem_op(hipStream_t stream, void *ptr, uint64_t value, uint64_t mask,
+static hipError_t emu_unlocked_emu_stream_mem_op(hipStream_t stream, void *ptr, uint64_t value, uint64_t mask,
                                     unsigned flags, unsigned width, int wait) {
   if (ptr == NULL) return hipErrorInvalidValue;
   if (wait && flags > hipStreamWaitValueNor) return hipErrorInvalidValue;
@@ -229,4 +232,12 @@ static void emu_streammem_fork_child(void) {
 
 __attribute__((constructor)) static void emu_streammem_load(void) {
   pthread_atfork(NULL, NULL, emu_streammem_fork_child);
+}
+
+/* ---- entries that hold the runtime lock (runtime.c) ---------------------- */
+static hipError_t emu_stream_mem_op(hipStream_t stream, void *ptr, uint64_t value, uint64_t mask, unsigned flags, unsigned width, int wait) {
+  emu_api_enter();
+  hipError_t status = emu_unlocked_emu_stream_mem_op(stream, ptr, value, mask, flags, width, wait);
+  emu_api_leave();
+  return status;
 }

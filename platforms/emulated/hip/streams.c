@@ -27,6 +27,14 @@
 
 #include "emu_hip.h"
 
+static hipError_t emu_submit(hipStream_t stream, struct emu_op *op);
+static hipError_t emu_unlocked_emu_submit(hipStream_t stream, struct emu_op *op);
+static hipError_t emu_unlocked_hipEventQuery(hipEvent_t event);
+static hipError_t emu_unlocked_hipEventRecordWithFlags(hipEvent_t event, hipStream_t stream, unsigned int flags);
+EMU_EXPORT hipError_t hipEventRecordWithFlags(hipEvent_t event, hipStream_t stream, unsigned int flags);
+static hipError_t emu_unlocked_hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags);
+static hipError_t emu_unlocked_hipStreamQuery(hipStream_t stream);
+
 static struct ihipStream_t *emu_streams = NULL; /* every stream with a worker */
 static struct ihipStream_t *emu_null_streams[EMU_MAX_DEVICES];
 static struct ihipEvent_t *emu_events = NULL;   /* live events */
@@ -410,7 +418,7 @@ EMU_EXPORT hipError_t hipStreamSynchronize(hipStream_t stream) {
   return emu_ret(status);
 }
 
-EMU_EXPORT hipError_t hipStreamQuery(hipStream_t stream) {
+static hipError_t emu_unlocked_hipStreamQuery(hipStream_t stream) {
   emu_lock_acquire();
   struct ihipStream_t *s = NULL;
   hipError_t status = emu_stream_resolve_locked(stream, &s);
@@ -485,7 +493,7 @@ EMU_EXPORT int hipEmuStreamDevice(hipStream_t stream, int *device) {
   return 0;
 }
 
-static hipError_t emu_submit(hipStream_t stream, struct emu_op *op) {
+static hipError_t emu_unlocked_emu_submit(hipStream_t stream, struct emu_op *op) {
   emu_lock_acquire();
   struct ihipStream_t *s = NULL;
   hipError_t status = emu_stream_resolve_locked(stream, &s);
@@ -516,6 +524,8 @@ EMU_EXPORT hipError_t hipStreamAddCallback(hipStream_t stream, hipStreamCallback
 }
 
 hipError_t emu_submit_memory_op(hipStream_t stream, struct emu_op *op, int wait) {
+  /* The runtime lock is held for the enqueue, not for the wait. */
+  emu_api_enter();
   emu_lock_acquire();
   struct ihipStream_t *s = NULL;
   hipError_t status = emu_stream_resolve_locked(stream, &s);
@@ -523,9 +533,11 @@ hipError_t emu_submit_memory_op(hipStream_t stream, struct emu_op *op, int wait)
   if (status != hipSuccess) {
     emu_op_release_locked(op);
     emu_lock_release();
+    emu_api_leave();
     return status;
   }
   status = emu_enqueue_locked(s, op);
+  emu_api_leave();
   if (status == hipSuccess && wait) emu_wait_seq_locked(s, s->enqueued);
   emu_lock_release();
   return status;
@@ -591,7 +603,7 @@ EMU_EXPORT hipError_t hipEventDestroy(hipEvent_t event) {
   return e != NULL ? hipSuccess : emu_ret(hipErrorContextIsDestroyed);
 }
 
-EMU_EXPORT hipError_t hipEventRecordWithFlags(hipEvent_t event, hipStream_t stream,
+static hipError_t emu_unlocked_hipEventRecordWithFlags(hipEvent_t event, hipStream_t stream,
                                               unsigned int flags) {
   if (flags > 1) return emu_ret(hipErrorInvalidValue); /* Default or External */
   if (event == NULL) return emu_ret(hipErrorInvalidHandle);
@@ -622,7 +634,7 @@ EMU_EXPORT hipError_t hipEventRecord(hipEvent_t event, hipStream_t stream) {
   return hipEventRecordWithFlags(event, stream, 0);
 }
 
-EMU_EXPORT hipError_t hipEventQuery(hipEvent_t event) {
+static hipError_t emu_unlocked_hipEventQuery(hipEvent_t event) {
   if (event == NULL) return emu_ret(hipErrorInvalidHandle);
   emu_lock_acquire();
   struct ihipEvent_t *e = emu_find_event_locked(event);
@@ -670,7 +682,7 @@ EMU_EXPORT hipError_t hipEventElapsedTime(float *ms, hipEvent_t start, hipEvent_
   return emu_ret(status);
 }
 
-EMU_EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
+static hipError_t emu_unlocked_hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
   if (flags > 1) return emu_ret(hipErrorInvalidValue); /* Default or External */
   if (event == NULL) return emu_ret(hipErrorInvalidHandle);
   struct emu_op *op = emu_op_new(EMU_OP_WAIT_EVENT);
@@ -806,4 +818,36 @@ static void emu_fork_child(void) {
 
 __attribute__((constructor)) static void emu_load(void) {
   pthread_atfork(emu_fork_prepare, emu_fork_parent, emu_fork_child);
+}
+
+/* ---- entries that hold the runtime lock (runtime.c) ---------------------- */
+static hipError_t emu_submit(hipStream_t stream, struct emu_op *op) {
+  emu_api_enter();
+  hipError_t status = emu_unlocked_emu_submit(stream, op);
+  emu_api_leave();
+  return status;
+}
+EMU_EXPORT hipError_t hipEventQuery(hipEvent_t event) {
+  emu_api_enter();
+  hipError_t status = emu_unlocked_hipEventQuery(event);
+  emu_api_leave();
+  return status;
+}
+EMU_EXPORT hipError_t hipEventRecordWithFlags(hipEvent_t event, hipStream_t stream, unsigned int flags) {
+  emu_api_enter();
+  hipError_t status = emu_unlocked_hipEventRecordWithFlags(event, stream, flags);
+  emu_api_leave();
+  return status;
+}
+EMU_EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
+  emu_api_enter();
+  hipError_t status = emu_unlocked_hipStreamWaitEvent(stream, event, flags);
+  emu_api_leave();
+  return status;
+}
+EMU_EXPORT hipError_t hipStreamQuery(hipStream_t stream) {
+  emu_api_enter();
+  hipError_t status = emu_unlocked_hipStreamQuery(stream);
+  emu_api_leave();
+  return status;
 }

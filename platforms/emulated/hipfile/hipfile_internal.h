@@ -102,6 +102,9 @@ EMU_HIDDEN void emu_stats_record_io(int is_write, int fast, const void *buf, siz
                                     off_t off, ssize_t result, uint64_t ns);
 EMU_HIDDEN void emu_stats_record_registration(int buffer);
 
+/* The emulated runtime's model of a library copy entering the runtime. */
+void hipEmuRuntimeEnter(void);
+void hipEmuRuntimeLeave(void);
 EMU_HIDDEN ssize_t emu_do_io(emu_handle_t *h, int is_write, char *buf, size_t size, off_t off,
                              size_t short_max, int *err);
 

@@ -101,9 +101,15 @@ static ssize_t sync_io(int is_write, hipFileHandle_t fh, const void *buffer_base
             r = -(ssize_t)e;
         else if ((fault = emu_fault_take(is_write ? HIPFILE_EMU_OP_WRITE : HIPFILE_EMU_OP_READ)))
             r = emu_fault_result(fault, &err);
-        else
+        else {
+            /* The copy into device memory goes through the runtime: it
+             * waits while a hipFree holds the runtime for its device-wide
+             * synchronisation (hipEmuRuntimeEnter). */
+            hipEmuRuntimeEnter();
             r = emu_do_io(h, is_write, (char *)buffer_base + buffer_offset, size, file_offset,
                           emu_short_transfer(), &err);
+            hipEmuRuntimeLeave();
+        }
     }
     emu_handle_release(h);
     if (r == -1)
