@@ -29,11 +29,15 @@ setting                   environment variable             default
 ``allow_host_buffers``    ``HIPFILE_ALLOW_HOST_BUFFERS``   True
 ``engine_task_size``      ``HIPFILE_ENGINE_TASK_SIZE``     8 MiB
 ``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``cpus / 2, 4..16``
+``engine_staging_size``   ``HIPFILE_ENGINE_STAGING_SIZE``  256 MiB
 ========================  ===============================  ====================
 
 The stream-ordered engine (:mod:`hipfile.engine`) reads ``engine_threads``
 and ``engine_task_size`` here at every submission: a change takes effect at
 the next one (a new thread count once the engine is idle).
+``engine_staging_size`` is the pinned host memory of a device's staging ring,
+read when the ring is made (at the first submission on a device, and again
+after :func:`hipfile.trim_pool`).
 
 Sizes in environment variables take binary units: ``4M``, ``512KiB``,
 ``1G``, ``65536`` or ``0x10000``.
@@ -56,6 +60,7 @@ __all__ = [
     "allow_host_buffers",
     "batch_max_entries",
     "close_timeout",
+    "engine_staging_size",
     "engine_task_size",
     "engine_threads",
     "get",
@@ -222,6 +227,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("engine_threads", "HIPFILE_ENGINE_THREADS", _engine_threads, _size_check(1),
                 _parse_int, "Threads of the stream-ordered engine.",
                 "half the CPU count, 4 to 16"),
+        Setting("engine_staging_size", "HIPFILE_ENGINE_STAGING_SIZE", lambda: 256 << 20,
+                _size_check(1 << 20), parse_size,
+                "Bytes of pinned host memory in each device's staging ring of the "
+                "stream-ordered engine.", "256 MiB"),
     )
 }
 
@@ -391,3 +400,9 @@ def engine_task_size() -> int:
 def engine_threads() -> int:
     """Threads of the stream-ordered engine."""
     return int(get("engine_threads"))
+
+
+def engine_staging_size() -> int:
+    """Bytes of pinned host memory in each device's staging ring of the
+    stream-ordered engine."""
+    return int(get("engine_staging_size"))

@@ -9,17 +9,24 @@ the stream order and moves the bytes with the binding's own C threads:
 * **start**: an operation waits, off the caller's thread, until the stream
   given at submit has passed the submit point (the stream writes a gate flag
   with ``hipStreamWriteValue32``; an idle stream starts it at once);
-* **data**: worker threads run synchronous ``hipFileRead``/``hipFileWrite``
-  chunks (``task_size`` bytes each) with no GIL, oldest range first, each
-  thread making the buffer's device current;
-* **completion**: each range has its own flag; :meth:`StreamIOHandle.wait_on`
-  makes any stream wait for it with ``hipStreamWaitValue32`` (no host
-  function, no host block), and :meth:`StreamIOHandle.wait` observes it on
-  the host.
+* **data**: worker threads (C threads, no GIL) read and write the file with
+  POSIX calls through a ring of pinned staging slots, and the copies between
+  the slots and device memory are enqueued on the stream at submit, behind
+  stream waits on the slots' flags: after submit no engine thread calls the
+  HIP runtime, so a ``hipFree`` in another thread (a device-wide
+  synchronisation) can never deadlock with a load in flight;
+* **completion**: each operation has its own flag; work enqueued on the
+  submitting stream afterwards sees the bytes (``ordered=True``, the
+  default), :meth:`StreamIOHandle.wait_on` makes any other stream wait for
+  it with ``hipStreamWaitValue32`` (no host function, no host block), and
+  :meth:`StreamIOHandle.wait` observes it on the host.
 
 Use :meth:`FileHandle.pread_async` / :meth:`FileHandle.pwrite_async` for one
-range and :meth:`FileHandle.pread_async_ranges` /
-:meth:`FileHandle.pwrite_async_ranges` for many (one per layer)::
+range, :meth:`FileHandle.pread_async_ranges` /
+:meth:`FileHandle.pwrite_async_ranges` for many (one per layer), and
+:meth:`FileHandle.pread_async_scatter` / :meth:`FileHandle.pwrite_async_gather`
+for many small ranges that complete together (the blocks of one layer of a
+paged KV cache)::
 
     handles = fh.pread_async_ranges(kv, [(n, i * n, i * n) for i in range(32)], copy)
     for i, h in enumerate(handles):
@@ -27,13 +34,14 @@ range and :meth:`FileHandle.pread_async_ranges` /
         run_layer(i, stream=compute)
 
 Where a device cannot use stream waits (``hipDeviceAttributeCanUseStreamWaitValue``
-is 0) the engine releases streams with a host function instead;
-:func:`mechanism` says which is in use. ``HIPFILE_ENGINE_RELEASE=host`` forces
-host functions.
+is 0) the engine's threads call ``hipFileRead``/``hipFileWrite`` and streams
+are released by waiting on the host; :func:`mechanism` says which is in use.
+``HIPFILE_ENGINE_RELEASE=host`` forces it.
 
 Settings: ``engine_threads`` (worker threads, default
-``half the CPUs, 4 to 16``) and ``engine_task_size`` (bytes per chunk,
-default 8 MiB) of :mod:`hipfile.defaults`, read at every submission: set
+``half the CPUs, 4 to 16``), ``engine_task_size`` (bytes per chunk,
+default 8 MiB) and ``engine_staging_size`` (pinned staging per device,
+default 256 MiB) of :mod:`hipfile.defaults`, read at every submission: set
 them with ``hipfile.defaults.set``, the variables ``HIPFILE_ENGINE_THREADS``
 and ``HIPFILE_ENGINE_TASK_SIZE``, or :func:`configure`.
 """
@@ -87,7 +95,7 @@ def info() -> dict[str, Any]:
 
 
 def mechanism(device: int = -1) -> str:
-    """``"stream-memory-operations"`` or ``"host-functions"``: how completion
+    """``"stream-memory-operations"`` or ``"host-waits"``: how completion
     reaches GPU streams on ``device`` (-1: the current device).
 
     See Also

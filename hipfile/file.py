@@ -262,6 +262,18 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         from hipfile._interop import check_host_buffers_allowed
 
         check_host_buffers_allowed()
+        return self._posix_fd()
+
+    def _posix_fd(self) -> int:
+        """The descriptor for POSIX I/O on this file, without ``O_DIRECT``
+        (see :meth:`_host_fd`); the stream-ordered engine's staged path
+        reads and writes through it.
+
+        Raises
+        ------
+        ClosedFileError
+            The file is closed.
+        """
         twin = self._buffered_fd
         if twin is not None:
             return twin
@@ -404,17 +416,29 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     def pread_async(self, buffer: Any, size: int | None = None, file_offset: int = 0,
                     buffer_offset: int = 0, stream: Any = 0, *,
-                    task_size: int | None = None) -> StreamIOHandle:
+                    task_size: int | None = None, ordered: bool = True) -> StreamIOHandle:
         """Read ``size`` bytes (None: the rest of the buffer) at
         ``file_offset`` into ``buffer`` at ``buffer_offset``, in stream order
         on ``stream``, with the parallel engine; returns a
         :class:`~hipfile.StreamIOHandle` at once.
 
-        The read starts once ``stream`` has passed this point and runs in
-        ``task_size`` chunks on the engine's threads; ``handle.wait_on(s)``
-        makes another stream wait for it without blocking the host. A read
-        that reaches the end of the file moves fewer bytes; a short count in
-        the middle of the file is retried, never taken for the end.
+        The read starts once ``stream`` has passed this point; the engine's
+        threads read the file into pinned staging memory and the copies into
+        ``buffer`` run on ``stream``, so work enqueued on ``stream`` after
+        this call sees the bytes, as after :meth:`read_async`.
+        ``handle.wait_on(s)`` makes another stream wait for it without
+        blocking the host. A read that reaches the end of the file moves
+        fewer bytes; a short count in the middle of the file is retried,
+        never taken for the end.
+
+        Parameters
+        ----------
+        ordered
+            True (the default): later work on ``stream`` waits for the
+            read. False: the copies run on the engine's own stream of the
+            device, and only streams given to ``wait_on`` (or waiting on
+            ``record_event()``) wait; ``stream`` goes on at once (the
+            layer-wise pattern, where ``stream`` is also the compute stream).
 
         Raises
         ------
@@ -425,57 +449,114 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
         See Also
         --------
-        hipFileRead, hipStreamWriteValue32, hipStreamWaitValue32
+        hipStreamWriteValue32, hipStreamWaitValue32, hipMemcpyAsync
         """
         return self.pread_async_ranges(buffer, [(size, file_offset, buffer_offset)], stream,
-                                       task_size=task_size)[0]
+                                       task_size=task_size, ordered=ordered)[0]
 
     def pwrite_async(self, buffer: Any, size: int | None = None, file_offset: int = 0,
                      buffer_offset: int = 0, stream: Any = 0, *,
-                     task_size: int | None = None) -> StreamIOHandle:
+                     task_size: int | None = None, ordered: bool = True) -> StreamIOHandle:
         """Write ``size`` bytes of ``buffer`` at ``buffer_offset`` to the file
         at ``file_offset``, in stream order on ``stream``, with the parallel
         engine: the buffer is read only after the work enqueued on
-        ``stream`` before this call has finished. See :meth:`pread_async`.
+        ``stream`` before this call has finished, and (``ordered``, the
+        default) work enqueued on ``stream`` afterwards may reuse it. See
+        :meth:`pread_async`.
 
         See Also
         --------
-        hipFileWrite, hipStreamWriteValue32, hipStreamWaitValue32
+        hipStreamWriteValue32, hipStreamWaitValue32, hipMemcpyAsync
         """
         return self.pwrite_async_ranges(buffer, [(size, file_offset, buffer_offset)], stream,
-                                        task_size=task_size)[0]
+                                        task_size=task_size, ordered=ordered)[0]
 
     def pread_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
-                           stream: Any = 0, *,
-                           task_size: int | None = None) -> list[StreamIOHandle]:
+                           stream: Any = 0, *, task_size: int | None = None,
+                           ordered: bool = True) -> list[StreamIOHandle]:
         """Read many ``(size, file_offset, buffer_offset)`` ranges of one
         buffer in stream order; returns one handle per range.
 
         All ranges start together once ``stream`` has passed this point;
         each completes on its own (oldest range first), so layer *i* is
         usable as soon as its own bytes have landed. Every range is checked
-        before anything is submitted.
+        before anything is submitted. ``ordered`` as in :meth:`pread_async`.
+        For many small ranges that complete together (the blocks of one
+        layer of a paged KV cache), :meth:`pread_async_scatter` is cheaper.
 
         See Also
         --------
-        hipFileRead
+        hipStreamWaitValue32, hipMemcpyAsync
         """
         return list(_hipfile.engine_submit(self, 0, buffer, _ranges(ranges), stream,
-                                           task_size))
+                                           task_size, self._engine_fd(), ordered))
 
     def pwrite_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
-                            stream: Any = 0, *,
-                            task_size: int | None = None) -> list[StreamIOHandle]:
+                            stream: Any = 0, *, task_size: int | None = None,
+                            ordered: bool = True) -> list[StreamIOHandle]:
         """Write many ``(size, file_offset, buffer_offset)`` ranges of one
         buffer in stream order; returns one handle per range. See
         :meth:`pread_async_ranges`.
 
         See Also
         --------
-        hipFileWrite
+        hipStreamWaitValue32, hipMemcpyAsync
         """
         return list(_hipfile.engine_submit(self, 1, buffer, _ranges(ranges), stream,
-                                           task_size))
+                                           task_size, self._engine_fd(), ordered))
+
+    def pread_async_scatter(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
+                            stream: Any = 0, *, task_size: int | None = None,
+                            ordered: bool = True) -> StreamIOHandle:
+        """Read many ``(size, file_offset, buffer_offset)`` ranges of one
+        buffer in stream order as one operation: returns a single
+        :class:`~hipfile.StreamIOHandle` that completes once every range has
+        landed, and whose ``wait()`` is the total bytes read.
+
+        Made for the blocks of one layer of a paged KV cache: hundreds of
+        small blocks scattered over the buffer, needed together. Ranges
+        adjacent in the file are read with one call and ranges adjacent in
+        both file and buffer are copied with one copy; one completion flag
+        releases the streams that ``wait_on`` the layer. ``ordered`` as in
+        :meth:`pread_async`.
+
+        Raises
+        ------
+        TypeError, ValueError
+            A bad buffer, stream, range or task size (nothing is submitted);
+            a file or device the staging path cannot serve (a descriptor-less
+            handle type, a device without stream waits).
+        ClosedFileError
+            The file is closed.
+
+        See Also
+        --------
+        hipStreamWaitValue32, hipMemcpyAsync
+        """
+        return _hipfile.engine_submit(self, 0, buffer, _ranges(ranges), stream, task_size,
+                                      self._engine_fd(), ordered, True)[0]
+
+    def pwrite_async_gather(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
+                            stream: Any = 0, *, task_size: int | None = None,
+                            ordered: bool = True) -> StreamIOHandle:
+        """Write many ``(size, file_offset, buffer_offset)`` ranges of one
+        buffer in stream order as one operation (one handle, the total bytes
+        written): the counterpart of :meth:`pread_async_scatter` for saving
+        a layer's KV blocks.
+
+        See Also
+        --------
+        hipStreamWaitValue32, hipMemcpyAsync
+        """
+        return _hipfile.engine_submit(self, 1, buffer, _ranges(ranges), stream, task_size,
+                                      self._engine_fd(), ordered, True)[0]
+
+    def _engine_fd(self) -> int:
+        """The POSIX descriptor the engine's staged path uses, or -1 when
+        the handle has none (its threads then call hipFile)."""
+        if self._handle_type != FileHandleType.OPAQUE_FD:
+            return -1
+        return self._posix_fd()
 
 
 def _ranges(ranges: Any) -> list[tuple[Any, Any, Any]]:

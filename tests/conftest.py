@@ -68,6 +68,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
+def _no_engine_faults() -> Iterator[None]:
+    """Faults injected into the engine's staged file calls end with the test."""
+    yield
+    from hipfile._lib import _hipfile
+
+    _hipfile._engine_inject_faults()
+
+
+@pytest.fixture(autouse=True)
 def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
     """On the emulated platform, every test must leave the counters at zero;
     the next test finds the driver's use count as this one found it."""

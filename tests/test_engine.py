@@ -21,6 +21,7 @@ from hip import hip
 
 import hipfile
 from hipfile import Buffer, FileHandle, StreamIOHandle
+from hipfile._lib import _hipfile
 
 N = 1 << 20
 LAYERS = 32
@@ -43,12 +44,12 @@ def layers_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
     return path, data
 
 
-@pytest.fixture(params=["stream-memory-operations", "host-functions"])
+@pytest.fixture(params=["stream-memory-operations", "host-waits"])
 def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Run a test with each way of releasing streams (the default one where
-    the device supports stream waits, and host functions)."""
+    """Run a test with each way of releasing streams (stream waits on a flag,
+    the default where the device supports them, and waits on the host)."""
     hipfile.trim_pool()   # the next flag pool is made under this setting
-    if request.param == "host-functions":
+    if request.param == "host-waits":
         monkeypatch.setenv("HIPFILE_ENGINE_RELEASE", "host")
     elif hipfile.engine.mechanism() != request.param:
         hipfile.trim_pool()
@@ -167,7 +168,7 @@ def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechani
     path, data = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
         with StreamBlocker(nb_stream):
-            h = fh.pread_async(dev, N, 0, 0, nb_stream)
+            h = fh.pread_async(dev, N, 0, 0, nb_stream, ordered=False)
             time.sleep(0.2)
             assert not h.done()
             assert h.bytes_done is None
@@ -188,7 +189,7 @@ def test_write_waits_for_the_callers_stream(drv, tmp_path, nb_stream, mechanism)
             with StreamBlocker(nb_stream):
                 check(hip.hipMemcpyAsync(dev, host, N, hip.hipMemcpyKind.hipMemcpyHostToDevice,
                                          nb_stream))
-                h = fh.pwrite_async(dev, N, 0, 0, nb_stream)
+                h = fh.pwrite_async(dev, N, 0, 0, nb_stream, ordered=False)
                 time.sleep(0.1)
                 assert h.calls == 0
             assert h.wait(timeout=30) == N
@@ -198,6 +199,8 @@ def test_write_waits_for_the_callers_stream(drv, tmp_path, nb_stream, mechanism)
 
 
 def test_wait_on_releases_another_stream(drv, layers_file, nb_stream, mechanism):
+    if mechanism == "host-waits":
+        pytest.skip("wait_on waits on the host there (test_host_waits_wait_on_blocks)")
     path, data = layers_file
     other = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
     before = check(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming))
@@ -227,6 +230,31 @@ def test_wait_on_releases_another_stream(drv, layers_file, nb_stream, mechanism)
         check(hip.hipStreamDestroy(other))
 
 
+def test_host_waits_wait_on_blocks(drv, layers_file, nb_stream, monkeypatch):
+    """Without stream waits, wait_on waits on the host (no host function is
+    enqueued) and an ordered submission returns once its data has landed."""
+    monkeypatch.setenv("HIPFILE_ENGINE_RELEASE", "host")
+    hipfile.trim_pool()
+    path, data = layers_file
+    other = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    try:
+        with device_array(N) as dev, FileHandle(path) as fh:
+            h = fh.pread_async(dev, N, 0, 0, nb_stream)        # ordered: waits
+            assert h.mechanism == "host-waits" and h.done()
+            with StreamBlocker(nb_stream) as blocker:
+                h2 = fh.pread_async(dev, N, 0, 0, nb_stream, ordered=False)
+                assert not h2.done()
+                threading.Timer(0.2, blocker.release).start()
+                t0 = time.monotonic()
+                h2.wait_on(other)                               # returns once done
+                assert h2.done() and time.monotonic() - t0 >= 0.1
+            assert np.array_equal(from_device(dev, N), data[:N])
+    finally:
+        check(hip.hipStreamDestroy(other))
+        _wait_idle()
+        hipfile.trim_pool()
+
+
 def test_record_event(drv, layers_file, nb_stream, mechanism):
     path, _ = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
@@ -241,7 +269,7 @@ def test_mechanism_is_reported(drv, layers_file, mechanism):
     path, _ = layers_file
     mech = hipfile.engine.mechanism()
     assert mech == mechanism
-    assert mech in ("stream-memory-operations", "host-functions")
+    assert mech in ("stream-memory-operations", "host-waits")
     with device_array(N) as dev, FileHandle(path) as fh:
         h = fh.pread_async(dev, N)
         assert h.mechanism == mech
@@ -249,15 +277,39 @@ def test_mechanism_is_reported(drv, layers_file, mechanism):
     assert hipfile.engine.info()["devices"][0]["mechanism"] == mech
 
 
-@pytest.mark.emulated
-def test_a_failed_chunk_fails_its_range_only(drv, layers_file):
+@pytest.fixture(params=["staged", "hipfile"])
+def data_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Each data path of the engine, with a fault injector for its file calls:
+    the staged path's own POSIX calls, or (emulated) the library's."""
+    if request.param == "hipfile":
+        if hipfile.platforms.active() != "emulated":
+            pytest.skip("faults of the library are injected on the emulated platform")
+        monkeypatch.setenv("HIPFILE_ENGINE_DATA_PATH", "hipfile")
+    elif hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("the staged path needs stream waits")
+    yield request.param
+    _hipfile._engine_inject_faults()
+
+
+def _inject(data_path: str, err: int = 0, count: int = 0, short: int = 0) -> None:
+    if data_path == "staged":
+        _hipfile._engine_inject_faults(err, count, short)
+        return
     from hipfile.platforms import emulated
 
+    if count:
+        emulated.inject_fault("read", err, count=count)
+    if short:
+        emulated.set_short_transfer(short)
+
+
+def test_a_failed_chunk_fails_its_range_only(drv, layers_file, data_path):
     path, data = layers_file
     with device_array(LAYERS * LAYER) as dev, FileHandle(path) as fh:
-        emulated.inject_fault("read", errno.EIO, count=1)
+        _inject(data_path, errno.EIO, count=1)
         hs = fh.pread_async_ranges(dev, [(LAYER, i * LAYER, i * LAYER) for i in range(LAYERS)],
                                    task_size=LAYER)
+        assert {h.data_path for h in hs} == {data_path}
         failed = []
         for i, h in enumerate(hs):
             try:
@@ -273,12 +325,9 @@ def test_a_failed_chunk_fails_its_range_only(drv, layers_file):
                                       data[i * LAYER:(i + 1) * LAYER])
 
 
-@pytest.mark.emulated
-def test_short_transfers_are_not_end_of_file(drv, layers_file):
-    from hipfile.platforms import emulated
-
+def test_short_transfers_are_not_end_of_file(drv, layers_file, data_path):
     path, data = layers_file
-    emulated.set_short_transfer(1000)
+    _inject(data_path, short=1000)
     with device_array(N) as dev, FileHandle(path) as fh:
         h = fh.pread_async(dev, N, 4096, 0, task_size=300_000)
         assert h.wait(timeout=30) == N
@@ -293,7 +342,7 @@ def test_dropped_handles_are_parked_then_released(drv, layers_file, nb_stream, m
         buf = Buffer(dev, N)
         with StreamBlocker(nb_stream):
             hs = fh.pread_async_ranges(buf, [(N // 4, 0, i * N // 4) for i in range(4)],
-                                       nb_stream)
+                                       nb_stream, ordered=False)
             del hs
             assert hipfile.engine.info()["parked"] == 4
             with pytest.raises(hipfile.InFlightError):
@@ -344,34 +393,32 @@ def test_wait_timeout_then_result(drv, layers_file, nb_stream):
     assert h.result(timeout=0) == N
 
 
-def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanism, platform):
-    if mechanism == "host-functions" and platform != "emulated":
-        pytest.skip("blocking host functions run on the runtime's one host-function thread, "
-                    "where a device-wide synchronisation (hipFree) in another thread can "
-                    "deadlock with them: see docs/guide/stream-engine.md")
+def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanism):
+    """Six threads load layers on their own streams, each allocating and
+    freeing its device memory every round (hipFree synchronises the device
+    while ranges of the other threads are in flight), as threads of a
+    serving process do."""
     path, data = layers_file
     errors: list[BaseException] = []
-
-    # Memory is allocated before the threads start and freed after they end:
-    # a hipFree (a device-wide synchronisation) while another thread's stream
-    # waits for a range can deadlock with the engine thread that is moving
-    # that range's bytes (see docs/guide/stream-engine.md).
-    bufs = [check(hip.hipMalloc(LAYERS * LAYER)) for _ in range(6)]
     streams = [check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)) for _ in range(6)]
 
     def worker(k: int) -> None:
         try:
-            s, dev = streams[k], bufs[k]
+            s = streams[k]
             for _ in range(3):
-                hs = fh.pread_async_ranges(
-                    dev, [(LAYER, i * LAYER, i * LAYER) for i in range(LAYERS)], s,
-                    task_size=32 << 10)
-                for h in hs:
-                    h.wait_on(s)
-                check(hip.hipStreamSynchronize(s))
-                assert all(h.done() for h in hs)
-                assert sum(h.wait() for h in hs) == LAYERS * LAYER
-                assert np.array_equal(from_device(dev, LAYERS * LAYER), data)
+                dev = check(hip.hipMalloc(LAYERS * LAYER))
+                try:
+                    hs = fh.pread_async_ranges(
+                        dev, [(LAYER, i * LAYER, i * LAYER) for i in range(LAYERS)], s,
+                        task_size=32 << 10)
+                    for h in hs:
+                        h.wait_on(s)
+                    check(hip.hipStreamSynchronize(s))
+                    assert all(h.done() for h in hs)
+                    assert sum(h.wait() for h in hs) == LAYERS * LAYER
+                    assert np.array_equal(from_device(dev, LAYERS * LAYER), data)
+                finally:
+                    check(hip.hipFree(dev))
         except BaseException as e:
             errors.append(e)
 
@@ -381,10 +428,9 @@ def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanis
             t.start()
         for t in threads:
             t.join(60)
+        assert not any(t.is_alive() for t in threads), "a thread is stuck"
     for s in streams:
         check(hip.hipStreamDestroy(s))
-    for b in bufs:
-        check(hip.hipFree(b))
     assert not errors, errors
 
 

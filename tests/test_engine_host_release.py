@@ -1,13 +1,14 @@
-"""The engine's host-function release on HIP's one host-function thread.
+"""The engine where streams cannot wait on a flag (``HIPFILE_ENGINE_RELEASE=host``).
 
-Where streams cannot wait on a flag, the engine releases a stream with a host
-function that blocks until the range is done (``HIPFILE_ENGINE_RELEASE=host``
-forces it). HIP runs every host function of the process on one thread, in the
-order the streams reach them, so such a host function holds back every later
-one. A range whose gate (the event recorded on the caller's stream at submit)
-sits behind a host function that is reached later can then never start: its
-release holds the one thread, and the host function it waits for is queued
-behind it. Run in a subprocess, since the deadlocked thread never returns.
+A release by a host function that blocks until the range is done would hold
+HIP's one host-function thread: a range whose gate (the event recorded on the
+caller's stream at submit) sits behind a host function reached later could
+then never start, since the release holds the one thread and the host
+function it waits for is queued behind it. The engine therefore releases
+streams there by waiting on the host (``wait_on`` returns once the range is
+done) and never enqueues a host function. This runs the scenario that
+deadlocked the host-function release, in a subprocess, since a deadlocked
+thread never returns.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def check(r):
 HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 path = os.environ["HF_TEST_FILE"]
 n = os.path.getsize(path)
-assert hipfile.engine.mechanism() == "host-functions"
+assert hipfile.engine.mechanism() == "host-waits"
 a, b, c = (check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking)) for _ in range(3))
 dev = check(hip.hipMalloc(n))
 go = threading.Event()
@@ -54,12 +55,12 @@ with hipfile.Driver(), hipfile.FileHandle(path) as fh:
     # a: after c, some host function, then the read's gate.
     check(hip.hipStreamWaitEvent(a, ev, 0))
     check(hip.hipLaunchHostFunc(a, ptr(noop), 0))
-    h = fh.pread_async(dev, n, 0, 0, a)
-    # b: released by a host function once the read is done; b reaches it
-    # before a reaches its own host function.
+    h = fh.pread_async(dev, n, 0, 0, a, ordered=False)
+    assert h.mechanism == "host-waits"
+    # b: released once the read is done; the host function that the read's
+    # gate sits behind runs meanwhile, from another thread's go.
+    threading.Timer(0.1, go.set).start()
     h.wait_on(b)
-    time.sleep(0.1)
-    go.set()
     try:
         got = h.wait(timeout=3)
     except TimeoutError:
@@ -74,11 +75,6 @@ print("completed")
 """
 
 
-@pytest.mark.xfail(
-    strict=True, raises=Deadlock,
-    reason="known limit of the host-function release: a range gated behind a host "
-           "function that HIP's one host-function thread reaches after the range's "
-           "release never starts")
 def test_host_release_with_gate_behind_a_later_host_function(tmp_path: Path) -> None:
     path = tmp_path / "data.bin"
     path.write_bytes(bytes(range(256)) * 1024)

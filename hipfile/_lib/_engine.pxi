@@ -24,7 +24,7 @@
 # - Every host-side wait polls in slices of at most 50 ms with the GIL
 #   released, checking for signals between slices.
 
-from libc.stdint cimport uint32_t
+from libc.stdint cimport uint32_t, uint64_t
 from cpython.exc cimport PyErr_CheckSignals
 
 cdef extern from "engine.h" nogil:
@@ -50,6 +50,28 @@ cdef extern from "engine.h" nogil:
     int64_t hfe_op_result(const hfe_op *op, int *err_no)
     long hfe_op_calls(const hfe_op *op)
     void hfe_host_wait(void *arg)
+    ctypedef struct hfe_ring:
+        pass
+    ctypedef struct hfe_runtime:
+        int (*wait_value32)(void *, void *, uint32_t, unsigned, uint32_t) noexcept nogil
+        int (*write_value32)(void *, void *, uint32_t, unsigned) noexcept nogil
+        int (*memcpy_async)(void *, const void *, size_t, int, void *) noexcept nogil
+    ctypedef struct hfe_piece:
+        int64_t file_offset
+        uint64_t device
+        uint64_t len
+        int group
+    hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *flags_host,
+                           uint64_t flags_dev)
+    void hfe_ring_free(hfe_ring *ring)
+    int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
+                         const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
+                         const uint64_t *complete_dev, const uint32_t *complete_value,
+                         void *stream, const uint32_t *gate, uint32_t gate_value,
+                         size_t chunk_cap)
+    int hfe_flag_wait(const uint32_t *flag, uint32_t value, double timeout_s)
+    int hfe_flag_reached(const uint32_t *flag, uint32_t value)
+    void hfe_inject(int err_no, int count, size_t short_max, int after)
 
 DEF HIP_STREAM_WAIT_VALUE_GTE = 0
 DEF HIP_HOST_MALLOC_MAPPED = 2
@@ -66,16 +88,27 @@ cdef hip_write32_t _c_write_value32 = NULL
 cdef hip_handle_fn_t _c_event_destroy = NULL
 ctypedef int (*hip_record_fn_t)(void *, void *) noexcept nogil
 cdef hip_record_fn_t _c_event_record = NULL
+ctypedef int (*hip_memcpy_async_t)(void *, const void *, size_t, int, void *) noexcept nogil
+cdef hip_memcpy_async_t _c_memcpy_async = NULL
+cdef hfe_runtime _eng_rt
 cdef bint _eng_capi_tried = 0
 
 #: Mechanisms by which completion reaches GPU streams.
 MECHANISM_STREAM_MEMOPS = "stream-memory-operations"
-MECHANISM_HOST_FUNCTIONS = "host-functions"
+MECHANISM_HOST_FUNCTIONS = "host-waits"
+
+
+def _engine_inject_faults(int err_no=0, int count=0, size_t short_max=0, int after=0):
+    """Test hook: after ``after`` more file calls of the staged path, the
+    next ``count`` fail with ``err_no``; every call moves at most
+    ``short_max`` bytes (0: no limit). ``_engine_inject_faults()`` clears
+    them."""
+    hfe_inject(err_no, count, short_max, after)
 
 
 cdef int _load_engine_capi() except -1:
     global _eng_capi_tried, _c_set_device, _c_wait_value32, _c_write_value32
-    global _c_event_destroy, _c_event_record
+    global _c_event_destroy, _c_event_record, _c_memcpy_async
     if _eng_capi_tried:
         return 0
     _load_hip_capi()
@@ -95,7 +128,17 @@ cdef int _load_engine_capi() except -1:
             capi, "hipEventDestroy", b"enum hipError_t (hipEvent_t)")
         _c_event_record = <hip_record_fn_t>_capsule_fn(
             capi, "hipEventRecord", b"enum hipError_t (hipEvent_t, hipStream_t)")
+        for sig in (b"enum hipError_t (void *, void const *, size_t, enum hipMemcpyKind, "
+                    b"hipStream_t)",
+                    b"enum hipError_t (void *, const void *, size_t, enum hipMemcpyKind, "
+                    b"hipStream_t)"):
+            _c_memcpy_async = <hip_memcpy_async_t>_capsule_fn(capi, "hipMemcpyAsync", sig)
+            if _c_memcpy_async != NULL:
+                break
         break
+    _eng_rt.wait_value32 = _c_wait_value32
+    _eng_rt.write_value32 = _c_write_value32
+    _eng_rt.memcpy_async = _c_memcpy_async
     _eng_capi_tried = 1
     if _c_event_query != NULL and _c_event_destroy != NULL:
         hfe_set_event_fns(<hfe_event_fn>_c_event_query, <hfe_event_fn>_c_event_destroy)
@@ -247,7 +290,7 @@ cdef _FlagPool _pool_for(int device):
 
 cdef bint _memops_supported(int device) except -1:
     forced = os.environ.get("HIPFILE_ENGINE_RELEASE", "").strip().lower()
-    if forced in ("host", "host-functions"):
+    if forced in ("host", "host-waits", "host-functions"):
         return 0
     if os.environ.get("GPU_STREAMOPS_CP_WAIT", "").strip().lower() in ("1", "true", "yes"):
         return 0      # AMD's runtime then waits on signal memory only
@@ -294,6 +337,129 @@ cdef int _stream_device(uintptr_t stream) except? -2:
         return h.check(h.hip.hipStreamGetDevice(stream), "hipStreamGetDevice")
     except Exception:
         return _current_device()
+
+
+# --------------------------------------------------------------------------
+# Staging rings (the staged data path)
+# --------------------------------------------------------------------------
+
+DEF MIN_SLOTS = 4
+
+cdef class _Ring:
+    """A device's staging ring: pinned host slots the engine's threads read
+    and write with POSIX calls, and their filled/drained flags in mapped
+    pinned memory that streams wait on and write (see engine.h)."""
+    cdef hfe_ring *ring
+    cdef readonly int device
+    cdef readonly size_t slot_size
+    cdef readonly int nslots
+    cdef object staging_mem
+    cdef object flags_mem
+
+    cdef int release(self) except -1:
+        h = _hipapi()
+        if self.ring != NULL:
+            hfe_ring_free(self.ring)
+            self.ring = NULL
+        with _on_device(self.device):
+            if self.staging_mem is not None:
+                h.check(h.hip.hipHostFree(self.staging_mem), "hipHostFree")
+                self.staging_mem = None
+            if self.flags_mem is not None:
+                h.check(h.hip.hipHostFree(self.flags_mem), "hipHostFree")
+                self.flags_mem = None
+        return 0
+
+
+cdef dict _rings = {}      # device -> _Ring
+
+
+cdef _Ring _ring_for(int device):
+    o = _rings.get(device)
+    if o is not None:
+        return <_Ring>o
+    d = _settings_module()
+    cdef size_t total = <size_t>d.engine_staging_size()
+    cdef size_t slot = 8 << 20
+    while slot > (64 << 10) and total // slot < MIN_SLOTS:
+        slot //= 2
+    cdef int nslots = <int>max(2, total // slot)
+    cdef uintptr_t fbase, fdev
+    cdef _Ring r
+    h = _hipapi()
+    r = _Ring.__new__(_Ring)
+    r.device = device
+    r.slot_size = slot
+    r.nslots = nslots
+    with _on_device(device):
+        r.staging_mem = h.check(h.hip.hipHostMalloc(slot * nslots, 0), "hipHostMalloc")
+        try:
+            r.flags_mem = h.check(h.hip.hipHostMalloc(8 * nslots, HIP_HOST_MALLOC_MAPPED),
+                                  "hipHostMalloc")
+            fbase = <uintptr_t>int(r.flags_mem)
+            try:
+                fdev = <uintptr_t>int(h.check(h.hip.hipHostGetDevicePointer(r.flags_mem, 0),
+                                              "hipHostGetDevicePointer"))
+            except Exception:
+                fdev = fbase
+        except BaseException:
+            r.release()
+            raise
+    memset(<void *>fbase, 0, 8 * nslots)
+    r.ring = hfe_ring_new(<void *><uintptr_t>int(r.staging_mem), slot, nslots,
+                          <uint32_t *>fbase, fdev)
+    if r.ring == NULL:
+        r.release()
+        raise MemoryError()
+    return <_Ring>_rings.setdefault(device, r)
+
+
+cdef bint _is_device_memory(uintptr_t ptr) except -1:
+    """Whether the runtime knows ``ptr`` as device (or managed) memory."""
+    h = _hipapi()
+    try:
+        err, attrs = h.hip.hipPointerGetAttributes(ptr)
+        return err == h.hip.hipError_t.hipSuccess and int(attrs.type) in (2, 3)
+    except Exception:
+        return 0
+
+
+cdef bint _staged_path(int fd, _FlagPool pool, uintptr_t base) except -1:
+    """Whether a submission takes the staged path: a POSIX descriptor, stream
+    waits on the buffer's device, the runtime's copy entry point, and device
+    memory (anything else goes to hipFile, which gives its own verdict)."""
+    if fd < 0 or not pool.memops:
+        return 0
+    if os.environ.get("HIPFILE_ENGINE_DATA_PATH", "").strip().lower() == "hipfile":
+        return 0
+    _load_engine_capi()
+    return (_c_memcpy_async != NULL and _c_wait_value32 != NULL
+            and _c_write_value32 != NULL and _is_device_memory(base))
+
+
+cdef object _internal_stream(_FlagPool pool):
+    """The device's own non-blocking stream (copies of unordered submissions,
+    record_event)."""
+    h = _hipapi()
+    if pool.stream is None:
+        with _on_device(pool.device):
+            pool.stream = h.check(h.hip.hipStreamCreateWithFlags(h.hip.hipStreamNonBlocking),
+                                  "hipStreamCreateWithFlags")
+    return pool.stream
+
+
+cdef int _stream_after(uintptr_t target, uintptr_t stream, int device) except -1:
+    """Make ``target`` wait for the work enqueued on ``stream`` so far."""
+    h = _hipapi()
+    with _on_device(device):
+        ev = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
+                     "hipEventCreateWithFlags")
+        try:
+            h.check(h.hip.hipEventRecord(ev, stream), "hipEventRecord")
+            h.check(h.hip.hipStreamWaitEvent(target, ev, 0), "hipStreamWaitEvent")
+        finally:
+            h.hip.hipEventDestroy(ev)
+    return 0
 
 
 # --------------------------------------------------------------------------
@@ -402,7 +568,9 @@ def engine_info():
         "parked": len(_eng_parked),
         "devices": {d: {"mechanism": MECHANISM_STREAM_MEMOPS if (<_FlagPool>p).memops
                         else MECHANISM_HOST_FUNCTIONS,
-                        "flags": (<_FlagPool>p).nflags}
+                        "flags": (<_FlagPool>p).nflags,
+                        "staging_bytes": ((<_Ring>_rings[d]).slot_size * (<_Ring>_rings[d]).nslots
+                                          if d in _rings else 0)}
                     for d, p in _flag_pools.items()},
     }
 
@@ -410,7 +578,8 @@ def engine_info():
 def engine_mechanism(int device=-1):
     """How completion reaches GPU streams on ``device`` (-1: the current
     device): ``"stream-memory-operations"`` (hipStreamWaitValue32 on a flag)
-    or ``"host-functions"`` (a host function blocks the stream)."""
+    or ``"host-waits"`` (the device cannot wait on a flag: ``wait_on`` and
+    stream-ordered submissions wait on the host)."""
     if device < 0:
         device = _current_device()
     return MECHANISM_STREAM_MEMOPS if _pool_for(device).memops else MECHANISM_HOST_FUNCTIONS
@@ -423,6 +592,8 @@ def engine_mechanism(int device=-1):
 cdef class _ParkedOp:
     cdef hfe_op *op
     cdef _Flag flag
+    cdef uint32_t value
+    cdef bint stream_completes
     cdef object file
     cdef object bcore
     cdef object keep
@@ -451,7 +622,8 @@ cdef int _eng_sweep() except -1:
     keep = []
     for o in _eng_parked:
         rec = <_ParkedOp>o
-        if hfe_op_done(rec.op):
+        if hfe_op_done(rec.op) and (not rec.stream_completes or rec.flag is None
+                                    or hfe_flag_reached(rec.flag.ptr, rec.value)):
             _unhold(rec.file, rec.bcore)
             rec.file = None
             rec.bcore = None
@@ -470,8 +642,11 @@ cdef int _eng_trim() except -1:
     if _eng_parked or hfe_outstanding():
         return 0
     for p in list(_flag_pools.values()):
-        (<_FlagPool>p).release()
+        (<_FlagPool>p).release()     # synchronizes the device first
     _flag_pools.clear()
+    for r in list(_rings.values()):
+        (<_Ring>r).release()
+    _rings.clear()
     return 0
 
 
@@ -479,11 +654,18 @@ cdef int _eng_trim() except -1:
 # Submit
 # --------------------------------------------------------------------------
 
-def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=None):
+def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=None,
+                  int fd=-1, bint ordered=True, bint grouped=False):
     """Submit stream-ordered ranges ``(size, file_offset, buffer_offset)`` of
-    ``buffer`` to the engine; returns one :class:`StreamIOHandle` per range.
+    ``buffer`` to the engine; returns one :class:`StreamIOHandle` per range
+    (``grouped``: one for all of them).
 
-    The ranges start together once ``stream`` passes the submit point.
+    The ranges start together once ``stream`` passes the submit point. With
+    ``fd`` (a POSIX descriptor of the file) and stream waits on the buffer's
+    device, the bytes move through the device's staging ring and the copies
+    to or from device memory are enqueued on ``stream`` (``ordered``) or on
+    the device's own stream; otherwise worker threads call
+    ``hipFileRead``/``hipFileWrite``.
 
     Raises
     ------
@@ -491,23 +673,18 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
         A bad buffer, stream, range or task size (nothing is submitted).
     ClosedFileError, HandleNotRegisteredError
         The file is closed, or its registration was dropped.
+    HipRuntimeError
+        The runtime refused a stream operation of the submission.
     """
     cdef uintptr_t base, sh
     cdef size_t length, nbytes, task
     cdef hoff_t foff, boff
     cdef _BufferCore bc = None
     cdef object buf_owner, stream_owner = None
-    cdef int device, sdev, i, n, rc
+    cdef int device, i, n, ng
     cdef long long t
-    cdef hfe_io_fn fn = <hfe_io_fn>_get_io(opcode)
-    cdef hfe_op **ops = NULL
-    cdef uintptr_t gate_event = 0
-    cdef _Flag gflag = None
-    cdef _GateRef gate_ref = None
-    cdef uint32_t gvalue = 0
-    cdef _FlagPool pool, spool
+    cdef _FlagPool pool
     cdef StreamIOHandle hd
-    cdef int qerr
 
     _check_file(f)
     buf_owner = _buffer_info(buffer, &base, &length)
@@ -544,7 +721,193 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     else:
         device = _pointer_device(base)
     pool = _pool_for(device)
+    if _staged_path(fd, pool, base):
+        handles = _submit_staged(f, opcode, fd, base, checked, sh, device, pool, task,
+                                 ordered, grouped)
+    else:
+        handles = _submit_workers(f, opcode, base, checked, sh, device, pool, task, grouped)
+        if ordered and handles:
+            _order_after(handles, sh)
+    # submitted: the handles now hold the file, buffer and stream
+    ng = len(handles)
+    f._held += ng
+    if bc is not None:
+        bc._held += ng
+    for o in handles:
+        hd = <StreamIOHandle>o
+        hd._submitted = 1
+        hd._file = f
+        hd._bcore = bc
+        hd._buffer = buf_owner
+        hd._stream_owner = stream_owner
+        hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
+    return handles
 
+
+cdef int _order_after(list handles, uintptr_t sh) except -1:
+    """Order later work on ``sh`` after every handle (the default order of
+    the worker path): stream waits on their flags, or, without stream waits,
+    a wait on the host."""
+    for o in handles:
+        (<StreamIOHandle>o)._release_to(sh)
+    return 0
+
+
+cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t boff, int device,
+                                uintptr_t sh, _FlagPool pool, int count):
+    cdef StreamIOHandle hd = StreamIOHandle.__new__(StreamIOHandle)
+    hd._flag = pool.take()
+    hd._value = hd._flag.next_value()
+    hd._opcode = opcode
+    hd._size = nbytes
+    hd._file_offset = foff
+    hd._buffer_offset = boff
+    hd._device = device
+    hd._stream = sh
+    hd._count = count
+    return hd
+
+
+cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list checked,
+                         uintptr_t sh, int device, _FlagPool pool, size_t task, bint ordered,
+                         bint grouped):
+    cdef _Ring ring = _ring_for(device)
+    cdef int n = len(checked), ng = 1 if grouped else n, i, rc = 0, qerr
+    cdef size_t nbytes, total = 0
+    cdef hoff_t foff, boff
+    cdef long long end = -1
+    cdef hfe_piece *pieces = NULL
+    cdef hfe_op **groups = NULL
+    cdef uint64_t *cdev = NULL
+    cdef uint32_t *cval = NULL
+    cdef const uint32_t *gate = NULL
+    cdef uint32_t gvalue = 0
+    cdef _Flag gflag = None
+    cdef _GateRef gate_ref = None
+    cdef _FlagPool spool
+    cdef uintptr_t target = sh
+    cdef StreamIOHandle hd
+    cdef int sdev
+    if opcode == 0:
+        end = os.fstat(fd).st_size      # reads stop at the end of the file
+    pieces = <hfe_piece *>malloc(n * sizeof(hfe_piece))
+    groups = <hfe_op **>calloc(ng, sizeof(hfe_op *))
+    cdev = <uint64_t *>calloc(ng, sizeof(uint64_t))
+    cval = <uint32_t *>calloc(ng, sizeof(uint32_t))
+    handles = []
+    try:
+        if pieces == NULL or groups == NULL or cdev == NULL or cval == NULL:
+            raise MemoryError()
+        for i in range(n):
+            nbytes, foff, boff = checked[i]
+            if end >= 0:
+                nbytes = 0 if foff >= end else <size_t>min(<long long>nbytes, end - foff)
+            pieces[i].file_offset = foff
+            pieces[i].device = base + boff
+            pieces[i].len = nbytes
+            pieces[i].group = 0 if grouped else i
+            total += nbytes
+            if grouped and i > 0:
+                continue
+            hd = _new_handle(opcode, nbytes, foff, boff, device, sh, pool, n if grouped else 1)
+            handles.append(hd)
+        if grouped:
+            (<StreamIOHandle>handles[0])._size = total
+        for i in range(ng):
+            hd = <StreamIOHandle>handles[i]
+            hd._op = hfe_op_new(opcode, NULL, NULL, NULL, hd._size, hd._file_offset,
+                                hd._buffer_offset, device, task, hd._flag.ptr, hd._value)
+            if hd._op == NULL:
+                raise MemoryError()
+            groups[i] = hd._op
+            hd._stream_completes = opcode == 0
+            if opcode == 0:
+                cdev[i] = hd._flag.devptr
+                cval[i] = hd._value
+
+        # the gate: a read's file I/O starts once the caller's stream has
+        # passed this point (an idle stream: at once)
+        qerr = _stream_query(sh)
+        if qerr == HIP_ERROR_NOT_READY:
+            if opcode == 0:
+                sdev = _stream_device(sh)
+                spool = _pool_for(sdev)
+                if not spool.memops:
+                    raise ValueError("the stream's device cannot use stream waits: "
+                                     "the buffer and the stream must be on one device")
+                gflag = spool.take()
+                gvalue = gflag.next_value()
+                qerr = _write_value32(sh, gflag.devptr, gvalue)
+                if qerr != HIP_SUCCESS:
+                    spool.free.append(gflag)
+                    gflag = None
+                    _hip_fail(qerr, "hipStreamWriteValue32")
+                gate = gflag.ptr
+        elif qerr != HIP_SUCCESS:
+            _hip_fail(qerr, "hipStreamQuery")
+        if not ordered:
+            target = <uintptr_t>int(_internal_stream(pool))
+            _stream_after(target, sh, device)
+        with nogil:
+            rc = hfe_stage_submit(ring.ring, &_eng_rt, opcode, fd, pieces, n, groups, ng,
+                                  cdev, cval, <void *>target, gate, gvalue, task)
+        if rc < 0:
+            raise OSError(-rc, f"the stream engine refused the submission: {os.strerror(-rc)}")
+    except BaseException:
+        for o in handles:
+            (<StreamIOHandle>o)._abandon()
+        if gflag is not None and rc == 0:
+            gflag.pool.free.append(gflag)
+        raise
+    finally:
+        free(pieces)
+        free(groups)
+        free(cdev)
+        free(cval)
+    if gflag is not None:
+        gate_ref = _GateRef.__new__(_GateRef)
+        gate_ref.flag = gflag
+    for o in handles:
+        (<StreamIOHandle>o)._gate = gate_ref
+        (<StreamIOHandle>o)._staged = 1
+    if rc > 0:
+        # the runtime refused a stream operation part way: what was enqueued
+        # runs; the handles report the failure and are parked until done
+        _submitted_anyway(f, handles)
+        _hip_fail(rc, "the stream-engine submission")
+    return handles
+
+
+cdef int _submitted_anyway(_FileCore f, list handles) except -1:
+    cdef StreamIOHandle hd
+    for o in handles:
+        hd = <StreamIOHandle>o
+        hd._submitted = 1
+        hd._file = f
+        f._held += 1
+    return 0
+
+
+cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, list checked, uintptr_t sh,
+                          int device, _FlagPool pool, size_t task, bint grouped):
+    """The worker path: each range's chunks run as hipFileRead/hipFileWrite
+    calls on the engine's threads (no staging ring: no POSIX descriptor, no
+    stream waits, or ``HIPFILE_ENGINE_DATA_PATH=hipfile``)."""
+    cdef size_t nbytes
+    cdef hoff_t foff, boff
+    cdef int sdev, i, n = len(checked), rc
+    cdef hfe_io_fn fn = <hfe_io_fn>_get_io(opcode)
+    cdef hfe_op **ops = NULL
+    cdef uintptr_t gate_event = 0
+    cdef _Flag gflag = None
+    cdef _GateRef gate_ref = None
+    cdef uint32_t gvalue = 0
+    cdef _FlagPool spool
+    cdef StreamIOHandle hd
+    cdef int qerr
+    if grouped:
+        raise ValueError("a grouped submission needs the staged path: a file opened with a "
+                         "POSIX descriptor, on a device that can use stream waits")
     ops = <hfe_op **>malloc(n * sizeof(hfe_op *))
     if ops == NULL:
         raise MemoryError()
@@ -552,21 +915,13 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     try:
         for i in range(n):
             nbytes, foff, boff = checked[i]
-            hd = StreamIOHandle.__new__(StreamIOHandle)
-            hd._flag = pool.take()
-            hd._value = hd._flag.next_value()
+            hd = _new_handle(opcode, nbytes, foff, boff, device, sh, pool, 1)
             hd._op = hfe_op_new(opcode, fn, <void *>f._fh, <void *>base, nbytes, foff, boff,
                                 device, task, hd._flag.ptr, hd._value)
             if hd._op == NULL:
                 pool.free.append(hd._flag)
                 hd._flag = None
                 raise MemoryError()
-            hd._opcode = opcode
-            hd._size = nbytes
-            hd._file_offset = foff
-            hd._buffer_offset = boff
-            hd._device = device
-            hd._stream = sh
             handles.append(hd)
             ops[i] = hd._op
 
@@ -589,8 +944,7 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
                     spool.free.append(gflag)
                     gflag = None
             if rc == -1:
-                # an event the gate thread polls (no host function, so a host
-                # function blocked on another range cannot hold this one up)
+                # an event the gate thread polls (no host function)
                 gate_event = _gate_event(sh, sdev)
                 if gate_event:
                     rc = hfe_submit(ops, n, NULL, 0, <void *>gate_event)
@@ -612,23 +966,11 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
         raise
     finally:
         free(ops)
-
-    # submitted: the handles now hold the file, buffer and stream
     if gflag is not None:
         gate_ref = _GateRef.__new__(_GateRef)
         gate_ref.flag = gflag
-    f._held += n
-    if bc is not None:
-        bc._held += n
     for o in handles:
-        hd = <StreamIOHandle>o
-        hd._submitted = 1
-        hd._file = f
-        hd._bcore = bc
-        hd._buffer = buf_owner
-        hd._stream_owner = stream_owner
-        hd._gate = gate_ref
-        hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
+        (<StreamIOHandle>o)._gate = gate_ref
     return handles
 
 

@@ -50,6 +50,9 @@ cdef class StreamIOHandle:
     cdef object _event
     cdef str _mechanism
     cdef unsigned long _gen          # fork generation at submit
+    cdef int _count                  # ranges covered (a grouped submission: all)
+    cdef bint _stream_completes      # a staged read: its stream writes the flag
+    cdef bint _staged                # moved through the staging ring
 
     def __cinit__(self):
         self._device = -1
@@ -92,13 +95,15 @@ cdef class StreamIOHandle:
             self._op = NULL
             return
         if self._submitted and not self._observed:
-            if not hfe_op_done(self._op):
+            if not self._complete():
                 rec = _ParkedOp.__new__(_ParkedOp)
                 rec.op = self._op        # the handle's reference moves to the record
                 self._op = NULL
                 rec.file = self._file
                 rec.bcore = self._bcore
                 rec.flag = self._flag
+                rec.value = self._value
+                rec.stream_completes = self._stream_completes
                 rec.keep = (self._buffer, self._stream_owner, self._gate)
                 _eng_parked.append(rec)
                 self._destroy_event()
@@ -152,8 +157,24 @@ cdef class StreamIOHandle:
         return self._mechanism
 
     @property
+    def data_path(self):
+        """How the bytes move: ``"staged"`` (the engine's threads read and
+        write the file with POSIX calls through pinned staging memory, the
+        copies to or from device memory run on a stream) or ``"hipfile"``
+        (the engine's threads call ``hipFileRead``/``hipFileWrite``)."""
+        return "staged" if self._staged else "hipfile"
+
+    @property
+    def ranges(self):
+        """The number of ranges the operation covers (more than 1 for
+        :meth:`FileHandle.pread_async_scatter` and
+        :meth:`FileHandle.pwrite_async_gather`)."""
+        return self._count
+
+    @property
     def calls(self):
-        """Library calls made so far (``hipFileRead``/``hipFileWrite``)."""
+        """File calls made so far (``hipFileRead``/``hipFileWrite``, or on
+        the staged path ``pread``/``pwrite``)."""
         return hfe_op_calls(self._op) if self._op != NULL else 0
 
     @property
@@ -165,6 +186,15 @@ cdef class StreamIOHandle:
         return hfe_op_result(self._op, NULL)
 
     # -- completion -----------------------------------------------------
+
+    cdef bint _complete(self):
+        """Engine side finished and, for a staged read, the stream's copies
+        too (its completion flag written); no HIP call."""
+        if self._op == NULL or not hfe_op_done(self._op):
+            return 0
+        if self._stream_completes and self._flag is not None:
+            return hfe_flag_reached(self._flag.ptr, self._value)
+        return 1
 
     def done(self):
         """Whether the operation has completed (never blocks, no HIP call).
@@ -179,7 +209,7 @@ cdef class StreamIOHandle:
             return True
         if self._gen != _fork_gen:
             _forked("this stream-engine operation")
-        if self._op != NULL and hfe_op_done(self._op):
+        if self._complete():
             self._observe()
             return True
         return False
@@ -204,6 +234,10 @@ cdef class StreamIOHandle:
         """
         cdef double step, left = -1.0
         cdef int ok = 0
+        cdef const uint32_t *flag = NULL
+        cdef uint32_t value = self._value
+        if self._stream_completes and self._flag is not None:
+            flag = self._flag.ptr
         deadline = None
         if timeout is not None:
             if timeout < 0:
@@ -219,6 +253,9 @@ cdef class StreamIOHandle:
                     step = left
             with nogil:
                 ok = hfe_op_wait(self._op, step)
+                if ok and flag != NULL:
+                    # the engine's side is done: the stream's copies remain
+                    ok = hfe_flag_wait(flag, value, step)
             if ok:
                 break
             PyErr_CheckSignals()
@@ -242,8 +279,10 @@ cdef class StreamIOHandle:
         Work enqueued on ``stream`` after this call runs once the operation
         has completed (failed or not: check :meth:`wait` on the host for
         errors); work enqueued before is not delayed. Uses
-        ``hipStreamWaitValue32`` on the operation's completion flag, or a
-        host function where stream waits are unsupported.
+        ``hipStreamWaitValue32`` on the operation's completion flag. Where
+        stream waits are unsupported, it waits on the host instead (no host
+        function: a host function blocked on a range can deadlock with a
+        device-wide synchronisation made meanwhile).
 
         Raises
         ------
@@ -254,26 +293,19 @@ cdef class StreamIOHandle:
 
         See Also
         --------
-        hipStreamWaitValue32, hipLaunchHostFunc
+        hipStreamWaitValue32
         """
-        cdef int err
-        cdef uintptr_t sh = _stream_handle(stream)
+        self._release_to(_stream_handle(stream))
+        return None
+
+    cdef int _release_to(self, uintptr_t sh) except -1:
         if self.done():
-            return None      # nothing left to wait for
+            return 0      # nothing left to wait for
         if self._flag.pool.memops:
             _wait_value32(sh, self._flag.devptr, self._value)
-            return None
-        _load_hip_capi()
-        hfe_op_incref(self._op)
-        if _c_launch_host_func != NULL:
-            err = _c_launch_host_func(<void *>sh, <host_fn_t>hfe_host_wait, <void *>self._op)
-        else:
-            err = int(_hipapi().hip.hipLaunchHostFunc(
-                sh, <uintptr_t>&hfe_host_wait, <uintptr_t>self._op)[0])
-        if err != HIP_SUCCESS:
-            hfe_op_decref(self._op)
-            _hip_fail(err, "hipLaunchHostFunc")
-        return None
+            return 0
+        self.wait()
+        return 0
 
     def record_event(self):
         """A HIP event (HIP-Python ``hipEvent_t``) that completes once this

@@ -15,7 +15,7 @@ cimport cython
 cimport libc.errno
 from libc.stdint cimport int64_t, uint64_t, uintptr_t
 from libc.string cimport memset
-from libc.stdlib cimport malloc, free, realloc
+from libc.stdlib cimport malloc, calloc, free, realloc
 from posix.dlfcn cimport dlopen, dlsym, dlerror, RTLD_NOW, RTLD_LOCAL
 from posix.time cimport timespec
 

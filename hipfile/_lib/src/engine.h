@@ -76,6 +76,75 @@ int64_t hfe_op_result(const hfe_op *op, int *err_no);
 /* The chunk count and the number of library calls made (for tests). */
 long hfe_op_calls(const hfe_op *op);
 
+/* ---------------------------------------------------------------- staged
+ * The staged data path: the engine's threads make no runtime call once a
+ * submission is in. File I/O runs with POSIX pread/pwrite into pinned
+ * staging slots of a ring; the copies between staging and device memory,
+ * and the stream waits that order them after the file I/O, are all
+ * enqueued on a stream at submit, by the submitting thread:
+ *
+ *   read chunk (slot s, generation g):
+ *     engine:  wait drained[s] >= g-1 (and the gate), pread, store filled[s] = g
+ *     stream:  wait filled[s] >= g, copy staging -> device, write drained[s] = g
+ *   write chunk:
+ *     stream:  wait drained[s] >= g-1, copy device -> staging, write filled[s] = g
+ *     engine:  wait filled[s] >= g, pwrite, store drained[s] = g
+ *
+ * A stream never waits for a host thread that must enter the runtime, so a
+ * device-wide synchronisation (hipFree) elsewhere cannot close a cycle
+ * through the engine. */
+
+typedef struct hfe_ring hfe_ring;
+
+/* The runtime entry points the submitting thread uses (hipError_t results). */
+typedef struct hfe_runtime {
+    int (*wait_value32)(void *stream, void *ptr, uint32_t value, unsigned flags, uint32_t mask);
+    int (*write_value32)(void *stream, void *ptr, uint32_t value, unsigned flags);
+    int (*memcpy_async)(void *dst, const void *src, size_t bytes, int kind, void *stream);
+} hfe_runtime;
+
+/* One piece of a submission: `len` bytes between the file at file_offset
+ * and device memory at `device`, for group `group`. */
+typedef struct hfe_piece {
+    int64_t file_offset;
+    uint64_t device;
+    uint64_t len;
+    int group;
+} hfe_piece;
+
+/* A ring over `nslots` staging slots of `slot_size` bytes at `staging`
+ * (pinned host memory), with 2 * nslots flags at `flags_host` (mapped:
+ * `flags_dev` is the address streams use): filled[] then drained[]. */
+hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *flags_host,
+                       uint64_t flags_dev);
+/* Free the ring (no chunk of it may be outstanding). */
+void hfe_ring_free(hfe_ring *ring);
+size_t hfe_ring_slot_size(const hfe_ring *ring);
+
+/* Submit pieces (in order) with the staged path. groups[i] are operations
+ * made by hfe_op_new (fn NULL); each receives its pieces' bytes and errors,
+ * and finishes once all its chunks have (engine side). For a read, the
+ * stream then writes complete_dev[i] = complete_value[i] after the group's
+ * last copy (complete_dev[i] 0: none); for a write, the group's own flag is
+ * stored by the engine. Pieces are packed into chunks of at most chunk_cap
+ * bytes. The engine starts a read chunk's file I/O once *gate >= gate_value
+ * (gate NULL: at once). Returns 0, or the hipError_t of an enqueue that
+ * failed (then every chunk not enqueued is abandoned, every group not
+ * released gets the error -1/EIO, and its flags are set). */
+int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
+                     const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
+                     const uint64_t *complete_dev, const uint32_t *complete_value,
+                     void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap);
+
+/* Wait up to timeout_s seconds (< 0: no limit) for *flag >= value
+ * (wrap-around compare), polling host memory; 1 when it holds. */
+int hfe_flag_wait(const uint32_t *flag, uint32_t value, double timeout_s);
+int hfe_flag_reached(const uint32_t *flag, uint32_t value);
+/* Test faults of the staged path's file calls: after `after` more calls,
+ * the next `count` calls fail with err_no; every call moves at most
+ * short_max bytes (0: no limit). */
+void hfe_inject(int err_no, int count, size_t short_max, int after);
+
 /* A host function (hipHostFn_t) that blocks its stream until the operation
  * `arg` is done, then drops the reference taken for it. It makes no HIP call
  * and takes no GIL. */

@@ -1,0 +1,281 @@
+"""The engine's staged data path: stream order on the submitting stream,
+paged (scattered) blocks as one operation, the staging ring wrapping, and
+failures that still release every stream."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _util import check, device_array, from_device, random_bytes, to_device
+from hip import hip
+
+import hipfile
+from hipfile import FileHandle
+from hipfile._lib import _hipfile
+
+N = 1 << 20
+BLOCK = 16 << 10
+
+
+@pytest.fixture(autouse=True)
+def staged() -> Iterator[None]:
+    if hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("the staged path needs stream waits")
+    yield
+    _hipfile._engine_inject_faults()
+
+
+@pytest.fixture
+def stream() -> Iterator[object]:
+    s = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    yield s
+    check(hip.hipStreamSynchronize(s))
+    check(hip.hipStreamDestroy(s))
+
+
+@pytest.fixture
+def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
+    data = random_bytes(N, seed=23)
+    path = tmp_path / "data.bin"
+    path.write_bytes(data.tobytes())
+    return path, data
+
+
+def _copy_back_on(stream: object, dev: object, nbytes: int) -> np.ndarray:
+    """Enqueue a copy of ``dev`` into pinned host memory on ``stream``,
+    synchronize the stream, and return what the copy saw."""
+    host = check(hip.hipHostMalloc(nbytes, 0))
+    try:
+        check(hip.hipMemcpyAsync(host, dev, nbytes, hip.hipMemcpyKind.hipMemcpyDeviceToHost,
+                                 stream))
+        check(hip.hipStreamSynchronize(stream))
+        return np.frombuffer((ctypes.c_uint8 * nbytes).from_address(int(host)),
+                             np.uint8).copy()
+    finally:
+        check(hip.hipHostFree(host))
+
+
+def test_later_work_on_the_stream_sees_the_bytes(data_file, stream):
+    """As after read_async: a copy enqueued on the submitting stream after
+    pread_async sees the bytes, even when the file I/O is slow."""
+    path, data = data_file
+    _hipfile._engine_inject_faults(short_max=4096)     # many small calls: a slow read
+    with device_array(N) as dev, FileHandle(path) as fh:
+        check(hip.hipMemset(dev, 0, N))
+        h = fh.pread_async(dev, N, 0, 0, stream)
+        assert h.data_path == "staged"
+        got = _copy_back_on(stream, dev, N)
+        assert np.array_equal(got, data)
+        assert h.wait(timeout=30) == N
+
+
+def test_later_work_may_reuse_a_written_buffer(tmp_path, stream):
+    """After pwrite_async, work on the same stream may overwrite the buffer:
+    the file holds what the buffer held at the submit point."""
+    data = random_bytes(N, seed=29)
+    path = tmp_path / "w.bin"
+    _hipfile._engine_inject_faults(short_max=4096)
+    with device_array(N) as dev, FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
+        to_device(dev, data)
+        h = fh.pwrite_async(dev, N, 0, 0, stream)
+        check(hip.hipMemsetAsync(dev, 0, N, stream))      # reuse at once, in stream order
+        assert h.wait(timeout=30) == N
+    assert path.read_bytes() == data.tobytes()
+
+
+def test_unordered_leaves_the_stream_free(data_file, stream):
+    """ordered=False: the submitting stream goes on at once; the bytes are
+    there for streams that wait_on the handle."""
+    path, data = data_file
+    other = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    ev = check(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming))
+    try:
+        with device_array(N) as dev, FileHandle(path) as fh:
+            _hipfile._engine_inject_faults(short_max=1)    # a read that crawls
+            h = fh.pread_async(dev, N, 0, 0, stream, ordered=False)
+            check(hip.hipEventRecord(ev, stream))
+            deadline = time.monotonic() + 10
+            while hip.hipEventQuery(ev)[0] != hip.hipError_t.hipSuccess:
+                assert time.monotonic() < deadline, "the stream waited for the read"
+                time.sleep(0.005)
+            assert not h.done()
+            _hipfile._engine_inject_faults()
+            h.wait_on(other)
+            got = _copy_back_on(other, dev, N)
+            assert np.array_equal(got, data)
+            assert h.wait(timeout=30) == N
+    finally:
+        check(hip.hipEventDestroy(ev))
+        check(hip.hipStreamDestroy(other))
+
+
+def test_scatter_reads_paged_blocks_as_one_operation(tmp_path, stream):
+    """A layer of a paged KV cache: 256 blocks, contiguous in the file,
+    scattered (permuted) over the device buffer; one handle, one wait."""
+    nblocks = 256
+    data = random_bytes(nblocks * BLOCK, seed=31)
+    path = tmp_path / "kv.bin"
+    path.write_bytes(data.tobytes())
+    perm = np.random.default_rng(5).permutation(nblocks)
+    ranges = [(BLOCK, i * BLOCK, int(perm[i]) * BLOCK) for i in range(nblocks)]
+    with device_array(nblocks * BLOCK) as dev, FileHandle(path) as fh:
+        h = fh.pread_async_scatter(dev, ranges, stream)
+        assert h.ranges == nblocks and h.size == nblocks * BLOCK
+        assert h.calls <= 1 + (nblocks * BLOCK) // hipfile.defaults.engine_task_size()
+        got = _copy_back_on(stream, dev, nblocks * BLOCK)
+        assert h.wait(timeout=30) == nblocks * BLOCK
+        for i in range(nblocks):
+            j = int(perm[i])
+            assert np.array_equal(got[j * BLOCK:(j + 1) * BLOCK],
+                                  data[i * BLOCK:(i + 1) * BLOCK]), f"block {i}"
+        assert h.calls == 1, "blocks contiguous in the file take one read"
+
+
+def test_gather_writes_paged_blocks_and_reads_them_back(tmp_path, stream):
+    nblocks = 64
+    data = random_bytes(nblocks * BLOCK, seed=37)
+    perm = np.random.default_rng(7).permutation(nblocks)
+    ranges = [(BLOCK, i * BLOCK, int(perm[i]) * BLOCK) for i in range(nblocks)]
+    path = tmp_path / "kv.bin"
+    with device_array(nblocks * BLOCK) as dev, device_array(nblocks * BLOCK) as back, \
+            FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
+        to_device(dev, data)
+        h = fh.pwrite_async_gather(dev, ranges, stream)
+        assert h.wait(timeout=30) == nblocks * BLOCK
+        file = np.frombuffer(path.read_bytes(), np.uint8)
+        for i in range(nblocks):
+            j = int(perm[i])
+            assert np.array_equal(file[i * BLOCK:(i + 1) * BLOCK],
+                                  data[j * BLOCK:(j + 1) * BLOCK]), f"block {i}"
+        h2 = fh.pread_async_scatter(back, ranges, stream)
+        assert h2.wait(timeout=30) == nblocks * BLOCK
+        assert np.array_equal(from_device(back, nblocks * BLOCK), data)
+
+
+@pytest.fixture
+def small_ring() -> Iterator[None]:
+    """A staging ring of 1 MiB (two slots), so that submissions wrap it."""
+    hipfile.trim_pool()
+    with hipfile.defaults.set(engine_staging_size=1 << 20):
+        hipfile.trim_pool()
+        yield
+        hipfile.trim_pool()
+
+
+def test_submissions_larger_than_the_ring(tmp_path, stream, small_ring):
+    size = 6 << 20
+    data = random_bytes(size, seed=41)
+    path = tmp_path / "big.bin"
+    path.write_bytes(data.tobytes())
+    out = tmp_path / "copy.bin"
+    with device_array(size) as dev, FileHandle(path) as fh, \
+            FileHandle(out, os.O_RDWR | os.O_CREAT) as fo:
+        hs = fh.pread_async_ranges(dev, [(size // 3, i * size // 3, i * size // 3)
+                                         for i in range(3)], stream, task_size=256 << 10)
+        assert hipfile.engine.info()["devices"][0]["staging_bytes"] == 1 << 20
+        w = fo.pwrite_async(dev, size, 0, 0, stream, task_size=300_000)
+        assert sum(h.wait(timeout=60) for h in hs) == size
+        assert w.wait(timeout=60) == size
+    assert out.read_bytes() == data.tobytes()
+
+
+def test_reads_stop_at_the_end_of_the_file(data_file, stream):
+    path, data = data_file
+    with device_array(2 * N) as dev, FileHandle(path) as fh:
+        check(hip.hipMemset(dev, 0xAB, 2 * N))
+        h = fh.pread_async(dev, 2 * N, 0, 0, stream)
+        assert h.wait(timeout=30) == N
+        got = from_device(dev, 2 * N)
+        assert np.array_equal(got[:N], data)
+        assert (got[N:] == 0xAB).all(), "bytes past the end of the file were written"
+
+
+def test_a_failed_read_releases_its_streams_and_leaks_no_stale_bytes(data_file, stream):
+    """Every chunk of a failed read is still released to the stream (no
+    stream waits forever), and the device never receives another
+    operation's staging bytes."""
+    path, _ = data_file
+    other = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    try:
+        with device_array(N) as dev, FileHandle(path) as fh:
+            first = fh.pread_async(dev, N, 0, 0, stream)     # fills the staging slots
+            assert first.wait(timeout=30) == N
+            check(hip.hipMemset(dev, 0, N))
+            _hipfile._engine_inject_faults(errno.EIO, count=1000)
+            h = fh.pread_async(dev, N, 0, 0, stream)
+            h.wait_on(other)
+            check(hip.hipStreamSynchronize(other))
+            with pytest.raises(OSError) as info:
+                h.wait(timeout=30)
+            assert info.value.errno == errno.EIO
+            assert not from_device(dev, N).any(), "stale staging bytes reached the device"
+    finally:
+        check(hip.hipStreamDestroy(other))
+
+
+def test_a_failed_write_reports_and_frees_the_ring(tmp_path, stream):
+    data = random_bytes(N, seed=43)
+    path = tmp_path / "w.bin"
+    with device_array(N) as dev, FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
+        to_device(dev, data)
+        _hipfile._engine_inject_faults(errno.ENOSPC, count=1000)
+        h = fh.pwrite_async(dev, N, 0, 0, stream)
+        with pytest.raises(OSError) as info:
+            h.wait(timeout=30)
+        assert info.value.errno == errno.ENOSPC
+        _hipfile._engine_inject_faults()
+        # the ring goes on serving
+        assert fh.pwrite_async(dev, N, 0, 0, stream).wait(timeout=30) == N
+    assert path.read_bytes() == data.tobytes()
+
+
+def test_wait_times_out_while_another_thread_is_inside_a_device_free(data_file, stream):
+    """A wait polls host memory only: it returns at its timeout while
+    another thread is blocked inside hipFree (a device-wide synchronisation,
+    here held up by a stream that a host flag blocks)."""
+    path, _ = data_file
+    flag = check(hip.hipHostMalloc(4, 0))
+    ctypes.c_uint32.from_address(int(flag)).value = 0
+    blocker = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    libhip = ctypes.CDLL(_runtime_path())
+    libhip.hipFree.argtypes = [ctypes.c_void_p]
+    victim = check(hip.hipMalloc(4096))
+    try:
+        with device_array(N) as dev, FileHandle(path) as fh:
+            check(hip.hipStreamWaitValue32(blocker, flag, 1, 0, 0xFFFFFFFF))
+            check(hip.hipStreamWaitValue32(stream, flag, 1, 0, 0xFFFFFFFF))
+            h = fh.pread_async(dev, N, 0, 0, stream)       # gated behind the flag
+            freeing = threading.Thread(target=libhip.hipFree, args=(int(victim),))
+            freeing.start()                                # blocks: the device is busy
+            time.sleep(0.2)
+            assert freeing.is_alive()
+            t0 = time.monotonic()
+            with pytest.raises(TimeoutError):
+                h.wait(timeout=0.3)
+            assert time.monotonic() - t0 < 5
+            ctypes.c_uint32.from_address(int(flag)).value = 1
+            freeing.join(30)
+            assert not freeing.is_alive()
+            assert h.wait(timeout=30) == N
+    finally:
+        ctypes.c_uint32.from_address(int(flag)).value = 1
+        check(hip.hipStreamSynchronize(blocker))
+        check(hip.hipStreamDestroy(blocker))
+        check(hip.hipHostFree(flag))
+
+
+def _runtime_path() -> str:
+    from hipfile import platforms
+
+    active = platforms.active()
+    if active is None:
+        pytest.skip("needs a test platform's runtime")
+    return str(platforms.prefix(active) / "lib" / "libamdhip64.so")
