@@ -15,7 +15,22 @@ in the page cache into one device buffer, and writes them back, timing:
 * overlap: each layer's compute (bf16 matrix products with PyTorch, else a
   memset) waits for its own layer only: ``t_both`` for the engine
   (``wait_on``) and for ``read_async`` (an event per layer);
-* the save side: ``pwrite_async_ranges`` against a sync ``pwrite``.
+* the save side: ``pwrite_async_ranges`` against a sync ``pwrite``;
+* a paged KV cache: each layer as ``--block-kib`` blocks, contiguous in the
+  file and scattered (permuted) over the whole device buffer, loaded with one
+  ``pread_async_scatter`` per layer and released to the compute stream, side
+  by side with the contiguous layers (the same bytes), and
+  ``pread_async_ranges`` with one range per block;
+* ``batch_read`` of ``--batch-blocks`` of those blocks against the engine's
+  scatter read of the same blocks;
+* churn: the layer-wise load with compute while another thread allocates
+  and frees ``--churn-mib`` of device memory in a loop (with PyTorch:
+  ``torch.empty`` then ``torch.cuda.empty_cache``; else ``hipMalloc`` and
+  ``hipFree``), each of which synchronises the device; the load must
+  complete, and its time is compared with the same load alone.
+
+The new rows pass the framework's tensor and streams as they are, with no
+driver, buffer or stream registration held by the benchmark.
 
 Medians of interleaved repeats and the ratios the goals are stated in are
 printed; ``--json`` writes everything. ``--cold`` adds a cold-cache read row
@@ -63,11 +78,65 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--kvikio", action="store_true", help="add the KvikIO rows (needs kvikio)")
     ap.add_argument("--cold", action="store_true", help="add a cold-cache read row")
     ap.add_argument("--sweep", action="store_true", help="sweep engine threads x task sizes")
+    ap.add_argument("--block-kib", type=int, default=64, help="KiB per paged KV block")
+    ap.add_argument("--batch-blocks", type=int, default=1024,
+                    help="blocks read by the batch_read row")
+    ap.add_argument("--churn-mib", type=int, default=256,
+                    help="MiB allocated and freed per round by the churn thread")
     ap.add_argument("--json", default=None, help="write the results to this file")
     add_common_arguments(ap, data="the data file",
                          allow_emulated="run on the emulated platform (correctness only, "
                                         "no speed)")
     return ap
+
+
+def churn_rows(load: Callable[[], None], sync_all: Callable[[], None], nbytes: int,
+               repeats: int, uses_torch: bool) -> dict[str, Any]:
+    """Time ``load`` alone and while another thread allocates and frees
+    ``nbytes`` of device memory in a loop; a round that does not finish in
+    60 s is reported as stuck (the process is then ended, with every
+    thread's stack on stderr)."""
+    import faulthandler
+
+    from hip import hip
+
+    stop = threading.Event()
+    frees = [0]
+
+    def churn() -> None:
+        if uses_torch:
+            import torch
+
+            while not stop.is_set():
+                x = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+                del x
+                torch.cuda.empty_cache()
+                frees[0] += 1
+        else:
+            while not stop.is_set():
+                p = hip_check(hip.hipMalloc(nbytes))
+                hip_check(hip.hipFree(p))
+                frees[0] += 1
+
+    def timed() -> float:
+        sync_all()
+        t0 = time.perf_counter()
+        load()
+        return time.perf_counter() - t0
+
+    alone = [timed() for _ in range(repeats)]
+    t = threading.Thread(target=churn, daemon=True)
+    faulthandler.dump_traceback_later(60 * repeats + 60, exit=True)
+    t.start()
+    try:
+        busy = [timed() for _ in range(repeats)]
+    finally:
+        stop.set()
+        t.join(60)
+        faulthandler.cancel_dump_traceback_later()
+    return {"completed": True, "alone_s": statistics.median(alone),
+            "churn_s": statistics.median(busy), "frees": frees[0],
+            "churn": "torch.empty + empty_cache" if uses_torch else "hipMalloc + hipFree"}
 
 
 def main() -> int:
@@ -170,14 +239,73 @@ def main() -> int:
             def save_pwrite() -> None:
                 assert wf.pwrite(buf, total).result() == total
 
+            # -- a paged KV cache: the same bytes as blocks scattered over kv
+            block = args.block_kib << 10
+            per_layer = chunk // block
+            import random
+
+            slots = list(range(layers * per_layer))
+            random.Random(1).shuffle(slots)
+            layer_blocks = [[(block, i * chunk + j * block, slots[i * per_layer + j] * block)
+                             for j in range(per_layer)] for i in range(layers)]
+
+            def both_paged_scatter() -> None:
+                hs = []
+                for i in range(layers):
+                    h = fh.pread_async_scatter(kv_obj, layer_blocks[i], io_h)
+                    h.wait_on(comp_h)
+                    compute(i)
+                    hs.append(h)
+                check(hip.hipStreamSynchronize(comp_h))
+                assert sum(h.wait() for h in hs) == total
+
+            def both_contiguous() -> None:
+                hs = fh.pread_async_ranges(kv_obj, ranges, io_h)
+                for i, h in enumerate(hs):
+                    h.wait_on(comp_h)
+                    compute(i)
+                check(hip.hipStreamSynchronize(comp_h))
+                assert sum(h.wait() for h in hs) == total
+
+            def paged_scatter() -> None:
+                hs = [fh.pread_async_scatter(kv_obj, layer_blocks[i], io_h)
+                      for i in range(layers)]
+                assert sum(h.wait() for h in hs) == total
+
+            def paged_ranges() -> None:
+                hs = [h for i in range(layers)
+                      for h in fh.pread_async_ranges(kv_obj, layer_blocks[i], io_h)]
+                assert sum(h.wait() for h in hs) == total
+
+            some = [r for lb in layer_blocks for r in lb][:args.batch_blocks]
+            some_bytes = sum(r[0] for r in some)
+
+            def batch_blocks() -> None:
+                assert sum(hipfile.batch_read(fh, kv_obj, some)) == some_bytes
+
+            def engine_blocks() -> None:
+                assert fh.pread_async_scatter(kv_obj, some, io_h).wait() == some_bytes
+
             cases: dict[str, Callable[[], None]] = {
                 "read_async": read_async, "engine": engine, "pread": pread,
                 "compute": compute_only, "both_engine": both_engine,
                 "both_read_async": both_read_async,
                 "limit_pagecache_pinned_16t": limit_pagecache, "limit_h2d_pinned": limit_h2d,
                 "save_engine": save_engine, "save_pwrite": save_pwrite,
+                "both_contiguous_bare": both_contiguous, "both_paged_scatter": both_paged_scatter,
+                "paged_scatter": paged_scatter, "paged_ranges": paged_ranges,
             }
             times = time_interleaved(cases, args.repeats, sync_all)
+            blocks_times = time_interleaved({"batch_read": batch_blocks,
+                                             "engine_scatter": engine_blocks},
+                                            args.repeats, sync_all)
+            results["blocks"] = {
+                "count": len(some), "bytes": some_bytes,
+                **{k: {"median_s": statistics.median(v),
+                       "gbps": some_bytes / statistics.median(v) / 1e9}
+                   for k, v in blocks_times.items()}}
+            results["churn"] = churn_rows(both_contiguous, sync_all, args.churn_mib << 20,
+                                          args.repeats, lc.uses_torch)
             med = {k: statistics.median(v) for k, v in times.items()}
             results["cases"] = {k: {"median_s": v, "gbps": total / v / 1e9} for k, v in med.items()}
 
@@ -287,6 +415,14 @@ def main() -> int:
         "save_engine_vs_pwrite_throughput": c["save_pwrite"] / c["save_engine"],
         "engine_vs_limit_pagecache": c["limit_pagecache_pinned_16t"] / c["engine"],
     }
+    ratios["paged_scatter_vs_contiguous_with_compute"] = (c["both_contiguous_bare"]
+                                                          / c["both_paged_scatter"])
+    ratios["paged_scatter_vs_contiguous_load"] = c["engine"] / c["paged_scatter"]
+    ratios["paged_ranges_vs_contiguous_load"] = c["engine"] / c["paged_ranges"]
+    ratios["batch_read_vs_engine_same_blocks"] = (results["blocks"]["engine_scatter"]["median_s"]
+                                                  / results["blocks"]["batch_read"]["median_s"])
+    if results["churn"].get("completed"):
+        ratios["churn_vs_alone"] = results["churn"]["alone_s"] / results["churn"]["churn_s"]
     kv_async = results.get("kvikio", {}).get("kvikio-compat-tuned", {}).get("raw_read_async_gbps")
     if kv_async:
         ratios["engine_vs_kvikio_raw_read_async"] = results["cases"]["engine"]["gbps"] / kv_async
@@ -305,6 +441,11 @@ def main() -> int:
     for k, v in results.get("overlap_sweep", {}).items():
         print(f"  overlap {k:20s} t_both {v['t_both_ms']:7.2f} ms  t_io {v['t_io_ms']:7.2f} ms"
               f"  t_both/max {v['t_both_over_max']:5.2f}")
+    b = results["blocks"]
+    print(f"  blocks: {b['count']} x {args.block_kib} KiB: batch_read "
+          f"{b['batch_read']['gbps']:.2f} GB/s, engine scatter {b['engine_scatter']['gbps']:.2f}"
+          f" GB/s")
+    print(f"  churn: {results['churn']}")
     for k, v in results.get("cold_gbps", {}).items():
         print(f"  cold {k:23s} {v:7.2f} GB/s")
     for k, v in ratios.items():

@@ -2,8 +2,9 @@
 
 vLLM's ``KVConnectorBase_V1`` asks a worker-side connector for six calls per
 forward pass. This file implements them with their vLLM names and meanings on
-:meth:`hipfile.FileHandle.pread_async_ranges` and
-:meth:`~hipfile.FileHandle.pwrite_async_ranges`, with small stand-ins for
+:meth:`hipfile.FileHandle.pread_async_scatter` and
+:meth:`~hipfile.FileHandle.pwrite_async_gather` (a layer's blocks as one
+operation), with small stand-ins for
 vLLM's own objects (no vLLM import):
 
 * :meth:`HipFileKVConnector.register_kv_caches` registers every layer's
@@ -255,8 +256,10 @@ class HipFileKVConnector:
                 base = self._layer_index(name) * n * self.block_bytes
                 ranges = coalesce(req.block_ids, self.block_bytes, base)
                 if self.path == "engine":
-                    hs = fh.pread_async_ranges(self._buffers[name], ranges, self._load_stream,
-                                               task_size=self.task_size)
+                    # the layer's blocks as one operation: one handle, one
+                    # completion for the compute stream to wait on
+                    hs = [fh.pread_async_scatter(self._buffers[name], ranges, self._load_stream,
+                                                 task_size=self.task_size)] if ranges else []
                     self._layer_waits.setdefault(name, []).extend(hs)
                 else:
                     hs = [fh.read_async(self._buffers[name], s, f, o, self._hip_stream)
@@ -317,8 +320,9 @@ class HipFileKVConnector:
                 self._save_files[req.req_id] = fh
             n = len(req.block_ids)
             ranges = coalesce(req.block_ids, self.block_bytes, index * n * self.block_bytes)
-            for h in fh.pwrite_async_ranges(target, ranges, stream, task_size=self.task_size):
-                self._saves.append((req.req_id, h))
+            if ranges:
+                self._saves.append((req.req_id, fh.pwrite_async_gather(
+                    target, ranges, stream, task_size=self.task_size)))
 
     def wait_for_save(self) -> None:
         """Block until every save has finished; raise the first error.
