@@ -35,9 +35,10 @@ IN_FLIGHT = 4
 class _Slot:
     """One batch handle and the entries it runs."""
 
-    __slots__ = ("array", "events", "handle", "inflight", "nr")
+    __slots__ = ("array", "events", "handle", "inflight", "no", "nr")
 
-    def __init__(self, handle: int, capacity: int) -> None:
+    def __init__(self, no: int, handle: int, capacity: int) -> None:
+        self.no = no                            # its place in _Run.slots
         self.handle = handle
         self.inflight = 0                       # entries submitted, not yet final
         self.array: np.ndarray | None = None    # the submitted parameters
@@ -47,7 +48,8 @@ class _Slot:
 
 class _Entries:
     """Per-entry bookkeeping in arrays: the range each entry belongs to, its
-    size and offsets (entry ``k`` has cookie ``k + 1``)."""
+    size and offsets, and the slot running it (-1: none) (entry ``k`` has
+    cookie ``k + 1``)."""
 
     def __init__(self, index: list[int], size: list[int], foff: list[int],
                  boff: list[int]) -> None:
@@ -55,6 +57,7 @@ class _Entries:
         self.size = np.asarray(size, dtype=np.int64)
         self.foff = np.asarray(foff, dtype=np.int64)
         self.boff = np.asarray(boff, dtype=np.int64)
+        self.slot = np.full(len(self.index), -1, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -65,6 +68,7 @@ class _Entries:
         self.size = np.append(self.size, size)
         self.foff = np.append(self.foff, foff)
         self.boff = np.append(self.boff, boff)
+        self.slot = np.append(self.slot, -1)
         return len(self.index) - 1
 
     def params(self, ids: np.ndarray, fh: int, ptr: int, opcode: int) -> np.ndarray:
@@ -152,7 +156,7 @@ class _Run:
                 if len(self.slots) >= self.in_flight:
                     return
                 try:
-                    slot = _Slot(_set_up(self.per_batch), self.per_batch)
+                    slot = _Slot(len(self.slots), _set_up(self.per_batch), self.per_batch)
                 except HipFileException:
                     if not self.slots:
                         raise
@@ -175,6 +179,7 @@ class _Run:
                 return
             slot.array = array
             slot.inflight = len(ids)
+            self.entries.slot[ids] = slot.no
             self.busy.append(slot)
 
     # -- collecting -----------------------------------------------------------
@@ -208,6 +213,15 @@ class _Run:
         ids = rows["cookie"].astype(np.int64) - 1
         ret = rows["ret"].astype(np.int64)
         ent = self.entries
+        # Only entries this slot runs, each once: a cookie reported twice or
+        # not ours changes nothing.
+        ours = (ids >= 0) & (ids < len(ent))
+        ours[ours] = ent.slot[ids[ours]] == slot.no
+        if not ours.all():
+            ids, ret, status = ids[ours], ret[ours], status[ours]
+        ids, first = np.unique(ids, return_index=True)
+        ret, status = ret[first], status[first]
+        ent.slot[ids] = -1
         size = ent.size[ids]
         whole = (status == int(Status.COMPLETE)) & (ret == size)
         np.add.at(self.moved, ent.index[ids[whole]], size[whole])
