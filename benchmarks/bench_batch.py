@@ -15,11 +15,11 @@ Prints medians of interleaved repeats and ``batch_read/engine`` as a speed
 ratio (engine time over batch time; the goal is >= 0.5). Every case is checked
 once against the file's bytes before timing.
 
-``--trace`` first runs one ``batch_read`` with every library call of the
-batch timed (``Submit`` and ``GetStatus``: count, total and longest time,
-events per ``GetStatus``), under a watchdog that prints every thread's
-stack each ``--watchdog`` seconds while a call has not returned, so a batch
-that does not finish shows where it waits. ``--timeout`` bounds each
+``--trace`` first runs one ``batch_read`` with every batch call of the
+library timed (``SetUp``, ``Submit``, ``GetStatus``, ``Cancel``,
+``Destroy``: calls, total and longest time, entries). A watchdog prints every
+thread's stack each ``--watchdog`` seconds while the run lasts, so a batch
+that does not finish shows the call it waits in; ``--timeout`` bounds each
 ``batch_read`` (``TimeoutError`` rather than a hang).
 
     python benchmarks/bench_batch.py --platform cuda --blocks 1024 --block-kib 64 --dir /tmp --trace
@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--trace", action="store_true",
                     help="time every batch library call of one batch_read first")
     ap.add_argument("--watchdog", type=float, default=30.0,
-                    help="with --trace: dump every stack after this many seconds (default: 30)")
+                    help="print every thread's stack each this many seconds while the run "
+                         "lasts (default: 30)")
     ap.add_argument("--seed", type=int, default=17, help="seed of the slot permutation")
     ap.add_argument("--json", default=None, help="write the results to this file")
     add_common_arguments(ap, data="the data file")
@@ -155,6 +156,9 @@ def main() -> int:
     print(f"{n} blocks of {args.block_kib} KiB ({total / 2**20:.0f} MiB), slots permuted; "
           f"device memory: {'torch' if uses_torch else 'hipMalloc'}", flush=True)
 
+    # every thread's stack each --watchdog seconds until the run ends, so a
+    # call that does not return shows where it waits
+    faulthandler.dump_traceback_later(args.watchdog, repeat=True, file=sys.stderr)
     with hipfile.Driver(), hipfile.FileHandle(path) as fh, hipfile.Buffer(kv) as buf, \
             hipfile.Stream(io_h) as io:
 
@@ -186,15 +190,11 @@ def main() -> int:
             assert got == total, got
 
         if args.trace:
-            faulthandler.dump_traceback_later(args.watchdog, repeat=True, file=sys.stderr)
-            try:
-                clear()
-                with _CallTimes(_hipfile) as ct:
-                    t0 = time.perf_counter()
-                    batch()
-                    took = time.perf_counter() - t0
-            finally:
-                faulthandler.cancel_dump_traceback_later()
+            clear()
+            with _CallTimes(_hipfile) as ct:
+                t0 = time.perf_counter()
+                batch()
+                took = time.perf_counter() - t0
             trace = ct.summary()
             results["trace"] = {"seconds": took, **trace}
             print(f"trace: one batch_read took {took * 1e3:.1f} ms", flush=True)
@@ -211,6 +211,7 @@ def main() -> int:
             check(name)
 
         times = time_interleaved(cases, args.repeats, sync_all, warm_up=False)
+    faulthandler.cancel_dump_traceback_later()
     med = {k: statistics.median(v) for k, v in times.items()}
     for k, v in times.items():
         results["cases"][k] = {"median_s": med[k], "times_s": v,
