@@ -28,6 +28,7 @@ that does not finish shows the call it waits in; ``--timeout`` bounds each
 from __future__ import annotations
 
 import argparse
+import ctypes
 import faulthandler
 import json
 import os
@@ -66,8 +67,10 @@ def build_parser() -> argparse.ArgumentParser:
 class _CallTimes:
     """Wraps the shim's batch calls and records how long each took."""
 
-    def __init__(self, shim: Any) -> None:
+    def __init__(self, shim: Any, events_dtype: Any) -> None:
         self.shim = shim
+        self.events_dtype = events_dtype
+        self.statuses: dict[str, int] = {}  # status of every event handed over
         self.rows: dict[str, list[tuple[float, int]]] = {
             key: [] for key in ("set_up", "submit", "get_status", "cancel", "destroy")}
         self._saved: dict[str, Callable[..., Any]] = {}
@@ -90,12 +93,28 @@ class _CallTimes:
         def call(*args: Any) -> Any:
             t0 = time.perf_counter()
             out = fn(*args)
+            took = time.perf_counter() - t0
             count = args[1] if key == "submit" else int(out or 0) if key == "get_status" \
                 else 0
-            rows.append((time.perf_counter() - t0, count))
+            rows.append((took, count))
+            if key == "get_status" and count:
+                self._tally(args[3], count)
             return out
 
         return call
+
+    def _tally(self, address: int, count: int) -> None:
+        import numpy as np
+
+        from hipfile.enums import Status
+
+        raw = (ctypes.c_char * (count * self.events_dtype.itemsize)).from_address(address)
+        for status in np.frombuffer(raw, dtype=self.events_dtype)["status"].tolist():
+            try:
+                name = Status(status).name or str(status)
+            except ValueError:
+                name = str(status)
+            self.statuses[name] = self.statuses.get(name, 0) + 1
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -105,6 +124,7 @@ class _CallTimes:
             out[key] = {"calls": len(rows), "total_s": sum(times),
                         "max_s": max(times, default=0.0), "entries": sum(counts),
                         "zero_calls": sum(1 for c in counts if c == 0)}
+        out["statuses"] = dict(self.statuses)
         return out
 
 
@@ -113,6 +133,7 @@ def main() -> int:
     hipfile = select_platform(args.platform)
     from hip import hip
 
+    from hipfile._abi import IO_EVENTS
     from hipfile._lib import _hipfile
 
     block = args.block_kib << 10
@@ -195,7 +216,7 @@ def main() -> int:
             for name in ("batch_read", "batch_read_1"):
                 clear()
                 error = None
-                with _CallTimes(_hipfile) as ct:
+                with _CallTimes(_hipfile, IO_EVENTS) as ct:
                     t0 = time.perf_counter()
                     try:
                         cases[name]()
@@ -206,6 +227,7 @@ def main() -> int:
                 results["trace"][name] = {"seconds": took, "error": error, **trace}
                 print(f"trace: one {name} took {took * 1e3:.1f} ms"
                       + (f", then raised {error}" if error else ""), flush=True)
+                print(f"  event statuses: {trace.pop('statuses')}", flush=True)
                 for key, row in trace.items():
                     print(f"  {key:<10} {row['calls']:5d} calls  {row['total_s'] * 1e3:9.1f} ms "
                           f"total  {row['max_s'] * 1e3:8.2f} ms longest  {row['entries']:6d} "
