@@ -940,11 +940,12 @@ static double now_s(void)
 }
 
 /* A bounded wait for min_nr events: cuFile is only asked for what has
- * completed (min_nr 0, no timeout), and the platform sleeps between polls
- * (16 us, doubling to 1 ms while nothing arrives) until min_nr events are
- * gathered, the array is full or the deadline passes. cuFile's own handling
- * of a timeout is not relied upon. Events already gathered are returned even
- * if a later poll fails; the failure shows at the next call. */
+ * completed (min_nr 0, no timeout), and the platform paces the polls itself
+ * (again at once while events arrive, else after 16 us doubling to 1 ms)
+ * until min_nr events are gathered, the array is full or the deadline
+ * passes. cuFile's own handling of a timeout is not relied upon. Events
+ * already gathered are returned even if a later poll fails; the failure
+ * shows at the next call. */
 static CUfileError_t poll_status(const struct hfc_cufile *F, hipFileBatchHandle_t batch,
                                  unsigned min_nr, unsigned *nr, hipFileIOEvents_t *events,
                                  const struct timespec *timeout)
@@ -969,8 +970,10 @@ static CUfileError_t poll_status(const struct hfc_cufile *F, hipFileBatchHandle_
         double left = deadline - now_s();
         if (left <= 0)
             break;
-        if (n > 0)
+        if (n > 0) { /* progress: ask again at once */
             pause_us = 16;
+            continue;
+        }
         long us = (double)pause_us * 1e-6 < left ? pause_us : (long)(left * 1e6) + 1;
         struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
         nanosleep(&ts, NULL);
