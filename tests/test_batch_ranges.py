@@ -218,3 +218,30 @@ def test_an_event_reported_twice_counts_once(batch_status: None, driver: hipfile
         out = from_device(dev, data.nbytes)
     assert got == [BLOCK] * BLOCKS
     assert np.array_equal(out, _expected(data, ranges))
+
+
+@pytest.mark.emulated
+def test_ctrl_c_cancels_and_releases(batch_status: None, driver: hipfile.Driver,
+                                     blocks: tuple[Path, np.ndarray]) -> None:
+    """Ctrl-C while batch_read waits: KeyboardInterrupt soon after, every
+    batch canceled and destroyed, the file free to close."""
+    import signal
+    import threading
+
+    path, _ = blocks
+    emu().set_completion_delay(300_000)
+    with device_array(BLOCK * BLOCKS) as dev, hipfile.open(path) as fh:
+        timer = threading.Timer(0.1, signal.raise_signal, args=(signal.SIGINT,))
+        timer.start()
+        t0 = time.monotonic()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                hipfile.batch_read(fh, dev, _scattered(), batch_size=8, in_flight=3)
+        finally:
+            timer.cancel()
+            timer.join()
+        assert time.monotonic() - t0 < 2.0
+        assert emu().counters()["batches"] == 0
+        emu().set_completion_delay(0)
+        fh.close()
+        assert fh.closed
