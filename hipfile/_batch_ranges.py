@@ -88,7 +88,7 @@ class _Entries:
 def _parse(ranges: Iterable[tuple[int | None, int, int]], length: int
            ) -> tuple[int, _Entries]:
     """Check every range against the buffer; ranges above one entry's limit
-    become several entries."""
+    become several entries, empty ones none."""
     index: list[int] = []
     size: list[int] = []
     foff: list[int] = []
@@ -100,7 +100,9 @@ def _parse(ranges: Iterable[tuple[int | None, int, int]], length: int
         if len(t) != 3:
             raise TypeError(f"each range must be (size, file_offset, buffer_offset), got {r!r}")
         n, fo, bo = check(length, *t)
-        if n <= _MAX_ENTRY:
+        if n == 0:
+            pass  # nothing to move: no entry
+        elif n <= _MAX_ENTRY:
             index.append(count)
             size.append(n)
             foff.append(fo)

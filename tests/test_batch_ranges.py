@@ -245,3 +245,24 @@ def test_ctrl_c_cancels_and_releases(batch_status: None, driver: hipfile.Driver,
         emu().set_completion_delay(0)
         fh.close()
         assert fh.closed
+
+
+def test_empty_ranges_submit_nothing(batch_status: None, driver: hipfile.Driver,
+                                     blocks: tuple[Path, np.ndarray],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    path, data = blocks
+    submitted: list[int] = []
+    real = _hipfile.batch_io_submit
+
+    def submit(batch: int, nr: int, params: int, flags: int = 0) -> None:
+        submitted.append(nr)
+        real(batch, nr, params, flags)
+
+    monkeypatch.setattr(_hipfile, "batch_io_submit", submit)
+    with device_array(2 * BLOCK) as dev, hipfile.open(path) as fh:
+        assert hipfile.batch_read(fh, dev, [(0, 0, 0), (BLOCK, BLOCK, BLOCK), (0, 0, BLOCK)]) \
+            == [0, BLOCK, 0]
+        assert hipfile.batch_read(fh, dev, [(0, 0, 0)]) == [0]
+        out = from_device(dev, 2 * BLOCK)
+    assert submitted == [1]
+    assert np.array_equal(out[BLOCK:], data[BLOCK:2 * BLOCK])
