@@ -1,11 +1,12 @@
 """batch_read / batch_write: several batches in flight, one hold of the file
 and buffer for the whole call, and bounded waits.
 
-Peer cases mirrored: KvikIO's ``BatchHandle`` workflow (submit, then status
-until every operation has reported, handle reused for the next submission;
-``python/kvikio/tests/test_batch.py``) and cuda-python's
-``test_batch_io_large_operations`` (every cookie reported once, bytes as
-asked).
+Peer behaviour mirrored: the workflow KvikIO documents for its
+``BatchHandle`` (``cpp/include/kvikio/batch.hpp``: one submission per handle
+at a time, status until every operation has reported, then the handle takes
+the next submission), and cuda-python's
+``cuda_bindings/tests/test_cufile.py::test_batch_io_large_operations``
+(every cookie reported once, bytes as asked).
 """
 
 from __future__ import annotations
