@@ -20,7 +20,7 @@ the entries use: closing such a file, or deregistering such a
 
 One batch holds at most ``max_batch_io_count`` entries (128 by default).
 :func:`batch_read` and :func:`batch_write` take any number of ranges of one
-file and buffer and run them as successive batches::
+file and buffer and run them as batches, several in flight at once::
 
     nbytes = hipfile.batch_read(fh, dev, [(4096, i * 4096, i * 4096) for i in range(1000)])
 """

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cufile_abi.h"
@@ -919,6 +920,70 @@ HFC_EXPORT hipFileError_t hipFileBatchIOSubmit(hipFileBatchHandle_t batch, unsig
         F->cuFileBatchIOSubmit(batch, nr, (CUfileIOParams_t *)(void *)params, flags));
 }
 
+/* Whether a bounded wait is left to cuFile (HIPFILE_CUDA_BATCH_WAIT=cufile)
+ * rather than done here by polling. */
+static int batch_wait_in_cufile(void)
+{
+    static int cached = -1;
+    if (cached < 0) {
+        const char *v = getenv("HIPFILE_CUDA_BATCH_WAIT");
+        cached = v != NULL && strcmp(v, "cufile") == 0;
+    }
+    return cached;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* A bounded wait for min_nr events: cuFile is only asked for what has
+ * completed (min_nr 0, no timeout), and the platform paces the polls itself
+ * (again at once while events arrive, else after 16 us doubling to 1 ms)
+ * until min_nr events are gathered, the array is full or the deadline
+ * passes. cuFile's own handling of a timeout is not relied upon. Events
+ * already gathered are returned even if a later poll fails; the failure
+ * shows at the next call. */
+static CUfileError_t poll_status(const struct hfc_cufile *F, hipFileBatchHandle_t batch,
+                                 unsigned min_nr, unsigned *nr, hipFileIOEvents_t *events,
+                                 const struct timespec *timeout)
+{
+    const double deadline = now_s() + (double)timeout->tv_sec + (double)timeout->tv_nsec * 1e-9;
+    const unsigned cap = *nr;
+    unsigned got = 0;
+    long pause_us = 16;
+    CUfileError_t e = {CU_FILE_SUCCESS, 0};
+    for (;;) {
+        unsigned n = cap - got;
+        e = F->cuFileBatchIOGetStatus(batch, 0, &n, (CUfileIOEvents_t *)(void *)(events + got),
+                                      NULL);
+        if (e.err != CU_FILE_SUCCESS) {
+            if (got > 0)
+                e.err = CU_FILE_SUCCESS;
+            break;
+        }
+        got += n <= cap - got ? n : cap - got;
+        if (got >= min_nr || got == cap)
+            break;
+        double left = deadline - now_s();
+        if (left <= 0)
+            break;
+        if (n > 0) { /* progress: ask again at once */
+            pause_us = 16;
+            continue;
+        }
+        long us = (double)pause_us * 1e-6 < left ? pause_us : (long)(left * 1e6) + 1;
+        struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+        if (pause_us < 1000)
+            pause_us *= 2;
+    }
+    *nr = got;
+    return e;
+}
+
 HFC_EXPORT hipFileError_t hipFileBatchIOGetStatus(hipFileBatchHandle_t batch, unsigned min_nr,
                                                   unsigned *nr, hipFileIOEvents_t *events,
                                                   struct timespec *timeout)
@@ -929,8 +994,14 @@ HFC_EXPORT hipFileError_t hipFileBatchIOGetStatus(hipFileBatchHandle_t batch, un
         return make_error(hipFileInvalidValue);
     if ((*nr > 0 && events == NULL) || min_nr > *nr)
         return make_error(hipFileInvalidValue);
-    e = F->cuFileBatchIOGetStatus(batch, min_nr, nr, (CUfileIOEvents_t *)(void *)events,
-                                  timeout);
+    if (timeout != NULL && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 ||
+                            timeout->tv_nsec >= 1000000000L))
+        return make_error(hipFileInvalidValue);
+    if (timeout != NULL && *nr > 0 && !batch_wait_in_cufile())
+        e = poll_status(F, batch, min_nr, nr, events, timeout);
+    else
+        e = F->cuFileBatchIOGetStatus(batch, min_nr, nr, (CUfileIOEvents_t *)(void *)events,
+                                      timeout);
     if (e.err != CU_FILE_SUCCESS)
         return from_cufile(e);
     for (unsigned i = 0; i < *nr; i++) {
