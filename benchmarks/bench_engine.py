@@ -21,8 +21,9 @@ in the page cache into one device buffer, and writes them back, timing:
   ``pread_async_scatter`` per layer and released to the compute stream, side
   by side with the contiguous layers (the same bytes), and
   ``pread_async_ranges`` with one range per block;
-* ``batch_read`` of ``--batch-blocks`` of those blocks against the engine's
-  scatter read of the same blocks;
+* ``--batch``: ``batch_read`` of ``--batch-blocks`` of those blocks against
+  the engine's scatter read of the same blocks (``bench_batch.py`` runs the
+  same comparison with time limits);
 * churn: the layer-wise load with compute while another thread allocates
   and frees ``--churn-mib`` of device memory in a loop (with PyTorch:
   ``torch.empty`` then ``torch.cuda.empty_cache``; else ``hipMalloc`` and
@@ -79,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--cold", action="store_true", help="add a cold-cache read row")
     ap.add_argument("--sweep", action="store_true", help="sweep engine threads x task sizes")
     ap.add_argument("--block-kib", type=int, default=64, help="KiB per paged KV block")
+    ap.add_argument("--batch", action="store_true",
+                    help="add the batch_read row (a library whose batch calls hang stops "
+                         "the run: benchmarks/bench_batch.py runs it with time limits)")
     ap.add_argument("--batch-blocks", type=int, default=1024,
                     help="blocks read by the batch_read row")
     ap.add_argument("--churn-mib", type=int, default=256,
@@ -296,14 +300,15 @@ def main() -> int:
                 "paged_scatter": paged_scatter, "paged_ranges": paged_ranges,
             }
             times = time_interleaved(cases, args.repeats, sync_all)
-            blocks_times = time_interleaved({"batch_read": batch_blocks,
-                                             "engine_scatter": engine_blocks},
-                                            args.repeats, sync_all)
-            results["blocks"] = {
-                "count": len(some), "bytes": some_bytes,
-                **{k: {"median_s": statistics.median(v),
-                       "gbps": some_bytes / statistics.median(v) / 1e9}
-                   for k, v in blocks_times.items()}}
+            if args.batch:
+                blocks_times = time_interleaved({"batch_read": batch_blocks,
+                                                 "engine_scatter": engine_blocks},
+                                                args.repeats, sync_all)
+                results["blocks"] = {
+                    "count": len(some), "bytes": some_bytes,
+                    **{k: {"median_s": statistics.median(v),
+                           "gbps": some_bytes / statistics.median(v) / 1e9}
+                       for k, v in blocks_times.items()}}
             results["churn"] = churn_rows(both_contiguous, sync_all, args.churn_mib << 20,
                                           args.repeats, lc.uses_torch)
             med = {k: statistics.median(v) for k, v in times.items()}
@@ -419,8 +424,10 @@ def main() -> int:
                                                           / c["both_paged_scatter"])
     ratios["paged_scatter_vs_contiguous_load"] = c["engine"] / c["paged_scatter"]
     ratios["paged_ranges_vs_contiguous_load"] = c["engine"] / c["paged_ranges"]
-    ratios["batch_read_vs_engine_same_blocks"] = (results["blocks"]["engine_scatter"]["median_s"]
-                                                  / results["blocks"]["batch_read"]["median_s"])
+    if "blocks" in results:
+        ratios["batch_read_vs_engine_same_blocks"] = (
+            results["blocks"]["engine_scatter"]["median_s"]
+            / results["blocks"]["batch_read"]["median_s"])
     if results["churn"].get("completed"):
         ratios["churn_vs_alone"] = results["churn"]["alone_s"] / results["churn"]["churn_s"]
     kv_async = results.get("kvikio", {}).get("kvikio-compat-tuned", {}).get("raw_read_async_gbps")
@@ -441,10 +448,11 @@ def main() -> int:
     for k, v in results.get("overlap_sweep", {}).items():
         print(f"  overlap {k:20s} t_both {v['t_both_ms']:7.2f} ms  t_io {v['t_io_ms']:7.2f} ms"
               f"  t_both/max {v['t_both_over_max']:5.2f}")
-    b = results["blocks"]
-    print(f"  blocks: {b['count']} x {args.block_kib} KiB: batch_read "
-          f"{b['batch_read']['gbps']:.2f} GB/s, engine scatter {b['engine_scatter']['gbps']:.2f}"
-          f" GB/s")
+    if "blocks" in results:
+        b = results["blocks"]
+        print(f"  blocks: {b['count']} x {args.block_kib} KiB: batch_read "
+              f"{b['batch_read']['gbps']:.2f} GB/s, engine scatter "
+              f"{b['engine_scatter']['gbps']:.2f} GB/s")
     print(f"  churn: {results['churn']}")
     for k, v in results.get("cold_gbps", {}).items():
         print(f"  cold {k:23s} {v:7.2f} GB/s")

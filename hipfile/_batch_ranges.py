@@ -29,7 +29,7 @@ from hipfile.enums import BatchMode, Opcode, Status
 from hipfile.errors import ClosedFileError, HipFileException
 
 #: Batches in flight at once by default.
-IN_FLIGHT = 4
+IN_FLIGHT = 1
 
 
 class _Slot:
@@ -372,9 +372,13 @@ def batch_read(fh: Any, buffer: Any, ranges: Iterable[tuple[int | None, int, int
     timeout
         Seconds for the whole call, or None for no limit.
     in_flight
-        Batches (batch handles) in flight at once, default 4: a handle whose
-        entries have all reported gets the next ``batch_size`` entries while
-        the others run. Fewer are used where the library sets up no more.
+        Batches (batch handles) in flight at once, default 1: with more, a
+        handle whose entries have all reported gets the next ``batch_size``
+        entries while the others run, where the library allows several
+        batches in flight (the emulated platform does; cuFile 1.15's
+        compatibility mode was seen to hang in ``cuFileBatchIOSubmit`` with a
+        second batch in flight). Fewer are used where the library sets up no
+        more.
 
     An entry that moves fewer bytes than asked is not taken for end of file:
     the rest is submitted again in a later batch, until it is done or a read

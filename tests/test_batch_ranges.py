@@ -68,7 +68,14 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[Callable[[], None
     yield hooks.append
 
 
-@pytest.mark.parametrize("in_flight", [None, 1, 3])
+#: cuFile's compatibility mode (the cuda platform) never returns from the
+#: submission of a second batch while one is in flight.
+_SECOND_BATCH_HANGS = pytest.mark.cufile_differs(
+    "cuFile 1.15's compatibility mode hangs in cuFileBatchIOSubmit with a second batch "
+    "in flight")
+
+
+@pytest.mark.parametrize("in_flight", [None, 1, pytest.param(3, marks=_SECOND_BATCH_HANGS)])
 def test_scattered_blocks_land_in_their_slots(batch_status: None, driver: hipfile.Driver,
                                               blocks: tuple[Path, np.ndarray],
                                               in_flight: int | None) -> None:
@@ -82,6 +89,7 @@ def test_scattered_blocks_land_in_their_slots(batch_status: None, driver: hipfil
     assert np.array_equal(out, _expected(data, ranges))
 
 
+@_SECOND_BATCH_HANGS
 def test_write_scattered_then_read_back(batch_status: None, driver: hipfile.Driver,
                                         tmp_path: Path) -> None:
     data = random_bytes(BLOCK * BLOCKS, seed=24)
