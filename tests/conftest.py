@@ -83,6 +83,9 @@ def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
 
     gc.collect()
     _trim_pools()
+    # the process's own driver reference (hipfile.process_driver) is kept
+    # until exit by design: drop it, so each test starts without it
+    hipfile.release_process_driver()
     left = {k: v for k, v in emulated.counters().items() if v}
     emulated.reset()
     # registrations open the driver implicitly and leave it open (as AMD's
