@@ -396,22 +396,33 @@ class _Progress:
 
 
 def resolve_reader(reader: str, device: Device) -> str:
-    """``"auto"``: the stream-ordered engine for device memory, the thread
-    pool's ``preadv`` for host memory.
+    """Check ``reader``; ``"auto"`` is the thread pool's ``preadv``
+    (``"parallel"``) for host memory, and stays ``"auto"`` for device memory
+    (chosen per file by :func:`file_reader`).
 
     Raises
     ------
     ValueError
-        An unknown reader, or the engine asked to read into host memory.
+        An unknown reader, or a device reader asked to read into host memory.
     """
     if reader == "auto":
-        return "parallel" if device.is_cpu else "stream"
-    if reader not in READERS:
-        raise ValueError(f"reader must be 'auto' or one of {sorted(READERS)}, got {reader!r}")
-    if reader == "stream" and device.is_cpu:
-        raise ValueError("reader 'stream' reads into device memory; use 'parallel' (or "
+        return "parallel" if device.is_cpu else "auto"
+    if reader not in READERS and reader != "staged":
+        raise ValueError(f"reader must be 'auto', 'staged' or one of {sorted(READERS)}, got "
+                         f"{reader!r}")
+    if reader in ("stream", "staged") and device.is_cpu:
+        raise ValueError(f"reader {reader!r} reads into device memory; use 'parallel' (or "
                          "'auto') for device='cpu'")
     return reader
+
+
+def file_reader(reader: str, fh: FileHandle) -> str:
+    """The reader of one file into device memory: for ``"auto"``, the
+    stream-ordered engine for a file read through the page cache, the
+    staged reader for one read with ``O_DIRECT`` (from the disk)."""
+    if reader != "auto":
+        return reader
+    return "staged" if fh.flags & getattr(os, "O_DIRECT", 0) else "stream"
 
 
 def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorInfo]]],
@@ -427,8 +438,10 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
     the others are opened here and closed before returning.
     """
     reader = resolve_reader(reader, device)
-    task = _task_size(task_size, "stream" if reader == "stream" else "parallel")
+    task = _task_size(task_size, "parallel" if reader == "parallel" else "stream")
     pending: list[_Pending] = []
+    staged: Any = None
+    used: list[str] = []
     opened: list[FileHandle] = []
     out: dict[str, Any] = {}
     bar = _Progress(sum(sum(t.nbytes for t in infos) for _, _, infos in files), len(files),
@@ -455,8 +468,17 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
                 p = _Pending(os.fspath(path), fh, header, infos, owner, addr, shift, origin,
                              reads, lambda progress: 0, expect)
                 pending.append(p)
-                if reads:
-                    p.wait = _submit(fh, target, reads, reader, task)
+                how = file_reader(reader, fh)
+                used.append(how)
+                if reads and how == "staged":
+                    if staged is None:
+                        from hipfile.safetensors._staged import STAGED_BLOCK, StagedReader
+
+                        staged = StagedReader(device.index, block=task_size or STAGED_BLOCK)
+                    assert fh.fd is not None
+                    p.wait = staged.add(fh.fd, addr, reads)
+                elif reads:
+                    p.wait = _submit(fh, target, reads, how, task)
             for p in pending:
                 got = p.wait(bar)
                 if got != p.expect:
@@ -477,7 +499,8 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
                         reads=sum(len(p.reads) for p in pending),
                         bytes_read=sum(r.size for p in pending for r in p.reads),
                         allocation=sum(int(getattr(p.owner, "nbytes", 0)) for p in pending),
-                        task_size=task, reader=reader, files=len(pending))
+                        task_size=staged.block if used[:1] == ["staged"] else task,
+                        reader=used[0] if used else reader, files=len(pending))
         for p in pending:
             base = p.header.data_offset
             for t in p.infos:
@@ -486,6 +509,8 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
         return out
     finally:
         bar.close()
+        if staged is not None:
+            staged.close()
         for fh in opened:
             fh.close()
 
