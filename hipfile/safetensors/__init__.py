@@ -219,8 +219,9 @@ def load_file(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     files, weight_map = checkpoint_files(path)
     # buffered header reads: an O_DIRECT descriptor takes aligned reads only
     plan = plan_checkpoint(files, weight_map, names, strict=strict)
-    return load_many(plan, fw, dev, direct=direct, task_size=task_size, reader=reader,
-                     progress=progress, info=info)
+    out = load_many(plan, fw, dev, direct=direct, task_size=task_size, reader=reader,
+                    progress=progress, info=info)
+    return out if names is None else {n: out[n] for n in names}
 
 
 def load(data: bytes | bytearray | memoryview, framework: str = "numpy",

@@ -386,6 +386,12 @@ class _Progress:
             self.bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024,
                             desc=f"loading {files} file{'s' if files != 1 else ''}")
 
+    def set_total(self, total: int) -> None:
+        """The exact total: the bytes of the (aligned) reads."""
+        if self.bar is not None:
+            self.bar.total = total
+            self.bar.refresh()
+
     def __call__(self, n: int) -> None:
         if self.bar is not None:
             self.bar.update(n)
@@ -479,6 +485,7 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
                     p.wait = staged.add(fh.fd, addr, reads)
                 elif reads:
                     p.wait = _submit(fh, target, reads, how, task)
+            bar.set_total(sum(r.size for p in pending for r in p.reads))
             for p in pending:
                 got = p.wait(bar)
                 if got != p.expect:

@@ -82,7 +82,8 @@ def describe(name: str, obj: Any) -> tuple[Dtype, tuple[int, ...], int, Any, Any
         if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and not np.little_endian):
             arr = arr.astype(arr.dtype.newbyteorder("<"))   # safetensors is little-endian
         d = _numpy_dtype(name, arr)
-        arr = np.ascontiguousarray(arr)
+        if not arr.flags.c_contiguous:   # (ascontiguousarray would make a 0-d array 1-d)
+            arr = arr.copy(order="C")
         shape = tuple(int(n) for n in arr.shape)
         return d, shape, int(arr.nbytes), None, arr.reshape(-1).view(np.uint8)
     cai = getattr(obj, "__cuda_array_interface__", None)
