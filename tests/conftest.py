@@ -73,6 +73,7 @@ def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
     the next test finds the driver's use count as this one found it."""
     if PLATFORM != "emulated":
         yield
+        hipfile.release_process_driver()   # see below
         return
     from hipfile.platforms import emulated
 

@@ -634,6 +634,7 @@ def test_bare_calls_open_the_driver_once(tmp_path: Path) -> None:
 
     path = tmp_path / "bare.safetensors"
     write_reference(path, {"a": ("U8", [4096], random_bytes(4096).tobytes())})
+    hipfile.release_process_driver()
     base = hipfile.use_count()
     hst.load_file(path)
     epoch = _hipfile.driver_epoch()
