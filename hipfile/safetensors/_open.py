@@ -213,9 +213,11 @@ class SafeOpen:
 
 
 def safe_open(path: str | os.PathLike[str], framework: str = "hip", device: Any = None, *,
-              direct: bool | None = None, task_size: int | None = None,
-              reader: str = "auto", strict: bool = False) -> SafeOpen:
-    """Open a file for lazy tensor access; see :class:`SafeOpen`."""
+              backend: str | None = None, direct: bool | None = None,
+              task_size: int | None = None, reader: str = "auto",
+              strict: bool = False) -> SafeOpen:
+    """Open a file for lazy tensor access; see :class:`SafeOpen`. ``backend``
+    (safetensors' ``"mmap"``/``"pread"``) is accepted and has no effect."""
     return SafeOpen(path, framework, device, direct=direct, task_size=task_size,
                     reader=reader, strict=strict)
 

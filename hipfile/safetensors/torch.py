@@ -138,12 +138,13 @@ def load(data: bytes) -> dict[str, torch.Tensor]:
 
 
 def load_file(filename: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-              device: Any = "cpu", *, names: Sequence[str] | None = None,
-              direct: bool | None = None, progress: bool | None = None,
-              strict: bool = False) -> dict[str, torch.Tensor]:
+              device: Any = "cpu", *, backend: str | None = None,
+              names: Sequence[str] | None = None, direct: bool | None = None,
+              progress: bool | None = None, strict: bool = False) -> dict[str, torch.Tensor]:
     """Tensors of a file, an index ``.json`` or a list of shards, on
-    ``device`` (``safetensors.torch.load_file``); the keywords are
-    :func:`hipfile.safetensors.load_file`'s.
+    ``device`` (``safetensors.torch.load_file``); ``backend`` (safetensors'
+    ``"mmap"``/``"pread"``) is accepted and has no effect: hipFile reads;
+    the other keywords are :func:`hipfile.safetensors.load_file`'s.
 
     Raises
     ------
@@ -215,12 +216,15 @@ def _covers_storage(t: Any) -> bool:
 
 
 def load_model(model: torch.nn.Module, filename: str | os.PathLike[str], strict: bool = True,
-               device: Any = "cpu") -> tuple[list[str], list[str]]:
+               device: Any = "cpu", *, backend: str | None = None
+               ) -> tuple[list[str], list[str]]:
     """Load a file into a model (``safetensors.torch.load_model``).
 
     Of names the model shares (tied weights), one is loaded (one the file
     has, when there is such); the others are not reported missing, and are
     reported unexpected when the file has them too.
+
+    ``backend`` is accepted for safetensors' signature and has no effect.
 
     Returns
     -------
