@@ -44,7 +44,9 @@ class Driver(Closes):
     The library counts opens per process; each ``Driver`` object holds at
     most one of them, so :meth:`open` and :meth:`close` are idempotent per
     object. When the count drops to zero the library drops every handle and
-    buffer registration.
+    buffer registration. While the process reference (:func:`process_driver`)
+    is held, closing a ``Driver`` never brings the count to zero: its
+    ``with`` block then only adds and drops its own reference.
 
     Examples
     --------
