@@ -539,3 +539,29 @@ def test_torch_models(tmp_path: Path) -> None:
                                                      '"b.weight"')):
         ht.load_model(Pair(), path)
     assert ht.load_model(Pair(), path, strict=False) == (["b.bias", "b.weight"], [])
+
+
+def test_staged_reader_falls_back_when_direct_reads_are_refused(tmp_path: Path) -> None:
+    """A read that O_DIRECT refuses (EINVAL: here an unaligned buffer) is
+    done buffered, with the flag cleared on the descriptor (as
+    fastsafetensors' nogds reader does for file systems that take O_DIRECT
+    at open only)."""
+    import fcntl
+
+    from hipfile.safetensors._staged import _pread
+
+    path = tmp_path / "d.bin"
+    data = random_bytes(8192, seed=5).tobytes()
+    path.write_bytes(data)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError:
+        pytest.skip("no O_DIRECT on this file system")
+    try:
+        buf = bytearray(4096 + 64)
+        view = memoryview(buf)[1:101]            # misaligned address and length
+        assert _pread(fd, view, 3) == 100
+        assert bytes(view) == data[3:103]
+        assert not fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT
+    finally:
+        os.close(fd)

@@ -29,6 +29,24 @@ STAGED_THREADS = 16
 STAGED_BLOCK = 1 << 20
 
 
+def _pread(fd: int, view: memoryview, offset: int) -> int:
+    """``preadv``; where the file system took ``O_DIRECT`` at open but refuses
+    direct reads (``EINVAL``), the flag is cleared on the descriptor and the
+    read is done buffered."""
+    try:
+        return os.preadv(fd, [view], offset)
+    except OSError as e:
+        import errno
+        import fcntl
+
+        o_direct = getattr(os, "O_DIRECT", 0)
+        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+        if e.errno != errno.EINVAL or not flags & o_direct:
+            raise
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags & ~o_direct)
+        return os.preadv(fd, [view], offset)
+
+
 class _Job:
     """One file's reads: counted down as blocks complete."""
 
@@ -169,7 +187,7 @@ class StagedReader:
                     pending[slot] = None
                 off, n, boff = job.blocks[i]
                 try:
-                    got = os.preadv(job.fd, [memoryview(views[slot])[:n]], off)
+                    got = _pread(job.fd, memoryview(views[slot])[:n], off)
                     if got:
                         check(hip.hipMemcpyAsync(job.base + boff,
                                                  self._base + (2 * k + slot) * self._stride,
