@@ -125,9 +125,13 @@ def parse_device(device: Any, framework: str) -> Device:
 
 
 def _current_device(framework: str) -> int:
+    """torch's current GPU for ``"cuda"`` without an ordinal; else 0 (without
+    torch, loading with framework ``"torch"`` raises ImportError later)."""
     if framework == "torch":
-        import torch
-
+        try:
+            import torch
+        except ImportError:
+            return 0
         if torch.cuda.is_available():
             return int(torch.cuda.current_device())
     return 0
