@@ -206,14 +206,16 @@ def loaders(device: str, peers: set[str]) -> tuple[dict[str, Callable[[str, list
         if "fastsafetensors" not in peers:
             break
         try:
-            import fastsafetensors
             from fastsafetensors import fastsafe_open
         except ImportError as e:
             notes.append(f"fastsafetensors skipped: {e}")
             break
-        version = getattr(fastsafetensors, "__version__", "?")
-        if version != "0.5.0" and not notes:
-            notes.append(f"fastsafetensors {version} (the comparison is meant for 0.5.0)")
+        if nogds:
+            from importlib.metadata import version
+
+            have = version("fastsafetensors")
+            notes.append(f"fastsafetensors {have}"
+                         + ("" if have == "0.5.0" else " (the comparison is meant for 0.5.0)"))
 
         def run_fst(path: str, files: list[str], nogds: bool = nogds) -> Any:
             with fastsafe_open(filenames=list(files), framework="pt", device=device,
