@@ -18,7 +18,12 @@ from hipfile import defaults, errors  # noqa: E402
 from hipfile.async_io import AsyncIOHandle, pool_stats, supports_async, trim_pool  # noqa: E402
 from hipfile.batch import BatchEvent, BatchIO, batch_read, batch_write  # noqa: E402
 from hipfile.buffer import Buffer  # noqa: E402
-from hipfile.driver import Driver, use_count  # noqa: E402
+from hipfile.driver import (  # noqa: E402
+    Driver,
+    process_driver,
+    release_process_driver,
+    use_count,
+)
 from hipfile.engine import StreamIOHandle  # noqa: E402
 from hipfile.enums import (  # noqa: E402
     BASE_ERR,
@@ -110,7 +115,9 @@ __all__ = [
     "open",
     "pool_stats",
     "pread",
+    "process_driver",
     "pwrite",
+    "release_process_driver",
     "set_num_threads",
     "set_parameter",
     "supports_async",

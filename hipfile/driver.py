@@ -1,14 +1,36 @@
-"""The hipFile driver: open/close, reference count and driver settings."""
+"""The hipFile driver: open/close, reference count and driver settings.
+
+Two kinds of reference keep the driver open:
+
+* :class:`Driver` objects, opened and closed by the caller (``with
+  hipfile.Driver(): ...``);
+* the **process reference** (:func:`process_driver`), taken by the entry
+  points that need the driver without being given one
+  (:mod:`hipfile.safetensors`, :mod:`hipfile.compat.cufile`): opened once,
+  at the first such call, and kept until the interpreter exits, so that a
+  loop of bare ``load_file`` calls pays the driver's open (hundreds of
+  milliseconds with cuFile) once per process, not once per call.
+
+With the process reference held, ``with hipfile.Driver():`` still adds and
+drops one reference of its own; its exit then never brings the count to
+zero, so it neither waits for the engine nor drops registrations. Code that
+wants the driver closed before exit calls :func:`release_process_driver`.
+A child made by ``fork`` does not inherit the reference: its first implicit
+use opens the driver in the child.
+"""
 
 from __future__ import annotations
 
+import atexit
 import operator
+import os
+import threading
 from types import TracebackType
 
 from hipfile._lib import _hipfile
 from hipfile._lifetime import Closes, exit_block
 
-__all__ = ["Driver", "use_count"]
+__all__ = ["Driver", "process_driver", "release_process_driver", "use_count"]
 
 
 def use_count() -> int:
@@ -22,7 +44,9 @@ class Driver(Closes):
     The library counts opens per process; each ``Driver`` object holds at
     most one of them, so :meth:`open` and :meth:`close` are idempotent per
     object. When the count drops to zero the library drops every handle and
-    buffer registration.
+    buffer registration. While the process reference (:func:`process_driver`)
+    is held, closing a ``Driver`` never brings the count to zero: its
+    ``with`` block then only adds and drops its own reference.
 
     Examples
     --------
@@ -125,3 +149,111 @@ def _size(value: int) -> int:
     if value < 0:
         raise ValueError(f"size must be >= 0, got {value}")
     return value
+
+
+# --------------------------------------------------------------------------
+# The process reference
+# --------------------------------------------------------------------------
+
+_process_lock = threading.Lock()
+# (driver, fork generation, driver epoch) of the process reference, or None
+_process_ref: tuple[Driver, int, int] | None = None
+
+
+def _process_ref_valid(ref: tuple[Driver, int, int] | None) -> bool:
+    return (ref is not None and ref[0].is_open and ref[1] == _hipfile.fork_generation()
+            and ref[2] == _hipfile.driver_epoch())
+
+
+def process_driver() -> Driver:
+    """The process's own driver reference, opened at the first call and kept
+    until the interpreter exits.
+
+    Cheap after the first call (no library call). The reference is opened
+    again when it was lost: in a child after ``fork``, or after the open
+    count was brought to zero by ``hipFileDriverClose`` calls that were not
+    this reference's (the library then dropped every registration).
+
+    Returns
+    -------
+    Driver
+        The reference (do not close it; see :func:`release_process_driver`).
+
+    Raises
+    ------
+    HipFileException
+        The library could not open the driver.
+    HipFileLibraryNotFound
+        No libhipfile is installed.
+
+    See Also
+    --------
+    hipFileDriverOpen
+    """
+    global _process_ref
+    ref = _process_ref
+    if _process_ref_valid(ref):
+        assert ref is not None
+        return ref[0]
+    with _process_lock:
+        ref = _process_ref
+        if _process_ref_valid(ref):
+            assert ref is not None
+            return ref[0]
+        # a stale reference (other generation or epoch) is forgotten, not
+        # closed: its open belongs to the parent or was already undone
+        drv = Driver().open()
+        _process_ref = (drv, _hipfile.fork_generation(), _hipfile.driver_epoch())
+        return drv
+
+
+def release_process_driver() -> bool:
+    """Drop the process reference now, if this process holds one.
+
+    When it is the last reference, the stream-ordered operations in flight
+    are waited for first (as ``Driver.__exit__`` does). The next implicit
+    use opens the driver again.
+
+    Returns
+    -------
+    bool
+        Whether a reference was dropped.
+
+    Raises
+    ------
+    HipFileException
+        The library refused the close.
+
+    See Also
+    --------
+    hipFileDriverClose
+    """
+    global _process_ref
+    with _process_lock:
+        ref, _process_ref = _process_ref, None
+        if not _process_ref_valid(ref):
+            return False
+        assert ref is not None
+        drv = ref[0]
+        if use_count() <= 1:
+            _hipfile.wait_for(None)
+        drv.close()
+        return True
+
+
+def _after_fork_in_child() -> None:
+    global _process_ref, _process_lock
+    _process_lock = threading.Lock()   # a lock held at fork stays held in the child
+    _process_ref = None                # the parent's open; the child opens its own
+
+
+@atexit.register
+def _release_at_exit() -> None:
+    try:
+        release_process_driver()
+    except Exception:  # the runtime may be shutting down: nothing to report to
+        pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -82,6 +82,7 @@ def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
     the next test finds the driver's use count as this one found it."""
     if PLATFORM != "emulated":
         yield
+        hipfile.release_process_driver()   # see below
         return
     from hipfile.platforms import emulated
 
@@ -92,6 +93,9 @@ def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
 
     gc.collect()
     _trim_pools()
+    # the process's own driver reference (hipfile.process_driver) is kept
+    # until exit by design: drop it, so each test starts without it
+    hipfile.release_process_driver()
     left = {k: v for k, v in emulated.counters().items() if v}
     emulated.reset()
     # registrations open the driver implicitly and leave it open (as AMD's

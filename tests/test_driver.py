@@ -242,3 +242,69 @@ def test_closing_the_driver_invalidates_registrations(tmp_path: Path) -> None:
             assert again.read(buf) == 4096
     finally:
         hip.hipFree(dev)
+
+
+# -- the process reference --------------------------------------------------------
+
+
+def test_process_driver_is_opened_once_and_kept() -> None:
+    base = hipfile.use_count()
+    drv = hipfile.process_driver()
+    assert drv.is_open and hipfile.use_count() == base + 1
+    assert hipfile.process_driver() is drv             # no second open
+    assert hipfile.use_count() == base + 1
+    with Driver():                                     # a caller's own reference
+        assert hipfile.use_count() == base + 2
+    assert hipfile.use_count() == base + 1 and drv.is_open
+    assert hipfile.release_process_driver() is True
+    assert hipfile.use_count() == base and not drv.is_open
+    assert hipfile.release_process_driver() is False   # nothing held
+
+
+def test_process_driver_reopens_after_the_count_dropped_to_zero() -> None:
+    """Closes that were not its own took the count to zero (the library then
+    dropped every registration): the next use opens a fresh reference."""
+    if hipfile.use_count():
+        pytest.skip("the driver is held open by someone else")
+    drv = hipfile.process_driver()
+    _hipfile.driver_close()                            # someone else's close
+    assert hipfile.use_count() == 0
+    again = hipfile.process_driver()
+    assert again is not drv and hipfile.use_count() == 1
+    assert hipfile.release_process_driver() is True
+    assert hipfile.use_count() == 0
+
+
+def test_process_driver_across_fork_and_exit() -> None:
+    """A child opens its own reference (the parent's is not inherited); the
+    reference is closed at interpreter exit with nothing reported."""
+    proc = run_python(
+        """
+        import json, os, warnings
+        warnings.simplefilter("ignore")
+        import hipfile
+        from hipfile._lib import _hipfile
+
+        parent = hipfile.process_driver()
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            child = hipfile.process_driver()
+            out = {"new": child is not parent, "open": child.is_open,
+                   "gen": _hipfile.fork_generation()}
+            os.write(w, json.dumps(out).encode())
+            os._exit(0)
+        os.close(w)
+        _, status = os.waitpid(pid, 0)
+        child = json.loads(os.read(r, 4096))
+        print(json.dumps({"child": child, "status": status,
+                          "same": hipfile.process_driver() is parent,
+                          "count": hipfile.use_count()}))
+        """
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception" not in proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["status"] == 0
+    assert out["child"] == {"new": True, "open": True, "gen": 1}
+    assert out["same"] is True and out["count"] == 1

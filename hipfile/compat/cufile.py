@@ -42,7 +42,7 @@ from types import TracebackType
 from typing import Any
 
 from hipfile.buffer import Buffer
-from hipfile.driver import Driver
+from hipfile.driver import Driver, process_driver
 from hipfile.file import FileHandle
 
 __all__ = ["MODES", "CuFile", "CuFileDriver"]
@@ -64,8 +64,9 @@ class CuFileDriver:
     Every call ``CuFileDriver()`` returns the same object; the first opens the
     driver (one reference, held until :meth:`close` or interpreter exit).
     After :meth:`close`, the next ``CuFileDriver()`` opens it again.
-    :class:`CuFile` does not need it (each open file holds its own driver
-    reference), but code that creates one first keeps working.
+    :class:`CuFile` does not need it (opening a file takes the process's
+    driver reference, :func:`hipfile.process_driver`, held until exit), but
+    code that creates one first keeps working.
 
     Raises
     ------
@@ -175,7 +176,6 @@ class CuFile:
         self._flags = flags
         self._use_direct_io = bool(use_direct_io)
         self._file: FileHandle | None = None
-        self._driver: Driver | None = None
 
     # -- state -----------------------------------------------------------
 
@@ -232,13 +232,8 @@ class CuFile:
         """
         if self._file is not None:
             return
-        driver = Driver().open()
-        try:
-            self._file = FileHandle(self._path, self._flags).open()
-        except BaseException:
-            driver.close()
-            raise
-        self._driver = driver
+        process_driver()      # the process's reference: opened once, kept until exit
+        self._file = FileHandle(self._path, self._flags).open()
 
     def close(self) -> None:
         """Deregister and close the file (idempotent).
@@ -257,9 +252,6 @@ class CuFile:
             return
         fh.close()
         self._file = None
-        driver, self._driver = self._driver, None
-        if driver is not None:
-            driver.close()
 
     def __enter__(self) -> CuFile:
         self.open()

@@ -1,4 +1,15 @@
-"""Load ``.safetensors`` files into device memory with hipFile, and save them.
+"""Load ``.safetensors`` files with hipFile, and save them: a drop-in for safetensors.
+
+Switching from safetensors is one line::
+
+    from hipfile.safetensors.torch import load_file   # was: from safetensors.torch import ...
+    tensors = load_file("model.safetensors", device="cuda:0")
+
+:mod:`hipfile.safetensors.torch` and :mod:`hipfile.safetensors.numpy` mirror
+``safetensors.torch`` and ``safetensors.numpy`` function by function;
+:func:`safe_open` is ``safetensors.safe_open``. The rest of this module is
+the loader underneath, which also takes a sharded checkpoint
+(``model.safetensors.index.json`` or a list of files) in one call.
 
 A safetensors file is an 8-byte little-endian header length ``N``, ``N``
 bytes of JSON (``{"name": {"dtype": "F16", "shape": [..], "data_offsets":
@@ -9,250 +20,175 @@ strictly, plans the reads, and moves the bytes file → device with hipFile::
     from hipfile import safetensors as hst
 
     tensors = hst.load_file("model.safetensors", device=0)            # DeviceTensor
+    tensors = hst.load_file("model.safetensors.index.json", framework="pt", device="cuda")
     tensors = hst.load_file("model.safetensors", framework="torch")   # torch.Tensor
     hst.save_file(tensors, "copy.safetensors", metadata={"format": "pt"})
 
 How a file is loaded:
 
-1. :func:`read_header` parses and validates the header (:class:`SafetensorsError`
-   for anything malformed: bad lengths, invalid JSON, duplicate names,
-   unknown dtypes, sizes that do not match shapes, overlapping,
-   non-contiguous or out-of-range offsets).
+1. :func:`read_header` parses and validates the header with safetensors'
+   verdicts (:class:`SafetensorsError` for anything malformed: bad lengths,
+   invalid JSON, unknown dtypes, sizes that do not match shapes,
+   overlapping, non-contiguous or out-of-range offsets; ``strict=True``
+   also refuses duplicate names, unknown fields and leading whitespace).
 2. :func:`plan_reads` coalesces the tensors' byte ranges into few large
    ranges aligned to 4 KiB. A whole file is one range.
 3. One device allocation holds the whole (aligned) range; its base is placed
    so that device addresses and file offsets agree modulo 4 KiB. The file is
-   opened with ``O_DIRECT`` when the file system accepts it and the file is
-   mostly not in the page cache (``direct=None``), so every read is aligned;
-   otherwise buffered.
-4. The read step, :func:`read_ranges`, runs :meth:`hipfile.FileHandle.pread`
-   (parallel tasks on the package's thread pool) for every range. It is the
-   only function that moves bytes, selected by name through :data:`READERS`
-   (``reader="stream"``: :func:`read_ranges_stream`, the stream-ordered
-   engine), so another engine can be added without touching the rest.
+   opened with ``O_DIRECT`` when the file is mostly not in the page cache
+   (:func:`cached_fraction`, ``mincore``) and its file system is local and
+   accepts it (``direct=None``), so every read is aligned; otherwise
+   buffered. ``device="cpu"`` allocates host memory instead.
+4. The reads of every file are submitted before the first is waited for
+   (file *k+1* is read while file *k* completes): into device memory with
+   the stream-ordered engine (:meth:`hipfile.FileHandle.pread_async_ranges`,
+   ``reader="stream"``), into host memory with the thread pool's ``preadv``
+   (:meth:`hipfile.FileHandle.pread`, ``reader="parallel"``).
 5. Every tensor is a view into the one allocation (fewer, larger
    allocations are faster to make and to fill); the allocation is freed when
    the last view is gone.
 
+The driver is opened once per process, at the first call, and kept until
+exit (:func:`hipfile.process_driver`): a bare call pays no driver open.
+
 Tensors are returned as :class:`DeviceTensor` (``__cuda_array_interface__``,
 ``shape``, ``dtype``; usable by CuPy, Numba, PyTorch and
 :class:`hipfile.Buffer`) or, with ``framework="torch"``, as ``torch.Tensor``
-views of one ``torch.uint8`` allocation. bf16 and fp8 tensors are raw bytes to
+views of one ``torch.uint8`` allocation, or with ``framework="numpy"`` as
+``numpy.ndarray`` views of one host array. bf16 and fp8 tensors are raw bytes to
 the array interface (typestr ``|V2``/``|V1``); torch gets its own dtypes.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Iterator, Sequence
-from types import TracebackType
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from hipfile.buffer import Buffer
-from hipfile.driver import Driver
-from hipfile.file import FileHandle
 from hipfile.safetensors._header import (
     ALIGNMENT,
+    DTYPE_ORDER,
     DTYPES,
     MAX_HEADER_SIZE,
     Dtype,
     Header,
+    SafetensorError,
     SafetensorsError,
     TensorInfo,
+    TensorNotFoundError,
+    build_header,
     parse_header,
     read_header,
 )
 from hipfile.safetensors._header import DEFAULT_MAX_GAP as DEFAULT_MAX_GAP
+from hipfile.safetensors._load import (
+    FRAMEWORKS,
+    Device,
+    check_framework,
+    checkpoint_files,
+    load_many,
+    make_view,
+    parse_device,
+    plan_checkpoint,
+    read_index,
+)
+from hipfile.safetensors._open import SafeOpen, SafeSlice, safe_open
 from hipfile.safetensors._read import (
     READERS,
     DeviceAllocation,
     DeviceTensor,
     ReadRange,
-    _task_size,
     cached_fraction,
     plan_reads,
     read_ranges,
     read_ranges_stream,
 )
-from hipfile.safetensors._save import save_file
+from hipfile.safetensors._save import save_file, serialize
 
 __all__ = [
     "ALIGNMENT",
     "DTYPES",
+    "DTYPE_ORDER",
+    "FRAMEWORKS",
     "MAX_HEADER_SIZE",
     "READERS",
+    "Device",
     "DeviceAllocation",
     "DeviceTensor",
     "Dtype",
     "Header",
     "ReadRange",
     "SafeOpen",
+    "SafeSlice",
+    "SafetensorError",
     "SafetensorsError",
     "TensorInfo",
+    "TensorNotFoundError",
+    "build_header",
     "cached_fraction",
+    "load",
     "load_file",
+    "parse_device",
     "parse_header",
     "plan_reads",
     "read_header",
+    "read_index",
     "read_ranges",
     "read_ranges_stream",
     "safe_open",
+    "save",
     "save_file",
+    "serialize",
 ]
 
 
-# --------------------------------------------------------------------------
-# Loading
-# --------------------------------------------------------------------------
-
-
-def _open_for_read(path: str | os.PathLike[str], direct: bool | None) -> FileHandle:
-    o_direct = getattr(os, "O_DIRECT", 0)
-    if direct is None and cached_fraction(path) >= 0.5:
-        direct = False      # mostly in the page cache: O_DIRECT would read the disk again
-    if direct is None or direct:
-        if not o_direct:
-            if direct:
-                raise NotImplementedError("O_DIRECT is not available on this system")
-        else:
-            try:
-                return FileHandle(path, os.O_RDONLY | o_direct).open()
-            except OSError as e:
-                import errno
-
-                if direct or e.errno != errno.EINVAL:
-                    raise
-    return FileHandle(path, os.O_RDONLY).open()
-
-
-_FRAMEWORKS = ("hip", "torch", "pt")
-
-
-def _check_framework(framework: str) -> str:
-    if framework not in _FRAMEWORKS:
-        raise ValueError(f"framework must be one of {_FRAMEWORKS}, got {framework!r}")
-    return "torch" if framework == "pt" else framework
-
-
-def _allocate(framework: str, nbytes: int, device: int) -> tuple[Any, int]:
-    """Memory for ``nbytes`` plus alignment slack: ``(owner, address)``."""
-    if framework == "torch":
-        import torch
-
-        t = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
-        return t, int(t.data_ptr())
-    alloc = DeviceAllocation(nbytes, device)
-    return alloc, alloc.ptr
-
-
-def _torch_view(flat: Any, offset: int, info: TensorInfo, device: int) -> Any:
-    import torch
-
-    if info.dtype.torch is None or not hasattr(torch, info.dtype.torch):
-        raise SafetensorsError(f"tensor {info.name!r}: torch has no dtype for "
-                               f"{info.dtype.name}")
-    tdt = getattr(torch, info.dtype.torch)
-    shape = list(info.shape)
-    if info.dtype.name == "F4":  # two values per byte: torch's storage shape
-        if not shape or shape[-1] % 2:
-            raise SafetensorsError(f"tensor {info.name!r}: F4 needs an even last dimension")
-        shape[-1] //= 2
-    if info.nbytes == 0:
-        return torch.empty(shape, dtype=tdt, device=f"cuda:{device}")
-    raw = flat[offset:offset + info.nbytes]
-    size = max(1, int(getattr(tdt, "itemsize", 1)))
-    if (int(raw.data_ptr()) % size) != 0:  # misaligned in the file: copy
-        out = torch.empty(shape, dtype=tdt, device=raw.device)
-        out.view(-1).view(torch.uint8).copy_(raw)
-        return out
-    return raw.view(tdt).view(shape)
-
-
-def _load(fh: FileHandle, header: Header, names: Sequence[str] | None, framework: str,
-          device: int, task_size: int | None, reader: str,
-          info: dict[str, Any] | None = None) -> dict[str, Any]:
-    if reader not in READERS:
-        raise ValueError(f"reader must be one of {sorted(READERS)}, got {reader!r}")
-    if names is None:
-        infos = list(header.tensors.values())
-    else:
-        missing = [n for n in names if n not in header.tensors]
-        if missing:
-            raise KeyError(f"no tensor named {missing[0]!r} in the file")
-        infos = [header.tensors[n] for n in names]
-    base = header.data_offset
-    reads, origin, span = plan_reads([(base + t.begin, base + t.end) for t in infos])
-    task = _task_size(task_size, reader)
-    owner, addr = _allocate(framework, span + ALIGNMENT, device)
-    # place file offset `origin` at an address congruent to it modulo ALIGNMENT
-    shift = (-addr) % ALIGNMENT
-    out: dict[str, Any] = {}
-    if span:
-        region = Buffer(addr, span + ALIGNMENT)  # `owner` keeps the memory alive
-        try:
-            got = READERS[reader](fh, region, _shifted(reads, shift), task_size=task)
-            expect = sum(min(r.size, header.file_size - r.file_offset) for r in reads)
-            if got != expect:
-                raise SafetensorsError(f"read {got} of {expect} bytes: the file changed or "
-                                       "is truncated")
-        except BaseException:
-            # free now: the traceback would otherwise keep the memory alive
-            if isinstance(owner, DeviceAllocation):
-                owner.free()
-            raise
-        del region
-    if info is not None:
-        info.update(direct=bool(fh.flags & getattr(os, "O_DIRECT", 0)), reads=len(reads),
-                    bytes_read=sum(r.size for r in reads), allocation=span + ALIGNMENT,
-                    task_size=task, reader=reader)
-    for t in infos:
-        off = shift + base + t.begin - origin
-        if framework == "torch":
-            out[t.name] = _torch_view(owner, off, t, device)
-        else:
-            out[t.name] = DeviceTensor(owner, addr + off, t.dtype, t.shape, device)
-    return out
-
-
-def _shifted(reads: list[ReadRange], shift: int) -> list[ReadRange]:
-    return [ReadRange(r.file_offset, r.size, r.buffer_offset + shift) for r in reads]
-
-
-def load_file(path: str | os.PathLike[str], device: int = 0, framework: str = "hip", *,
+def load_file(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+              device: Any = None, framework: str = "hip", *,
               names: Sequence[str] | None = None, direct: bool | None = None,
-              task_size: int | None = None, reader: str = "stream",
+              task_size: int | None = None, reader: str = "auto",
+              progress: bool | None = None, strict: bool = False,
               info: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Load a safetensors file into device memory.
+    """Load a safetensors file, or a sharded checkpoint, in one call.
 
     Parameters
     ----------
     path
-        The file.
+        A ``.safetensors`` file, a ``model.safetensors.index.json`` (its
+        ``weight_map`` names the shards, relative to its folder), or a list
+        of files. Every file's reads are submitted before the first is
+        waited for, so file *k+1* is read while file *k* completes.
     device
-        Device ordinal.
+        As safetensors takes it: ``"cpu"`` (host memory), ``"cuda"``,
+        ``"cuda:N"``, an int, a ``torch.device``. Default: GPU 0 for
+        ``"hip"``, ``"cpu"`` for ``"pt"`` and ``"np"``.
     framework
-        ``"hip"`` for :class:`DeviceTensor` objects, ``"torch"`` (or ``"pt"``)
-        for ``torch.Tensor`` views of one ``torch.uint8`` allocation.
+        ``"hip"`` for :class:`DeviceTensor` objects, ``"pt"``/``"torch"``
+        for ``torch.Tensor`` views of one ``torch.uint8`` allocation per
+        file, ``"np"``/``"numpy"`` for ``numpy.ndarray`` (host memory).
     names
-        Load only these tensors (their ranges are coalesced); default all.
+        Load only these tensors, from whichever files hold them (their
+        ranges are coalesced); default all.
     direct
-        ``None``: ``O_DIRECT`` when the file system accepts it and the file
-        is mostly not in the page cache (:func:`cached_fraction` below 0.5:
-        a cached file is read fastest from the cache); ``True``: require it;
-        ``False``: buffered.
+        ``None``: ``O_DIRECT`` when the file is mostly not in the page cache
+        (:func:`cached_fraction` below 0.5) and its file system is local
+        (not NFS, Lustre, tmpfs, ...); ``True``: require it; ``False``:
+        buffered.
     task_size
-        Bytes per parallel task (default :func:`hipfile.parallel.default_task_size`,
-        or ``hipfile.defaults.engine_task_size()`` for the ``"stream"`` reader;
-        rounded up to 4 KiB).
+        Bytes per parallel task (default ``hipfile.defaults.engine_task_size()``
+        for the engine, :func:`hipfile.parallel.default_task_size` for host
+        reads; rounded up to 4 KiB).
     reader
-        Read engine from :data:`READERS`: ``"stream"`` (the stream-ordered
-        engine's C threads, the default) or ``"parallel"`` (the package's
-        thread pool).
+        ``"auto"``: the stream-ordered engine (``"stream"``) for device
+        memory, the thread pool (``"parallel"``) for host memory.
+    progress
+        One progress bar over the whole load (tqdm, when installed);
+        ``None``: for several files or 4 GiB and more on a terminal.
+    strict
+        Also refuse headers safetensors accepts (see :func:`parse_header`).
     info
-        A dict to fill with what was done: ``direct`` (O_DIRECT used),
-        ``reads`` (ranges), ``bytes_read``, ``allocation`` (device bytes),
-        ``task_size``, ``reader``.
+        A dict to fill with what was done: ``direct`` (O_DIRECT used for the
+        first file), ``reads`` (ranges), ``bytes_read``, ``allocation``,
+        ``task_size``, ``reader``, ``files``.
 
     Returns
     -------
@@ -262,13 +198,15 @@ def load_file(path: str | os.PathLike[str], device: int = 0, framework: str = "h
     Raises
     ------
     SafetensorsError
-        A malformed header, or a file shorter than its header says.
-    KeyError
-        A name in ``names`` is not in the file.
-    ValueError
-        Unknown ``framework`` or ``reader``, non-positive ``task_size``.
+        A malformed header or index, a file shorter than its header says, a
+        name in two shards.
+    TensorNotFoundError
+        A name in ``names`` is in no file (also a :class:`KeyError`).
+    ValueError, TypeError
+        Unknown ``framework``, ``reader`` or ``device``; non-positive
+        ``task_size``.
     OSError, HipFileException
-        The file cannot be opened or read.
+        A file cannot be opened or read.
     ImportError
         ``framework="torch"`` without torch installed.
 
@@ -276,118 +214,62 @@ def load_file(path: str | os.PathLike[str], device: int = 0, framework: str = "h
     --------
     hipFileHandleRegister, hipFileRead
     """
-    framework = _check_framework(framework)
-    header = read_header(path)  # buffered: an O_DIRECT descriptor takes aligned reads only
-    with Driver(), _open_for_read(path, direct) as fh:
-        return _load(fh, header, names, framework, device, task_size, reader, info)
+    fw = check_framework(framework)
+    dev = parse_device(device, fw)
+    files, weight_map = checkpoint_files(path)
+    # buffered header reads: an O_DIRECT descriptor takes aligned reads only
+    plan = plan_checkpoint(files, weight_map, names, strict=strict)
+    out = load_many(plan, fw, dev, direct=direct, task_size=task_size, reader=reader,
+                    progress=progress, info=info)
+    return out if names is None else {n: out[n] for n in names}
 
 
-class SafeOpen:
-    """Lazy access to a file's tensors, like ``safetensors.safe_open``.
+def load(data: bytes | bytearray | memoryview, framework: str = "numpy",
+         device: Any = "cpu", *, strict: bool = False) -> dict[str, Any]:
+    """Tensors from the bytes of a safetensors file (``safetensors.*.load``).
 
-    The header is read at open; :meth:`get_tensor` reads one tensor into its
-    own allocation when asked. Use as a context manager (or call
-    :meth:`close`). ``direct``, ``task_size`` and ``reader`` mean what
-    they mean to :func:`load_file`.
+    Host frameworks get copies of the bytes; a GPU ``device`` (torch) gets
+    them copied there.
 
     Raises
     ------
-    SafetensorsError, OSError, HipFileException, ValueError
-        As :func:`load_file`.
+    SafetensorsError
+        Malformed bytes.
+    ValueError
+        ``framework="hip"``: use :func:`load_file`.
     """
+    import struct
 
-    def __init__(self, path: str | os.PathLike[str], framework: str = "hip",
-                 device: int = 0, *, direct: bool | None = None,
-                 task_size: int | None = None, reader: str = "stream") -> None:
-        self._framework = _check_framework(framework)
-        if reader not in READERS:
-            raise ValueError(f"reader must be one of {sorted(READERS)}, got {reader!r}")
-        self._reader = reader
-        self._device = device
-        self._task_size = task_size
-        self._lock = threading.Lock()
-        self._header = read_header(path)
-        self._driver = Driver().open()
-        try:
-            self._fh: FileHandle | None = _open_for_read(path, direct)
-        except BaseException:
-            self._driver.close()
-            raise
+    import numpy as np
 
-    @property
-    def header(self) -> Header:
-        """The parsed header."""
-        return self._header
+    fw = check_framework(framework)
+    if fw == "hip":
+        raise ValueError("load(bytes) returns host tensors: framework must be 'pt' or 'np'")
+    dev = parse_device(device, fw)
+    view = memoryview(data).cast("B")
+    if len(view) < 8:
+        raise SafetensorsError(f"{len(view)} bytes are too short for a header")
+    (n,) = struct.unpack("<Q", view[:8])
+    if n > MAX_HEADER_SIZE:
+        raise SafetensorsError(f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit")
+    if 8 + n > len(view):
+        raise SafetensorsError(f"header length {n} does not fit in {len(view)} bytes")
+    header = parse_header(bytes(view[8:8 + n]), len(view), strict=strict)
+    flat = np.frombuffer(view, np.uint8)[header.data_offset:].copy()
+    out: dict[str, Any] = {}
+    owner: Any = flat
+    if fw == "torch":
+        import torch
 
-    def keys(self) -> list[str]:
-        """Tensor names in file order."""
-        return list(self._header.tensors)
-
-    def metadata(self) -> dict[str, str] | None:
-        """``__metadata__``, or ``None``."""
-        return self._header.metadata
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._header.tensors
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.keys())
-
-    def get_tensor(self, name: str) -> Any:
-        """Read one tensor into device memory.
-
-        Raises
-        ------
-        KeyError
-            No such tensor.
-        ValueError
-            The file is closed.
-        """
-        with self._lock:
-            fh = self._fh
-            if fh is None:
-                raise ValueError("the file is closed")
-            return _load(fh, self._header, [name], self._framework, self._device,
-                         self._task_size, self._reader)[name]
-
-    def load_all(self) -> dict[str, Any]:
-        """Every tensor, in one allocation (as :func:`load_file`)."""
-        with self._lock:
-            fh = self._fh
-            if fh is None:
-                raise ValueError("the file is closed")
-            return _load(fh, self._header, None, self._framework, self._device,
-                         self._task_size, self._reader)
-
-    def close(self) -> None:
-        """Close the file and release the driver (idempotent)."""
-        with self._lock:
-            fh, self._fh = self._fh, None
-        if fh is not None:
-            fh.close()
-            self._driver.close()
-
-    def __enter__(self) -> SafeOpen:
-        return self
-
-    def __del__(self) -> None:
-        if getattr(self, "_fh", None) is None:
-            return
-        try:
-            self.close()
-        except Exception:
-            return
-        import warnings
-
-        warnings.warn("hipfile.safetensors.SafeOpen was not closed", ResourceWarning,
-                      stacklevel=1)
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
+        owner = torch.from_numpy(flat)
+    for t in header.tensors.values():
+        out[t.name] = make_view(fw, Device("cpu"), owner, int(flat.ctypes.data), t.begin, t)
+    if fw == "torch" and not dev.is_cpu:
+        out = {k: v.to(dev.torch()) for k, v in out.items()}
+    return out
 
 
-def safe_open(path: str | os.PathLike[str], framework: str = "hip", device: int = 0, *,
-              direct: bool | None = None, reader: str = "stream") -> SafeOpen:
-    """Open a file for lazy tensor access; see :class:`SafeOpen`."""
-    return SafeOpen(path, framework, device, direct=direct, reader=reader)
+def save(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> bytes:
+    """The bytes of a safetensors file holding ``tensors``, as safetensors'
+    ``save`` gives them; see :func:`serialize`."""
+    return serialize(tensors, metadata)

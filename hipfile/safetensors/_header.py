@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,26 @@ DEFAULT_MAX_GAP = 1 << 20
 
 
 class SafetensorsError(ValueError):
-    """A malformed or unsupported safetensors file, or tensors that cannot be saved."""
+    """A malformed or unsupported safetensors file, or tensors that cannot be saved.
+
+    Also reachable as :data:`SafetensorError` (safetensors' name).
+    """
+
+
+#: safetensors' name of :class:`SafetensorsError`.
+SafetensorError = SafetensorsError
+
+
+class TensorNotFoundError(SafetensorsError, KeyError):
+    """No tensor of that name (a :class:`SafetensorsError`, as safetensors
+    raises, and a :class:`KeyError`, as a mapping does)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"File does not contain tensor {self.name}"
 
 
 @dataclass(frozen=True)
@@ -89,6 +109,15 @@ DTYPES: dict[str, Dtype] = dict([
     _dt("F6_E3M2", 6, "|u1", None),
 ])
 
+#: The dtypes in the order of safetensors' ``Dtype`` enum: its serializer
+#: lays tensors out by this rank, highest first, then by name.
+DTYPE_ORDER: tuple[str, ...] = (
+    "BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0",
+    "F8_E4M3FNUZ", "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64",
+    "F64", "I64", "U64",
+)
+_RANK = {name: i for i, name in enumerate(DTYPE_ORDER)}
+
 # array-interface typestrs that name one dtype unambiguously (for saving)
 _FROM_TYPESTR = {
     d.typestr.lstrip("<|="): d for d in DTYPES.values()
@@ -151,12 +180,31 @@ def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _reject_constant(name: str) -> Any:
+    raise SafetensorsError(f"header is not valid JSON: {name} is not a JSON value")
+
+
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def parse_header(raw: bytes, file_size: int) -> Header:
+def parse_header(raw: bytes, file_size: int, *, strict: bool = False) -> Header:
     """Validate a header given its JSON bytes and the file's size.
+
+    The verdicts are safetensors': whitespace around the JSON object,
+    unknown fields in an entry and a name given twice (the last entry wins)
+    are accepted; the tensors must cover the data section exactly, in order
+    of their offsets, each with the size its dtype and shape give.
+
+    Parameters
+    ----------
+    raw
+        The header's bytes (after the 8-byte length).
+    file_size
+        Size of the whole file.
+    strict
+        Also refuse what safetensors accepts but no serializer writes:
+        whitespace before the object, unknown fields, duplicate names.
 
     Raises
     ------
@@ -168,11 +216,12 @@ def parse_header(raw: bytes, file_size: int) -> Header:
     if data_size < 0:
         raise SafetensorsError(f"header of {len(raw)} bytes does not fit in a "
                                f"{file_size}-byte file")
-    if not raw.startswith(b"{"):
+    if strict and not raw.startswith(b"{"):
         raise SafetensorsError("header is not a JSON object")
     try:
         text = raw.decode("utf-8")
-        obj = json.loads(text, object_pairs_hook=_reject_duplicates)
+        obj = json.loads(text, parse_constant=_reject_constant,
+                         object_pairs_hook=_reject_duplicates if strict else None)
     except UnicodeDecodeError as e:
         raise SafetensorsError(f"header is not UTF-8: {e}") from None
     except json.JSONDecodeError as e:
@@ -188,8 +237,8 @@ def parse_header(raw: bytes, file_size: int) -> Header:
     for name, entry in obj.items():
         if not isinstance(entry, dict):
             raise SafetensorsError(f"tensor {name!r}: entry is not an object")
-        extra = set(entry) - {"dtype", "shape", "data_offsets"}
         missing = {"dtype", "shape", "data_offsets"} - set(entry)
+        extra = set(entry) - {"dtype", "shape", "data_offsets"} if strict else set()
         if missing or extra:
             raise SafetensorsError(f"tensor {name!r}: missing {sorted(missing)}, "
                                    f"unknown {sorted(extra)} fields")
@@ -200,23 +249,13 @@ def parse_header(raw: bytes, file_size: int) -> Header:
             raise SafetensorsError(f"tensor {name!r}: shape must be a list of "
                                    f"non-negative ints, got {shape!r}")
         if (not isinstance(offsets, list) or len(offsets) != 2
-                or not all(_is_int(n) for n in offsets)):
+                or not all(_is_int(n) and n >= 0 for n in offsets)):
             raise SafetensorsError(f"tensor {name!r}: data_offsets must be [begin, end], "
                                    f"got {offsets!r}")
         begin, end = offsets
-        if not 0 <= begin <= end:
+        if not begin <= end:
             raise SafetensorsError(f"tensor {name!r}: bad data_offsets [{begin}, {end}]")
-        if end > data_size:
-            raise SafetensorsError(f"tensor {name!r}: data_offsets [{begin}, {end}] run past "
-                                   f"the {data_size}-byte data section")
         dtype = DTYPES[dname]
-        try:
-            want = dtype.nbytes(shape)
-        except SafetensorsError as e:
-            raise SafetensorsError(f"tensor {name!r}: {e}") from None
-        if end - begin != want:
-            raise SafetensorsError(f"tensor {name!r}: {end - begin} bytes for shape {shape} "
-                                   f"of {dname} ({want} bytes)")
         infos.append(TensorInfo(name, dtype, tuple(shape), begin, end))
     # the data section is covered exactly once, in order of offsets
     expect = 0
@@ -227,6 +266,13 @@ def parse_header(raw: bytes, file_size: int) -> Header:
         if t.begin > expect:
             raise SafetensorsError(f"tensor {t.name!r}: a gap of {t.begin - expect} bytes "
                                    "before it")
+        try:
+            want = t.dtype.nbytes(t.shape)
+        except SafetensorsError as e:
+            raise SafetensorsError(f"tensor {t.name!r}: {e}") from None
+        if t.end - t.begin != want:
+            raise SafetensorsError(f"tensor {t.name!r}: {t.end - t.begin} bytes for shape "
+                                   f"{list(t.shape)} of {t.dtype.name} ({want} bytes)")
         expect = t.end
     if expect != data_size:
         raise SafetensorsError(f"the tensors cover {expect} bytes of a {data_size}-byte data "
@@ -234,7 +280,52 @@ def parse_header(raw: bytes, file_size: int) -> Header:
     return Header({t.name: t for t in infos}, metadata, data_offset, file_size)
 
 
-def _read_header_fd(fd: int) -> Header:
+def build_header(entries: Sequence[tuple[str, Dtype, Sequence[int], int]],
+                 metadata: Mapping[str, str] | None) -> tuple[bytes, list[int]]:
+    """The bytes safetensors' serializer writes before the data: the 8-byte
+    length and the JSON header padded with spaces to a multiple of 8.
+
+    Tensors are laid out as safetensors lays them out: by dtype, in the
+    reverse order of :data:`DTYPE_ORDER` (so each is aligned to its element
+    size), then by name.
+
+    Parameters
+    ----------
+    entries
+        ``(name, dtype, shape, nbytes)`` per tensor.
+    metadata
+        ``__metadata__`` or None.
+
+    Returns
+    -------
+    (head, order)
+        The bytes, and the indices of ``entries`` in file order.
+
+    Raises
+    ------
+    SafetensorsError
+        The header would exceed :data:`MAX_HEADER_SIZE`.
+    """
+    order = sorted(range(len(entries)),
+                   key=lambda i: (-_RANK[entries[i][1].name], entries[i][0]))
+    header: dict[str, Any] = {}
+    if metadata is not None:
+        header["__metadata__"] = dict(metadata)
+    offset = 0
+    for i in order:
+        name, dtype, shape, nbytes = entries[i]
+        header[name] = {"dtype": dtype.name, "shape": [int(n) for n in shape],
+                        "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    raw += b" " * (-len(raw) % 8)
+    if len(raw) > MAX_HEADER_SIZE:
+        raise SafetensorsError(f"header of {len(raw)} bytes exceeds the {MAX_HEADER_SIZE}-byte "
+                               "limit")
+    return struct.pack("<Q", len(raw)) + raw, order
+
+
+def _read_header_fd(fd: int, strict: bool = False) -> Header:
     file_size = os.fstat(fd).st_size
     head = os.pread(fd, 8, 0)
     if len(head) < 8:
@@ -247,11 +338,12 @@ def _read_header_fd(fd: int) -> Header:
     raw = os.pread(fd, n, 8)
     if len(raw) != n:
         raise SafetensorsError("file shrank while its header was read")
-    return parse_header(raw, file_size)
+    return parse_header(raw, file_size, strict=strict)
 
 
-def read_header(path: str | os.PathLike[str]) -> Header:
-    """Read and validate a file's header (no device work).
+def read_header(path: str | os.PathLike[str], *, strict: bool = False) -> Header:
+    """Read and validate a file's header (no device work); ``strict`` as
+    :func:`parse_header`.
 
     Raises
     ------
@@ -260,8 +352,15 @@ def read_header(path: str | os.PathLike[str]) -> Header:
     SafetensorsError
         The header is malformed.
     """
-    fd = os.open(path, os.O_RDONLY)
     try:
-        return _read_header_fd(fd)
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        # safetensors' message, with the errno kept (a strerror or filename
+        # would make str() the usual "[Errno 2] ..." again)
+        err = FileNotFoundError(f"No such file or directory: {os.fspath(path)}")
+        err.errno = errno.ENOENT
+        raise err from None
+    try:
+        return _read_header_fd(fd, strict)
     finally:
         os.close(fd)

@@ -234,6 +234,67 @@ class DeviceTensor:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def host_dtype(self) -> Any:
+        """The numpy dtype of :meth:`copy_to_host`: numpy's own, ml_dtypes'
+        for BF16 and FP8 when installed, else raw bytes (``V1``/``V2``);
+        ``uint8`` bytes for the packed F4/F6 dtypes."""
+        import numpy as np
+
+        if self.dtype.bits % 8:
+            return np.dtype(np.uint8)
+        if not self.dtype.typestr.startswith("|V"):
+            return np.dtype(self.dtype.typestr)
+        try:
+            import ml_dtypes  # type: ignore[import-not-found]
+        except ImportError:
+            return np.dtype(self.dtype.typestr)
+        if self.dtype.torch is not None and hasattr(ml_dtypes, self.dtype.torch):
+            return np.dtype(getattr(ml_dtypes, self.dtype.torch))
+        return np.dtype(self.dtype.typestr)
+
+    def copy_to_host(self) -> Any:
+        """A new host ``numpy.ndarray`` with the tensor's bytes and shape (for
+        packed dtypes: its bytes, shape ``(nbytes,)``), dtype
+        :meth:`host_dtype`.
+
+        Raises
+        ------
+        HipRuntimeError
+            The copy failed (``hipMemcpy``).
+
+        See Also
+        --------
+        hipMemcpy
+        """
+        import numpy as np
+
+        from hipfile import _hip
+
+        dt = self.host_dtype()
+        shape = (self.nbytes,) if self.dtype.bits % 8 else self.shape
+        out = np.empty(shape, dt)
+        if self.nbytes:
+            hip: Any = _hip.hip
+            with _on_device(self.device):
+                _hip.check(hip.hipMemcpy(int(out.ctypes.data), self.ptr, self.nbytes,
+                                         hip.hipMemcpyKind.hipMemcpyDeviceToHost), "hipMemcpy")
+        return out
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        """``numpy.asarray(tensor)``: a host copy (:meth:`copy_to_host`),
+        never an object array.
+
+        Raises
+        ------
+        ValueError
+            ``copy=False``: device memory cannot be viewed from the host.
+        """
+        if copy is False:
+            raise ValueError("a DeviceTensor is in device memory: numpy needs a copy "
+                             "(copy_to_host())")
+        out = self.copy_to_host()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
     def __repr__(self) -> str:
         return (f"<hipfile.safetensors.DeviceTensor dtype={self.dtype.name} "
                 f"shape={self.shape} ptr={self.ptr:#x} device={self.device}>")
@@ -311,36 +372,74 @@ def _task_size(task_size: int | None, reader: str = "stream") -> int | None:
     return _up(task_size, ALIGNMENT)  # aligned tasks keep O_DIRECT reads aligned
 
 
-def cached_fraction(path: str | os.PathLike[str]) -> float:
-    """The fraction of the file's pages in the page cache (``mincore`` over a
-    read-only mapping of it); 0.0 when it cannot be told."""
-    import ctypes
+_LIBC: Any = None
+
+
+def _libc() -> Any:
+    """libc's ``mmap``, ``munmap`` and ``mincore`` through ctypes (loaded once)."""
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long)
+        libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+        libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+        _LIBC = libc
+    return _LIBC
+
+
+def cached_fraction(path: str | os.PathLike[str] | int) -> float:
+    """The fraction of a file's pages in the page cache.
+
+    ``mincore`` over a read-only shared mapping of the file (nothing is
+    read: the mapping is never touched), counted with numpy: about a
+    millisecond for a 3.5 GB file.
+
+    Parameters
+    ----------
+    path
+        The file, or an open descriptor of it.
+
+    Returns
+    -------
+    float
+        From 0.0 to 1.0; 1.0 for an empty file, 0.0 when it cannot be told
+        (no such file, a file that cannot be mapped).
+
+    See Also
+    --------
+    mincore
+    """
     import mmap
 
+    import numpy as np
+
+    own = not isinstance(path, int)
     try:
-        size = os.path.getsize(path)
+        fd = os.open(path, os.O_RDONLY) if not isinstance(path, int) else path
     except OSError:
         return 0.0
-    if size == 0:
-        return 1.0
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_int, ctypes.c_long)
-    libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-    libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p)
-    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
-    fd = os.open(path, os.O_RDONLY)
     try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return 1.0
+        libc = _libc()
+        pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
         addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if addr is None or addr == ctypes.c_void_p(-1).value:
+        if addr is None or addr == (1 << 64) - 1 or addr == -1:
             return 0.0
         try:
-            vec = ctypes.create_string_buffer(pages)
-            if libc.mincore(addr, size, vec) != 0:
+            vec = np.empty(pages, np.uint8)
+            if libc.mincore(addr, size, vec.ctypes.data) != 0:
                 return 0.0
-            return sum(b & 1 for b in vec.raw[:pages]) / pages
+            return int(np.count_nonzero(vec & 1)) / pages
         finally:
             libc.munmap(addr, size)
+    except OSError:
+        return 0.0
     finally:
-        os.close(fd)
+        if own:
+            os.close(fd)

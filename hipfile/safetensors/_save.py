@@ -1,21 +1,20 @@
-"""Saving tensors to a ``.safetensors`` file."""
+"""Saving tensors to a ``.safetensors`` file, byte for byte as safetensors does."""
 
 from __future__ import annotations
 
-import json
 import os
-import struct
 from collections.abc import Mapping
 from typing import Any
 
 from hipfile.buffer import Buffer
-from hipfile.driver import Driver
+from hipfile.driver import process_driver
 from hipfile.file import FileHandle
 from hipfile.safetensors._header import (
     _FROM_TYPESTR,
     DTYPES,
     Dtype,
     SafetensorsError,
+    build_header,
 )
 from hipfile.safetensors._read import (
     DeviceTensor,
@@ -23,35 +22,75 @@ from hipfile.safetensors._read import (
 )
 
 # --------------------------------------------------------------------------
-# Saving
+# What a tensor is
 # --------------------------------------------------------------------------
 
 
-def _describe(name: str, obj: Any) -> tuple[Dtype, tuple[int, ...], Any]:
-    """``(dtype, shape, memory)`` of a tensor to save."""
+def _torch_dtype(name: str, obj: Any) -> Dtype:
+    tname = str(obj.dtype).removeprefix("torch.")
+    for d in DTYPES.values():
+        if d.torch == tname:
+            return d
+    raise SafetensorsError(f"tensor {name!r}: torch dtype {tname} has no safetensors dtype")
+
+
+def _numpy_dtype(name: str, arr: Any) -> Dtype:
+    dt = arr.dtype
+    found = _FROM_TYPESTR.get(dt.str[1:]) if dt.kind in "biufc" else None
+    if found is not None:
+        return found
+    tname = getattr(dt, "name", str(dt))      # ml_dtypes: bfloat16, float8_*
+    for d in DTYPES.values():
+        if d.torch == tname and d.bits == 8 * dt.itemsize:
+            return d
+    raise SafetensorsError(f"tensor {name!r}: numpy dtype {dt} has no safetensors dtype")
+
+
+def describe(name: str, obj: Any) -> tuple[Dtype, tuple[int, ...], int, Any, Any]:
+    """``(dtype, shape, nbytes, device source, host bytes)`` of a tensor to
+    save: one of the last two is None.
+
+    Raises
+    ------
+    SafetensorsError
+        A dtype that cannot be told, a non-contiguous torch tensor.
+    """
     if isinstance(obj, DeviceTensor):
-        return obj.dtype, obj.shape, obj
+        return obj.dtype, obj.shape, obj.nbytes, obj, None
     mod = type(obj).__module__
     if mod.startswith("torch"):
-        tname = str(obj.dtype).removeprefix("torch.")
-        for d in DTYPES.values():
-            if d.torch == tname:
-                if not obj.is_contiguous():
-                    raise SafetensorsError(f"tensor {name!r} is not contiguous")
-                if not obj.is_cuda:
-                    raise SafetensorsError(f"tensor {name!r} is in host memory")
-                shape = tuple(int(n) for n in obj.shape)
-                if d.name == "F4" and shape:
-                    shape = (*shape[:-1], shape[-1] * 2)
-                # by address: torch's array interface has no code for bf16/fp8
-                nbytes = int(obj.numel()) * int(obj.element_size())
-                mem = Buffer(int(obj.data_ptr()), nbytes) if nbytes else None
-                return d, shape, (mem, obj)
-        raise SafetensorsError(f"tensor {name!r}: torch dtype {tname} has no safetensors dtype")
+        d = _torch_dtype(name, obj)
+        if not obj.is_contiguous():
+            raise SafetensorsError(f"tensor {name!r} is not contiguous")
+        shape = tuple(int(n) for n in obj.shape)
+        if d.name == "F4" and shape:
+            shape = (*shape[:-1], shape[-1] * 2)
+        nbytes = int(obj.numel()) * int(obj.element_size())
+        if obj.device.type == "cpu":
+            import torch
+
+            flat = obj.reshape(-1).view(torch.uint8) if nbytes else None
+            return d, shape, nbytes, None, (flat.numpy() if flat is not None else b"")
+        # by address: torch's array interface has no code for bf16/fp8
+        mem = Buffer(int(obj.data_ptr()), nbytes) if nbytes else None
+        return d, shape, nbytes, (mem, obj), None
+    if mod == "numpy" or (hasattr(obj, "__array_interface__")
+                          and not hasattr(obj, "__cuda_array_interface__")):
+        import numpy as np
+
+        arr = np.asarray(obj)
+        if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and not np.little_endian):
+            arr = arr.astype(arr.dtype.newbyteorder("<"))   # safetensors is little-endian
+        d = _numpy_dtype(name, arr)
+        if not arr.flags.c_contiguous:   # (ascontiguousarray would make a 0-d array 1-d)
+            arr = arr.copy(order="C")
+        shape = tuple(int(n) for n in arr.shape)
+        return d, shape, int(arr.nbytes), None, arr.reshape(-1).view(np.uint8)
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is None:
-        raise SafetensorsError(f"tensor {name!r}: {type(obj).__name__} is not device memory "
-                               "with a dtype (pass a DeviceTensor or a torch/CuPy array)")
+        raise SafetensorsError(f"tensor {name!r}: {type(obj).__name__} is not a tensor "
+                               "(pass a DeviceTensor, a torch or numpy array, or a device "
+                               "array with __cuda_array_interface__)")
     code = str(cai.get("typestr", "")).lstrip("<|=")
     if str(cai.get("typestr", "")).startswith(">"):
         raise SafetensorsError(f"tensor {name!r}: big-endian data")
@@ -60,24 +99,85 @@ def _describe(name: str, obj: Any) -> tuple[Dtype, tuple[int, ...], Any]:
         raise SafetensorsError(f"tensor {name!r}: typestr {cai.get('typestr')!r} names no "
                                "single dtype (wrap it with DeviceTensor.wrap(mem, dtype, "
                                "shape))")
-    return dtype, tuple(int(n) for n in cai.get("shape", ())), obj
+    shape = tuple(int(n) for n in cai.get("shape", ()))
+    return dtype, shape, dtype.nbytes(shape), obj, None
+
+
+def _prepare(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None
+             ) -> tuple[bytes, list[tuple[int, Any, Any]]]:
+    if metadata is not None and not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise SafetensorsError("metadata must map strings to strings")
+    entries = []
+    sources = []
+    for name, obj in tensors.items():
+        if not isinstance(name, str) or name == "__metadata__":
+            raise SafetensorsError(f"bad tensor name {name!r}")
+        dtype, shape, nbytes, dev, host = describe(name, obj)
+        if dtype.nbytes(shape) != nbytes:
+            raise SafetensorsError(f"tensor {name!r}: {nbytes} bytes for shape {list(shape)} "
+                                   f"of {dtype.name}")
+        entries.append((name, dtype, shape, nbytes))
+        sources.append((nbytes, dev, host))
+    head, order = build_header(entries, metadata)
+    return head, [sources[i] for i in order]
+
+
+# --------------------------------------------------------------------------
+# Saving
+# --------------------------------------------------------------------------
+
+
+def serialize(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> bytes:
+    """The bytes of a safetensors file holding ``tensors`` (device tensors are
+    copied to the host first), as safetensors' ``serialize`` gives them.
+
+    Raises
+    ------
+    SafetensorsError
+        As :func:`save_file`.
+    """
+    head, sources = _prepare(tensors, metadata)
+    parts = [head]
+    for nbytes, dev, host in sources:
+        if not nbytes:
+            continue
+        if host is not None:
+            parts.append(bytes(memoryview(host)))
+        else:
+            parts.append(_device_bytes(dev, nbytes))
+    return b"".join(parts)
+
+
+def _device_bytes(dev: Any, nbytes: int) -> bytes:
+    import numpy as np
+
+    from hipfile import _hip
+
+    src = dev[0] if isinstance(dev, tuple) else Buffer(dev)
+    out = np.empty(nbytes, np.uint8)
+    hip: Any = _hip.hip
+    _hip.check(hip.hipMemcpy(int(out.ctypes.data), int(src.ptr), nbytes,
+                             hip.hipMemcpyKind.hipMemcpyDeviceToHost), "hipMemcpy")
+    return out.tobytes()
 
 
 def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
               metadata: Mapping[str, str] | None = None, *,
               task_size: int | None = None) -> None:
-    """Write device tensors to a safetensors file with hipFile.
+    """Write tensors to a safetensors file, byte for byte as safetensors'
+    serializer writes them (see :func:`build_header` for the layout).
 
-    Tensors are laid out by element size (largest first) and name, so every
-    tensor is aligned to its element size; the header is padded with spaces
-    to a multiple of 8 bytes. The file is written under a temporary name and
+    Device memory is written with hipFile (parallel ``pwrite`` tasks), host
+    memory with ``pwrite``. The file is written under a temporary name and
     renamed into place, so a failure leaves no partial file at ``path``.
 
     Parameters
     ----------
     tensors
-        Name to :class:`DeviceTensor`, ``torch.Tensor`` (on the GPU), or any
-        device array with an unambiguous ``__cuda_array_interface__`` typestr.
+        Name to :class:`DeviceTensor`, ``torch.Tensor`` (GPU or CPU),
+        ``numpy.ndarray``, or any device array with an unambiguous
+        ``__cuda_array_interface__`` typestr.
     path
         The file to write.
     metadata
@@ -89,8 +189,6 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
     ------
     SafetensorsError
         A tensor whose dtype or shape cannot be told, a bad name or metadata.
-    TypeError, ValueError
-        Host memory or other non-device objects.
     OSError, HipFileException
         The file cannot be written.
 
@@ -98,50 +196,39 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
     --------
     hipFileWrite
     """
-    if metadata is not None and not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-        raise SafetensorsError("metadata must map strings to strings")
-    items = []
-    for name, obj in tensors.items():
-        if not isinstance(name, str) or name == "__metadata__":
-            raise SafetensorsError(f"bad tensor name {name!r}")
-        dtype, shape, mem = _describe(name, obj)
-        items.append((name, dtype, shape, dtype.nbytes(shape), mem))
-    items.sort(key=lambda it: (-max(1, it[1].bits // 8), it[0]))
-    header: dict[str, Any] = {}
-    if metadata is not None:
-        header["__metadata__"] = dict(metadata)
-    offset = 0
-    for name, dtype, shape, nbytes, _ in items:
-        header[name] = {"dtype": dtype.name, "shape": list(shape),
-                        "data_offsets": [offset, offset + nbytes]}
-        offset += nbytes
-    raw = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    raw += b" " * (-len(raw) % 8)
-    data_offset = 8 + len(raw)
+    head, sources = _prepare(tensors, metadata)
     task = _task_size(task_size)
     tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    on_device = any(dev is not None and nbytes for nbytes, dev, _ in sources)
     try:
-        with Driver(), FileHandle(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC) as fh:
-            assert fh.fd is not None
-            head = struct.pack("<Q", len(raw)) + raw
-            if os.pwrite(fh.fd, head, 0) != len(head):
-                raise OSError("short write of the header")
-            futures = []
-            pos = data_offset
-            for _name, _dtype, _shape, nbytes, mem in items:
-                if nbytes:
-                    target = mem[0] if isinstance(mem, tuple) else Buffer(mem)
-                    futures.append((nbytes, fh.pwrite(target, nbytes, pos,
-                                                      task_size=task)))
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _pwrite_all(fd, head, 0)
+            pos = len(head)
+            for nbytes, _dev, host in sources:
+                if host is not None and nbytes:
+                    _pwrite_all(fd, memoryview(host).cast("B"), pos)
                 pos += nbytes
-            errors = [f.exception() for _, f in futures]
-            for e in errors:
-                if e is not None:
-                    raise e
-            for nbytes, f in futures:
-                if f.result() != nbytes:
-                    raise OSError(f"short write: {f.result()} of {nbytes} bytes")
+        finally:
+            os.close(fd)
+        if on_device:
+            process_driver()
+            with FileHandle(tmp, os.O_RDWR) as fh:
+                futures = []
+                pos = len(head)
+                for nbytes, dev, _host in sources:
+                    if dev is not None and nbytes:
+                        target = dev[0] if isinstance(dev, tuple) else Buffer(dev)
+                        futures.append((nbytes, fh.pwrite(target, nbytes, pos,
+                                                          task_size=task)))
+                    pos += nbytes
+                errors = [f.exception() for _, f in futures]
+                for e in errors:
+                    if e is not None:
+                        raise e
+                for nbytes, f in futures:
+                    if f.result() != nbytes:
+                        raise OSError(f"short write: {f.result()} of {nbytes} bytes")
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -149,3 +236,12 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
         except OSError:
             pass
         raise
+
+
+def _pwrite_all(fd: int, data: Any, pos: int) -> None:
+    view = memoryview(data)
+    while len(view):
+        n = os.pwrite(fd, view, pos)
+        if n <= 0:
+            raise OSError("short write")
+        view, pos = view[n:], pos + n

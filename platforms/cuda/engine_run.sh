@@ -34,8 +34,8 @@ echo "bench_engine exit $?"; cat "$out/bench-engine.log"
 timeout -s ABRT "${ENGINE_RUN_VLLM_TIMEOUT:-120}" "$py" -X faulthandler examples/vllm_kv_connector.py --bench --layers 32 --blocks 16 --block-kib 1024 \
     --dim 4096 --matmuls 4 --repeats 7 --dir /tmp >"$out/bench-vllm.log" 2>&1
 echo "vllm connector bench exit $?"; tail -20 "$out/bench-vllm.log"
-[ "${ENGINE_RUN_SKIP_SAFETENSORS:-0}" = 1 ] || timeout 240 "$py" benchmarks/bench_safetensors.py --platform cuda --size-gib 4 --dir /tmp \
-    --repeats 3 >"$out/bench-safetensors.log" 2>&1
+[ "${ENGINE_RUN_SKIP_SAFETENSORS:-0}" = 1 ] || timeout 540 "$py" benchmarks/bench_safetensors.py --platform cuda --dir /tmp \
+    --repeats 3 --json "$out/safetensors.json" >"$out/bench-safetensors.log" 2>&1
 echo "bench_safetensors exit $?"; tail -30 "$out/bench-safetensors.log"
 [ "${ENGINE_RUN_TESTS_LAST:-0}" = 1 ] && run_tests
 exit 0
