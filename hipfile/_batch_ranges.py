@@ -31,7 +31,7 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
         if per_batch <= 0:
             raise ValueError(f"batch_size must be positive, got {per_batch}")
     timeout = as_timeout(timeout)
-    _, length, _ = _hipfile.buffer_info(buffer)
+    _, length, owner = _hipfile.buffer_info(buffer)
     # Every range is checked before anything is submitted; ranges above one
     # entry's limit become several entries.
     pending: deque[tuple[int, int, int, int]] = deque()
@@ -40,7 +40,7 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
         t: tuple[Any, ...] = tuple(r)
         if len(t) != 3:
             raise TypeError(f"each range must be (size, file_offset, buffer_offset), got {r!r}")
-        size, foff, boff = _hipfile.io_range_check(length, *t)
+        size, foff, boff = _hipfile.io_range_check(length, *t, owner)
         for start in range(0, size, _MAX_ENTRY):
             pending.append((count, min(_MAX_ENTRY, size - start), foff + start, boff + start))
         count += 1

@@ -141,10 +141,12 @@ def test_the_lmcache_shim_pattern(
         buf = hipfile.Buffer.from_ctypes_void_p(ctypes.c_void_p(int(dev)), 4096, flags=0)
         assert fh.read(buf, 4096, 100, 0) == 4096
         assert np.array_equal(from_device(dev, 4096), payload[100:4196])
-        # A buffer of exactly `size` bytes cannot take a non-zero dev_offset:
-        # the range is checked, where the shim would let the library run past it.
-        with pytest.raises(ValueError, match="overruns"):
-            fh.read(buf, 4096, 0, 4096)
+        # A buffer of exactly `size` bytes made from the base address takes any
+        # dev_offset inside the allocation (cuFile's convention), none beyond it.
+        assert fh.read(buf, 4096, 0, 4096) == 4096
+        assert np.array_equal(from_device(dev, 4096, 4096), payload[:4096])
+        with pytest.raises(ValueError, match="overruns the device allocation"):
+            fh.read(buf, 4096, 0, N - 4095)
         with pytest.raises(ValueError, match="null pointer"):
             hipfile.Buffer.from_ctypes_void_p(ctypes.c_void_p(None), 4096)
     finally:
