@@ -125,7 +125,7 @@ def test_sized_objects_keep_their_size(driver: Any, dev: Any, data_path: Path) -
     with hipfile.FileHandle(data_path) as fh:
         for buf in (Buffer(dev, 4096), hipfile.Buffer(Buffer(dev, 4096))):
             assert not buf.bare
-            with pytest.raises(ValueError, match="overruns the 4096-byte buffer$"):
+            with pytest.raises(ValueError, match=r"overruns the 4096-byte buffer$"):
                 fh.read(buf, 4096, 0, 1)
         with pytest.raises(ValueError, match=f"overruns the {N}-byte buffer$"):
             fh.read(dev, 4096, 0, N - 4095)   # also a sized object, the whole allocation
