@@ -30,7 +30,7 @@ def _rebuild(base: type, extra: type, args: tuple[Any, ...]) -> BaseException:
 def _reduce(self: BaseException) -> tuple[Any, ...]:
     # the class is made at run time: pickle the pair it is made of
     base, extra = type(self).__bases__
-    reduced = base.__reduce__(self)
+    reduced: Any = base.__reduce__(self)  # type: ignore[call-arg]
     return (_rebuild, (base, extra, tuple(reduced[1])), *reduced[2:])
 
 

@@ -74,21 +74,6 @@ class InvalidModeError(ValueError, KeyError):
     __str__ = BaseException.__str__
 
 
-class _AsRuntimeError:
-    """Within the block, a :class:`HipFileException` becomes also a
-    :class:`RuntimeError` (cufile-python's type for failed cuFile calls)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> bool:
-        if isinstance(exc, HipFileException):
-            also(exc, RuntimeError)
-        return False
-
-
-_as_runtime_error = _AsRuntimeError()
 
 #: ``mode`` strings and their ``os.open`` flags (cufile-python's table).
 MODES: dict[str, int] = {
@@ -131,8 +116,11 @@ class CuFileDriver:
             inst = cls._instance
             if inst is None or not inst._driver.is_open:
                 inst = super().__new__(cls)
-                with _as_runtime_error:
+                try:
                     inst._driver = Driver().open()
+                except HipFileException as e:
+                    also(e, RuntimeError)
+                    raise
                 cls._instance = inst
             return inst
 
@@ -277,13 +265,16 @@ class CuFile:
         """
         if self._file is not None:
             return
-        with _as_runtime_error:
+        try:
             driver = Driver().open()
             try:
                 self._file = FileHandle(self._path, self._flags).open()
             except BaseException:
                 driver.close()
                 raise
+        except HipFileException as e:
+            also(e, RuntimeError)
+            raise
         self._driver = driver
 
     def close(self) -> None:
@@ -384,8 +375,11 @@ class CuFile:
     def _io(self, write: bool, target: Any, size: int, file_offset: int, dev_offset: int) -> int:
         fh = self._open_file()
         buf, size, file_offset, dev_offset = _target(target, size, file_offset, dev_offset)
-        with _as_runtime_error:
+        try:
             return (fh.write if write else fh.read)(buf, size, file_offset, dev_offset)
+        except HipFileException as e:
+            also(e, RuntimeError)
+            raise
 
     def _open_file(self) -> FileHandle:
         fh = self._file
