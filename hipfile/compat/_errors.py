@@ -54,10 +54,26 @@ def twin(base: type, extra: type) -> type:
 
 
 def also(exc: E, extra: type) -> E:
-    """Make ``exc`` (in place) an instance of a class deriving from both its
-    class and ``extra``; returns it. Its message, attributes and traceback
-    are kept."""
+    """``exc`` as an instance of a class deriving from both its class and
+    ``extra``; raise what it returns. Its message, attributes, notes, cause
+    and traceback are kept. An exception of a class defined in Python is
+    changed in place; one of a builtin class (``FileNotFoundError``) is
+    copied into a new instance, which is returned."""
     cls = twin(type(exc), extra)
-    if cls is not type(exc):
+    if cls is type(exc):
+        return exc
+    try:
         exc.__class__ = cls
-    return exc
+        return exc
+    except TypeError:           # a builtin class: make a new instance
+        pass
+    if isinstance(exc, OSError) and exc.errno is not None:
+        new = cls(exc.errno, exc.strerror, exc.filename, None, exc.filename2)
+    else:
+        new = cls(*exc.args)
+    new.__dict__.update(getattr(exc, "__dict__", {}))
+    new.__cause__ = exc.__cause__
+    new.__context__ = exc.__context__
+    new.__suppress_context__ = exc.__suppress_context__
+    result: E = new.with_traceback(exc.__traceback__)
+    return result

@@ -119,7 +119,7 @@ class CuFileDriver:
                 try:
                     inst._driver = Driver().open()
                 except HipFileException as e:
-                    also(e, RuntimeError)
+                    also(e, RuntimeError)  # in place: a class defined in Python
                     raise
                 cls._instance = inst
             return inst
@@ -273,7 +273,7 @@ class CuFile:
                 driver.close()
                 raise
         except HipFileException as e:
-            also(e, RuntimeError)
+            also(e, RuntimeError)  # in place: a class defined in Python
             raise
         self._driver = driver
 
@@ -378,7 +378,7 @@ class CuFile:
         try:
             return (fh.write if write else fh.read)(buf, size, file_offset, dev_offset)
         except HipFileException as e:
-            also(e, RuntimeError)
+            also(e, RuntimeError)  # in place: a class defined in Python
             raise
 
     def _open_file(self) -> FileHandle:

@@ -68,7 +68,7 @@ def _failing_as(name: str) -> Iterator[None]:
     except HipFileException as e:
         text = f"{name} failed (cuFile err={e.hipfile_err}, cuda_err={e.hip_err})"
         e._detail = f"{e._detail}; {text}" if e._detail else text
-        also(e, RuntimeError)
+        also(e, RuntimeError)  # in place: a class defined in Python
         raise
 
 
