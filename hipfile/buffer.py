@@ -36,8 +36,9 @@ class Buffer(_BufferCore, RegistrationLifetime):
     holds the address (asked of ``hipMemGetAddressRange`` when a transfer goes
     past ``length``); beyond it, it is refused. Where the runtime knows no
     allocation at that address, ``length`` is the limit and the error says
-    so. A buffer made from an object with a size (a ``DeviceArray``, a
-    tensor) is always held to that size.
+    so. A registered buffer is held to ``length``, its registration, as
+    hipFile holds it. A buffer made from an object with a size (a
+    ``DeviceArray``, a tensor) is always held to that size.
     flags
         Registration flags (0 for the default).
 

@@ -119,6 +119,20 @@ def test_the_other_bare_forms_and_read_async(driver: Any, dev: Any, data_path: P
     assert np.array_equal(host[5 * CHUNK:6 * CHUNK], payload[CHUNK:2 * CHUNK])
 
 
+def test_a_registered_buffer_keeps_its_registration(driver: Any, dev: Any,
+                                                   data_path: Path) -> None:
+    """hipFile holds a registered buffer to its registration (AMD's library
+    answers InvalidValue past it): registered, a bare-address buffer keeps
+    its declared length as the limit, and the message says why."""
+    with hipfile.FileHandle(data_path) as fh, Buffer(int(dev), CHUNK) as buf:
+        assert buf.registered and buf.bare
+        assert fh.read(buf, CHUNK, 0, 0) == CHUNK
+        with pytest.raises(ValueError, match="registered with hipFile for those"):
+            fh.read(buf, CHUNK, 0, CHUNK)
+        buf.deregister()
+        assert fh.read(buf, CHUNK, 0, CHUNK) == CHUNK   # unregistered: the allocation
+
+
 def test_sized_objects_keep_their_size(driver: Any, dev: Any, data_path: Path) -> None:
     """A buffer made from an object that knows its size (a ``DeviceArray``,
     even cut short with ``length``) is held to it, as before."""

@@ -189,10 +189,12 @@ cdef int _io_range(size_t length, object size, object file_offset, object buffer
     is never asked to touch memory outside it. ``size`` None means the rest
     of the buffer.
 
-    ``buf`` is the buffer object when the caller has it: a :class:`Buffer`
-    made from a bare address (cuFile's convention: a base address, and an
-    offset from it) is checked against the device allocation the address
-    lies in rather than its declared length (see ``_allocation_room``)."""
+    ``buf`` is the buffer object when the caller has it: an unregistered
+    :class:`Buffer` made from a bare address (cuFile's convention: a base
+    address, and an offset from it) is checked against the device
+    allocation the address lies in rather than its declared length (see
+    ``_allocation_room``); a registered one against its registration, as
+    hipFile checks it."""
     cdef long long f = _as_index(file_offset, "file_offset")
     cdef long long b = _as_index(buffer_offset, "buffer_offset")
     cdef long long n = 0
@@ -243,6 +245,8 @@ cdef bint _fits_allocation(object buf, long long b, long long n) except -1:
     its device allocation (False for any other buffer)."""
     if not isinstance(buf, _BufferCore) or not (<_BufferCore>buf)._bare:
         return 0
+    if (<_BufferCore>buf).registered:
+        return 0        # hipFile holds a registered buffer to its registration
     room = <unsigned long long>(_allocation_room(<_BufferCore>buf)[0])
     return <unsigned long long>b <= room and <unsigned long long>n <= room - <unsigned long long>b
 
@@ -257,6 +261,11 @@ cdef int _raise_outside(object buf, size_t length, object size, long long b,
     if not isinstance(buf, _BufferCore) or not (<_BufferCore>buf)._bare:
         raise ValueError(what)
     bc = <_BufferCore>buf
+    if bc.registered:
+        raise ValueError(f"{what}: the buffer is registered with hipFile for those "
+                         f"{length} bytes, and hipFile refuses transfers outside a "
+                         f"registration; register the whole allocation, or leave the "
+                         f"buffer unregistered")
     room, base, asize, reason = _allocation_room(bc)
     if reason is not None:
         raise ValueError(f"{what}: the buffer was made from the bare address {bc._ptr:#x}, "
