@@ -317,7 +317,7 @@ def test_is_compat_mode_preferred_resolves_auto() -> None:
     from hipfile import platforms
 
     with defaults.set("compat_mode", CompatMode.AUTO):
-        assert defaults.is_compat_mode_preferred() == (platforms.active() is not None)
+        assert defaults.is_compat_mode_preferred() == (platforms.active() == "emulated")
 
 
 def test_defaults_refuse_what_kvikio_refuses() -> None:

@@ -215,13 +215,13 @@ def set(*config: Any) -> ConfigContextManager:
 
 def is_compat_mode_preferred() -> bool:
     """Whether POSIX I/O is preferred over the GPU-direct path: ``compat_mode``
-    ON, or AUTO on a test platform (whose hipFile has no GPU-direct path).
-    As in KvikIO, AUTO is resolved here, at the time of the call."""
+    ON, or AUTO on the emulated platform (whose hipFile has no GPU-direct
+    path). As in KvikIO, AUTO is resolved here, at the time of the call."""
     mode = get("compat_mode")
     if mode == CompatMode.AUTO:
         from hipfile import platforms
 
-        return platforms.active() is not None
+        return platforms.active() == "emulated"
     return bool(mode == CompatMode.ON)
 
 
