@@ -85,10 +85,11 @@ class _Entries:
         return p
 
 
-def _parse(ranges: Iterable[tuple[int | None, int, int]], length: int
+def _parse(ranges: Iterable[tuple[int | None, int, int]], length: int, owner: Any = None
            ) -> tuple[int, _Entries]:
-    """Check every range against the buffer; ranges above one entry's limit
-    become several entries, empty ones none."""
+    """Check every range against the buffer (``owner``: the buffer object,
+    so that a bare address is checked against its allocation); ranges above
+    one entry's limit become several entries, empty ones none."""
     index: list[int] = []
     size: list[int] = []
     foff: list[int] = []
@@ -99,7 +100,7 @@ def _parse(ranges: Iterable[tuple[int | None, int, int]], length: int
         t: tuple[Any, ...] = tuple(r)
         if len(t) != 3:
             raise TypeError(f"each range must be (size, file_offset, buffer_offset), got {r!r}")
-        n, fo, bo = check(length, *t)
+        n, fo, bo = check(length, *t, owner)
         if n == 0:
             pass  # nothing to move: no entry
         elif n <= _MAX_ENTRY:
@@ -314,7 +315,7 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
     timeout = as_timeout(timeout)
     # Every range is checked before anything is submitted.
     ptr, length, owner = buffer_info(buffer)
-    count, entries = _parse(ranges, length)
+    count, entries = _parse(ranges, length, owner)
     if len(entries) == 0:
         return [0] * count
     per_batch = min(per_batch, len(entries))

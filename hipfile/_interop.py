@@ -417,7 +417,7 @@ def io_range(buffer: Any, size: Any, file_offset: Any,
 
     ptr, length, owner = buffer_info(buffer)
     size, file_offset, buffer_offset = _hipfile.io_range_check(
-        length, size, file_offset, buffer_offset)
+        length, size, file_offset, buffer_offset, owner)
     return ptr, length, owner, size, file_offset, buffer_offset
 
 
@@ -450,7 +450,7 @@ def io_range_or_host(buffer: Any, size: Any, file_offset: Any, buffer_offset: An
         check_host_buffers_allowed(type(buffer).__name__)
         ptr, length, owner = 0, view.nbytes, view
     size, file_offset, buffer_offset = _hipfile.io_range_check(
-        length, size, file_offset, buffer_offset)
+        length, size, file_offset, buffer_offset, owner)
     return ptr, length, owner, size, file_offset, buffer_offset, view
 
 

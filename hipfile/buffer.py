@@ -28,6 +28,17 @@ class Buffer(_BufferCore, RegistrationLifetime):
     length
         Size in bytes; required for bare addresses, defaults to the object's
         size otherwise.
+
+    A buffer made from a bare address (an int, ``ctypes.c_void_p`` or a
+    sizeless pointer, with ``length``) follows cuFile's convention: the
+    address is a base and ``buffer_offset`` an offset from it, so a transfer
+    may reach past ``length``, up to the end of the device allocation that
+    holds the address (asked of ``hipMemGetAddressRange`` when a transfer goes
+    past ``length``); beyond it, it is refused. Where the runtime knows no
+    allocation at that address, ``length`` is the limit and the error says
+    so. A registered buffer is held to ``length``, its registration, as
+    hipFile holds it. A buffer made from an object with a size (a
+    ``DeviceArray``, a tensor) is always held to that size.
     flags
         Registration flags (0 for the default).
 
@@ -45,12 +56,14 @@ class Buffer(_BufferCore, RegistrationLifetime):
 
     See Also
     --------
-    hipFileBufRegister, hipFileBufDeregister
+    hipFileBufRegister, hipFileBufDeregister, hipMemGetAddressRange
     """
 
     def __init__(self, buffer_ptr: Any, length: int | None = None, flags: int = 0) -> None:
+        bare = False
         if isinstance(buffer_ptr, _BufferCore):
             ptr, size, owner = buffer_ptr.ptr, buffer_ptr.length, buffer_ptr
+            bare = buffer_ptr.bare
         elif length is None:
             ptr, size, owner = buffer_info(buffer_ptr)
         else:
@@ -58,6 +71,7 @@ class Buffer(_BufferCore, RegistrationLifetime):
                 ptr, size, owner = buffer_info(buffer_ptr)
             except TypeError:
                 ptr, size, owner = pointer_value(buffer_ptr), None, buffer_ptr
+                bare = True
         if length is not None:
             length = as_int(length, "length")
             if length < 0:
@@ -69,12 +83,16 @@ class Buffer(_BufferCore, RegistrationLifetime):
             raise TypeError("length is required for a bare address")
         if ptr == 0 and size:
             raise ValueError("cannot use a NULL pointer")
-        self._setup(ptr, size, flags, owner)
+        self._setup(ptr, size, flags, owner, bare)
 
     @classmethod
     def from_ctypes_void_p(cls, ctypes_void_p: ctypes.c_void_p, length: int,
                            flags: int = 0) -> Buffer:
         """A ``Buffer`` from a ``ctypes.c_void_p`` (upstream's constructor).
+
+        The address is a base, as in cuFile: transfers may use any
+        ``buffer_offset`` inside the device allocation that holds it (see
+        :class:`Buffer`).
 
         Raises
         ------

@@ -302,8 +302,13 @@ class FileHandle(_FileCore, ClosesWhenCollected):
                         host_fd=self._host_fd)
 
     def read(self, buffer: Any, size: int | None = None, file_offset: int = 0,
-             buffer_offset: int = 0) -> int:
+             buffer_offset: int = 0, *, task_size: int | None = None) -> int:
         """Read ``size`` bytes at ``file_offset`` into ``buffer`` at ``buffer_offset``.
+
+        The positional order is upstream's ``(buffer, size, file_offset,
+        buffer_offset)``. With ``task_size`` (KvikIO's keyword) the read is
+        split into tasks of that many bytes on the thread pool, as
+        ``pread(..., task_size=task_size).result()``.
 
         ``buffer`` is device memory (a :class:`~hipfile.Buffer` or anything
         it accepts: HIP-Python ``DeviceArray``, PyTorch/CuPy arrays) or host
@@ -335,7 +340,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             An unsupported or read-only buffer, or a host buffer while
             ``allow_host_buffers`` is False.
         ValueError
-            Negative offsets, a range that overruns the buffer, or a closed file.
+            Negative offsets, a range that overruns the buffer, a
+            non-positive ``task_size``, or a closed file.
         OSError
             A system error (subclass chosen by errno).
         HipFileException
@@ -345,12 +351,15 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipFileRead, preadv
         """
+        if task_size is not None:
+            return self.pread(buffer, size, file_offset, buffer_offset=buffer_offset,
+                              task_size=task_size).result()
         return self._io(False, buffer, size, file_offset, buffer_offset)
 
     def write(self, buffer: Any, size: int | None = None, file_offset: int = 0,
-              buffer_offset: int = 0) -> int:
+              buffer_offset: int = 0, *, task_size: int | None = None) -> int:
         """Write ``size`` bytes from ``buffer`` at ``buffer_offset`` to the
-        file at ``file_offset``. See :meth:`read`.
+        file at ``file_offset``. See :meth:`read` (``task_size`` included).
 
         Short transfers: ``hipFileWrite`` is called again for the rest until
         ``size`` bytes are written; a call that writes 0 bytes raises. Host
@@ -371,12 +380,15 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipFileWrite, pwritev
         """
+        if task_size is not None:
+            return self.pwrite(buffer, size, file_offset, buffer_offset=buffer_offset,
+                               task_size=task_size).result()
         return self._io(True, buffer, size, file_offset, buffer_offset)
 
     # -- parallel I/O ----------------------------------------------------
 
     def pread(self, buffer: Any, size: int | None = None, file_offset: int = 0,
-              buffer_offset: int = 0, *, task_size: int | None = None,
+              *legacy: int, buffer_offset: int = 0, task_size: int | None = None,
               executor: Executor | None = None) -> IOFuture:
         """Read in parallel tasks on a thread pool; returns an
         :class:`~hipfile.IOFuture` whose ``result()`` is the bytes read.
@@ -385,23 +397,44 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         short-transfer rule and host buffers (as :meth:`read`). The file
         cannot be closed until every task has ended.
 
+        ``buffer_offset`` is keyword-only: KvikIO's
+        ``pread(buf, size, file_offset, task_size)`` takes ``task_size``
+        fourth, so a fourth positional argument is refused with
+        :class:`TypeError` rather than taken for an offset into the buffer.
+        (Code that passes ``task_size=`` by keyword may still give
+        ``buffer_offset`` fourth: that call cannot be KvikIO's.)
+
+        Raises
+        ------
+        TypeError
+            A fourth positional argument without ``task_size=``, or as
+            :func:`hipfile.pread`.
+
         See Also
         --------
         hipFileRead
         """
         from hipfile.parallel import pread
 
+        buffer_offset = _fourth("pread", legacy, buffer_offset, task_size)
         return pread(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
                      executor=executor)
 
     def pwrite(self, buffer: Any, size: int | None = None, file_offset: int = 0,
-               buffer_offset: int = 0, *, task_size: int | None = None,
+               *legacy: int, buffer_offset: int = 0, task_size: int | None = None,
                executor: Executor | None = None) -> IOFuture:
         """Write in parallel tasks on a thread pool; returns an
         :class:`~hipfile.IOFuture` whose ``result()`` is the bytes written.
 
         Same as :func:`hipfile.pwrite` with this file, including its
         short-transfer rule and host buffers (as :meth:`write`).
+        ``buffer_offset`` is keyword-only, as in :meth:`pread`.
+
+        Raises
+        ------
+        TypeError
+            A fourth positional argument without ``task_size=``, or as
+            :func:`hipfile.pwrite`.
 
         See Also
         --------
@@ -409,6 +442,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         """
         from hipfile.parallel import pwrite
 
+        buffer_offset = _fourth("pwrite", legacy, buffer_offset, task_size)
         return pwrite(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
                       executor=executor)
 
@@ -557,6 +591,27 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         if self._handle_type != FileHandleType.OPAQUE_FD:
             return -1
         return self._posix_fd()
+
+
+def _fourth(name: str, legacy: tuple[Any, ...], buffer_offset: Any,
+            task_size: Any) -> Any:
+    """``buffer_offset`` of ``pread``/``pwrite``, which is keyword-only: a
+    fourth positional argument is KvikIO's ``task_size`` unless ``task_size``
+    was given by keyword too."""
+    if not legacy:
+        return buffer_offset
+    if len(legacy) > 1:
+        raise TypeError(f"{name}() takes at most 4 positional arguments "
+                        f"({4 + len(legacy)} given)")
+    if task_size is None:
+        raise TypeError(
+            f"{name}(buffer, size, file_offset, {legacy[0]!r}): buffer_offset is "
+            f"keyword-only, and a fourth positional argument is task_size in "
+            f"KvikIO's {name}; pass task_size={legacy[0]!r} or "
+            f"buffer_offset={legacy[0]!r} by keyword")
+    if buffer_offset != 0:
+        raise TypeError(f"{name}() got buffer_offset both by position and by keyword")
+    return legacy[0]
 
 
 def _ranges(ranges: Any) -> list[tuple[Any, Any, Any]]:

@@ -96,6 +96,7 @@ def test_write_with_offsets_then_read_back(
             f.open()
         except hipfile.HipFileException as e:
             assert "INVALID_FILE_OPEN_FLAG" in str(e)
+            assert isinstance(e, RuntimeError)
             assert not f.is_open and f.handle is None
             continue
         with f:
@@ -141,10 +142,12 @@ def test_the_lmcache_shim_pattern(
         buf = hipfile.Buffer.from_ctypes_void_p(ctypes.c_void_p(int(dev)), 4096, flags=0)
         assert fh.read(buf, 4096, 100, 0) == 4096
         assert np.array_equal(from_device(dev, 4096), payload[100:4196])
-        # A buffer of exactly `size` bytes cannot take a non-zero dev_offset:
-        # the range is checked, where the shim would let the library run past it.
-        with pytest.raises(ValueError, match="overruns"):
-            fh.read(buf, 4096, 0, 4096)
+        # A buffer of exactly `size` bytes made from the base address takes any
+        # dev_offset inside the allocation (cuFile's convention), none beyond it.
+        assert fh.read(buf, 4096, 0, 4096) == 4096
+        assert np.array_equal(from_device(dev, 4096, 4096), payload[:4096])
+        with pytest.raises(ValueError, match="overruns the device allocation"):
+            fh.read(buf, 4096, 0, N - 4095)
         with pytest.raises(ValueError, match="null pointer"):
             hipfile.Buffer.from_ctypes_void_p(ctypes.c_void_p(None), 4096)
     finally:
@@ -237,5 +240,150 @@ def _fd_flags(fd: int | None) -> int:
 
 
 def test_module_names() -> None:
-    assert cufile.__all__ == ["MODES", "CuFile", "CuFileDriver"]
+    from hipfile.compat.cufile import bindings
+
+    assert cufile.__all__ == ["MODES", "CuFile", "CuFileDriver", "InvalidModeError"]
+    assert set(bindings.__all__) == {
+        "CUfileHandle_t", "cuFileDriverOpen", "cuFileDriverClose", "cuFileHandleRegister",
+        "cuFileHandleDeregister", "cuFileBufRegister", "cuFileBufDeregister", "cuFileRead",
+        "cuFileWrite"}
     assert PLATFORM
+
+
+# -- cufile-python's exception types and messages -----------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["r", "w"])
+def test_not_open_says_file_is_not_open(driver: CuFileDriver, data_path: Path, dev: Any,
+                                        mode: str) -> None:
+    """Mirrors cufile-python's ``test_read_write_without_open``: ``IOError``
+    whose text holds ``File is not open.``; ours also has errno and path."""
+    f = CuFile(data_path, mode)
+    call = f.read if mode == "r" else f.write
+    try:
+        with pytest.raises(IOError, match=r"File is not open\.") as info:
+            call(ctypes.c_void_p(int(dev)), 4096)
+    finally:
+        f.close()
+    assert info.value.errno == errno.EBADF
+    assert info.value.filename == os.fspath(data_path)
+    assert str(info.value) == f"[Errno 9] File is not open.: {os.fspath(data_path)!r}"
+
+
+def test_bad_mode_is_a_key_error_and_a_value_error(data_path: Path) -> None:
+    """cufile-python looks the mode up in a dict: ``KeyError``. Ours is also
+    the ``ValueError`` it was, with a message naming the modes."""
+    for bad in ("rw", "rb", "", "x"):
+        with pytest.raises(KeyError) as info:
+            CuFile(data_path, bad)
+        assert isinstance(info.value, ValueError)
+        assert isinstance(info.value, cufile.InvalidModeError)
+        assert str(info.value) == ("mode must be one of ['a', 'a+', 'r', 'r+', 'w', 'w+'], "
+                                   f"got {bad!r}")
+
+
+def test_registration_failure_is_a_runtime_error(driver: CuFileDriver, tmp_path: Path) -> None:
+    """cufile-python raises ``RuntimeError`` when ``cuFileHandleRegister``
+    fails; ours is the typed exception and a ``RuntimeError`` too, and it
+    pickles as such. (A FIFO: hipFile registers regular files only.)"""
+    import pickle
+
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    before = hipfile.use_count()
+    f = CuFile(path, "r+")
+    try:
+        f.open()
+    except RuntimeError as e:
+        assert isinstance(e, hipfile.HipFileException)
+        assert e.hipfile_err == hipfile.OpError.INVALID_FILE_TYPE
+        assert "hipFileHandleRegister" in str(e)
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e)
+        assert isinstance(back, RuntimeError) and isinstance(back, hipfile.HipFileException)
+    else:  # a library that accepts O_APPEND
+        f.close()
+        pytest.skip("this library registers FIFOs")
+    assert not f.is_open
+    assert hipfile.use_count() == before   # open() gave its driver reference back
+
+
+@pytest.mark.emulated
+def test_io_failures_from_the_library_are_runtime_errors(driver: CuFileDriver,
+                                                         data_path: Path, dev: Any) -> None:
+    """A hipFile code from a read is a ``RuntimeError`` too; an errno stays
+    the ``OSError`` it is."""
+    from hipfile.platforms import emulated
+
+    with CuFile(data_path) as f:
+        emulated.inject_fault("read", int(hipfile.OpError.INTERNAL_ERROR))
+        with pytest.raises(RuntimeError) as info:
+            f.read(ctypes.c_void_p(int(dev)), 4096)
+        assert isinstance(info.value, hipfile.InternalError)
+        emulated.inject_fault("read", errno.EIO)
+        with pytest.raises(OSError) as oinfo:
+            f.read(ctypes.c_void_p(int(dev)), 4096)
+        assert not isinstance(oinfo.value, RuntimeError)
+
+
+# -- cufile.bindings -------------------------------------------------------------------------
+
+
+def test_bindings_round_trip(data_path: Path, tmp_path: Path, payload: np.ndarray,
+                             dev: Any) -> None:
+    """cufile-python's ``cufile.bindings`` calls in the order its ``CuFile``
+    makes them: driver, handle, buffer registration, reads and writes at
+    offsets from the base, deregistration."""
+    from hipfile.compat.cufile import bindings as cb
+
+    before = hipfile.use_count()
+    cb.cuFileDriverOpen()
+    try:
+        assert hipfile.use_count() == before + 1
+        fd = os.open(data_path, os.O_RDWR)
+        try:
+            handle = cb.cuFileHandleRegister(fd)
+            assert isinstance(handle, cb.CUfileHandle_t) and handle.value
+            base = ctypes.c_void_p(int(dev))
+            cb.cuFileBufRegister(base, N, 0)
+            to_device(dev, np.zeros(N, np.uint8))
+            assert cb.cuFileRead(handle, base, 4096, 1000, 8192) == 4096
+            assert cb.cuFileRead(handle, int(dev), 100, N - 40, 0) == 40   # end of file
+            assert cb.cuFileWrite(handle, base, 4096, N, 8192) == 4096     # appends
+            cb.cuFileBufDeregister(base)
+            cb.cuFileHandleDeregister(handle)
+        finally:
+            os.close(fd)
+        host = from_device(dev, N)
+        assert np.array_equal(host[8192:12288], payload[1000:5096])
+        assert np.array_equal(host[:40], payload[N - 40:])
+        assert data_path.read_bytes()[N:] == payload[1000:5096].tobytes()
+    finally:
+        cb.cuFileDriverClose()
+    assert hipfile.use_count() == before
+
+
+def test_bindings_raise_runtime_errors(driver: CuFileDriver, dev: Any, tmp_path: Path) -> None:
+    """Where cufile-python's ``_ck`` raises ``RuntimeError("NAME failed
+    (cuFile err=E, cuda_err=C)")``, ours raises the typed exception, also a
+    ``RuntimeError``, with that text at the end."""
+    from hipfile.compat.cufile import bindings as cb
+
+    with pytest.raises(RuntimeError, match=r"\[cuFileBufDeregister failed \(cuFile "
+                                           r"err=5024, cuda_err=0\)\]$") as info:
+        cb.cuFileBufDeregister(ctypes.c_void_p(int(dev)))
+    assert isinstance(info.value, hipfile.MemoryNotRegisteredError)
+    host = np.zeros(4096, np.uint8)
+    with pytest.raises(RuntimeError, match="cuFileBufRegister failed"):
+        cb.cuFileBufRegister(host.ctypes.data, host.nbytes, 0)   # host memory: 5013
+    fd = os.open(tmp_path, os.O_RDONLY)
+    os.close(fd)   # a closed descriptor: refused by every library
+    with pytest.raises(RuntimeError, match=r"cuFileHandleRegister failed \(cuFile err=50"):
+        cb.cuFileHandleRegister(fd)
+    for bad in (ctypes.c_void_p(None), 0):
+        with pytest.raises(ValueError, match="NULL"):
+            cb.cuFileRead(bad, ctypes.c_void_p(int(dev)), 1, 0, 0)
+    with pytest.raises(TypeError, match="fd"):
+        cb.cuFileHandleRegister("3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="must be >= 0"):
+        cb.cuFileRead(1, int(dev), 1, -1, 0)

@@ -11,7 +11,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check_range_errors, device_array, emu, from_device, random_bytes, to_device
+from _util import (
+    check,
+    check_range_errors,
+    device_array,
+    emu,
+    from_device,
+    random_bytes,
+    to_device,
+)
+from hip import hip
 
 import hipfile
 from hipfile import Buffer, FileHandle, IOFuture, parallel
@@ -84,12 +93,14 @@ def test_offsets_with_the_default_pool(driver, data_file):
     path, data = data_file
     with device_array(N) as dev, FileHandle(path, os.O_RDWR) as fh:
         # 100_000 bytes of the file from 1234 into the buffer at 777
-        fut = fh.pread(dev, np.int64(100_000), np.int64(1234), 777, task_size=8192)
+        fut = fh.pread(dev, np.int64(100_000), np.int64(1234), buffer_offset=777,
+                       task_size=8192)
         assert fut.result(timeout=30) == 100_000
         got = from_device(dev, 100_000, 777)
         assert np.array_equal(got, data[1234:101_234])
         # write them back elsewhere in the file
-        assert fh.pwrite(dev, 100_000, 150_000, 777, task_size=30_000).result(30) == 100_000
+        assert fh.pwrite(dev, 100_000, 150_000, buffer_offset=777,
+                         task_size=30_000).result(30) == 100_000
     on_disk = np.frombuffer(path.read_bytes(), dtype=np.uint8)
     assert np.array_equal(on_disk[150_000:250_000], data[1234:101_234])
     assert np.array_equal(on_disk[:150_000], data[:150_000])
@@ -104,7 +115,7 @@ def test_many_requests_from_several_threads(driver, data_file):
         lock = threading.Lock()
 
         def start(i: int) -> None:
-            f = fh.pread(dev, part, i * part, i * part, task_size=4096)
+            f = fh.pread(dev, part, i * part, buffer_offset=i * part, task_size=4096)
             with lock:
                 futures.append(f)
 
@@ -358,3 +369,63 @@ def test_thread_count_from_the_environment(monkeypatch, restore_threads):
     monkeypatch.setenv("HIPFILE_NTHREADS", "zero")
     with pytest.raises(ValueError, match="HIPFILE_NTHREADS"):
         hipfile.get_num_threads()
+
+
+# -- KvikIO's positional order ----------------------------------------------------------------
+
+
+def test_a_fourth_positional_is_refused(driver, data_file):
+    """KvikIO's ``CuFile.pread(buf, size, file_offset, task_size)`` takes
+    ``task_size`` fourth; here ``buffer_offset`` is keyword-only, so that
+    call is refused instead of reading into the buffer at that offset."""
+    path, _ = data_file
+    with device_array(N) as dev, FileHandle(path, os.O_RDWR) as fh:
+        check(hip.hipMemset(dev, 0, N))
+        for call in (fh.pread, fh.pwrite):
+            with pytest.raises(TypeError, match="buffer_offset is keyword-only") as info:
+                call(dev, 4096, 0, 1024)
+            assert "task_size=1024" in str(info.value)
+            with pytest.raises(TypeError, match="at most 4 positional"):
+                call(dev, 4096, 0, 1024, 5)
+            with pytest.raises(TypeError, match="both by position and by keyword"):
+                call(dev, 4096, 0, 8, buffer_offset=8, task_size=1024)
+        assert not from_device(dev, N).any()
+
+
+def test_fourth_positional_beside_task_size_is_the_buffer_offset(driver, data_file):
+    """With ``task_size=`` given by keyword, the call cannot be KvikIO's: the
+    fourth positional argument is then the buffer offset, as before."""
+    path, data = data_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        check(hip.hipMemset(dev, 0, N))
+        assert fh.pread(dev, 5000, 100, 3000, task_size=1024).result(30) == 5000
+        host = from_device(dev, N)
+    assert np.array_equal(host[3000:8000], data[100:5100])
+    assert not host[:3000].any() and not host[8000:].any()
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_read_and_write_take_task_size(driver, data_file, tmp_path, write):
+    """``read``/``write(..., task_size=)`` as KvikIO's blocking ``read``/``write``:
+    split into tasks on the pool; the positional order stays upstream's."""
+    path, data = data_file
+    with device_array(N) as dev:
+        to_device(dev, data)
+        if write:
+            out = tmp_path / "out.bin"
+            out.write_bytes(bytes(N))
+            with FileHandle(out, os.O_RDWR) as fh:
+                assert fh.write(dev, 50_000, 1000, 2000, task_size=4096) == 50_000
+            on_disk = np.frombuffer(out.read_bytes(), np.uint8)
+            assert np.array_equal(on_disk[1000:51_000], data[2000:52_000])
+            assert not on_disk[:1000].any() and not on_disk[51_000:].any()
+        else:
+            check(hip.hipMemset(dev, 0, N))
+            with FileHandle(path) as fh:
+                assert fh.read(dev, 50_000, 1000, 2000, task_size=4096) == 50_000
+                assert fh.read(dev, 10, N - 4, 0, task_size=4096) == 4   # end of file
+                with pytest.raises(ValueError, match="task_size"):
+                    fh.read(dev, 10, 0, 0, task_size=0)
+                host = from_device(dev, N)
+            assert np.array_equal(host[2000:52_000], data[1000:51_000])
+            assert np.array_equal(host[:4], data[N - 4:])

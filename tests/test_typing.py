@@ -91,8 +91,8 @@ def test_strictly_typed_usage(mypy_dir: Path) -> None:
     errors = [line for line in lines if ": error: " in line]
     assert errors == [], proc.stdout + proc.stderr
     assert len(notes) == 1
-    assert "def (buffer: Any, size: int | None =, file_offset: int =, buffer_offset: int =) " \
-        "-> int" in notes[0].replace("builtins.", "")
+    assert "def (buffer: Any, size: int | None =, file_offset: int =, buffer_offset: int =, " \
+        "*, task_size: int | None =) -> int" in notes[0].replace("builtins.", "")
 
 
 def test_type_errors_are_caught(mypy_dir: Path) -> None:

@@ -98,7 +98,7 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         if st.registered:
             _forked("this Stream")
         st = None
-    _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff)
+    _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
 
     h = AsyncIOHandle.__new__(AsyncIOHandle)
     h._slot = _take()

@@ -184,10 +184,17 @@ cdef inline long long _as_index(object value, str name) except? -1:
 
 
 cdef int _io_range(size_t length, object size, object file_offset, object buffer_offset,
-                   size_t *nbytes, hoff_t *foff, hoff_t *boff) except -1:
+                   size_t *nbytes, hoff_t *foff, hoff_t *boff, object buf=None) except -1:
     """Check one transfer against a buffer of ``length`` bytes: the library
     is never asked to touch memory outside it. ``size`` None means the rest
-    of the buffer."""
+    of the buffer.
+
+    ``buf`` is the buffer object when the caller has it: an unregistered
+    :class:`Buffer` made from a bare address (cuFile's convention: a base
+    address, and an offset from it) is checked against the device
+    allocation the address lies in rather than its declared length (see
+    ``_allocation_room``); a registered one against its registration, as
+    hipFile checks it."""
     cdef long long f = _as_index(file_offset, "file_offset")
     cdef long long b = _as_index(buffer_offset, "buffer_offset")
     cdef long long n = 0
@@ -197,24 +204,91 @@ cdef int _io_range(size_t length, object size, object file_offset, object buffer
         raise ValueError(f"file_offset must be >= 0, got {f}")
     if b < 0:
         raise ValueError(f"buffer_offset must be >= 0, got {b}")
-    if <unsigned long long>b > length:
-        raise ValueError(f"buffer_offset {b} is past the {length}-byte buffer")
-    if size is None:
-        n = length - <size_t>b
-    elif n < 0:
+    if size is not None and n < 0:
         raise ValueError(f"size must be >= 0, got {n}")
-    elif <unsigned long long>n > length - <size_t>b:
-        raise ValueError(f"size {n} at buffer_offset {b} overruns the {length}-byte buffer")
+    if <unsigned long long>b > length:
+        if size is None or not _fits_allocation(buf, b, n):
+            _raise_outside(buf, length, size, b, n)
+    elif size is None:
+        n = length - <size_t>b
+    elif <unsigned long long>n > length - <size_t>b and not _fits_allocation(buf, b, n):
+        _raise_outside(buf, length, size, b, n)
     nbytes[0] = <size_t>n
     foff[0] = f
     boff[0] = b
     return 0
 
 
-def io_range_check(size_t length, size, file_offset, buffer_offset):
+cdef tuple _allocation_room(_BufferCore buf):
+    """``(room, base, size, reason)`` for a buffer made from a bare address:
+    ``room`` is how many bytes lie between its address and the end of the
+    device allocation holding it (``hipMemGetAddressRange``), 0 when the
+    runtime knows no such allocation (``reason`` then says why). Asked at
+    each transfer that goes past the declared length, never cached: the
+    buffer does not own the memory, which may be freed and reallocated."""
+    h = _hipapi()
+    try:
+        err, base, size = h.hip.hipMemGetAddressRange(buf._ptr)
+    except Exception as e:          # a runtime without the function
+        return 0, 0, 0, f"hipMemGetAddressRange is not available ({e})"
+    if err != h.hip.hipError_t.hipSuccess:
+        return 0, 0, 0, f"hipMemGetAddressRange answered {h.error_name(int(err))}"
+    lo = int(base) if base is not None else 0
+    hi = lo + int(size)
+    if not lo <= buf._ptr < hi:
+        return 0, lo, int(size), "hipMemGetAddressRange answered a range that does not hold it"
+    return hi - buf._ptr, lo, int(size), None
+
+
+cdef bint _fits_allocation(object buf, long long b, long long n) except -1:
+    """Whether ``[b, b + n)`` from a bare-address buffer's address lies in
+    its device allocation (False for any other buffer)."""
+    if not isinstance(buf, _BufferCore) or not (<_BufferCore>buf)._bare:
+        return 0
+    if (<_BufferCore>buf).registered:
+        return 0        # hipFile holds a registered buffer to its registration
+    room = <unsigned long long>(_allocation_room(<_BufferCore>buf)[0])
+    return <unsigned long long>b <= room and <unsigned long long>n <= room - <unsigned long long>b
+
+
+cdef int _raise_outside(object buf, size_t length, object size, long long b,
+                        long long n) except -1:
+    cdef _BufferCore bc
+    if <unsigned long long>b > length:
+        what = f"buffer_offset {b} is past the {length}-byte buffer"
+    else:
+        what = f"size {n} at buffer_offset {b} overruns the {length}-byte buffer"
+    if not isinstance(buf, _BufferCore) or not (<_BufferCore>buf)._bare:
+        raise ValueError(what)
+    bc = <_BufferCore>buf
+    if bc.registered:
+        raise ValueError(f"{what}: the buffer is registered with hipFile for those "
+                         f"{length} bytes, and hipFile refuses transfers outside a "
+                         f"registration; register the whole allocation, or leave the "
+                         f"buffer unregistered")
+    room, base, asize, reason = _allocation_room(bc)
+    if reason is not None:
+        raise ValueError(f"{what}: the buffer was made from the bare address {bc._ptr:#x}, "
+                         f"which lies in no device allocation the HIP runtime knows "
+                         f"({reason}), so the range is checked against the length "
+                         f"it was given")
+    if size is None:
+        raise ValueError(f"{what}: give size, the bytes to move from buffer_offset "
+                         f"(the device allocation holds {room} bytes from the "
+                         f"buffer's address)")
+    raise ValueError(f"size {n} at buffer_offset {b} overruns the device allocation: the "
+                     f"buffer's address {bc._ptr:#x} lies in the {asize}-byte allocation at "
+                     f"{base:#x}, which ends {room} bytes after it")
+
+
+def io_range_check(size_t length, size, file_offset, buffer_offset, buf=None):
     """Check a transfer of ``size`` bytes (None: the rest of the buffer) at
     ``file_offset`` and ``buffer_offset`` against a buffer of ``length``
     bytes; returns ``(size, file_offset, buffer_offset)`` as ints.
+
+    ``buf`` is the buffer object, when known: a :class:`~hipfile.Buffer`
+    made from a bare address is checked against the device allocation
+    holding it (``hipMemGetAddressRange``) rather than ``length``.
 
     Raises
     ------
@@ -225,7 +299,7 @@ def io_range_check(size_t length, size, file_offset, buffer_offset):
     """
     cdef size_t n
     cdef hoff_t f, b
-    _io_range(length, size, file_offset, buffer_offset, &n, &f, &b)
+    _io_range(length, size, file_offset, buffer_offset, &n, &f, &b, buf)
     return n, f, b
 
 
@@ -255,6 +329,7 @@ cdef class _BufferCore:
     cdef Py_ssize_t _held
     cdef unsigned long _epoch
     cdef unsigned long _gen
+    cdef bint _bare           # made from a bare address: see _allocation_room
 
     def __cinit__(self):
         self._device = -1
@@ -297,11 +372,21 @@ cdef class _BufferCore:
         """Registration flags."""
         return self._flags
 
-    def _setup(self, uintptr_t ptr, size_t length, int flags, object owner):
+    @property
+    def bare(self):
+        """Whether the buffer was made from a bare address (an int,
+        ``ctypes.c_void_p`` or sizeless pointer) with a length: its
+        transfers may reach past that length, up to the end of the device
+        allocation holding the address (cuFile's base-plus-offset
+        convention)."""
+        return bool(self._bare)
+
+    def _setup(self, uintptr_t ptr, size_t length, int flags, object owner, bint bare=False):
         if self._registered:
             raise ValueError("cannot change a registered buffer")
         self._ptr = ptr
         self._device = -1
+        self._bare = bare
         self._length = length
         self._flags = flags
         self._owner = owner

@@ -1,12 +1,16 @@
 """Drop-in modules for code written against other GPU-direct I/O packages.
 
 * :mod:`hipfile.compat.cufile`: the cufile-python API (``CuFileDriver``,
-  ``CuFile``) on hipFile, so that ``import cufile`` becomes
+  ``CuFile``, and ``cufile.bindings`` as :mod:`hipfile.compat.cufile.bindings`)
+  on hipFile, so that ``import cufile`` becomes
   ``from hipfile.compat import cufile``.
+* :mod:`hipfile.compat.kvikio`: KvikIO's ``CuFile``, ``IOFuture`` and
+  ``kvikio.defaults``, so that ``import kvikio`` becomes
+  ``from hipfile.compat import kvikio``.
 
 Nothing here is imported by ``import hipfile``.
 """
 
 from __future__ import annotations
 
-__all__ = ["cufile"]
+__all__ = ["cufile", "kvikio"]

@@ -710,6 +710,40 @@ HFC_EXPORT hipError_t hipStreamWriteValue64(hipStream_t stream, void *ptr, uint6
     return stream_mem(OP_WRITE64, stream, ptr, value, flags, 0);
 }
 
+/* hipMemGetAddressRange is cuMemGetAddressRange of libcuda (the runtime API
+ * has no counterpart), called in the current device's primary context;
+ * memory CUDA did not allocate answers CUDA_ERROR_NOT_FOUND, which is
+ * hipErrorNotFound (500) as on ROCm. */
+HFC_EXPORT hipError_t hipMemGetAddressRange(hipDeviceptr_t *base, size_t *size,
+                                            hipDeviceptr_t ptr)
+{
+    const struct hfc_cudadrv *D;
+    CUdeviceptr lo = 0;
+    size_t bytes = 0;
+    CUresult r;
+    int previous = 0;
+    hipError_t status;
+    if (ptr == NULL || (base == NULL && size == NULL))
+        return record(hipErrorInvalidValue);
+    D = drv();
+    if (D == NULL)
+        return record(hipErrorNotSupported);
+    if (D->cuMemGetAddressRange_v2 == NULL)
+        return missing("cuMemGetAddressRange_v2");
+    status = drv_enter(NULL, &previous);
+    if (status != hipSuccess)
+        return record(status);
+    r = D->cuMemGetAddressRange_v2(&lo, &bytes, (CUdeviceptr)(uintptr_t)ptr);
+    drv_leave(previous);
+    if (r != CUDA_SUCCESS)
+        return from_cu(r);
+    if (base != NULL)
+        *base = (hipDeviceptr_t)(uintptr_t)lo;
+    if (size != NULL)
+        *size = bytes;
+    return hipSuccess;
+}
+
 /* Default, fine-grained and uncached memory are all cudaMalloc memory (CUDA
  * has no coarse/fine-grained distinction for device memory). Signal memory
  * is 8 bytes, as AMD's runtime requires, of cudaMalloc memory, which the

@@ -1,10 +1,11 @@
-/* The CUDA driver functions this platform calls (stream memory operations
- * and device attributes), declared from the driver's documented ABI (names,
+/* The CUDA driver functions this platform calls (stream memory operations,
+ * device attributes and allocation ranges), declared from the driver's documented ABI (names,
  * signatures, numbers), and the table they are resolved into at run time
  * from libcuda.so.1. No CUDA header is needed to build. */
 #ifndef HIPFILE_CUDA_CUDADRV_ABI_H
 #define HIPFILE_CUDA_CUDADRV_ABI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef int CUresult;
@@ -56,6 +57,8 @@ enum {
     X(cuInit, CUresult, (unsigned flags), 1)                                               \
     X(cuDeviceGet, CUresult, (CUdevice *device, int ordinal), 1)                           \
     X(cuDeviceGetAttribute, CUresult, (int *value, int attribute, CUdevice device), 1)     \
+    X(cuMemGetAddressRange_v2, CUresult, (CUdeviceptr * base, size_t *size, CUdeviceptr ptr), \
+      0)                                                                                   \
     HFC_STREAM_MEMOPS(X, _v2)                                                              \
     HFC_STREAM_MEMOPS(X, )
 

@@ -24,11 +24,28 @@ The same names as cufile-python, with the same meanings:
   :attr:`CuFile.is_open` tells, and :attr:`CuFile.handle` is ``None`` while
   closed.
 
-Where this module differs, it is stricter: errors raise typed exceptions
-(:class:`hipfile.HipFileException` subclasses, ``OSError`` by errno) instead
-of returning a negative or wrapped count, and ranges are checked before the
-library is called. I/O on a closed file raises ``OSError`` (``EBADF``), as
-cufile-python raises ``IOError``.
+Exceptions are cufile-python's types and ours at once:
+
+* a failed hipFile call (driver open, file registration, a read or write the
+  library refuses) raises the :class:`hipfile.HipFileException` subclass for
+  its code, which is here also a :class:`RuntimeError`, as cufile-python
+  raises ``RuntimeError("cuFileHandleRegister failed (cuFile err=..., ...)")``;
+* an unknown ``mode`` raises :class:`InvalidModeError`, both a
+  :class:`ValueError` and the :class:`KeyError` cufile-python's table lookup
+  raises;
+* I/O on a file that is not open raises ``OSError`` (``EBADF``) whose message
+  holds cufile-python's ``File is not open.``;
+* a system error (``os.open``, or ``errno`` from the library) is the
+  :class:`OSError` subclass for its errno, as in cufile-python for
+  ``os.open``.
+
+Where this module differs, it is stricter: errors raise instead of returning
+a negative or wrapped count (cufile-python returns hipFile's ``ssize_t`` as a
+``size_t``), and ranges are checked before the library is called.
+
+:mod:`hipfile.compat.cufile.bindings` has cufile-python's ``cufile.bindings``
+functions (``cuFileDriverOpen``, ``cuFileHandleRegister``, ``cuFileRead``,
+...) over hipFile's.
 """
 
 from __future__ import annotations
@@ -42,10 +59,21 @@ from types import TracebackType
 from typing import Any
 
 from hipfile.buffer import Buffer
+from hipfile.compat._errors import also
 from hipfile.driver import Driver, process_driver
+from hipfile.errors import HipFileException
 from hipfile.file import FileHandle
 
-__all__ = ["MODES", "CuFile", "CuFileDriver"]
+__all__ = ["MODES", "CuFile", "CuFileDriver", "InvalidModeError"]
+
+
+class InvalidModeError(ValueError, KeyError):
+    """An unknown ``mode`` string: a :class:`ValueError`, and the
+    :class:`KeyError` that cufile-python raises for it."""
+
+    __str__ = BaseException.__str__
+
+
 
 #: ``mode`` strings and their ``os.open`` flags (cufile-python's table).
 MODES: dict[str, int] = {
@@ -73,7 +101,7 @@ class CuFileDriver:
     HipFileLibraryNotFound
         No libhipfile is installed.
     HipFileException
-        The driver could not be opened.
+        The driver could not be opened (also a :class:`RuntimeError`).
 
     See Also
     --------
@@ -89,7 +117,11 @@ class CuFileDriver:
             inst = cls._instance
             if inst is None or not inst._driver.is_open:
                 inst = super().__new__(cls)
-                inst._driver = Driver().open()
+                try:
+                    inst._driver = Driver().open()
+                except HipFileException as e:
+                    also(e, RuntimeError)  # in place: a class defined in Python
+                    raise
                 cls._instance = inst
             return inst
 
@@ -151,8 +183,8 @@ class CuFile:
 
     Raises
     ------
-    ValueError
-        An unknown ``mode``.
+    InvalidModeError
+        An unknown ``mode`` (a :class:`ValueError` and a :class:`KeyError`).
     NotImplementedError
         ``use_direct_io`` on a system without ``O_DIRECT``.
 
@@ -164,7 +196,7 @@ class CuFile:
     def __init__(self, path: str | os.PathLike[str], mode: str = "r",
                  use_direct_io: bool = False) -> None:
         if mode not in MODES:
-            raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
+            raise InvalidModeError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
         flags = MODES[mode]
         if use_direct_io:
             direct = getattr(os, "O_DIRECT", 0)
@@ -224,7 +256,8 @@ class CuFile:
         OSError
             ``os.open`` failed.
         HipFileException
-            The driver could not be opened or the file not registered.
+            The driver could not be opened or the file not registered (also
+            a :class:`RuntimeError`, as in cufile-python).
 
         See Also
         --------
@@ -232,8 +265,12 @@ class CuFile:
         """
         if self._file is not None:
             return
-        process_driver()      # the process's reference: opened once, kept until exit
-        self._file = FileHandle(self._path, self._flags).open()
+        try:
+            process_driver()      # the process's reference: opened once, kept until exit
+            self._file = FileHandle(self._path, self._flags).open()
+        except HipFileException as e:
+            also(e, RuntimeError)  # in place: a class defined in Python
+            raise
 
     def close(self) -> None:
         """Deregister and close the file (idempotent).
@@ -298,12 +335,13 @@ class CuFile:
         Raises
         ------
         OSError
-            The file is not open (``EBADF``), or a system error.
+            The file is not open (``EBADF``, "File is not open."), or a
+            system error.
         TypeError, ValueError
             Non-integer or negative sizes and offsets, a NULL pointer, or a
             range outside a sized ``dest``.
         HipFileException
-            A hipFile error.
+            A hipFile error (also a :class:`RuntimeError`).
 
         See Also
         --------
@@ -329,12 +367,17 @@ class CuFile:
     def _io(self, write: bool, target: Any, size: int, file_offset: int, dev_offset: int) -> int:
         fh = self._open_file()
         buf, size, file_offset, dev_offset = _target(target, size, file_offset, dev_offset)
-        return (fh.write if write else fh.read)(buf, size, file_offset, dev_offset)
+        try:
+            return (fh.write if write else fh.read)(buf, size, file_offset, dev_offset)
+        except HipFileException as e:
+            also(e, RuntimeError)  # in place: a class defined in Python
+            raise
 
     def _open_file(self) -> FileHandle:
         fh = self._file
         if fh is None:
-            raise OSError(errno.EBADF, f"File is not open: {os.fspath(self._path)!r}")
+            # cufile-python's message, with the errno and the path
+            raise OSError(errno.EBADF, "File is not open.", os.fspath(self._path))
         return fh
 
 
