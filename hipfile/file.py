@@ -541,9 +541,11 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 def _ranges(ranges: Any) -> list[tuple[Any, Any, Any]]:
     out = []
     for r in ranges:
-        t = tuple(r)
-        if len(t) != 3:
-            raise TypeError(f"each range must be (size, file_offset, buffer_offset), got {r!r}")
+        # a dict or a str would unpack into its keys or characters
+        t = None if isinstance(r, (dict, str, bytes)) else tuple(r)
+        if t is None or len(t) != 3:
+            raise TypeError("each range must be a (size, file_offset, buffer_offset) tuple, "
+                            f"got {type(r).__name__} {r!r}")
         out.append(t)
     return out
 

@@ -249,6 +249,9 @@ cdef class StreamIOHandle:
         ------
         TypeError
             ``stream`` is not a stream.
+        ValueError
+            ``stream`` is an int that HIP does not know as a stream
+            (``hipStreamQuery``).
         HipRuntimeError
             The runtime refused the wait.
 
@@ -258,6 +261,8 @@ cdef class StreamIOHandle:
         """
         cdef int err
         cdef uintptr_t sh = _stream_handle(stream)
+        if type(stream) is int:
+            _interop().check_stream_handle(sh)   # a made-up handle is refused
         if self.done():
             return None      # nothing left to wait for
         if self._flag.pool.memops:
