@@ -66,3 +66,15 @@ def test_wait_on_a_made_up_stream_is_refused(fh: hipfile.FileHandle, dev: Any) -
         h.wait_on(0)           # and the null stream
         h.wait_on(s)
         assert h.wait() == 4096
+
+
+def test_help_is_an_overview() -> None:
+    import pydoc
+
+    text = pydoc.render_doc(hipfile, renderer=pydoc.plaintext)
+    assert len(text.splitlines()) < 600
+    assert "HIPFILE_PLATFORM=emulated" in text
+    assert "help(hipfile.<name>)" in text
+    # dir() and completion still list every name
+    assert {"FileHandle", "OpError", "HipFileException", "open"} <= set(dir(hipfile))
+    assert set(hipfile.__all__) <= set(dir(hipfile))
