@@ -204,6 +204,7 @@ def test_read_async_on_a_registered_stream(cufile_fd: tuple[int, Any]) -> None:
         assert (from_device(dev, N) == data).all()
 
 
+@pytest.mark.needs("hipFileBatchIOGetStatus")
 @pytest.mark.usefixtures("cufile_driver")
 def test_batch_write_then_read(cufile_fd: tuple[int, Any]) -> None:
     _, handle = cufile_fd
