@@ -87,61 +87,6 @@ def cufile_fd(tmp_path: Path) -> Iterator[tuple[int, Any]]:
         os.close(fd)
 
 
-# -- the driver API's contexts ------------------------------------------------
-
-def test_primary_context_is_active_while_retained(ctx: Any) -> None:
-    err, flags, active = hip.hipDevicePrimaryCtxGetState(0)
-    assert err == hip.hipError_t.hipSuccess and active == 1 and flags == 0
-    assert int(check(hip.hipCtxGetCurrent())) == int(ctx)
-    assert check(hip.hipCtxGetDevice()) == 0
-    # a second retain and its release keep it active
-    err, again = cuda.cuDevicePrimaryCtxRetain(0)
-    assert err == cuda.CUresult.CUDA_SUCCESS and int(again) == int(ctx)
-    (err,) = cuda.cuDevicePrimaryCtxRelease(0)
-    assert err == cuda.CUresult.CUDA_SUCCESS
-    assert hip.hipDevicePrimaryCtxGetState(0)[2] == 1
-    # new flags are refused while it is active
-    assert hip.hipDevicePrimaryCtxSetFlags(0, 0)[0] == hip.hipError_t.hipErrorContextAlreadyInUse
-
-
-def test_primary_context_inactive_after_release() -> None:
-    base = hip.hipDevicePrimaryCtxGetState(0)[2]
-    err, _ = hip.hipDevicePrimaryCtxRetain(0)
-    assert err == hip.hipError_t.hipSuccess
-    assert hip.hipDevicePrimaryCtxGetState(0)[2] == 1
-    check(hip.hipDevicePrimaryCtxRelease(0))
-    assert hip.hipDevicePrimaryCtxGetState(0)[2] == base
-
-
-def test_context_errors() -> None:
-    err, count = hip.hipGetDeviceCount()
-    assert err == hip.hipError_t.hipSuccess
-    assert hip.hipDevicePrimaryCtxRetain(count)[0] == hip.hipError_t.hipErrorInvalidDevice
-    assert hip.hipDevicePrimaryCtxRelease(-1)[0] == hip.hipError_t.hipErrorInvalidDevice
-    assert hip.hipDevicePrimaryCtxGetState(count)[0] == hip.hipError_t.hipErrorInvalidDevice
-    # nothing pushed on this thread: nothing to pop
-    assert hip.hipCtxPopCurrent()[0] == hip.hipError_t.hipErrorInvalidContext
-
-
-@pytest.mark.emulated
-def test_context_stack_sets_the_current_device() -> None:
-    if check(hip.hipGetDeviceCount()) < 2:
-        pytest.skip("needs two devices (HIPFILE_EMU_DEVICES=2)")
-    check(hip.hipSetDevice(0))
-    ctx1 = check(hip.hipDevicePrimaryCtxRetain(1))
-    try:
-        check(hip.hipCtxPushCurrent(ctx1))
-        assert check(hip.hipGetDevice()) == 1
-        assert check(hip.hipCtxGetDevice()) == 1
-        popped = check(hip.hipCtxPopCurrent())
-        assert int(popped) == int(ctx1)
-        # with the stack empty, the current device stays what the context made it
-        assert check(hip.hipGetDevice()) == 1
-    finally:
-        check(hip.hipSetDevice(0))
-        check(hip.hipDevicePrimaryCtxRelease(1))
-
-
 # -- cuFile through interop ---------------------------------------------------
 
 @pytest.mark.usefixtures("cufile_driver")
