@@ -3,8 +3,25 @@
 Quick start::
 
     import hipfile
-    with hipfile.Driver(), hipfile.open("weights.bin") as fh:
+    with hipfile.Driver(), hipfile.open("weights.bin", "rb") as fh:
         n = fh.read(device_array)              # any device buffer object
+
+No GPU? Set ``HIPFILE_PLATFORM=emulated`` before Python starts: the package
+ships HIP and hipFile emulated on the CPU (:mod:`hipfile.platforms`).
+
+The main names (``help(hipfile.<name>)`` documents each):
+
+- files: :func:`open`, :class:`FileHandle` (``read``/``write``, ``pread``/
+  ``pwrite`` futures, ``read_async``/``write_async``, the stream-ordered
+  ``pread_async_ranges`` with :class:`StreamIOHandle`);
+- memory and streams: :class:`Buffer`, :class:`Stream`;
+- the driver: :class:`Driver`, :func:`use_count`, :func:`get_parameter`,
+  :func:`set_parameter`, :func:`driver_get_properties`;
+- batches: :class:`BatchIO`, :func:`batch_read`, :func:`batch_write`;
+- statistics: :class:`StatsContext`, :class:`StatsReport`;
+- settings: :mod:`hipfile.defaults`; errors: :mod:`hipfile.errors`
+  (:class:`HipFileException` and its subclasses); hipFile's enums:
+  :mod:`hipfile.enums`; drop-ins for other APIs: :mod:`hipfile.compat`.
 
 The C library is loaded on first use (``HIPFILE_LIBRARY``, ``ROCM_PATH/lib``,
 ``/opt/rocm/lib``, then the system loader); importing never needs it.
@@ -126,3 +143,30 @@ __all__ = [
 ]
 # The exceptions are exported as hipfile.errors lists them.
 __all__ += errors.__all__
+
+
+def __dir__() -> list[str]:
+    """The module's names. For ``help(hipfile)`` only, classes are left out:
+    the docstring's overview, not every class's pages (``help(hipfile.X)``
+    documents each)."""
+    names = sorted(globals())
+    if _asked_by_pydoc():
+        return [n for n in names if not isinstance(globals()[n], type)]
+    return names
+
+
+def _asked_by_pydoc() -> bool:
+    import sys
+    from types import FrameType
+
+    try:
+        frame: FrameType | None = sys._getframe(2)
+    except ValueError:
+        return False
+    for _ in range(4):
+        if frame is None:
+            return False
+        if frame.f_globals.get("__name__") == "pydoc":
+            return True
+        frame = frame.f_back
+    return False

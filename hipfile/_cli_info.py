@@ -278,6 +278,10 @@ def info_report(paths: Sequence[str]) -> dict[str, Any]:
     else:
         driver["error"] = "the library could not be loaded"
     rep["driver"] = driver
+    if not test and ("error" in lib or "error" in devices):
+        from hipfile.platforms import NO_ROCM_HINT
+
+        rep["hint"] = NO_ROCM_HINT
     rep["defaults"] = dict(defaults.items())
     rep["paths"] = [path_report(p, name) for p in paths]
     return rep
@@ -310,11 +314,19 @@ def _print_info(rep: dict[str, Any], out: TextIO) -> None:
     if "error" in drv:
         row("driver properties", f"unavailable: {drv['error']}")
     else:
+        # the three flag words are printed once, decoded, with their raw value
+        raw = {"status_flags": "nvfs_driver_status_flags",
+               "control_flags": "nvfs_driver_control_flags",
+               "feature_flags": "feature_flags"}
         for key, value in drv["properties"].items():
-            row(f"  {key}", value, 30)
-        for key in ("status_flags", "control_flags", "feature_flags"):
-            row(f"  {key}", ", ".join(drv[key]) or "-", 30)
+            if key not in raw.values():
+                row(f"  {key}", value, 30)
+        for key, prop in raw.items():
+            value = drv["properties"].get(prop)
+            row(f"  {key}", f"{', '.join(drv[key]) or '-'} ({value})", 30)
         row("  supports_async", drv["supports_async"], 30)
+    if "hint" in rep:
+        row("without a GPU", rep["hint"])
     row("defaults", ", ".join(f"{k}={v}" for k, v in rep["defaults"].items()))
     for p in rep["paths"]:
         print(f"path {p['path']}", file=out)

@@ -127,8 +127,8 @@ def _from_dlpack(obj: Any) -> tuple[int, int, Any]:
             where = "host (CPU)"
         else:
             where = f"DLPack device type {kind}"
-        raise ValueError(f"DLPack tensor is in {where} memory; hipFile needs device memory "
-                         f"({HOST_BUFFERS_HINT})")
+        raise ValueError(f"{type(obj).__name__} is in {where} memory; "
+                         f"hipFile needs device memory ({HOST_BUFFERS_HINT})")
     shape = tuple(t.shape[i] for i in range(t.ndim))
     itemsize = max(1, (t.dtype.bits * t.dtype.lanes) // 8)
     if t.strides:
@@ -166,10 +166,16 @@ def protocol_buffer_info(obj: Any) -> tuple[int, int, Any]:
     ValueError
         The memory is not one contiguous device range.
     """
-    if isinstance(obj, bool | int) or obj is None:
+    if obj is None:
+        raise TypeError("the buffer is None: pass device memory (hipfile.Buffer, a HIP-Python "
+                        "DeviceArray, a PyTorch or CuPy array) or a host buffer")
+    if isinstance(obj, bool):
+        raise TypeError("a bool is not a buffer")
+    if isinstance(obj, int):
         raise TypeError(
-            "a bare address has no size: wrap it as hipfile.Buffer(ptr, length)"
-        )
+            "a bare address has no size (an int gives no buffer length, and a size "
+            "argument is the transfer's size, not the buffer's): wrap it as "
+            "hipfile.Buffer(ptr, length) with the allocation's length")
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is not None:
         return _from_cai(obj, cai)
@@ -292,6 +298,27 @@ def pointer_value(obj: Any) -> int:
     if value < 0 or value >= 1 << 64:
         raise ValueError(f"address {value:#x} out of range")
     return value
+
+
+def check_stream_handle(handle: int) -> None:
+    """Refuse an int that is not a stream HIP knows, where HIP can tell:
+    ``hipStreamQuery`` answers ``hipSuccess`` or ``hipErrorNotReady`` for a
+    live stream (ROCm looks handles up; so does the emulated platform).
+
+    Raises
+    ------
+    ValueError
+        HIP refused the handle as a stream.
+    """
+    if handle == 0:
+        return  # the null stream
+    from hipfile import _hip
+
+    hip: Any = _hip.hip
+    err = int(hip.hipStreamQuery(handle)[0])
+    if err not in (0, int(hip.hipError_t.hipErrorNotReady)):
+        raise ValueError(f"{handle:#x} is not a stream HIP knows (hipStreamQuery: "
+                         f"{_hip.error_name(err)}); pass the stream object or its handle")
 
 
 def stream_info(obj: Any) -> tuple[int, Any]:

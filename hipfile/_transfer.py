@@ -25,7 +25,8 @@ released during each call) under the same rule; a short count is asked
 again, a read of 0 is end of file, a write of 0 raises ``EIO``. :func:`transfer`
 switches to it when the library answers 5013 for memory given as a bare
 address (a :class:`~hipfile.Buffer` over pinned host memory), if the caller
-passes ``host_fd``.
+passes ``host_fd``. An address that is neither (such as device memory
+after ``hipFree``) fails there with :class:`OSError` ``EFAULT``.
 """
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ def _zero_count(write: bool, name: str, left: int, file_offset: int) -> None:
     would loop forever (raise :class:`OSError` ``EIO``)."""
     if write:
         raise OSError(errno.EIO, f"{name} moved 0 of {left} bytes at file offset {file_offset}")
+
+
+def _not_memory(ptr: int) -> str:
+    """The message for an address that is neither device memory nor host
+    memory the process can access (``EFAULT`` from ``preadv``/``pwritev``)."""
+    return (f"Bad address: the buffer at {ptr:#x} is neither device memory that HIP knows "
+            "nor host memory this process can access; device memory released by hipFree "
+            "(or hipHostFree) is no longer usable")
 
 
 def transfer(write: bool, handle: int, ptr: int, size: int, file_offset: int,
@@ -103,8 +112,13 @@ def transfer(write: bool, handle: int, ptr: int, size: int, file_offset: int,
                 except TypeError as exc:
                     raise exc from error_for_result(n, err, name)
                 view = pointer_view(ptr, buffer_offset + size)
-                return done + host_transfer(write, fd, view, size - done, file_offset + done,
-                                            buffer_offset + done, check)
+                try:
+                    return done + host_transfer(write, fd, view, size - done,
+                                                file_offset + done, buffer_offset + done, check)
+                except OSError as exc:
+                    if exc.errno != errno.EFAULT:
+                        raise
+                    raise OSError(errno.EFAULT, _not_memory(ptr)) from exc
             raise_result(n, err, name)
         if n == 0:
             _zero_count(write, name, size - done, file_offset + done)

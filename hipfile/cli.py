@@ -86,8 +86,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     try:
         text = stats.report(args.pid, timeout=args.timeout)
-    except TimeoutError as e:
-        print(f"hipfile stats: {e}", file=sys.stderr)
+    except TimeoutError:
+        print(f"hipfile stats: process {args.pid} served no statistics within "
+              f"{args.timeout:g} s. Is it a program using hipFile, with statistics turned on? "
+              "Run the command again, or give a longer --timeout.", file=sys.stderr)
         return 1
     except HipFileSymbolNotFound as e:
         print(f"hipfile stats: this libhipfile has no statistics support ({e})",
@@ -188,4 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.task_size is None:
             args.task_size = [defaults.task_size()]
     func: Callable[[argparse.Namespace], int] = args.func
-    return func(args)
+    try:
+        return func(args)
+    except KeyboardInterrupt:
+        # Ctrl-C ends a command quietly, as it ends a shell tool
+        print(f"hipfile {args.command}: interrupted", file=sys.stderr)
+        return 130

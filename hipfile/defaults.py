@@ -39,8 +39,9 @@ the next one (a new thread count once the engine is idle).
 read when the ring is made (at the first submission on a device, and again
 after :func:`hipfile.trim_pool`).
 
-Sizes in environment variables take binary units: ``4M``, ``512KiB``,
-``1G``, ``65536`` or ``0x10000``.
+Sizes take binary units, in environment variables and in :func:`set`
+alike: ``4M``, ``512KiB``, ``1G``, ``65536`` or ``0x10000``
+(``defaults.set("task_size", "1M")``).
 """
 
 from __future__ import annotations
@@ -200,13 +201,26 @@ def _size_check(low: int, high: int | None = None) -> Callable[[str, Any], int]:
     return lambda name, value: _check_int(name, value, low, high)
 
 
+def _bytes_check(low: int) -> Callable[[str, Any], int]:
+    """A byte count: an int, or a str with units as the environment takes
+    it (``"1M"``, ``"512KiB"``; :func:`parse_size`)."""
+    def check(name: str, value: Any) -> int:
+        if isinstance(value, str):
+            try:
+                value = parse_size(value)
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+        return _check_int(name, value, low)
+    return check
+
+
 #: Every setting, by name.
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in (
         Setting("num_threads", "HIPFILE_NTHREADS", _cpu_threads, _size_check(1), _parse_int,
                 "Threads of the default pool of pread/pwrite.", "min(8, CPU count)"),
-        Setting("task_size", "HIPFILE_TASK_SIZE", lambda: 4 << 20, _size_check(1), parse_size,
+        Setting("task_size", "HIPFILE_TASK_SIZE", lambda: 4 << 20, _bytes_check(1), parse_size,
                 "Bytes per task of pread/pwrite when task_size is not given.", "4 MiB"),
         Setting("batch_max_entries", "HIPFILE_BATCH_MAX_ENTRIES",
                 lambda: BATCH_MAX_ENTRIES_CAP, _size_check(1, BATCH_MAX_ENTRIES_CAP), _parse_int,
@@ -222,7 +236,7 @@ SETTINGS: dict[str, Setting] = {
                 "None (no limit)"),
         Setting("allow_host_buffers", "HIPFILE_ALLOW_HOST_BUFFERS", lambda: True, _check_bool,
                 _parse_bool, "Whether host (CPU) buffers are accepted for I/O.", "True"),
-        Setting("engine_task_size", "HIPFILE_ENGINE_TASK_SIZE", lambda: 8 << 20, _size_check(1),
+        Setting("engine_task_size", "HIPFILE_ENGINE_TASK_SIZE", lambda: 8 << 20, _bytes_check(1),
                 parse_size, "Bytes per task of the stream-ordered engine.", "8 MiB"),
         Setting("engine_threads", "HIPFILE_ENGINE_THREADS", _engine_threads, _size_check(1),
                 _parse_int, "Threads of the stream-ordered engine.",

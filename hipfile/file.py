@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import stat
 import threading
+import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from hipfile.engine import StreamIOHandle
     from hipfile.parallel import IOFuture
 
-__all__ = ["FileHandle"]
+__all__ = ["FileHandle", "mode_string", "parse_mode"]
 
 _O_DIRECT: int = getattr(os, "O_DIRECT", 0)
 _twin_lock = threading.Lock()
@@ -38,11 +40,13 @@ class FileHandle(_FileCore, ClosesWhenCollected):
     path
         File to open (ignored when ``fd`` is given).
     flags
-        ``os.open`` flags, e.g. ``os.O_RDONLY | os.O_DIRECT``. ``O_DIRECT``
-        enables the GPU-direct path; without it hipFile uses its buffered
-        fallback (compat mode).
+        ``os.open`` flags, e.g. ``os.O_RDONLY | os.O_DIRECT``, or a mode
+        string as :func:`hipfile.open` takes it (``"r"``, ``"rb"``,
+        ``"r+b"``, ``"w+"``, ...). ``O_DIRECT`` enables the GPU-direct path;
+        without it hipFile uses its buffered fallback (compat mode).
     mode
-        Permission bits for a created file (``0o644``).
+        Permission bits for a created file (``0o644``, upstream's
+        argument), or a mode string when ``flags`` is left out.
     handle_type
         Only ``FileHandleType.OPAQUE_FD`` is supported on Linux.
     fd
@@ -63,15 +67,24 @@ class FileHandle(_FileCore, ClosesWhenCollected):
     def __init__(
         self,
         path: str | os.PathLike[str] | None,
-        flags: int = os.O_RDONLY,
-        mode: int = DEFAULT_MODE,
+        flags: int | str = os.O_RDONLY,
+        mode: int | str = DEFAULT_MODE,
         handle_type: FileHandleType = FileHandleType.OPAQUE_FD,
         *,
         fd: int | None = None,
     ) -> None:
+        self._mode_text: str | None = None
+        if isinstance(mode, str):
+            if flags != os.O_RDONLY:
+                raise TypeError("give the mode once: as flags or as a mode string in mode")
+            flags, mode = mode, self.DEFAULT_MODE
+        if isinstance(flags, str):
+            self._mode_text = flags
+            flags = parse_mode(flags)
         self._path = path
         self._flags = int(flags)
         self._mode = int(mode)
+        self._opened_once = False
         self._fd: int | None = None
         self._owns_fd = fd is None
         self._given_fd = fd
@@ -100,8 +113,16 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         return self._flags
 
     @property
-    def mode(self) -> int:
-        """Permission bits for a created file."""
+    def mode(self) -> str:
+        """The mode, as Python's file objects give it: the mode string the
+        file was opened with (``"rb"``, ``"r+"``, ...), or one that says
+        what :attr:`flags` do (``"r"``, ``"r+"``, ``"w+"``, ``"a+"``,
+        ``"x+"``)."""
+        return self._mode_text if self._mode_text is not None else mode_string(self._flags)
+
+    @property
+    def permissions(self) -> int:
+        """Permission bits for a created file (``0o644`` by default)."""
         return self._mode
 
     @property
@@ -130,7 +151,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         """
         fd = self._fd
         if fd is None or self.handle is None:
-            raise ClosedFileError()
+            raise ClosedFileError(self._closed_reason())
         return fd
 
     def size(self) -> int:
@@ -185,6 +206,11 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             assert self._given_fd is not None
             fd = self._given_fd
         try:
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                # hipFile would refuse it with hipFileInvalidFile (5018)
+                where = self._path if self._path is not None else f"<fd {fd}>"
+                raise IsADirectoryError(errno.EISDIR, "Is a directory: hipfile opens files",
+                                        os.fspath(where) if self._path is not None else where)
             handle = _hipfile.handle_register(fd, int(self._handle_type))
         except BaseException:
             if self._owns_fd:
@@ -192,7 +218,16 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             raise
         self._fd = fd
         self._attach(handle)
+        self._opened_once = True
         return self
+
+    def _closed_reason(self) -> str:
+        """The message of :class:`ClosedFileError` for this handle."""
+        if not self._opened_once:
+            return ("I/O operation on a FileHandle that was never opened: call its open() "
+                    "method, use it in a with statement, or get an open one from "
+                    "hipfile.open(path)")
+        return "I/O operation on a closed FileHandle"
 
     def close(self) -> None:
         """Deregister the handle and close the descriptor (idempotent).
@@ -294,12 +329,37 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             buffer, size, file_offset, buffer_offset)
         if view is not None:
             check_writable(view, write, buffer)
-            return host_transfer(write, self._host_fd(), view, size, file_offset,
-                                 buffer_offset)
+            try:
+                return host_transfer(write, self._host_fd(), view, size, file_offset,
+                                     buffer_offset)
+            except OSError as exc:
+                if write and exc.errno == errno.EBADF:
+                    self._raise_if_read_only(exc)
+                raise
         handle = self.handle
         assert handle is not None
-        return transfer(write, handle, ptr, size, file_offset, buffer_offset,
-                        host_fd=self._host_fd)
+        try:
+            return transfer(write, handle, ptr, size, file_offset, buffer_offset,
+                            host_fd=self._host_fd)
+        except OSError as exc:
+            if write and exc.errno == errno.EBADF:
+                self._raise_if_read_only(exc)
+            raise
+
+    def _raise_if_read_only(self, exc: OSError) -> None:
+        """A write failed with ``EBADF``: if the descriptor is read-only,
+        raise an ``EBADF`` :class:`OSError` that says so."""
+        fd = self._fd
+        if fd is None:
+            return
+        try:
+            access = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+        except OSError:
+            return
+        if access == os.O_RDONLY:
+            raise OSError(errno.EBADF, f"cannot write: the file was opened read-only "
+                          f"(mode {self.mode!r}); open it with 'r+' or 'w' to write",
+                          os.fspath(self._path) if self._path is not None else None) from exc
 
     def read(self, buffer: Any, size: int | None = None, file_offset: int = 0,
              buffer_offset: int = 0, *, task_size: int | None = None) -> int:
@@ -617,9 +677,11 @@ def _fourth(name: str, legacy: tuple[Any, ...], buffer_offset: Any,
 def _ranges(ranges: Any) -> list[tuple[Any, Any, Any]]:
     out = []
     for r in ranges:
-        t = tuple(r)
-        if len(t) != 3:
-            raise TypeError(f"each range must be (size, file_offset, buffer_offset), got {r!r}")
+        # a dict or a str would unpack into its keys or characters
+        t = None if isinstance(r, (dict, str, bytes)) else tuple(r)
+        if t is None or len(t) != 3:
+            raise TypeError("each range must be a (size, file_offset, buffer_offset) tuple, "
+                            f"got {type(r).__name__} {r!r}")
         out.append(t)
     return out
 
@@ -634,18 +696,63 @@ MODES: dict[str, int] = {
     "a": os.O_RDWR | os.O_CREAT,
 }
 
+_EXCLUSIVE = os.O_RDWR | os.O_CREAT | os.O_EXCL
+
+
+def parse_mode(mode: str) -> int:
+    """The ``os.open`` flags of a mode string as Python's :func:`open` and
+    KvikIO take it.
+
+    One of ``r``, ``w``, ``a`` and ``x`` (:data:`MODES`, and ``x``:
+    ``O_RDWR | O_CREAT | O_EXCL``, the file must not exist), optionally with
+    ``+`` and ``b`` in any order (``"rb"``, ``"wb"``, ``"r+b"``, ``"rb+"``,
+    ``"w+"``, ``"ab"``, ``"x+b"``). ``b`` changes nothing (hipfile moves
+    bytes) and ``+`` only adds writing to ``r``: writable modes open for
+    reading too.
+
+    Raises
+    ------
+    ValueError
+        Any other string (text mode ``t`` included).
+    """
+    kinds = [c for c in mode if c in "rwax"]
+    valid = (len(kinds) == 1 and not set(mode) - set("rwax+b")
+             and mode.count("+") <= 1 and mode.count("b") <= 1)
+    if not valid:
+        raise ValueError(
+            "mode must be one of 'r', 'r+', 'w', 'a' (or 'x'), optionally with '+' and 'b' "
+            "as Python's open() and KvikIO take them ('rb', 'wb', 'r+b', 'w+', ...), or "
+            f"os.open flags as an int; got {mode!r}")
+    kind = kinds[0]
+    if kind == "r":
+        return MODES["r+"] if "+" in mode else MODES["r"]
+    if kind == "x":
+        return _EXCLUSIVE
+    return MODES[kind]
+
+
+def mode_string(flags: int) -> str:
+    """The mode string that describes ``os.open`` flags (what
+    :attr:`FileHandle.mode` says of a file opened with flags)."""
+    access = flags & os.O_ACCMODE
+    if flags & os.O_CREAT and flags & os.O_EXCL:
+        kind = "x"
+    elif flags & os.O_APPEND or (flags & os.O_CREAT and not flags & os.O_TRUNC):
+        kind = "a"
+    elif flags & os.O_TRUNC or access == os.O_WRONLY:
+        kind = "w"
+    else:
+        kind = "r"
+    return kind + ("+" if access == os.O_RDWR else "")
+
 
 def _mode_flags(mode: str) -> int:
-    try:
-        return MODES[mode]
-    except KeyError:
-        raise ValueError(f"flags must be one of {', '.join(repr(m) for m in MODES)} or "
-                         f"os.open flags as an int, got {mode!r}") from None
+    return parse_mode(mode)
 
 
 def open(
-    path: str | os.PathLike[str], flags: int | str = "r", mode: int = FileHandle.DEFAULT_MODE,
-    *, direct: bool = False,
+    path: str | os.PathLike[str], flags: int | str | None = None, mode: int | str | None = None,
+    *, permissions: int | None = None, direct: bool = False,
 ) -> FileHandle:
     """Open and register a file; returns an open :class:`FileHandle`.
 
@@ -654,7 +761,8 @@ def open(
     path
         The file.
     flags
-        A Python mode string or ``os.open`` flags (an int, used as given):
+        A mode string or ``os.open`` flags (an int, used as given); ``"r"``
+        by default:
 
         ===========  ==========================================  ====================
         mode         ``os.open`` flags                           file
@@ -663,12 +771,19 @@ def open(
         ``"r+"``     ``O_RDWR``                                  must exist
         ``"w"``      ``O_RDWR | O_CREAT | O_TRUNC``              created or emptied
         ``"a"``      ``O_RDWR | O_CREAT``                        created or kept
+        ``"x"``      ``O_RDWR | O_CREAT | O_EXCL``               must not exist
         ===========  ==========================================  ====================
 
-        Writable modes open for reading too (``O_RDWR``): the handle can
-        read back what it wrote. Other strings (``"rb"``, ``"w+"``, ``"x"``)
-        are refused rather than guessed.
+        Each may carry ``+`` and ``b`` as Python's :func:`open` and KvikIO
+        write them (``"rb"``, ``"wb"``, ``"r+b"``, ``"w+"``, ...; see
+        :func:`parse_mode`). Writable modes open for reading too
+        (``O_RDWR``): the handle can read back what it wrote.
     mode
+        The mode string, as Python's ``open(path, mode="rb")`` names it
+        (give it here or as ``flags``, not both). An int here is the
+        permission bits of hipfile 0.1's signature: deprecated, use
+        ``permissions``.
+    permissions
         Permission bits for a created file (``0o644``).
     direct
         Add ``O_DIRECT``, which hipFile's direct (GPU-direct) path needs.
@@ -682,25 +797,54 @@ def open(
     ValueError
         An unknown mode string.
     TypeError
-        ``flags`` is neither a str nor an int, or ``direct`` is not a bool.
+        ``flags`` or ``mode`` has the wrong type, the mode is given twice,
+        or ``direct`` is not a bool.
+    IsADirectoryError
+        ``path`` is a directory.
     OSError
         ``os.open`` failed (e.g. ``FileNotFoundError`` for ``"r"``).
     HipFileException
         Registration failed.
 
+    Warns
+    -----
+    DeprecationWarning
+        Permission bits given as ``mode``.
+
     See Also
     --------
     hipFileHandleRegister
     """
+    if isinstance(mode, str):
+        if flags is not None:
+            raise TypeError("give the mode once: as flags or as mode, not both")
+        flags, mode = mode, None
+    elif mode is not None:
+        if isinstance(mode, bool) or not isinstance(mode, int):
+            raise TypeError(f"mode must be a mode string, not {type(mode).__name__}")
+        if permissions is not None:
+            raise TypeError("permission bits given twice (mode and permissions)")
+        warnings.warn("hipfile.open(..., mode=<int>) as permission bits is deprecated: pass "
+                      "permissions=; mode takes a mode string, as Python's open() does",
+                      DeprecationWarning, stacklevel=2)
+        permissions = mode
+    if flags is None:
+        flags = "r"
+    text: str | None = None
     if isinstance(flags, str):
-        flags = _mode_flags(flags)
+        text = flags
+        flags = parse_mode(flags)
     elif isinstance(flags, bool) or not isinstance(flags, int):
         raise TypeError(f"flags must be a mode string or an int, not {type(flags).__name__}")
     if not isinstance(direct, bool):
         raise TypeError(f"direct must be a bool, not {type(direct).__name__}")
     if direct:
         flags |= _O_DIRECT
-    return FileHandle(path, flags, mode).open()
+    if permissions is None:
+        permissions = FileHandle.DEFAULT_MODE
+    fh = FileHandle(path, flags, permissions)
+    fh._mode_text = text
+    return fh.open()
 
 
 __all__ += ["open"]

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -96,6 +97,31 @@ def test_info_text_names_the_test_platform() -> None:
     assert "platform          : emulated (a TEST platform, not AMD's ROCm)" in proc.stdout
     assert "library version" in proc.stdout
     assert "max_batch_io_count" in proc.stdout
+
+
+def test_info_prints_each_flag_word_once() -> None:
+    proc = hipfile_cmd("info")
+    assert proc.returncode == 0, proc.stderr
+    for key in ("feature_flags", "status_flags", "control_flags"):
+        lines = [line for line in proc.stdout.splitlines() if line.strip().startswith(key)]
+        assert len(lines) == 1, proc.stdout
+    assert "nvfs_driver_status_flags" not in proc.stdout
+    assert "BATCH_IO_SUPPORTED" in proc.stdout
+
+
+def test_info_without_rocm_names_the_emulated_platform(tmp_path: Path) -> None:
+    clean = env(HIPFILE_LIBRARY=str(tmp_path / "libhipfile.so"))
+    del clean["HIPFILE_PLATFORM"]
+    proc = subprocess.run([sys.executable, "-m", "hipfile", "info"], env=clean,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1
+    hint = [line for line in proc.stdout.splitlines() if line.startswith("without a GPU")]
+    assert len(hint) == 1 and "HIPFILE_PLATFORM=emulated" in hint[0], proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "hipfile", "info", "--json"], env=clean,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert "HIPFILE_PLATFORM=emulated" in json.loads(proc.stdout)["hint"]
+    # and not on a platform that works
+    assert "hint" not in json.loads(hipfile_cmd("info", "--json").stdout)
 
 
 def test_info_reports_a_missing_library(tmp_path: Path) -> None:
@@ -341,3 +367,41 @@ def test_io_kinds_table() -> None:
     assert set(cli.IO_KINDS) == {"sync", "pread", "async", "batch", "stream"}
     for kind in cli.IO_KINDS.values():
         assert kind.help and callable(kind.run)
+
+
+@pytest.fixture
+def silent_process() -> Iterator[subprocess.Popen[str]]:
+    """A live process that never serves statistics."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        proc.communicate(input="", timeout=60)
+
+
+def test_stats_timeout_message(silent_process: subprocess.Popen[str]) -> None:
+    proc = hipfile_cmd("stats", str(silent_process.pid), "--timeout", "0.5")
+    assert proc.returncode == 1, proc.stderr
+    assert f"process {silent_process.pid} served no statistics within 0.5 s" in proc.stderr
+    assert "--timeout" in proc.stderr
+    assert "connect()" not in proc.stderr  # no API wording
+    assert "Traceback" not in proc.stderr
+
+
+def test_stats_ctrl_c_prints_no_traceback(silent_process: subprocess.Popen[str]) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "hipfile", "stats", str(silent_process.pid)],
+                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.5)  # waiting for the process to serve statistics
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "hipfile stats: interrupted" in err
+    assert "Traceback" not in err
+    assert out == ""

@@ -224,3 +224,20 @@ def test_pread_uses_task_size_from_defaults(tmp_path: Path) -> None:
     finally:
         pool.shutdown()
     assert len(tasks) == 16
+
+
+def test_sizes_take_units_in_set_as_in_the_environment() -> None:
+    # HIPFILE_TASK_SIZE=1M is accepted; so is the same text in set()
+    defaults.set("task_size", "1M")
+    assert defaults.task_size() == 1 << 20
+    with defaults.set(engine_task_size="512KiB", task_size="0x2000"):
+        assert defaults.engine_task_size() == 512 << 10
+        assert defaults.task_size() == 0x2000
+    assert defaults.task_size() == 1 << 20
+    with pytest.raises(ValueError, match="task_size: '1 parsec' is not a byte count"):
+        defaults.set("task_size", "1 parsec")
+    with pytest.raises(ValueError, match="at least 1"):
+        defaults.set("task_size", "0")
+    with pytest.raises(TypeError, match="num_threads must be an int"):
+        defaults.set("num_threads", "4")  # counts are not sizes
+    assert defaults.task_size() == 1 << 20

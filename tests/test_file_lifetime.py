@@ -52,7 +52,8 @@ def test_upstream_constructor_does_not_open(data_path: Path) -> None:
     assert fh.fd is None
     assert fh.path == data_path
     assert fh.flags == os.O_RDONLY
-    assert fh.mode == 0o644 == FileHandle.DEFAULT_MODE
+    assert fh.permissions == 0o644 == FileHandle.DEFAULT_MODE
+    assert fh.mode == "r"
     assert fh.handle_type is FileHandleType.OPAQUE_FD
     with fh:
         assert not fh.closed
@@ -188,21 +189,31 @@ def test_failed_registration_leaves_a_callers_descriptor_open(callers_fd: int) -
 
 
 @pytest.mark.emulated
-@pytest.mark.parametrize(
-    ("target", "flags", "code"),
-    [
-        ("dir", os.O_RDONLY, OpError.INVALID_FILE_TYPE),
-        ("file", os.O_RDWR | os.O_APPEND, OpError.INVALID_FILE_OPEN_FLAG),
-    ],
-)
-def test_unsupported_files(tmp_path: Path, data_path: Path, target: str, flags: int,
-                           code: OpError) -> None:
-    path = tmp_path if target == "dir" else data_path
+def test_unsupported_files(data_path: Path) -> None:
     before = fd_count()
     with pytest.raises(hipfile.HipFileException) as info:
-        FileHandle(path, flags).open()
-    assert info.value.hipfile_err == code
+        FileHandle(data_path, os.O_RDWR | os.O_APPEND).open()
+    assert info.value.hipfile_err == OpError.INVALID_FILE_OPEN_FLAG
     assert fd_count() == before
+
+
+def test_open_directory_is_an_error_naming_it(driver: hipfile.Driver, tmp_path: Path) -> None:
+    # hipFile answers hipFileInvalidFile (5018); Python's open raises this
+    before = fd_count()
+    for opener in (lambda: hipfile.open(tmp_path), lambda: FileHandle(tmp_path).open()):
+        with pytest.raises(IsADirectoryError) as info:
+            opener()
+        assert info.value.errno == errno.EISDIR
+        assert info.value.filename == str(tmp_path)
+        assert str(tmp_path) in str(info.value)
+    assert fd_count() == before
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        with pytest.raises(IsADirectoryError):
+            FileHandle.from_fd(fd)
+        os.fstat(fd)  # the caller's descriptor stays open
+    finally:
+        os.close(fd)
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -268,19 +279,103 @@ def test_open_modes(tmp_path: Path, payload: np.ndarray) -> None:
         assert fh.flags == os.O_RDONLY
 
 
-@pytest.mark.parametrize("mode", ["x", "rb", "w+", "", "R"])
+@pytest.mark.parametrize("mode", ["", "R", "rw", "rt", "r++", "rbb", "wx", "+", "b"])
 def test_open_rejects_unknown_modes(tmp_path: Path, mode: str) -> None:
-    with pytest.raises(ValueError, match="flags must be one of"):
+    with pytest.raises(ValueError, match="mode must be one of"):
         hipfile.open(tmp_path / "f.bin", mode)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        hipfile.open(tmp_path / "f.bin", mode=mode)
     assert not (tmp_path / "f.bin").exists()
+
+
+@pytest.mark.parametrize(
+    ("mode", "flags"),
+    [("r", os.O_RDONLY), ("rb", os.O_RDONLY), ("r+", os.O_RDWR), ("r+b", os.O_RDWR),
+     ("rb+", os.O_RDWR), ("w", os.O_RDWR | os.O_CREAT | os.O_TRUNC),
+     ("wb", os.O_RDWR | os.O_CREAT | os.O_TRUNC), ("w+", os.O_RDWR | os.O_CREAT | os.O_TRUNC),
+     ("w+b", os.O_RDWR | os.O_CREAT | os.O_TRUNC), ("a", os.O_RDWR | os.O_CREAT),
+     ("ab+", os.O_RDWR | os.O_CREAT), ("x", os.O_RDWR | os.O_CREAT | os.O_EXCL),
+     ("xb", os.O_RDWR | os.O_CREAT | os.O_EXCL)],
+)
+def test_open_python_and_kvikio_modes(driver: hipfile.Driver, tmp_path: Path, mode: str,
+                                      flags: int) -> None:
+    # Python's open() and KvikIO's CuFile(file, flags) mode strings
+    path = tmp_path / "f.bin"
+    if mode[0] in "r":
+        path.write_bytes(b"abc")
+    for opener in (lambda: hipfile.open(path, mode), lambda: hipfile.open(path, mode=mode)):
+        with opener() as fh:
+            assert fh.flags == flags
+            assert fh.mode == mode
+        if mode[0] == "x":
+            path.unlink()
+    with FileHandle(path, mode) as fh:
+        assert fh.flags == flags and fh.mode == mode
+
+
+def test_open_x_refuses_an_existing_file(driver: hipfile.Driver, data_path: Path) -> None:
+    with pytest.raises(FileExistsError):
+        hipfile.open(data_path, "x")
+
+
+def test_mode_given_twice_or_of_a_bad_type(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="once"):
+        hipfile.open(tmp_path / "f.bin", "r", "rb")
+    with pytest.raises(TypeError, match="once"):
+        FileHandle(tmp_path / "f.bin", os.O_RDWR, "rb")
+    with pytest.raises(TypeError, match="mode must be a mode string"):
+        hipfile.open(tmp_path / "f.bin", mode=1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="twice"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        hipfile.open(tmp_path / "f.bin", "w", 0o600, permissions=0o600)
+
+
+def test_mode_of_flags(driver: hipfile.Driver, tmp_path: Path) -> None:
+    path = tmp_path / "f.bin"
+    cases = [(os.O_RDWR | os.O_CREAT | os.O_TRUNC, "w+"), (os.O_RDWR, "r+"),
+             (os.O_RDONLY, "r"), (os.O_RDWR | os.O_CREAT, "a+"),
+             (os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "w")]
+    for flags, mode in cases:
+        with hipfile.open(path, flags) as fh:
+            assert fh.mode == mode
+
+
+def test_closed_file_error_of_a_never_opened_handle(data_path: Path) -> None:
+    fh = FileHandle(data_path)
+    with pytest.raises(hipfile.ClosedFileError, match=r"never opened.*open\(\).*with"):
+        fh.read(np.empty(16, np.uint8))
+    with pytest.raises(hipfile.ClosedFileError, match="never opened"):
+        fh.fileno()
+    with fh:
+        pass
+    with pytest.raises(hipfile.ClosedFileError) as info:
+        fh.read(np.empty(16, np.uint8))
+    assert "never" not in str(info.value)
+
+
+def test_write_through_a_read_only_handle_says_so(driver: hipfile.Driver, data_path: Path,
+                                                  dev: Any) -> None:
+    with hipfile.open(data_path, "r") as fh:
+        for buf in (dev, np.zeros(16, np.uint8)):
+            with pytest.raises(OSError, match="opened read-only") as info:
+                fh.write(buf, 16)
+            assert info.value.errno == errno.EBADF
+            assert info.value.filename == str(data_path)
 
 
 def test_open_mode_bits(tmp_path: Path) -> None:
     path = tmp_path / "private.bin"
     umask = os.umask(0o022)
     os.umask(umask)
-    with hipfile.open(path, "w", 0o600) as fh:
-        assert fh.mode == 0o600
+    with hipfile.open(path, "w", permissions=0o600) as fh:
+        assert fh.permissions == 0o600
+        assert fh.mode == "w"
+    assert path.stat().st_mode & 0o777 == 0o600 & ~umask
+    path.unlink()
+    # hipfile 0.1's positional permission bits still work, with a warning
+    with pytest.warns(DeprecationWarning, match="permissions="), \
+            hipfile.open(path, "w", 0o600) as fh:
+        assert fh.permissions == 0o600
     assert path.stat().st_mode & 0o777 == 0o600 & ~umask
 
 

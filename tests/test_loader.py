@@ -98,6 +98,8 @@ def test_nothing_selected_lists_every_path() -> None:
                  "libhipfile.so.0", "libhipfile.so"):
         assert path in message
     assert message.index("/opt/rocm/lib/libhipfile.so") < message.index("; libhipfile.so.0")
+    # a first try without ROCm is told how to use the emulated platform
+    assert "HIPFILE_PLATFORM=emulated" in message
 
 
 def test_rocm_path_is_searched_first(tmp_path: Path) -> None:

@@ -134,3 +134,20 @@ def test_activate_quiet_argument() -> None:
         print([w.category.__name__ for w in log])
     """, HIPFILE_PLATFORM_QUIET="1")
     assert proc.stdout.strip() == "['PlatformWarning']", proc.stderr
+
+
+@pytest.mark.parametrize(("script", "line"), [
+    ("import os\nimport hipfile\n", 2),
+    ("import os\nfrom hipfile import platforms\n\nplatforms.activate('emulated')\n", 4),
+])
+def test_warning_points_at_the_users_line(tmp_path: Path, script: str, line: int) -> None:
+    path = tmp_path / "user_script.py"
+    path.write_text(script)
+    clean = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    if "activate" not in script:
+        clean["HIPFILE_PLATFORM"] = "emulated"
+    proc = subprocess.run([sys.executable, "-W", "always", str(path)], env=clean,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{path}:{line}: PlatformWarning" in proc.stderr
+    assert "hipfile/__init__.py" not in proc.stderr

@@ -1,5 +1,6 @@
-"""The README's Python blocks run in order, as one program; the settings
-tables of the README and the docs list every setting of hipfile.defaults."""
+"""Each of the README's Python blocks runs on its own (a fresh namespace, an
+empty folder), as a reader pastes it; the settings tables of the README and
+the docs list every setting of hipfile.defaults."""
 
 from __future__ import annotations
 
@@ -14,26 +15,36 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 CONFIG_PAGE = ROOT / "docs" / "guide" / "configuration.md"
 
+#: What each Python block prints: the first read, read_async, the engine,
+#: (the batch, pread, batch_read of 256 entries, a host read), the statistics.
+EXPECTED = [["4096"], ["65536"], [str(1 << 20)],
+            [str(8 * 4096), str(1 << 20), str(1 << 20), str(1 << 20)], ["True"]]
+
 
 def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE)
 
 
 @pytest.mark.needs("hipFileBatchIOGetStatus", "hipFileStatsCreateContext")  # batch, stats
-def test_readme_blocks_run_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_readme_blocks_each_run_on_their_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     blocks = python_blocks(README.read_text())
-    assert len(blocks) >= 2
-    monkeypatch.chdir(tmp_path)
-    namespace: dict[str, object] = {"__name__": "__readme__"}
-    for i, code in enumerate(blocks, 1):
+    assert len(blocks) == len(EXPECTED)
+    for i, (code, expected) in enumerate(zip(blocks, EXPECTED, strict=True), 1):
+        folder = tmp_path / f"block{i}"
+        folder.mkdir()
+        monkeypatch.chdir(folder)
+        namespace: dict[str, object] = {"__name__": "__readme__"}
         exec(compile(code, f"README.md (python block {i})", "exec"), namespace)
-    out = capsys.readouterr().out.split()
-    # read_async, the engine, the batch, pread, batch_read (256 entries), a host
-    # read, stats
-    assert out == ["65536", str(1 << 20), str(8 * 4096), str(1 << 20), str(1 << 20),
-                   str(1 << 20), "True"]
-    namespace.clear()
+        namespace.clear()
+        assert capsys.readouterr().out.split() == expected, f"python block {i}"
+
+
+def test_readme_usage_opens_with_the_emulated_platform() -> None:
+    usage = README.read_text().split("## Usage\n", 1)[1]
+    first_block = usage.index("```")
+    assert "without" in usage[:first_block].lower() or "no gpu" in usage[:first_block].lower()
+    assert usage[first_block:].startswith("```bash\nexport HIPFILE_PLATFORM=emulated")
 
 
 def table_rows(text: str) -> dict[str, str]:

@@ -38,7 +38,9 @@ cdef int _check_file(_FileCore f) except -1:
     if f._gen != _fork_gen and f._is_open:
         _forked("this FileHandle")
     if not f._is_open:
-        raise ClosedFileError("I/O operation on a closed FileHandle")
+        reason = getattr(f, "_closed_reason", None)
+        raise ClosedFileError(reason() if reason is not None
+                              else "I/O operation on a closed FileHandle")
     if f._epoch != _driver_epoch:
         raise HandleNotRegisteredError(
             OpError.HANDLE_NOT_REGISTERED, 0, None,

@@ -288,6 +288,9 @@ cdef class StreamIOHandle:
         ------
         TypeError
             ``stream`` is not a stream.
+        ValueError
+            ``stream`` is an int that HIP does not know as a stream
+            (``hipStreamQuery``).
         HipRuntimeError
             The runtime refused the wait.
 
@@ -295,7 +298,10 @@ cdef class StreamIOHandle:
         --------
         hipStreamWaitValue32
         """
-        self._release_to(_stream_handle(stream))
+        cdef uintptr_t sh = _stream_handle(stream)
+        if type(stream) is int:
+            _interop().check_stream_handle(sh)   # a made-up handle is refused
+        self._release_to(sh)
         return None
 
     cdef int _release_to(self, uintptr_t sh) except -1:

@@ -48,10 +48,11 @@ cdef int _open_library() except -1:
             return 0
         reason = dlerror()
         tried.append(f"{path} ({reason.decode(errors='replace') if reason != NULL else 'failed'})")
+    from hipfile.platforms import NO_ROCM_HINT
     raise HipFileLibraryNotFound(
         "libhipfile could not be loaded; tried: " + "; ".join(tried)
         + ". Install hipFile (ROCm 7.2 or later), set ROCM_PATH to its prefix, "
-        "or set HIPFILE_LIBRARY to the library's path.")
+        "or set HIPFILE_LIBRARY to the library's path. " + NO_ROCM_HINT)
 
 
 def load_library():

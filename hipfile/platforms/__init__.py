@@ -32,13 +32,22 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 
-__all__ = ["QUIET_ENV", "PlatformWarning", "activate", "active", "available", "prefix"]
+__all__ = ["NO_ROCM_HINT", "QUIET_ENV", "PlatformWarning", "activate", "active", "available",
+           "prefix"]
 
 #: Environment variable that silences :class:`PlatformWarning` when set to
 #: ``1``/``true``/``yes``/``on`` (``0``/``false``/``no``/``off`` or empty: warn).
 QUIET_ENV = "HIPFILE_PLATFORM_QUIET"
+
+#: How to try the package on a machine without ROCm, for the messages of the
+#: errors that a missing ROCm causes (:class:`hipfile.HipFileLibraryNotFound`,
+#: a failure to load ``libamdhip64``, ``hipfile info``).
+NO_ROCM_HINT = ("To try hipfile without a GPU or ROCm, use the emulated platform that ships "
+                "with it: set HIPFILE_PLATFORM=emulated in the environment before Python "
+                "starts (or call hipfile.platforms.activate('emulated') before anything "
+                "imports HIP-Python).")
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _REPO_DIR = _PACKAGE_DIR.parent
@@ -116,7 +125,27 @@ def _announce(name: str, path: Path, quiet: bool | None) -> None:
     if _resolving_warning_filter():
         sys.meta_path.insert(0, _WarnAtNextImport(message))
     else:
-        warnings.warn(message, PlatformWarning, stacklevel=4)
+        warnings.warn(message, PlatformWarning, stacklevel=_caller_stacklevel())
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside this package, for a
+    warning issued by the function that calls this one: the user's
+    ``import hipfile`` or ``activate()`` line. Import machinery frames are
+    not counted, as :func:`warnings.warn` skips them too."""
+    level = 2  # that of the frame looked at: 1 is the warning's caller
+    frame: FrameType | None = sys._getframe(2)
+    package = str(_PACKAGE_DIR) + os.sep
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if "importlib" in name and name.startswith("<frozen"):
+            frame = frame.f_back
+            continue
+        if not name.startswith(package):
+            break
+        level += 1
+        frame = frame.f_back
+    return level
 
 
 def _installed_prefix_roots() -> list[Path]:

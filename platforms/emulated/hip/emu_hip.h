@@ -158,6 +158,18 @@ void emu_call_host_op(struct emu_op *op);
  * when one must be joined. Called with the lock held. */
 int emu_host_dispatcher_stop_locked(pthread_t *thread);
 
+/* ---- backing.c ----------------------------------------------------------- */
+/* A fresh page-aligned mapping for size bytes (NULL when size is 0 or on
+ * failure), followed by a guard page. */
+void *emu_backing_map(size_t size);
+/* Gives back a mapping that was never handed out. */
+void emu_backing_unmap(void *base, size_t size);
+/* Frees an allocation's mapping: it becomes inaccessible and its addresses
+ * stay reserved (a bounded quarantine), so use after free faults. The
+ * _locked form is called with emu_lock held. */
+void emu_backing_retire(void *base, size_t size);
+void emu_backing_retire_locked(void *base, size_t size);
+
 /* ---- memory.c ------------------------------------------------------------ */
 long long emu_alloc_count_locked(int pinned);
 long long emu_release_allocations_locked(int device);

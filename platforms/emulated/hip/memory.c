@@ -3,7 +3,8 @@
  *
  * "Device" memory is ordinary host memory (page aligned, as ROCm's
  * allocator gives it, so O_DIRECT-eligible transfers are eligible here) that the table
- * marks as belonging to a device; pinned host memory (page aligned) and
+ * marks as belonging to a device; freed memory becomes inaccessible and is
+ * not handed out again soon (backing.c); pinned host memory (page aligned) and
  * registered host ranges are marked as pinned host memory. The table is a
  * sorted array, so interior pointers resolve to their allocation. Copies and
  * fills run on a stream's worker thread; their arguments are checked against
@@ -93,7 +94,7 @@ long long emu_release_allocations_locked(int device) {
       continue;
     }
     if (a->kind == EMU_MEM_DEVICE) emu_device_used[a->device] -= a->size;
-    if (a->owned) free((void *)a->base);
+    if (a->owned) emu_backing_retire_locked((void *)a->base, a->size);
     emu_table_remove_locked(a);
     released++;
   }
@@ -137,14 +138,13 @@ static hipError_t emu_unlocked_emu_allocate(void **ptr, size_t size, int kind, u
     emu_lock_release();
     if (!fits) return hipErrorOutOfMemory;
   }
-  void *mem = NULL;
-  if (posix_memalign(&mem, alignment, size) != 0) mem = NULL;
+  void *mem = emu_backing_map(size); /* page aligned (alignment or more) */
   emu_lock_acquire();
   struct emu_alloc entry = {(uintptr_t)mem, size, kind, device, flags, 1};
   if (mem == NULL || emu_table_insert_locked(&entry) != 0) {
     if (kind == EMU_MEM_DEVICE) emu_device_used[device] -= size;
     emu_lock_release();
-    free(mem);
+    emu_backing_unmap(mem, size);
     return hipErrorOutOfMemory;
   }
   emu_lock_release();
@@ -174,9 +174,10 @@ static hipError_t emu_release(void *ptr, int kind, int owned, hipError_t unknown
     return unknown;
   }
   if (kind == EMU_MEM_DEVICE) emu_device_used[a->device] -= a->size;
+  size_t bytes = a->size;
   emu_table_remove_locked(a);
   emu_lock_release();
-  if (owned) free(ptr);
+  if (owned) emu_backing_retire(ptr, bytes);
   return hipSuccess;
 }
 
