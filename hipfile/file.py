@@ -461,14 +461,11 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         ``pread(buf, size, file_offset, task_size)`` takes ``task_size``
         fourth, so a fourth positional argument is refused with
         :class:`TypeError` rather than taken for an offset into the buffer.
-        (Code that passes ``task_size=`` by keyword may still give
-        ``buffer_offset`` fourth: that call cannot be KvikIO's.)
 
         Raises
         ------
         TypeError
-            A fourth positional argument without ``task_size=``, or as
-            :func:`hipfile.pread`.
+            A fourth positional argument, or as :func:`hipfile.pread`.
 
         See Also
         --------
@@ -476,7 +473,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         """
         from hipfile.parallel import pread
 
-        buffer_offset = _fourth("pread", legacy, buffer_offset, task_size)
+        buffer_offset = _fourth("pread", legacy, buffer_offset)
         return pread(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
                      executor=executor)
 
@@ -493,8 +490,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         Raises
         ------
         TypeError
-            A fourth positional argument without ``task_size=``, or as
-            :func:`hipfile.pwrite`.
+            A fourth positional argument, or as :func:`hipfile.pwrite`.
 
         See Also
         --------
@@ -502,7 +498,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         """
         from hipfile.parallel import pwrite
 
-        buffer_offset = _fourth("pwrite", legacy, buffer_offset, task_size)
+        buffer_offset = _fourth("pwrite", legacy, buffer_offset)
         return pwrite(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
                       executor=executor)
 
@@ -653,25 +649,16 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         return self._posix_fd()
 
 
-def _fourth(name: str, legacy: tuple[Any, ...], buffer_offset: Any,
-            task_size: Any) -> Any:
+def _fourth(name: str, legacy: tuple[Any, ...], buffer_offset: Any) -> Any:
     """``buffer_offset`` of ``pread``/``pwrite``, which is keyword-only: a
-    fourth positional argument is KvikIO's ``task_size`` unless ``task_size``
-    was given by keyword too."""
+    fourth positional argument is refused, since it is ``task_size`` in
+    KvikIO's ``pread``/``pwrite``."""
     if not legacy:
         return buffer_offset
-    if len(legacy) > 1:
-        raise TypeError(f"{name}() takes at most 4 positional arguments "
-                        f"({4 + len(legacy)} given)")
-    if task_size is None:
-        raise TypeError(
-            f"{name}(buffer, size, file_offset, {legacy[0]!r}): buffer_offset is "
-            f"keyword-only, and a fourth positional argument is task_size in "
-            f"KvikIO's {name}; pass task_size={legacy[0]!r} or "
-            f"buffer_offset={legacy[0]!r} by keyword")
-    if buffer_offset != 0:
-        raise TypeError(f"{name}() got buffer_offset both by position and by keyword")
-    return legacy[0]
+    raise TypeError(
+        f"{name}(buffer, size, file_offset, {legacy[0]!r}): buffer_offset is keyword-only, "
+        f"and a fourth positional argument is task_size in KvikIO's {name}; pass "
+        f"task_size={legacy[0]!r} or buffer_offset={legacy[0]!r} by keyword")
 
 
 def _ranges(ranges: Any) -> list[tuple[Any, Any, Any]]:

@@ -377,7 +377,8 @@ def test_thread_count_from_the_environment(monkeypatch, restore_threads):
 def test_a_fourth_positional_is_refused(driver, data_file):
     """KvikIO's ``CuFile.pread(buf, size, file_offset, task_size)`` takes
     ``task_size`` fourth; here ``buffer_offset`` is keyword-only, so that
-    call is refused instead of reading into the buffer at that offset."""
+    call is refused instead of reading into the buffer at that offset, also
+    beside a ``task_size=`` keyword."""
     path, _ = data_file
     with device_array(N) as dev, FileHandle(path, os.O_RDWR) as fh:
         check(hip.hipMemset(dev, 0, N))
@@ -385,20 +386,18 @@ def test_a_fourth_positional_is_refused(driver, data_file):
             with pytest.raises(TypeError, match="buffer_offset is keyword-only") as info:
                 call(dev, 4096, 0, 1024)
             assert "task_size=1024" in str(info.value)
-            with pytest.raises(TypeError, match="at most 4 positional"):
+            with pytest.raises(TypeError, match="buffer_offset is keyword-only"):
                 call(dev, 4096, 0, 1024, 5)
-            with pytest.raises(TypeError, match="both by position and by keyword"):
-                call(dev, 4096, 0, 8, buffer_offset=8, task_size=1024)
+            with pytest.raises(TypeError, match="buffer_offset is keyword-only"):
+                call(dev, 4096, 0, 8, task_size=1024)
         assert not from_device(dev, N).any()
 
 
-def test_fourth_positional_beside_task_size_is_the_buffer_offset(driver, data_file):
-    """With ``task_size=`` given by keyword, the call cannot be KvikIO's: the
-    fourth positional argument is then the buffer offset, as before."""
+def test_buffer_offset_by_keyword(driver, data_file):
     path, data = data_file
     with device_array(N) as dev, FileHandle(path) as fh:
         check(hip.hipMemset(dev, 0, N))
-        assert fh.pread(dev, 5000, 100, 3000, task_size=1024).result(30) == 5000
+        assert fh.pread(dev, 5000, 100, buffer_offset=3000, task_size=1024).result(30) == 5000
         host = from_device(dev, N)
     assert np.array_equal(host[3000:8000], data[100:5100])
     assert not host[:3000].any() and not host[8000:].any()

@@ -350,7 +350,8 @@ def _submit(fh: FileHandle, target: Any, reads: list[ReadRange], reader: str,
 
         return wait_stream
     if reader == "parallel":
-        futures = [fh.pread(target, r.size, r.file_offset, r.buffer_offset, task_size=task)
+        futures = [fh.pread(target, r.size, r.file_offset, buffer_offset=r.buffer_offset,
+                            task_size=task)
                    for r in reads]
 
         def wait_futures(progress: Callable[[int], None]) -> int:

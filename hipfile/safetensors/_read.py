@@ -325,7 +325,8 @@ def read_ranges(fh: FileHandle, buffer: Any, reads: Sequence[ReadRange], *,
     --------
     hipFileRead
     """
-    futures = [fh.pread(buffer, r.size, r.file_offset, r.buffer_offset, task_size=task_size)
+    futures = [fh.pread(buffer, r.size, r.file_offset, buffer_offset=r.buffer_offset,
+                         task_size=task_size)
                for r in reads]
     errors = [f.exception() for f in futures]  # waits for each
     for e in errors:
