@@ -71,7 +71,7 @@ def _io_sync(job: BenchJob) -> int:
 
 def _io_pread(job: BenchJob) -> int:
     call = job.fh.pwrite if job.write else job.fh.pread
-    return int(call(job.buffer, job.size, 0, 0, task_size=job.task_size,
+    return int(call(job.buffer, job.size, 0, task_size=job.task_size,
                     executor=job.executor).result())
 
 
