@@ -551,7 +551,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         at ``file_offset``, in stream order on ``stream``, with the parallel
         engine: the buffer is read only after the work enqueued on
         ``stream`` before this call has finished, and (``ordered``, the
-        default) work enqueued on ``stream`` afterwards may reuse it. See
+        default) work enqueued on ``stream`` afterwards runs once the bytes
+        have reached the file, as after :meth:`write_async`: it may reuse the
+        buffer, and a read of the same bytes sees them. See
         :meth:`pread_async`.
 
         See Also

@@ -91,6 +91,23 @@ def test_later_work_may_reuse_a_written_buffer(tmp_path, stream):
     assert path.read_bytes() == data.tobytes()
 
 
+def test_a_read_after_a_write_in_stream_order_sees_it(tmp_path, stream):
+    """A write that extends a new file, then a read of the same bytes on the
+    same stream: the read sees what the write wrote (its size is not cut at
+    the file's size when it was submitted)."""
+    data = random_bytes(N, seed=47)
+    path = tmp_path / "new.bin"
+    _hipfile._engine_inject_faults(short_max=4096)      # the write takes a while
+    with device_array(N) as src, device_array(N) as dst, \
+            FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
+        to_device(src, data)
+        w = fh.pwrite_async(src, N, 0, 0, stream)
+        r = fh.pread_async(dst, N, 0, 0, stream)
+        assert w.wait(timeout=30) == N
+        assert r.wait(timeout=30) == N
+        assert np.array_equal(from_device(dst, N), data)
+
+
 def test_unordered_leaves_the_stream_free(data_file, stream):
     """ordered=False: the submitting stream goes on at once; the bytes are
     there for streams that wait_on the handle."""

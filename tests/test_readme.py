@@ -16,9 +16,10 @@ README = ROOT / "README.md"
 CONFIG_PAGE = ROOT / "docs" / "guide" / "configuration.md"
 
 #: What each Python block prints: the first read, read_async, the engine,
-#: (the batch, pread, batch_read of 256 entries, a host read), the statistics.
+#: (the batch, pread, batch_read of 256 entries, a host read), the statistics,
+#: a safetensors round trip.
 EXPECTED = [["4096"], ["65536"], [str(1 << 20)],
-            [str(8 * 4096), str(1 << 20), str(1 << 20), str(1 << 20)], ["True"]]
+            [str(8 * 4096), str(1 << 20), str(1 << 20), str(1 << 20)], ["True"], ["16.0"]]
 
 
 def python_blocks(text: str) -> list[str]:

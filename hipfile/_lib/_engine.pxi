@@ -411,7 +411,12 @@ cdef _Ring _ring_for(int device):
     if r.ring == NULL:
         r.release()
         raise MemoryError()
-    return <_Ring>_rings.setdefault(device, r)
+    # the HIP calls above let other threads in: one of them may have made
+    # the device's ring first, and then this one is given back
+    kept = <_Ring>_rings.setdefault(device, r)
+    if kept is not r:
+        r.release()
+    return kept
 
 
 cdef bint _is_device_memory(uintptr_t ptr) except -1:
@@ -789,7 +794,17 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list c
     cdef StreamIOHandle hd
     cdef int sdev
     if opcode == 0:
-        end = os.fstat(fd).st_size      # reads stop at the end of the file
+        # Reads stop at the end of the file: as it is now, or as the staged
+        # writes submitted on this file before will leave it (a write then a
+        # read of the same bytes, in stream order).
+        end = max(os.fstat(fd).st_size, getattr(f, "_staged_write_end", 0))
+    else:
+        for nbytes, foff, boff in checked:
+            if nbytes and foff + <long long>nbytes > getattr(f, "_staged_write_end", 0):
+                try:
+                    f._staged_write_end = foff + <long long>nbytes
+                except AttributeError:
+                    pass
     pieces = <hfe_piece *>malloc(n * sizeof(hfe_piece))
     groups = <hfe_op **>calloc(ng, sizeof(hfe_op *))
     cdev = <uint64_t *>calloc(ng, sizeof(uint64_t))
@@ -875,6 +890,12 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list c
         # runs; the handles report the failure and are parked until done
         _submitted_anyway(f, handles)
         _hip_fail(rc, "the stream-engine submission")
+    if opcode == 1 and ordered:
+        # later work on the stream sees the file written, as after write_async
+        # (a read of the same bytes submitted next starts after it)
+        for o in handles:
+            hd = <StreamIOHandle>o
+            _wait_value32(sh, hd._flag.devptr, hd._value)
     return handles
 
 
