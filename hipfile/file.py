@@ -342,13 +342,15 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             return transfer(write, handle, ptr, size, file_offset, buffer_offset,
                             host_fd=self._host_fd)
         except OSError as exc:
-            if write and exc.errno == errno.EBADF:
+            # EBADF from POSIX; libraries answer otherwise (cuFile: EIO)
+            if write:
                 self._raise_if_read_only(exc)
             raise
 
     def _raise_if_read_only(self, exc: OSError) -> None:
-        """A write failed with ``EBADF``: if the descriptor is read-only,
-        raise an ``EBADF`` :class:`OSError` that says so."""
+        """A write failed: if the descriptor is read-only, raise an
+        ``EBADF`` :class:`OSError` that says so (the library's own error,
+        which may be another errno, is its cause)."""
         fd = self._fd
         if fd is None:
             return

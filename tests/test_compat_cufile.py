@@ -364,6 +364,15 @@ def test_bindings_round_trip(data_path: Path, tmp_path: Path, payload: np.ndarra
     assert hipfile.use_count() == before
 
 
+@pytest.mark.cufile_differs("cuFile registers host memory; AMD's hipFile refuses it (5013)")
+def test_bindings_refuse_host_memory_registration(driver: CuFileDriver) -> None:
+    from hipfile.compat.cufile import bindings as cb
+
+    host = np.zeros(4096, np.uint8)
+    with pytest.raises(RuntimeError, match="cuFileBufRegister failed"):
+        cb.cuFileBufRegister(host.ctypes.data, host.nbytes, 0)   # host memory: 5013
+
+
 def test_bindings_raise_runtime_errors(driver: CuFileDriver, dev: Any, tmp_path: Path) -> None:
     """Where cufile-python's ``_ck`` raises ``RuntimeError("NAME failed
     (cuFile err=E, cuda_err=C)")``, ours raises the typed exception, also a
@@ -374,9 +383,6 @@ def test_bindings_raise_runtime_errors(driver: CuFileDriver, dev: Any, tmp_path:
                                            r"err=5024, cuda_err=0\)\]$") as info:
         cb.cuFileBufDeregister(ctypes.c_void_p(int(dev)))
     assert isinstance(info.value, hipfile.MemoryNotRegisteredError)
-    host = np.zeros(4096, np.uint8)
-    with pytest.raises(RuntimeError, match="cuFileBufRegister failed"):
-        cb.cuFileBufRegister(host.ctypes.data, host.nbytes, 0)   # host memory: 5013
     fd = os.open(tmp_path, os.O_RDONLY)
     os.close(fd)   # a closed descriptor: refused by every library
     with pytest.raises(RuntimeError, match=r"cuFileHandleRegister failed \(cuFile err=50"):

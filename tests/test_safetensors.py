@@ -552,7 +552,7 @@ def test_torch_framework(tmp_path: Path) -> None:
     path = tmp_path / "t.safetensors"
     tensors = make_tensors(seed=6)
     write_reference(path, tensors)
-    out = hst.load_file(path, framework="torch")
+    out = hst.load_file(path, framework="torch", device="cuda:0")   # safetensors' default: cpu
     for name, (dtype, _shape, data) in tensors.items():
         t = out[name]
         assert str(t.dtype).removeprefix("torch.") == hst.DTYPES[dtype].torch

@@ -841,8 +841,9 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list c
                 cval[i] = hd._value
 
         # the gate: a read's file I/O starts once the caller's stream has
-        # passed this point (an idle stream: at once)
-        qerr = _stream_query(sh)
+        # passed this point (always a flag the stream writes: a query that
+        # finds the stream idle can race with another thread's enqueue)
+        qerr = HIP_ERROR_NOT_READY
         if qerr == HIP_ERROR_NOT_READY:
             if opcode == 0:
                 sdev = _stream_device(sh)
