@@ -680,6 +680,13 @@ static ssize_t sync_io(int is_write, hipFileHandle_t fh, void *buffer_base, size
         return 0;
     if (size > HFC_MAX_IO)
         size = HFC_MAX_IO;
+    /* An unregistered buffer: fold the offset into the base, as for the
+     * stream-ordered calls (cuFile's compatibility mode mishandles a nonzero
+     * devPtr_offset on memory it has no registration for). */
+    if (buffer_offset != 0 && !is_registered(&buffers, buffer_base)) {
+        buffer_base = (char *)buffer_base + buffer_offset;
+        buffer_offset = 0;
+    }
     return from_cufile_count(
         is_write ? F->cuFileWrite(fh, buffer_base, size, (off_t)file_offset, (off_t)buffer_offset)
                  : F->cuFileRead(fh, buffer_base, size, (off_t)file_offset, (off_t)buffer_offset));
