@@ -30,12 +30,14 @@ setting                   environment variable             default
 ``engine_task_size``      ``HIPFILE_ENGINE_TASK_SIZE``     8 MiB
 ``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``cpus / 2, 4..16``
 ``engine_staging_size``   ``HIPFILE_ENGINE_STAGING_SIZE``  256 MiB
+``engine_copy_streams``   ``HIPFILE_ENGINE_COPY_STREAMS``  1
 ========================  ===============================  ====================
 
 The stream-ordered engine (:mod:`hipfile.engine`) reads ``engine_threads``
 and ``engine_task_size`` here at every submission: a change takes effect at
 the next one (a new thread count once the engine is idle).
-``engine_staging_size`` is the pinned host memory of a device's staging ring,
+``engine_staging_size`` is the pinned host memory of a device's staging ring
+and ``engine_copy_streams`` the streams its copies are spread over, both
 read when the ring is made (at the first submission on a device, and again
 after :func:`hipfile.trim_pool`).
 
@@ -61,6 +63,7 @@ __all__ = [
     "allow_host_buffers",
     "batch_max_entries",
     "close_timeout",
+    "engine_copy_streams",
     "engine_staging_size",
     "engine_task_size",
     "engine_threads",
@@ -242,9 +245,13 @@ SETTINGS: dict[str, Setting] = {
                 _parse_int, "Threads of the stream-ordered engine.",
                 "half the CPU count, 4 to 16"),
         Setting("engine_staging_size", "HIPFILE_ENGINE_STAGING_SIZE", lambda: 256 << 20,
-                _size_check(1 << 20), parse_size,
+                _bytes_check(1 << 20), parse_size,
                 "Bytes of pinned host memory in each device's staging ring of the "
                 "stream-ordered engine.", "256 MiB"),
+        Setting("engine_copy_streams", "HIPFILE_ENGINE_COPY_STREAMS", lambda: 1,
+                _size_check(1, 8), _parse_int,
+                "Streams of each device over which the stream-ordered engine spreads its "
+                "copies (1: the submitting stream only).", "1"),
     )
 }
 
@@ -414,6 +421,13 @@ def engine_task_size() -> int:
 def engine_threads() -> int:
     """Threads of the stream-ordered engine."""
     return int(get("engine_threads"))
+
+
+def engine_copy_streams() -> int:
+    """Streams of each device over which the stream-ordered engine spreads
+    its copies between staging and device memory (1: the submitting stream
+    only); read when a device's staging ring is made."""
+    return int(get("engine_copy_streams"))
 
 
 def engine_staging_size() -> int:

@@ -37,6 +37,7 @@ def test_builtin_defaults() -> None:
         "engine_task_size": 8 << 20,
         "engine_threads": max(4, min(16, (os.cpu_count() or 8) // 2)),
         "engine_staging_size": 256 << 20,
+        "engine_copy_streams": 1,
     }
     getters = {name: getattr(defaults, name) for name in defaults.SETTINGS}
     for name, getter in getters.items():
@@ -83,6 +84,7 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "0x10000")
     monkeypatch.setenv("HIPFILE_ENGINE_THREADS", "2")
     monkeypatch.setenv("HIPFILE_ENGINE_STAGING_SIZE", "64M")
+    monkeypatch.setenv("HIPFILE_ENGINE_COPY_STREAMS", "4")
     assert dict(defaults.items()) == {
         "num_threads": 5,
         "task_size": 256 << 10,
@@ -93,6 +95,7 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
         "engine_task_size": 1 << 16,
         "engine_threads": 2,
         "engine_staging_size": 64 << 20,
+        "engine_copy_streams": 4,
     }
     # set() wins over the environment, and reset() gives it back
     defaults.set("task_size", 4096)
@@ -116,6 +119,7 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     ("engine_task_size", "4X", "HIPFILE_ENGINE_TASK_SIZE"),
     ("engine_threads", "1.5", "HIPFILE_ENGINE_THREADS"),
     ("engine_staging_size", "1K", "HIPFILE_ENGINE_STAGING_SIZE"),
+    ("engine_copy_streams", "9", "HIPFILE_ENGINE_COPY_STREAMS"),
 ])
 def test_bad_environment_values(monkeypatch: pytest.MonkeyPatch, name: str, text: str,
                                 match: str) -> None:

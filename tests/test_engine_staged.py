@@ -296,3 +296,48 @@ def _runtime_path() -> str:
     if active is None:
         pytest.skip("needs a test platform's runtime")
     return str(platforms.prefix(active) / "lib" / "libamdhip64.so")
+
+
+@pytest.fixture
+def copy_streams() -> Iterator[None]:
+    """The copies spread over three streams of the device."""
+    hipfile.trim_pool()
+    with hipfile.defaults.set(engine_copy_streams=3, engine_staging_size=2 << 20):
+        hipfile.trim_pool()
+        yield
+        hipfile.trim_pool()
+
+
+def test_copies_spread_over_several_streams(tmp_path, stream, copy_streams):
+    """With several copy streams: scattered blocks, many ranges and a write
+    all move the right bytes, later work on the stream sees them, and each
+    range still completes on its own."""
+    nblocks = 256
+    data = random_bytes(nblocks * BLOCK, seed=53)
+    path = tmp_path / "kv.bin"
+    path.write_bytes(data.tobytes())
+    perm = np.random.default_rng(9).permutation(nblocks)
+    blocks = [(BLOCK, i * BLOCK, int(perm[i]) * BLOCK) for i in range(nblocks)]
+    size = nblocks * BLOCK
+    with device_array(size) as dev, device_array(size) as dev2, FileHandle(path) as fh:
+        _hipfile._engine_inject_faults(short_max=8192)
+        h = fh.pread_async_scatter(dev, blocks, stream, task_size=64 << 10)
+        got = _copy_back_on(stream, dev, size)                 # ordered after the copies
+        assert h.wait(timeout=30) == size
+        for i in range(nblocks):
+            j = int(perm[i])
+            assert np.array_equal(got[j * BLOCK:(j + 1) * BLOCK],
+                                  data[i * BLOCK:(i + 1) * BLOCK]), f"block {i}"
+        _hipfile._engine_inject_faults()
+        layers = [(size // 8, k * size // 8, (7 - k) * size // 8) for k in range(8)]
+        hs = fh.pread_async_ranges(dev2, layers, stream, task_size=64 << 10)
+        assert [x.wait(timeout=30) for x in hs] == [size // 8] * 8
+        got2 = _copy_back_on(stream, dev2, size)
+        for k in range(8):
+            assert np.array_equal(got2[(7 - k) * size // 8:(8 - k) * size // 8],
+                                  data[k * size // 8:(k + 1) * size // 8]), f"range {k}"
+    out = tmp_path / "out.bin"
+    with device_array(size) as src, FileHandle(out, os.O_RDWR | os.O_CREAT) as fo:
+        to_device(src, data)
+        assert fo.pwrite_async(src, size, 0, 0, stream, task_size=64 << 10).wait(30) == size
+    assert out.read_bytes() == data.tobytes()

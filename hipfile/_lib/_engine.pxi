@@ -56,6 +56,8 @@ cdef extern from "engine.h" nogil:
         int (*wait_value32)(void *, void *, uint32_t, unsigned, uint32_t) noexcept nogil
         int (*write_value32)(void *, void *, uint32_t, unsigned) noexcept nogil
         int (*memcpy_async)(void *, const void *, size_t, int, void *) noexcept nogil
+        int (*event_record)(void *, void *) noexcept nogil
+        int (*stream_wait_event)(void *, void *, unsigned) noexcept nogil
     ctypedef struct hfe_piece:
         int64_t file_offset
         uint64_t device
@@ -64,6 +66,8 @@ cdef extern from "engine.h" nogil:
     hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *flags_host,
                            uint64_t flags_dev)
     void hfe_ring_free(hfe_ring *ring)
+    void hfe_ring_set_copy_streams(hfe_ring *ring, int n, void **streams, void *fork_event,
+                                   void **join_events)
     int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                          const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                          const uint64_t *complete_dev, const uint32_t *complete_value,
@@ -90,6 +94,8 @@ ctypedef int (*hip_record_fn_t)(void *, void *) noexcept nogil
 cdef hip_record_fn_t _c_event_record = NULL
 ctypedef int (*hip_memcpy_async_t)(void *, const void *, size_t, int, void *) noexcept nogil
 cdef hip_memcpy_async_t _c_memcpy_async = NULL
+ctypedef int (*hip_wait_event_t)(void *, void *, unsigned) noexcept nogil
+cdef hip_wait_event_t _c_stream_wait_event = NULL
 cdef hfe_runtime _eng_rt
 cdef bint _eng_capi_tried = 0
 
@@ -108,7 +114,7 @@ def _engine_inject_faults(int err_no=0, int count=0, size_t short_max=0, int aft
 
 cdef int _load_engine_capi() except -1:
     global _eng_capi_tried, _c_set_device, _c_wait_value32, _c_write_value32
-    global _c_event_destroy, _c_event_record, _c_memcpy_async
+    global _c_event_destroy, _c_event_record, _c_memcpy_async, _c_stream_wait_event
     if _eng_capi_tried:
         return 0
     _load_hip_capi()
@@ -128,6 +134,8 @@ cdef int _load_engine_capi() except -1:
             capi, "hipEventDestroy", b"enum hipError_t (hipEvent_t)")
         _c_event_record = <hip_record_fn_t>_capsule_fn(
             capi, "hipEventRecord", b"enum hipError_t (hipEvent_t, hipStream_t)")
+        _c_stream_wait_event = <hip_wait_event_t>_capsule_fn(
+            capi, "hipStreamWaitEvent", b"enum hipError_t (hipStream_t, hipEvent_t, unsigned int)")
         for sig in (b"enum hipError_t (void *, void const *, size_t, enum hipMemcpyKind, "
                     b"hipStream_t)",
                     b"enum hipError_t (void *, const void *, size_t, enum hipMemcpyKind, "
@@ -139,6 +147,8 @@ cdef int _load_engine_capi() except -1:
     _eng_rt.wait_value32 = _c_wait_value32
     _eng_rt.write_value32 = _c_write_value32
     _eng_rt.memcpy_async = _c_memcpy_async
+    _eng_rt.event_record = <int (*)(void *, void *) noexcept nogil>_c_event_record
+    _eng_rt.stream_wait_event = _c_stream_wait_event
     _eng_capi_tried = 1
     if _c_event_query != NULL and _c_event_destroy != NULL:
         hfe_set_event_fns(<hfe_event_fn>_c_event_query, <hfe_event_fn>_c_event_destroy)
@@ -355,6 +365,8 @@ cdef class _Ring:
     cdef readonly int nslots
     cdef object staging_mem
     cdef object flags_mem
+    cdef list copy_streams        # HIP-Python streams, events: the ring's
+    cdef list copy_events
 
     cdef int release(self) except -1:
         h = _hipapi()
@@ -362,6 +374,12 @@ cdef class _Ring:
             hfe_ring_free(self.ring)
             self.ring = NULL
         with _on_device(self.device):
+            for ev in self.copy_events or ():
+                h.hip.hipEventDestroy(ev)
+            for st in self.copy_streams or ():
+                h.hip.hipStreamDestroy(st)
+            self.copy_events = []
+            self.copy_streams = []
             if self.staging_mem is not None:
                 h.check(h.hip.hipHostFree(self.staging_mem), "hipHostFree")
                 self.staging_mem = None
@@ -411,6 +429,29 @@ cdef _Ring _ring_for(int device):
     if r.ring == NULL:
         r.release()
         raise MemoryError()
+    cdef int ncopy = <int>d.engine_copy_streams()
+    cdef void *cs[8]
+    cdef void *je[8]
+    cdef int k
+    if ncopy > 1 and _c_stream_wait_event != NULL and _c_event_record != NULL:
+        r.copy_streams = []
+        r.copy_events = []
+        try:
+            with _on_device(device):
+                for k in range(ncopy):
+                    r.copy_streams.append(h.check(h.hip.hipStreamCreateWithFlags(
+                        h.hip.hipStreamNonBlocking), "hipStreamCreateWithFlags"))
+                for k in range(ncopy + 1):
+                    r.copy_events.append(h.check(h.hip.hipEventCreateWithFlags(
+                        h.hip.hipEventDisableTiming), "hipEventCreateWithFlags"))
+        except BaseException:
+            r.release()
+            raise
+        for k in range(ncopy):
+            cs[k] = <void *><uintptr_t>int(r.copy_streams[k])
+            je[k] = <void *><uintptr_t>int(r.copy_events[k + 1])
+        hfe_ring_set_copy_streams(r.ring, ncopy, cs,
+                                  <void *><uintptr_t>int(r.copy_events[0]), je)
     # the HIP calls above let other threads in: one of them may have made
     # the device's ring first, and then this one is given back
     kept = <_Ring>_rings.setdefault(device, r)

@@ -534,6 +534,10 @@ struct hfe_ring {
     uint64_t flags_dev;
     uint64_t next;            /* the next chunk's sequence number (under ring->lock) */
     pthread_mutex_t lock;     /* one submission's reservation and enqueue at a time */
+    int ncopy;                /* copy streams (1: the submission's stream only) */
+    void *copy_streams[HFE_MAX_COPY_STREAMS];
+    void *fork_event;
+    void *join_events[HFE_MAX_COPY_STREAMS];
 };
 
 enum { CHUNK_PENDING = 0, CHUNK_DONE = 1, CHUNK_ABANDONED = 2 };
@@ -543,6 +547,7 @@ typedef struct run {          /* file side: one pread/pwrite loop */
     uint64_t staging_off;
     uint64_t len;
     hfe_op *group;
+    int gidx;                 /* the group's index in its submission */
 } run_t;
 
 typedef struct copy {         /* device side: one copy */
@@ -634,8 +639,26 @@ hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *fl
     r->nslots = nslots;
     r->flags = flags_host;
     r->flags_dev = flags_dev;
+    r->ncopy = 1;
     pthread_mutex_init(&r->lock, NULL);
     return r;
+}
+
+void hfe_ring_set_copy_streams(hfe_ring *ring, int n, void *const *streams, void *fork_event,
+                               void *const *join_events)
+{
+    pthread_mutex_lock(&ring->lock);
+    if (n <= 1 || n > HFE_MAX_COPY_STREAMS || !streams || !fork_event || !join_events) {
+        ring->ncopy = 1;
+    } else {
+        for (int i = 0; i < n; i++) {
+            ring->copy_streams[i] = streams[i];
+            ring->join_events[i] = join_events[i];
+        }
+        ring->fork_event = fork_event;
+        ring->ncopy = n;
+    }
+    pthread_mutex_unlock(&ring->lock);
 }
 
 void hfe_ring_free(hfe_ring *ring)
@@ -840,7 +863,7 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
                         goto fail;
                     c->runs = grown;
                 }
-                c->runs[c->nruns++] = (run_t){foff, used, len, g};
+                c->runs[c->nruns++] = (run_t){foff, used, len, g, p->group};
             }
             copy_t *lc = c->ncopies ? &c->copies[c->ncopies - 1] : NULL;
             if (lc && lc->device + lc->len == p->device + done &&
@@ -977,20 +1000,68 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
 
     /* The stream's side, chunk by chunk, while the engine already moves
      * file bytes. A read group's completion is written after its last copy
-     * (a group with no bytes: before the first chunk). */
+     * (a group with no bytes: before the first chunk). With several copy
+     * streams, the chunks are spread over them between a fork from the
+     * submission's stream and a join back into it: a group's chunks go to
+     * one copy stream where there are several groups (its completion then
+     * follows its last chunk there), else round robin (its completion
+     * follows the join). Each copy stream gets its chunks in sequence
+     * order, so every wait still points to earlier work. */
+    int ncopy = nchunks > 1 ? ring->ncopy : 1;
+    int *where = NULL;            /* a group's copy stream; -2: several */
+    if (ncopy > 1) {
+        where = malloc((size_t)(ngroups > 0 ? ngroups : 1) * sizeof(int));
+        if (!where)
+            ncopy = 1;
+        for (i = 0; where && i < ngroups; i++)
+            where[i] = -1;
+    }
     for (i = 0; opcode == 0 && !err && i < ngroups; i++)
         if (last_chunk[i] < 0 && complete_dev[i])
             err = rt->write_value32(stream, (void *)(uintptr_t)complete_dev[i],
                                     complete_value[i], 0);
+    if (!err && ncopy > 1) {
+        err = rt->event_record(ring->fork_event, stream);
+        for (k = 0; !err && k < ncopy; k++)
+            err = rt->stream_wait_event(ring->copy_streams[k], ring->fork_event, 0);
+    }
     for (j = 0; !err && j < nchunks; j++) {
-        err = enqueue_chunk(rt, stream, chunks[j]);
+        void *s = stream;
+        if (ncopy > 1) {
+            int pick = ngroups > 1 && chunks[j]->nruns
+                           ? chunks[j]->runs[0].gidx % ncopy
+                           : j % ncopy;
+            s = ring->copy_streams[pick];
+            for (k = 0; k < chunks[j]->nruns; k++) {
+                int g = chunks[j]->runs[k].gidx;
+                if (where[g] == -1)
+                    where[g] = pick;
+                else if (where[g] != pick)
+                    where[g] = -2;
+            }
+        }
+        err = enqueue_chunk(rt, s, chunks[j]);
         for (i = 0; opcode == 0 && !err && i < ngroups; i++)
-            if (last_chunk[i] == j && complete_dev[i])
-                err = rt->write_value32(stream, (void *)(uintptr_t)complete_dev[i],
+            if (last_chunk[i] == j && complete_dev[i] && (ncopy == 1 || where[i] >= 0))
+                err = rt->write_value32(s, (void *)(uintptr_t)complete_dev[i],
                                         complete_value[i], 0);
         if (err)
             failed_at = j;
     }
+    if (!err && ncopy > 1) {
+        for (k = 0; !err && k < ncopy; k++) {
+            err = rt->event_record(ring->join_events[k], ring->copy_streams[k]);
+            if (!err)
+                err = rt->stream_wait_event(stream, ring->join_events[k], 0);
+        }
+        for (i = 0; opcode == 0 && !err && i < ngroups; i++)
+            if (last_chunk[i] >= 0 && complete_dev[i] && where[i] < 0)
+                err = rt->write_value32(stream, (void *)(uintptr_t)complete_dev[i],
+                                        complete_value[i], 0);
+        if (err)
+            failed_at = nchunks - 1;
+    }
+    free(where);
     if (err && failed_at < 0)
         failed_at = 0;
     if (err) {

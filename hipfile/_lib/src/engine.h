@@ -101,6 +101,8 @@ typedef struct hfe_runtime {
     int (*wait_value32)(void *stream, void *ptr, uint32_t value, unsigned flags, uint32_t mask);
     int (*write_value32)(void *stream, void *ptr, uint32_t value, unsigned flags);
     int (*memcpy_async)(void *dst, const void *src, size_t bytes, int kind, void *stream);
+    int (*event_record)(void *event, void *stream);
+    int (*stream_wait_event)(void *stream, void *event, unsigned flags);
 } hfe_runtime;
 
 /* One piece of a submission: `len` bytes between the file at file_offset
@@ -117,6 +119,13 @@ typedef struct hfe_piece {
  * `flags_dev` is the address streams use): filled[] then drained[]. */
 hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *flags_host,
                        uint64_t flags_dev);
+/* Spread the copies of later submissions over `n` streams of the ring's
+ * device (n <= HFE_MAX_COPY_STREAMS; 1: all on the submission's stream):
+ * each submission forks them from its stream with fork_event and joins them
+ * back with join_events[i]. The streams and events stay the caller's. */
+#define HFE_MAX_COPY_STREAMS 8
+void hfe_ring_set_copy_streams(hfe_ring *ring, int n, void *const *streams, void *fork_event,
+                               void *const *join_events);
 /* Free the ring (no chunk of it may be outstanding). */
 void hfe_ring_free(hfe_ring *ring);
 size_t hfe_ring_slot_size(const hfe_ring *ring);
