@@ -123,14 +123,9 @@ def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
 
 
 def _check_timeout(name: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds or None, not "
-                        f"{type(value).__name__}")
-    if math.isnan(value) or value < 0:
-        raise ValueError(f"{name} must be >= 0 seconds or None, got {value}")
-    return None if math.isinf(value) else float(value)
+    from hipfile._interop import as_timeout
+
+    return as_timeout(value, name)
 
 
 def _check_bool(name: str, value: Any) -> bool:

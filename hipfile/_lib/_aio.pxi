@@ -172,7 +172,14 @@ cdef void _release_refs(object file, object buffer, object state):
 
 
 cdef void _destroy_event(object event):
+    # The C-level call when HIP-Python exports it: no Python code runs, so
+    # Ctrl-C cannot land half way (the event is destroyed or left alone).
+    cdef uintptr_t ev
     if event is None or _exiting:
+        return
+    if _c_event_free != NULL:
+        ev = <uintptr_t>int(event)
+        _c_event_free(<void *>ev)
         return
     try:
         _hipapi().hip.hipEventDestroy(event)
@@ -306,9 +313,9 @@ cdef class AsyncIOHandle:
             _parked[self._slot] = rec
             return
         if not self._submitted or self._complete:
+            _give_back(self._slot)   # first: the slot never stays without owner
             if self._event is not None:
                 _destroy_event(self._event)
-            _give_back(self._slot)
             return
         if _exiting:
             return   # in flight at exit: touch nothing
@@ -483,19 +490,37 @@ cdef class AsyncIOHandle:
         return False
 
     cdef _record(self):
+        cdef void *ev = NULL
+        cdef int err = 0
+        _load_hip_capi()
+        if _c_event_create != NULL and _c_event_rec != NULL and _c_event_free != NULL:
+            # C only from the creation to the owner: Ctrl-C cannot orphan it
+            with nogil:
+                err = _c_event_create(&ev, HIP_EVENT_DISABLE_TIMING)
+                if err == HIP_SUCCESS:
+                    err = _c_event_rec(ev, <void *>self._stream)
+                    if err != HIP_SUCCESS:
+                        _c_event_free(ev)
+            if err != HIP_SUCCESS:
+                _hip_fail(err, "hipEventRecord")
+            if self._event is not None:
+                _c_event_free(ev)   # another thread recorded one meanwhile
+                return
+            self._event = _EventType.fromObj(<uintptr_t>ev)
+            return
         h = _hipapi()
-        ev = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
-                     "hipEventCreateWithFlags")
+        ev_obj = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
+                         "hipEventCreateWithFlags")
         try:
-            h.check(h.hip.hipEventRecord(ev, self._stream), "hipEventRecord")
+            h.check(h.hip.hipEventRecord(ev_obj, self._stream), "hipEventRecord")
         except BaseException:
-            h.hip.hipEventDestroy(ev)
+            h.hip.hipEventDestroy(ev_obj)
             raise
         if self._event is not None:
             # another thread recorded one while the HIP calls let it run
-            h.hip.hipEventDestroy(ev)
+            h.hip.hipEventDestroy(ev_obj)
             return
-        self._event = ev
+        self._event = ev_obj
 
     cdef int _wait_complete(self, double timeout_s) except -1:
         # Wait (interruptibly) until completion is observed or the handle is
@@ -547,6 +572,8 @@ cdef class AsyncIOHandle:
         ------
         TimeoutError
             Not complete within ``timeout``.
+        TypeError, ValueError
+            ``timeout`` is not a number >= 0 or None (bools refused).
         OSError, HipFileException
             The operation failed when it ran (a negative count).
         HipRuntimeError
@@ -559,16 +586,12 @@ cdef class AsyncIOHandle:
         --------
         hipStreamQuery, hipEventQuery
         """
+        cdef double t = -1.0 if timeout is None else _as_timeout(timeout)
         if not self._submitted:
             raise ValueError("the handle was never submitted")
-        cdef double t = -1.0
         if not self._complete:
             if self._gen != _fork_gen:
                 _forked("this AsyncIOHandle")
-            if timeout is not None:
-                if isinstance(timeout, bool):
-                    raise TypeError("timeout must be a number or None, not bool")
-                t = max(0.0, float(timeout))
             if not self._wait_complete(t):
                 raise TimeoutError(f"operation not complete after {timeout} s")
         return self._result()
