@@ -132,6 +132,7 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     h._buffer = buf_owner
     h._stream_owner = stream_owner
     h._stream = sh
+    h._base = base
     h._state = st
     h._flags = st.flags if st is not None else 0
     h._submitted_size = nbytes
@@ -259,6 +260,8 @@ cdef class AsyncIOHandle:
     cdef PyObject *_prev
     cdef PyObject *_next
     cdef int _lost
+    cdef bint _stream_gone    # lost to a stream query, with no event behind it
+    cdef uintptr_t _base      # the buffer's address (the device to synchronise)
     cdef unsigned long _gen
 
     def __cinit__(self):
@@ -299,7 +302,29 @@ cdef class AsyncIOHandle:
         # The stream (or event) can no longer be queried: release what the
         # operation uses; the slot stays out of use (see _park_lost).
         self._lost = err if err != 0 else -1
+        self._stream_gone = self._event is None
         self._observed()
+
+    cdef int _prove_complete(self) except -1:
+        # Lost to a stream that can no longer be queried, with no event
+        # recorded behind the operation: once the device holding the buffer
+        # has synchronised, it has passed every operation submitted before,
+        # those of destroyed streams included, so the count in the slot is
+        # final. Without that proof the handle stays lost.
+        cdef int dev
+        if not self._lost or not self._stream_gone:
+            return 0
+        h = _hipapi()
+        dev = _pointer_device(self._base)
+        try:
+            with _on_device(dev):
+                err = int(h.hip.hipDeviceSynchronize()[0])
+        except Exception:
+            return 0
+        if err == HIP_SUCCESS:
+            self._lost = 0
+            self._stream_gone = 0
+        return 0
 
     def __dealloc__(self):
         cdef _Parked rec
@@ -578,7 +603,12 @@ cdef class AsyncIOHandle:
             The operation failed when it ran (a negative count).
         HipRuntimeError
             The stream was destroyed (or became invalid) before completion
-            was observed: whether the operation ran is undefined.
+            was observed, and completion cannot be proven: an event recorded
+            behind the operation (:meth:`record_event`, or one that
+            :meth:`done` recorded while it was pending) still answers, and
+            without one the device holding the buffer is synchronised
+            (``hipDeviceSynchronize``), after which the count is final;
+            only if that fails is whether it ran undefined.
         ForkedProcessError
             The operation was submitted in the parent of a ``fork``.
 
@@ -594,6 +624,8 @@ cdef class AsyncIOHandle:
                 _forked("this AsyncIOHandle")
             if not self._wait_complete(t):
                 raise TimeoutError(f"operation not complete after {timeout} s")
+        if self._lost:
+            self._prove_complete()
         return self._result()
 
     def result(self, timeout=None):
