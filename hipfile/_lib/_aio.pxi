@@ -85,7 +85,10 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         st = (<_StreamCore>stream)._state
         stream_owner = stream
     elif type(stream) is int:
-        sh = <uintptr_t>stream
+        try:
+            sh = <uintptr_t>stream
+        except OverflowError:   # the rule of _stream_handle, off the fast path
+            raise ValueError(f"stream handle {stream:#x} out of range") from None
         o = _stream_states.get(stream) if _stream_states else None
         if o is not None:
             st = <_StreamState>o
