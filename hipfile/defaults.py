@@ -46,7 +46,6 @@ alike: ``4M``, ``512KiB``, ``1G``, ``65536`` or ``0x10000``
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import threading

@@ -31,7 +31,6 @@ from _util import device_array, emu, hip_stream, random_bytes
 
 import hipfile
 from hipfile import AsyncIOHandle, BatchIO, FileHandle, defaults, engine, parallel
-from hipfile._lib import _hipfile
 
 pytestmark = pytest.mark.emulated
 
@@ -277,7 +276,7 @@ def test_same_bad_value_same_exception_everywhere(kind, calls, values, env) -> N
                 result = call(env, value)
             except expected:
                 continue
-            except Exception as err:  # noqa: BLE001 - reported below
+            except Exception as err:
                 wrong.append(f"{name}({kind}={value!r}): {type(err).__name__}: {err}"
                              f" (expected {expected.__name__})")
                 continue

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from _util import device_array, emu, hip_stream, random_bytes
 
-import hipfile
 from hipfile import FileHandle, async_io
 
 pytestmark = pytest.mark.emulated
