@@ -247,7 +247,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         ----------
         wait
             Wait for the operations in flight first (False: raise
-            :class:`InFlightError` while there are any).
+            :class:`~hipfile.InFlightError` while there are any).
         timeout
             With ``wait=True``: seconds to wait at most, None for no limit.
 
