@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _capability import implemented
 from _util import device_array, emu, hip_stream, random_bytes
 
 import hipfile
 from hipfile import AsyncIOHandle, BatchIO, FileHandle, defaults, engine, parallel
-
-pytestmark = pytest.mark.emulated
 
 N = 1 << 12
 
@@ -90,17 +89,32 @@ class Env:
         self.dev = stack.enter_context(device_array(N))
         self.stream = stack.enter_context(hip_stream())
         self.fh = stack.enter_context(FileHandle(path, "r+"))
-        self.batch = stack.enter_context(BatchIO(4))
+        self._batch: BatchIO | None = None
+        if implemented("hipFileBatchIOGetStatus"):
+            self._batch = stack.enter_context(BatchIO(4))
         self.aio = self.fh.read_async(self.dev, 8, 0, 0, self.stream)
         self.aio.wait()
         self.eng = self.fh.pread_async(self.dev, 8, 0, 0, self.stream)
         self.eng.wait()
         self.fut = self.fh.pread(self.dev, 8)
         self.fut.result()
-        self.batch.read(self.fh, self.dev, 8)
-        self.batch.submit()
-        self.batch.wait()
+        if self._batch is not None:
+            self._batch.read(self.fh, self.dev, 8)
+            self._batch.submit()
+            self._batch.wait()
         self.stats = stack.enter_context(hipfile.stats.StatsContext(os.getpid(), connect=False))
+
+    @property
+    def batch(self) -> BatchIO:
+        """The batch, or :class:`Unavailable` where the library has none."""
+        if self._batch is None:
+            raise Unavailable("hipFileBatchIOGetStatus")
+        return self._batch
+
+
+class Unavailable(Exception):
+    """An entry point the loaded library does not implement (AMD's
+    library has no batch API): its rows are left out there."""
 
 
 Call = Callable[[Env, Any], object]
@@ -258,7 +272,7 @@ def data_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def env(data_path: Path, saved_config: None) -> Iterator[Env]:
+def env(data_path: Path) -> Iterator[Env]:
     with ExitStack() as stack:
         e = Env(stack, data_path)
         yield e
@@ -266,14 +280,19 @@ def env(data_path: Path, saved_config: None) -> Iterator[Env]:
 
 
 @pytest.mark.parametrize(("kind", "calls", "values"), TABLE, ids=[row[0] for row in TABLE])
-def test_same_bad_value_same_exception_everywhere(kind, calls, values, env) -> None:
+def test_same_bad_value_same_exception_everywhere(kind, calls, values, env,
+                                                  platform) -> None:
     """Every entry point x every bad value of its kind -> the expected type;
     every disagreement is collected, so one run shows the whole table."""
     wrong = []
+    left_out: set[str] = set()
     for name, call in calls.items():
         for value, expected in values:
             try:
                 result = call(env, value)
+            except Unavailable:
+                left_out.add(name)
+                continue
             except expected:
                 continue
             except Exception as err:
@@ -283,7 +302,9 @@ def test_same_bad_value_same_exception_everywhere(kind, calls, values, env) -> N
             wrong.append(f"{name}({kind}={value!r}): accepted, returned {result!r}"
                          f" (expected {expected.__name__})")
     assert not wrong, "\n".join(wrong)
-    assert emu().counters()["inflight"] == 0
+    assert len(left_out) < len(calls) // 2, left_out
+    if platform == "emulated":
+        assert emu().counters()["inflight"] == 0
 
 
 def test_the_rules_accept_what_they_should(env) -> None:
@@ -295,7 +316,8 @@ def test_the_rules_accept_what_they_should(env) -> None:
         assert env.aio.wait(t) == 8
         assert env.eng.wait(t) == 8
         assert env.fut.result(t) == 8
-        env.batch.wait(t)
+        if env._batch is not None:
+            env._batch.wait(t)
     big = (1 << 63) - 1
     with pytest.raises(ValueError, match="past the"):
         env.fh.read_async(env.dev, 8, 0, big, env.stream)   # in range, outside the buffer
