@@ -50,9 +50,9 @@ def _submit_until_interrupted(fh: FileHandle, dev: object, stream: object,
     pinned page, every trim frees it) until a SIGINT raised from another
     thread after ``delay`` seconds lands somewhere inside it."""
     timer = threading.Timer(delay, signal.raise_signal, args=(signal.SIGINT,))
-    interrupts.armed = True
-    timer.start()
     try:
+        interrupts.armed = True
+        timer.start()
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
             h = fh.read_async(dev, 64, 0, 0, stream)
