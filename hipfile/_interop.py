@@ -389,23 +389,21 @@ def as_int(value: Any, name: str) -> int:
         raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
 
 
-def as_timeout(timeout: Any) -> float | None:
-    """A wait's ``timeout``: None (no limit) or seconds >= 0 as a float.
+def as_timeout(timeout: Any, name: str = "timeout") -> float | None:
+    """A wait's ``timeout``: None (no limit, also for infinity) or seconds
+    >= 0 as a float; the one rule of every wait (``_hipfile.as_timeout``).
 
     Raises
     ------
     TypeError
-        Neither a number nor None (bools are refused).
+        Neither a real number nor None (bools and strings are refused).
     ValueError
         Negative (or NaN).
     """
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
-        raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
-    if not timeout >= 0:
-        raise ValueError(f"timeout must be >= 0, got {timeout}")
-    return float(timeout)
+    from hipfile._lib import _hipfile
+
+    value: float | None = _hipfile.as_timeout(timeout, name)
+    return value
 
 
 #: Longest single blocking wait of :func:`wait_event`, so that signals are seen.

@@ -48,7 +48,6 @@ alike: ``4M``, ``512KiB``, ``1G``, ``65536`` or ``0x10000``
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import threading
@@ -126,14 +125,9 @@ def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
 
 
 def _check_timeout(name: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds or None, not "
-                        f"{type(value).__name__}")
-    if math.isnan(value) or value < 0:
-        raise ValueError(f"{name} must be >= 0 seconds or None, got {value}")
-    return None if math.isinf(value) else float(value)
+    from hipfile._interop import as_timeout
+
+    return as_timeout(value, name)
 
 
 def _check_bool(name: str, value: Any) -> bool:

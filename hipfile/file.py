@@ -7,11 +7,12 @@ import fcntl
 import os
 import stat
 import threading
+import time
 import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from hipfile._interop import check_writable, io_range_or_host
+from hipfile._interop import as_timeout, check_writable, io_range_or_host
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
 from hipfile._lifetime import ClosesWhenCollected, exit_block, finalize, wait_idle
@@ -229,23 +230,47 @@ class FileHandle(_FileCore, ClosesWhenCollected):
                     "hipfile.open(path)")
         return "I/O operation on a closed FileHandle"
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = False, timeout: float | None = None) -> None:
         """Deregister the handle and close the descriptor (idempotent).
 
-        Never waits (leaving a ``with`` block does). In a forked child, an
-        inherited handle is only dropped: the descriptor is closed and the
-        parent's registration is left alone.
+        By default never waits (leaving a ``with`` block does). With
+        ``wait=True`` it first waits for this file's operations still in
+        flight, as leaving a ``with`` block does (stream-ordered ones,
+        dropped handles included; batch entries; parallel and stream-engine
+        reads and writes), at most ``timeout`` seconds: the
+        ``concurrent.futures.Executor.shutdown(wait=True)`` of a file. The
+        wait can be interrupted (Ctrl-C) and closes nothing then. In a
+        forked child, an inherited handle is only dropped: the descriptor is
+        closed and the parent's registration is left alone.
+
+        Parameters
+        ----------
+        wait
+            Wait for the operations in flight first (False: raise
+            :class:`~hipfile.InFlightError` while there are any).
+        timeout
+            With ``wait=True``: seconds to wait at most, None for no limit.
 
         Raises
         ------
         InFlightError
-            Asynchronous operations on this file are still in flight
-            (nothing is changed).
+            Operations on this file are still in flight (``wait=False``),
+            or still were after ``timeout`` seconds (nothing is changed).
+        TypeError, ValueError
+            ``timeout`` is not a number >= 0 or None, or is given without
+            ``wait=True`` (TypeError).
 
         See Also
         --------
         hipFileHandleDeregister
         """
+        if not isinstance(wait, bool):
+            raise TypeError(f"wait must be a bool, not {type(wait).__name__}")
+        limit = as_timeout(timeout)
+        if timeout is not None and not wait:
+            raise TypeError("close(timeout=...) waits only with wait=True")
+        if wait and self.handle is not None:
+            self._wait_in_flight(limit)
         handle = self._detach()
         if handle is not None:
             _hipfile.handle_deregister(handle)
@@ -256,6 +281,19 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         twin, self._buffered_fd = self._buffered_fd, None
         if twin is not None:
             os.close(twin)
+
+    def _wait_in_flight(self, timeout: float | None) -> None:
+        """Wait until no operation uses this file, at most ``timeout``
+        seconds (None: no limit); what is left is refused by close()."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        _hipfile.wait_for(self, timeout)   # stream-ordered, dropped handles included
+        delay = 1e-4
+        while self._held_count():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            time.sleep(delay if left is None else min(delay, left))
+            delay = min(delay * 2, 0.01)
 
     def __enter__(self) -> FileHandle:
         return self.open()

@@ -29,7 +29,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from hipfile import defaults
-from hipfile._interop import as_int, check_writable, io_range_or_host, wait_event
+from hipfile._interop import as_int, as_timeout, check_writable, io_range_or_host, wait_event
 from hipfile._lib._hipfile import _BufferCore, _FileCore
 from hipfile._transfer import host_transfer, transfer
 
@@ -361,6 +361,8 @@ class IOFuture:
         ------
         TimeoutError
             Not done within ``timeout``.
+        TypeError, ValueError
+            ``timeout`` is not a number >= 0 or None (bools refused).
         concurrent.futures.CancelledError
             The request was canceled.
         OSError, HipFileException
@@ -393,7 +395,7 @@ class IOFuture:
         return self._exception
 
     def _wait(self, timeout: float | None) -> None:
-        if not wait_event(self._event, timeout):
+        if not wait_event(self._event, as_timeout(timeout)):
             raise TimeoutError(f"{self!r} not done after {timeout} s")
 
     def add_done_callback(self, fn: Callable[[IOFuture], Any]) -> None:

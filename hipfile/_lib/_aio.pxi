@@ -85,7 +85,10 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         st = (<_StreamCore>stream)._state
         stream_owner = stream
     elif type(stream) is int:
-        sh = <uintptr_t>stream
+        try:
+            sh = <uintptr_t>stream
+        except OverflowError:   # the rule of _stream_handle, off the fast path
+            raise ValueError(f"stream handle {stream:#x} out of range") from None
         o = _stream_states.get(stream) if _stream_states else None
         if o is not None:
             st = <_StreamState>o
@@ -132,6 +135,7 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     h._buffer = buf_owner
     h._stream_owner = stream_owner
     h._stream = sh
+    h._base = base
     h._state = st
     h._flags = st.flags if st is not None else 0
     h._submitted_size = nbytes
@@ -172,7 +176,14 @@ cdef void _release_refs(object file, object buffer, object state):
 
 
 cdef void _destroy_event(object event):
+    # The C-level call when HIP-Python exports it: no Python code runs, so
+    # Ctrl-C cannot land half way (the event is destroyed or left alone).
+    cdef uintptr_t ev
     if event is None or _exiting:
+        return
+    if _c_event_free != NULL:
+        ev = <uintptr_t>int(event)
+        _c_event_free(<void *>ev)
         return
     try:
         _hipapi().hip.hipEventDestroy(event)
@@ -252,6 +263,8 @@ cdef class AsyncIOHandle:
     cdef PyObject *_prev
     cdef PyObject *_next
     cdef int _lost
+    cdef bint _stream_gone    # lost to a stream query, with no event behind it
+    cdef uintptr_t _base      # the buffer's address (the device to synchronise)
     cdef unsigned long _gen
 
     def __cinit__(self):
@@ -292,7 +305,29 @@ cdef class AsyncIOHandle:
         # The stream (or event) can no longer be queried: release what the
         # operation uses; the slot stays out of use (see _park_lost).
         self._lost = err if err != 0 else -1
+        self._stream_gone = self._event is None
         self._observed()
+
+    cdef int _prove_complete(self) except -1:
+        # Lost to a stream that can no longer be queried, with no event
+        # recorded behind the operation: once the device holding the buffer
+        # has synchronised, it has passed every operation submitted before,
+        # those of destroyed streams included, so the count in the slot is
+        # final. Without that proof the handle stays lost.
+        cdef int dev
+        if not self._lost or not self._stream_gone:
+            return 0
+        h = _hipapi()
+        dev = _pointer_device(self._base)
+        try:
+            with _on_device(dev):
+                err = int(h.hip.hipDeviceSynchronize()[0])
+        except Exception:
+            return 0
+        if err == HIP_SUCCESS:
+            self._lost = 0
+            self._stream_gone = 0
+        return 0
 
     def __dealloc__(self):
         cdef _Parked rec
@@ -306,9 +341,9 @@ cdef class AsyncIOHandle:
             _parked[self._slot] = rec
             return
         if not self._submitted or self._complete:
+            _give_back(self._slot)   # first: the slot never stays without owner
             if self._event is not None:
                 _destroy_event(self._event)
-            _give_back(self._slot)
             return
         if _exiting:
             return   # in flight at exit: touch nothing
@@ -483,19 +518,37 @@ cdef class AsyncIOHandle:
         return False
 
     cdef _record(self):
+        cdef void *ev = NULL
+        cdef int err = 0
+        _load_hip_capi()
+        if _c_event_create != NULL and _c_event_rec != NULL and _c_event_free != NULL:
+            # C only from the creation to the owner: Ctrl-C cannot orphan it
+            with nogil:
+                err = _c_event_create(&ev, HIP_EVENT_DISABLE_TIMING)
+                if err == HIP_SUCCESS:
+                    err = _c_event_rec(ev, <void *>self._stream)
+                    if err != HIP_SUCCESS:
+                        _c_event_free(ev)
+            if err != HIP_SUCCESS:
+                _hip_fail(err, "hipEventRecord")
+            if self._event is not None:
+                _c_event_free(ev)   # another thread recorded one meanwhile
+                return
+            self._event = _EventType.fromObj(<uintptr_t>ev)
+            return
         h = _hipapi()
-        ev = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
-                     "hipEventCreateWithFlags")
+        ev_obj = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
+                         "hipEventCreateWithFlags")
         try:
-            h.check(h.hip.hipEventRecord(ev, self._stream), "hipEventRecord")
+            h.check(h.hip.hipEventRecord(ev_obj, self._stream), "hipEventRecord")
         except BaseException:
-            h.hip.hipEventDestroy(ev)
+            h.hip.hipEventDestroy(ev_obj)
             raise
         if self._event is not None:
             # another thread recorded one while the HIP calls let it run
-            h.hip.hipEventDestroy(ev)
+            h.hip.hipEventDestroy(ev_obj)
             return
-        self._event = ev
+        self._event = ev_obj
 
     cdef int _wait_complete(self, double timeout_s) except -1:
         # Wait (interruptibly) until completion is observed or the handle is
@@ -547,11 +600,18 @@ cdef class AsyncIOHandle:
         ------
         TimeoutError
             Not complete within ``timeout``.
+        TypeError, ValueError
+            ``timeout`` is not a number >= 0 or None (bools refused).
         OSError, HipFileException
             The operation failed when it ran (a negative count).
         HipRuntimeError
             The stream was destroyed (or became invalid) before completion
-            was observed: whether the operation ran is undefined.
+            was observed, and completion cannot be proven: an event recorded
+            behind the operation (:meth:`record_event`, or one that
+            :meth:`done` recorded while it was pending) still answers, and
+            without one the device holding the buffer is synchronised
+            (``hipDeviceSynchronize``), after which the count is final;
+            only if that fails is whether it ran undefined.
         ForkedProcessError
             The operation was submitted in the parent of a ``fork``.
 
@@ -559,18 +619,16 @@ cdef class AsyncIOHandle:
         --------
         hipStreamQuery, hipEventQuery
         """
+        cdef double t = -1.0 if timeout is None else _as_timeout(timeout)
         if not self._submitted:
             raise ValueError("the handle was never submitted")
-        cdef double t = -1.0
         if not self._complete:
             if self._gen != _fork_gen:
                 _forked("this AsyncIOHandle")
-            if timeout is not None:
-                if isinstance(timeout, bool):
-                    raise TypeError("timeout must be a number or None, not bool")
-                t = max(0.0, float(timeout))
             if not self._wait_complete(t):
                 raise TimeoutError(f"operation not complete after {timeout} s")
+        if self._lost:
+            self._prove_complete()
         return self._result()
 
     def result(self, timeout=None):

@@ -170,17 +170,29 @@ def buffer_info(obj):
 # The one range check of every I/O path
 # --------------------------------------------------------------------------
 
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object, int *) except? -1
+
+
 cdef inline long long _as_index(object value, str name) except? -1:
     # ints (and numpy integers, through __index__) only: a float or a bool
-    # is refused rather than truncated
-    if type(value) is int:
-        return value
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not bool")
-    try:
-        return _operator_index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    # is refused rather than truncated; a value no C long long holds (2**63
+    # or more) is out of range, ValueError like any other bad size or
+    # offset
+    cdef int overflow = 0
+    cdef long long n
+    if type(value) is not int:
+        if isinstance(value, bool):
+            raise TypeError(f"{name} must be an int, not bool")
+        try:
+            value = _operator_index(value)
+        except TypeError:
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    n = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if overflow:
+        raise ValueError(f"{name} {value} is out of range (a size or offset must be "
+                         f"below 2**63)")
+    return n
 
 
 cdef int _io_range(size_t length, object size, object file_offset, object buffer_offset,
@@ -583,6 +595,8 @@ cdef class _FileCore:
         self._held += delta
 
     def _held_count(self):
+        if self._held:
+            _eng_sweep()   # stream-engine ranges that ended are counted off here
         return self._held
 
     @property
@@ -634,10 +648,13 @@ cdef class _FileCore:
             _eng_sweep()
         if self._held:
             raise InFlightError(detail=f"cannot close the file: {self._held} operation(s) "
-                                "(batch entries, parallel reads or writes) still in flight")
+                                "(batch entries, parallel or stream-engine reads or "
+                                "writes) still in flight; close(wait=True) waits for "
+                                "them first")
         if self._pending and settle(self):
             raise InFlightError(detail=f"cannot close the file: {self._pending} asynchronous "
-                                "operation(s) still in flight; wait for them first")
+                                "operation(s) still in flight; close(wait=True) waits "
+                                "for them first")
         self._is_open = 0
         if self._epoch != _driver_epoch:
             return None  # dropped with the driver: nothing to deregister

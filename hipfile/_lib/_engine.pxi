@@ -591,8 +591,10 @@ def engine_shutdown(timeout=None):
     ------
     TimeoutError
         Operations were still outstanding after ``timeout`` seconds.
+    TypeError, ValueError
+        ``timeout`` is not a number >= 0 or None.
     """
-    cdef double t = -1.0 if timeout is None else float(timeout)
+    cdef double t = _as_timeout(timeout)
     cdef int rc
     _eng_sweep()
     with nogil:

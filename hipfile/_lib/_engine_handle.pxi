@@ -229,6 +229,8 @@ cdef class StreamIOHandle:
         ------
         TimeoutError
             Not complete within ``timeout``.
+        TypeError, ValueError
+            ``timeout`` is not a number >= 0 or None (bools refused).
         OSError, HipFileException
             A chunk of the range failed: the first error decoded.
         """
@@ -238,11 +240,10 @@ cdef class StreamIOHandle:
         cdef uint32_t value = self._value
         if self._stream_completes and self._flag is not None:
             flag = self._flag.ptr
+        cdef double t = _as_timeout(timeout)
         deadline = None
-        if timeout is not None:
-            if timeout < 0:
-                raise ValueError("timeout must be >= 0")
-            deadline = _time.monotonic() + float(timeout)
+        if t >= 0:
+            deadline = _time.monotonic() + t
         while not self.done():
             step = WAIT_SLICE
             if deadline is not None:

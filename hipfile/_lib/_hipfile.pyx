@@ -534,10 +534,8 @@ def batch_io_get_status(uintptr_t batch, unsigned min_nr, unsigned capacity,
     cdef timespec ts
     cdef timespec *tsp = NULL
     cdef hipFileError_t e
-    if timeout is not None:
-        t = float(timeout)
-        if t < 0:
-            raise ValueError("timeout must be >= 0")
+    cdef double t = _as_timeout(timeout)
+    if t >= 0:
         ts.tv_sec = <long>t
         ts.tv_nsec = <long>((t - <long>t) * 1e9)
         tsp = &ts

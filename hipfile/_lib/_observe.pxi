@@ -25,8 +25,9 @@ def wait_for(obj=None, timeout=None):
     """
     cdef double deadline = -1.0, left = -1.0
     cdef int n
-    if timeout is not None:
-        deadline = _time.monotonic() + max(0.0, float(timeout))
+    cdef double t = _as_timeout(timeout)
+    if t >= 0:
+        deadline = _time.monotonic() + t
     for h in pending_handles():
         if obj is not None and not (<AsyncIOHandle>h)._uses(obj):
             continue

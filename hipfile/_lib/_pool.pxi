@@ -32,11 +32,21 @@ cdef enum:
     SLOT_DONE = 3      # written by a host function on the stream's thread
 
 cdef class _Page:
-    """One pinned allocation holding SLOTS_PER_PAGE slots."""
-    cdef object mem          # HIP-Python Pointer from hipHostMalloc
+    """One pinned allocation holding SLOTS_PER_PAGE slots.
+
+    ``base`` is set by the C call that allocates it, so the page owns the
+    memory from the first instant; a page dropped before the pool adopted
+    it (an exception, or Ctrl-C, while growing) frees it again."""
+    cdef object mem          # HIP-Python Pointer (when allocated through it)
+    cdef void *base          # the allocation (C path)
+    cdef bint adopted        # in _pages: freed by trim_pool only
     cdef unsigned char *state   # malloc'ed, never moves
 
     def __dealloc__(self):
+        if self.base != NULL and not self.adopted and _c_host_free != NULL \
+                and not _exiting and not _fork_gen:
+            _c_host_free(self.base)
+        self.base = NULL
         if self.state != NULL:
             free(self.state)
             self.state = NULL
@@ -81,18 +91,31 @@ cdef int _new_page() except -1:
     cdef void *p
     cdef unsigned char *state
     # The HIP call may let other threads run (and grow the pool too), so it
-    # comes first; everything after it runs without releasing the GIL.
-    h = _hipapi()
-    mem = h.check(h.hip.hipHostMalloc(SLOTS_PER_PAGE * sizeof(Slots), 0), "hipHostMalloc")
+    # comes first; everything after it runs without releasing the GIL. The
+    # page exists before the allocation and holds it from the C call on:
+    # no Python code runs between them (Ctrl-C cannot orphan the memory).
+    cdef _Page page = _Page.__new__(_Page)
+    cdef int err = 0
+    cdef Slots *slots
+    _load_hip_capi()
+    if _c_host_malloc != NULL and _c_host_free != NULL:
+        with nogil:
+            err = _c_host_malloc(&page.base, SLOTS_PER_PAGE * sizeof(Slots), 0)
+        if err != HIP_SUCCESS:
+            page.base = NULL
+            _hip_fail(err, "hipHostMalloc")
+        slots = <Slots *>page.base
+    else:
+        # HIP-Python without C-level exports: its Python-level call
+        h = _hipapi()
+        page.mem = h.check(h.hip.hipHostMalloc(SLOTS_PER_PAGE * sizeof(Slots), 0),
+                           "hipHostMalloc")
+        slots = <Slots *><uintptr_t>int(page.mem)
     state = <unsigned char *>malloc(SLOTS_PER_PAGE)
     if state == NULL:
-        h.hip.hipHostFree(mem)
-        raise MemoryError()
+        raise MemoryError()   # the page frees its memory
     memset(state, SLOT_FREE, SLOTS_PER_PAGE)
-    cdef _Page page = _Page.__new__(_Page)
-    page.mem = mem
     page.state = state
-    cdef Slots *slots = <Slots *><uintptr_t>int(mem)
     # from here to the append: C only, so no other thread runs in between
     if _npages == _pcap:
         cap = 8 if _pcap == 0 else 2 * _pcap
@@ -107,8 +130,7 @@ cdef int _new_page() except -1:
             _pused = <int *>p
             p = realloc(_fstack, cap * SLOTS_PER_PAGE * sizeof(int))
         if p == NULL:
-            h.hip.hipHostFree(mem)
-            raise MemoryError()  # page frees its state
+            raise MemoryError()  # the page frees its memory and state
         _fstack = <int *>p
         _pcap = cap
     _pslots[_npages] = slots
@@ -120,6 +142,7 @@ cdef int _new_page() except -1:
         _fstack[_nfree] = base + i
         _nfree += 1
     _pages.append(page)
+    page.adopted = 1
     return 0
 
 
@@ -145,9 +168,9 @@ cdef int _sweep() except -1:
         if o is None:  # another thread's sweep took it
             continue
         rec = <_Parked>o
+        _give_back(n)   # first: nothing below may leave the slot without owner
         _release_refs(rec.file, rec.buffer, rec.stream_state)
         _destroy_event(rec.event)
-        _give_back(n)
     if _deferred:
         _retry_deferred()
     return 0
@@ -222,11 +245,25 @@ def trim_pool():
     _nfree = 0
     pages = list(_pages)
     _pages.clear()
-    h = _hipapi()
+    cdef _Page pg
+    cdef int err, first_err = 0
+    h = None
     for p in pages:
-        h.check(h.hip.hipHostFree((<_Page>p).mem), "hipHostFree")
-        (<_Page>p).mem = None
+        pg = <_Page>p
+        if pg.base != NULL:
+            # C only: Ctrl-C cannot stop the loop half way
+            err = _c_host_free(pg.base)
+            pg.base = NULL
+            if err != HIP_SUCCESS and first_err == 0:
+                first_err = err
+        else:
+            if h is None:
+                h = _hipapi()
+            h.check(h.hip.hipHostFree(pg.mem), "hipHostFree")
+            pg.mem = None
         freed += 1
+    if first_err:
+        _hip_fail(first_err, "hipHostFree")
     return freed
 
 

@@ -28,6 +28,7 @@ cdef extern from *:
 
 _hip_mod = None
 cdef object _PointerType = None
+cdef object _EventType = None    # HIP-Python hipEvent_t
 
 # HIP-Python exports its C-level HIP functions as capsules
 # (``__pyx_capi__`` of its Cython module); calling those keeps HIP access
@@ -39,7 +40,21 @@ ctypedef int (*hip_handle_fn_t)(void *) noexcept nogil
 cdef hip_launch_host_func_t _c_launch_host_func = NULL
 cdef hip_handle_fn_t _c_stream_query = NULL
 cdef hip_handle_fn_t _c_event_query = NULL
+# Allocations whose owner must be set before any Python code can run (a
+# signal handler raising KeyboardInterrupt runs at any bytecode boundary,
+# also inside HIP-Python's Python-level wrappers): made through the C-level
+# functions, the handle lands in its owner in the same C statement.
+ctypedef int (*hip_host_malloc_t)(void **, size_t, unsigned int) noexcept nogil
+ctypedef int (*hip_event_create_t)(void **, unsigned int) noexcept nogil
+ctypedef int (*hip_event_record_t)(void *, void *) noexcept nogil
+cdef hip_host_malloc_t _c_host_malloc = NULL
+cdef hip_handle_fn_t _c_host_free = NULL
+cdef hip_event_create_t _c_event_create = NULL
+cdef hip_event_record_t _c_event_rec = NULL
+cdef hip_handle_fn_t _c_event_free = NULL
 cdef bint _capi_tried = 0
+
+DEF HIP_EVENT_DISABLE_TIMING = 2
 
 DEF HIP_SUCCESS = 0
 DEF HIP_ERROR_NOT_READY = 600
@@ -61,6 +76,7 @@ cdef void *_capsule_fn(dict capi, str name, bytes signature):
 
 cdef int _load_hip_capi() except -1:
     global _capi_tried, _c_launch_host_func, _c_stream_query, _c_event_query
+    global _c_host_malloc, _c_host_free, _c_event_create, _c_event_rec, _c_event_free
     if _capi_tried:
         return 0
     _capi_tried = 1
@@ -76,6 +92,16 @@ cdef int _load_hip_capi() except -1:
             capi, "hipStreamQuery", b"enum hipError_t (hipStream_t)")
         _c_event_query = <hip_handle_fn_t>_capsule_fn(
             capi, "hipEventQuery", b"enum hipError_t (hipEvent_t)")
+        _c_host_malloc = <hip_host_malloc_t>_capsule_fn(
+            capi, "hipHostMalloc", b"enum hipError_t (void **, size_t, unsigned int)")
+        _c_host_free = <hip_handle_fn_t>_capsule_fn(
+            capi, "hipHostFree", b"enum hipError_t (void *)")
+        _c_event_create = <hip_event_create_t>_capsule_fn(
+            capi, "hipEventCreateWithFlags", b"enum hipError_t (hipEvent_t *, unsigned int)")
+        _c_event_rec = <hip_event_record_t>_capsule_fn(
+            capi, "hipEventRecord", b"enum hipError_t (hipEvent_t, hipStream_t)")
+        _c_event_free = <hip_handle_fn_t>_capsule_fn(
+            capi, "hipEventDestroy", b"enum hipError_t (hipEvent_t)")
         if _c_launch_host_func != NULL:
             break
     return 0
@@ -110,6 +136,52 @@ cdef int _event_query_h(uintptr_t ev) except? -1:
             err = _c_event_query(<void *>ev)
         return err
     return int(_hipapi().hip.hipEventQuery(ev)[0])
+
+
+# --------------------------------------------------------------------------
+# The one timeout rule
+# --------------------------------------------------------------------------
+
+from numbers import Real as _Real
+
+
+cdef double _as_timeout(object timeout, str name="timeout") except? -2.0:
+    """A wait's ``timeout`` in seconds; -1.0 for no limit (None or
+    infinity). The rule of every wait in the package, as ``threading`` and
+    ``concurrent.futures`` would refuse: a real number >= 0 or None; a bool,
+    a string or any other non-number is a TypeError, a negative number or
+    NaN a ValueError."""
+    cdef double t
+    if timeout is None:
+        return -1.0
+    if type(timeout) is not float and type(timeout) is not int:
+        if isinstance(timeout, bool) or not isinstance(timeout, _Real):
+            raise TypeError(f"{name} must be a number of seconds or None, not "
+                            f"{type(timeout).__name__}")
+    try:
+        t = float(timeout)
+    except OverflowError:     # an int beyond any float: no limit in practice
+        return -1.0 if timeout > 0 else _as_timeout(-1.0, name)
+    if not t >= 0:
+        raise ValueError(f"{name} must be >= 0 seconds or None, got {timeout!r}")
+    if t == float("inf"):
+        return -1.0
+    return t
+
+
+def as_timeout(timeout, name="timeout"):
+    """``timeout`` checked by the rule every wait of the package follows:
+    None (or infinity) for no limit, else seconds >= 0 as a float.
+
+    Raises
+    ------
+    TypeError
+        Neither a real number nor None (a bool or a string is refused).
+    ValueError
+        Negative, or NaN.
+    """
+    cdef double t = _as_timeout(timeout, name)
+    return None if t < 0 else t
 
 
 # --------------------------------------------------------------------------
@@ -191,10 +263,11 @@ cdef int _launch_marker(uintptr_t stream, unsigned char *state):
 
 
 cdef object _hipapi():
-    global _hip_mod, _PointerType
+    global _hip_mod, _PointerType, _EventType
     if _hip_mod is None:
         from hipfile import _hip
         _hip_mod = _hip
         _PointerType = _hip.Pointer
+        _EventType = _hip.hip.hipEvent_t
     return _hip_mod
 
