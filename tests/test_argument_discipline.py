@@ -102,7 +102,18 @@ class Env:
             self._batch.read(self.fh, self.dev, 8)
             self._batch.submit()
             self._batch.wait()
-        self.stats = stack.enter_context(hipfile.stats.StatsContext(os.getpid(), connect=False))
+        self._stats: hipfile.stats.StatsContext | None = None
+        if implemented("hipFileStatsCreateContext"):
+            self._stats = stack.enter_context(
+                hipfile.stats.StatsContext(os.getpid(), connect=False))
+
+    @property
+    def stats(self) -> hipfile.stats.StatsContext:
+        """The statistics context, or :class:`Unavailable` where the library
+        exports no statistics API (hipFile before 0.5.0)."""
+        if self._stats is None:
+            raise Unavailable("hipFileStatsCreateContext")
+        return self._stats
 
     @property
     def batch(self) -> BatchIO:
@@ -200,7 +211,7 @@ TIMEOUT_CALLS: dict[str, Call] = {
         e.fh, e.dev, [(8, 0, 0)], timeout=v),
     "engine.shutdown": lambda e, v: engine.shutdown(v),
     "FileHandle.close(wait=True)": _close_wait,
-    "StatsContext(timeout=)": lambda e, v: hipfile.stats.StatsContext(
+    "StatsContext(timeout=)": lambda e, v: e.stats and hipfile.stats.StatsContext(
         os.getpid(), connect=False, timeout=v),
     "StatsContext.connect": lambda e, v: e.stats.connect(v),
     "StatsContext.poll": lambda e, v: e.stats.poll(block=True, timeout=v),

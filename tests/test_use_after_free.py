@@ -130,7 +130,7 @@ def test_freed_pinned_host_memory_is_inaccessible(driver: hipfile.Driver,
 
 def test_memory_stays_usable_until_freed(driver: hipfile.Driver,
                                          data_file: tuple[Path, np.ndarray]) -> None:
-    # the guard page after an allocation does not shorten it
+    # a page-granular mapping serves sizes that are not page multiples
     path, data = data_file
     for size in (1, 4095, 4096, 4097, N):
         dev = check(hip.hipMalloc(size))

@@ -1,8 +1,7 @@
 /* Backing memory of the emulated allocations (hipMalloc and pinned host
  * memory), so that use after free faults as it does on a GPU.
  *
- * Each allocation is its own anonymous mapping, page aligned, followed by
- * one inaccessible guard page. Freeing does not give the addresses back:
+ * Each allocation is its own anonymous mapping, page aligned. Freeing does not give the addresses back:
  * the range is mapped again as PROT_NONE (its pages return to the system)
  * and stays reserved in a quarantine of the EMU_QUARANTINE_RANGES most
  * recently freed ranges; only the oldest range leaves the quarantine
@@ -12,8 +11,7 @@
  * load or store, as a GPU faults on freed device memory.
  *
  * In the sanitizer build the bytes between the end of an allocation and
- * its page end are poisoned, so AddressSanitizer reports an overrun that
- * does not reach the guard page. */
+ * its page end are poisoned, so AddressSanitizer reports an overrun. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <sys/mman.h>
@@ -54,12 +52,16 @@ static size_t emu_page_size(void) {
   return page > 0 ? (size_t)page : 4096;
 }
 
-/* The mapping's length for size bytes: whole pages, plus the guard page.
- * 0 when that does not fit a size_t. */
+/* The mapping's length for size bytes: whole pages. 0 when that does not
+ * fit a size_t. (No guard page: a PROT_NONE page after every allocation
+ * would keep the kernel from merging neighbouring allocations into one
+ * mapping, and a process holding tens of thousands of small allocations,
+ * as hipFile's asynchronous path does under load, would run into the
+ * kernel's limit on mappings.) */
 static size_t emu_backing_length(size_t size) {
   size_t page = emu_page_size();
-  if (size > SIZE_MAX - 2 * page) return 0;
-  return (size + page - 1) / page * page + page;
+  if (size > SIZE_MAX - page) return 0;
+  return (size + page - 1) / page * page;
 }
 
 void *emu_backing_map(size_t size) {
@@ -68,26 +70,21 @@ void *emu_backing_map(size_t size) {
   void *base = mmap(NULL, length, PROT_READ | PROT_WRITE,
                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) return NULL;
-  size_t guard = length - emu_page_size();
-  if (mprotect((char *)base + guard, emu_page_size(), PROT_NONE) != 0) {
-    munmap(base, length);
-    return NULL;
-  }
-  EMU_POISON((char *)base + size, guard - size);
+  EMU_POISON((char *)base + size, length - size);
   return base;
 }
 
 void emu_backing_unmap(void *base, size_t size) {
   if (base == NULL) return;
   size_t length = emu_backing_length(size);
-  EMU_UNPOISON(base, length - emu_page_size());
+  EMU_UNPOISON(base, length);
   munmap(base, length);
 }
 
 void emu_backing_retire_locked(void *base, size_t size) {
   if (base == NULL) return;
   size_t length = emu_backing_length(size);
-  EMU_UNPOISON(base, length - emu_page_size());
+  EMU_UNPOISON(base, length);
   /* A fresh PROT_NONE mapping in place: the pages are dropped at once and
    * the addresses stay reserved. Should that fail, munmap at least makes
    * the range inaccessible (the addresses may then be handed out again). */
