@@ -341,3 +341,19 @@ def test_copies_spread_over_several_streams(tmp_path, stream, copy_streams):
         to_device(src, data)
         assert fo.pwrite_async(src, size, 0, 0, stream, task_size=64 << 10).wait(30) == size
     assert out.read_bytes() == data.tobytes()
+
+
+def test_trim_keeps_the_flags_of_live_handles(data_file, stream):
+    """trim_pool() frees the engine's flag pages only when no handle holds a
+    flag: a handle whose range finished but was not yet observed still reads
+    its completion flag."""
+    path, _ = data_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        h = fh.pread_async(dev, N, 0, 0, stream)
+        check(hip.hipStreamSynchronize(stream))
+        deadline = time.monotonic() + 10
+        while hipfile.engine.info()["outstanding"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        hipfile.trim_pool()
+        assert hipfile.engine.info()["devices"], "the flag pool was freed under a live handle"
+        assert h.wait(timeout=30) == N

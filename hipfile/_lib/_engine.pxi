@@ -689,6 +689,9 @@ cdef int _eng_trim() except -1:
     _eng_sweep()
     if _eng_parked or hfe_outstanding():
         return 0
+    for p in _flag_pools.values():
+        if len((<_FlagPool>p).free) != (<_FlagPool>p).nflags:
+            return 0      # a live handle (or its gate) still holds a flag
     for p in list(_flag_pools.values()):
         (<_FlagPool>p).release()     # synchronizes the device first
     _flag_pools.clear()
