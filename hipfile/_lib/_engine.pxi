@@ -326,13 +326,18 @@ cdef int _current_device() except? -2:
         return -1
 
 
-cdef int _pointer_device(uintptr_t ptr) except? -2:
+cdef int _pointer_device(uintptr_t ptr, bint *is_device=NULL) except? -2:
     """The device of a device pointer, or the current device when the
-    runtime cannot say."""
+    runtime cannot say; ``*is_device``: whether the runtime knows ``ptr`` as
+    device (or managed) memory."""
     h = _hipapi()
+    if is_device != NULL:
+        is_device[0] = 0
     try:
         err, attrs = h.hip.hipPointerGetAttributes(ptr)
         if err == h.hip.hipError_t.hipSuccess and int(attrs.type) in (2, 3):
+            if is_device != NULL:
+                is_device[0] = 1
             return int(attrs.device)
     except Exception:
         pass
@@ -460,27 +465,17 @@ cdef _Ring _ring_for(int device):
     return kept
 
 
-cdef bint _is_device_memory(uintptr_t ptr) except -1:
-    """Whether the runtime knows ``ptr`` as device (or managed) memory."""
-    h = _hipapi()
-    try:
-        err, attrs = h.hip.hipPointerGetAttributes(ptr)
-        return err == h.hip.hipError_t.hipSuccess and int(attrs.type) in (2, 3)
-    except Exception:
-        return 0
-
-
-cdef bint _staged_path(int fd, _FlagPool pool, uintptr_t base) except -1:
+cdef bint _staged_path(int fd, _FlagPool pool, bint is_device) except -1:
     """Whether a submission takes the staged path: a POSIX descriptor, stream
     waits on the buffer's device, the runtime's copy entry point, and device
     memory (anything else goes to hipFile, which gives its own verdict)."""
-    if fd < 0 or not pool.memops:
+    if fd < 0 or not pool.memops or not is_device:
         return 0
     if os.environ.get("HIPFILE_ENGINE_DATA_PATH", "").strip().lower() == "hipfile":
         return 0
     _load_engine_capi()
     return (_c_memcpy_async != NULL and _c_wait_value32 != NULL
-            and _c_write_value32 != NULL and _is_device_memory(base))
+            and _c_write_value32 != NULL)
 
 
 cdef object _internal_stream(_FlagPool pool):
@@ -736,6 +731,7 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     cdef long long t
     cdef _FlagPool pool
     cdef StreamIOHandle hd
+    cdef bint is_device = 0
 
     _check_file(f)
     buf_owner = _buffer_info(buffer, &base, &length)
@@ -765,14 +761,13 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
 
     _eng_sweep()
     _eng_start()
+    device = _pointer_device(base, &is_device)   # one query: the device and the kind
     if bc is not None:
         if bc._device < 0:
-            bc._device = _pointer_device(base)
+            bc._device = device
         device = bc._device
-    else:
-        device = _pointer_device(base)
     pool = _pool_for(device)
-    if _staged_path(fd, pool, base):
+    if _staged_path(fd, pool, is_device):
         handles = _submit_staged(f, opcode, fd, base, checked, sh, device, pool, task,
                                  ordered, grouped)
     else:
@@ -889,24 +884,20 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list c
         # the gate: a read's file I/O starts once the caller's stream has
         # passed this point (always a flag the stream writes: a query that
         # finds the stream idle can race with another thread's enqueue)
-        qerr = HIP_ERROR_NOT_READY
-        if qerr == HIP_ERROR_NOT_READY:
-            if opcode == 0:
-                sdev = _stream_device(sh)
-                spool = _pool_for(sdev)
-                if not spool.memops:
-                    raise ValueError("the stream's device cannot use stream waits: "
-                                     "the buffer and the stream must be on one device")
-                gflag = spool.take()
-                gvalue = gflag.next_value()
-                qerr = _write_value32(sh, gflag.devptr, gvalue)
-                if qerr != HIP_SUCCESS:
-                    spool.free.append(gflag)
-                    gflag = None
-                    _hip_fail(qerr, "hipStreamWriteValue32")
-                gate = gflag.ptr
-        elif qerr != HIP_SUCCESS:
-            _hip_fail(qerr, "hipStreamQuery")
+        if opcode == 0:
+            sdev = _stream_device(sh)
+            spool = _pool_for(sdev)
+            if not spool.memops:
+                raise ValueError("the stream's device cannot use stream waits: "
+                                 "the buffer and the stream must be on one device")
+            gflag = spool.take()
+            gvalue = gflag.next_value()
+            qerr = _write_value32(sh, gflag.devptr, gvalue)
+            if qerr != HIP_SUCCESS:
+                spool.free.append(gflag)
+                gflag = None
+                _hip_fail(qerr, "hipStreamWriteValue32")
+            gate = gflag.ptr
         if not ordered:
             target = <uintptr_t>int(_internal_stream(pool))
             _stream_after(target, sh, device)

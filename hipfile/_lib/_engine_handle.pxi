@@ -327,15 +327,13 @@ cdef class StreamIOHandle:
             return self._event
         h = _hipapi()
         cdef _FlagPool pool = _pool_for(self._device)
+        stream = _internal_stream(pool)
         with _on_device(self._device):
-            if pool.stream is None:
-                pool.stream = h.check(h.hip.hipStreamCreateWithFlags(
-                    h.hip.hipStreamNonBlocking), "hipStreamCreateWithFlags")
             ev = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
                          "hipEventCreateWithFlags")
             try:
-                self.wait_on(pool.stream)
-                h.check(h.hip.hipEventRecord(ev, pool.stream), "hipEventRecord")
+                self.wait_on(stream)
+                h.check(h.hip.hipEventRecord(ev, stream), "hipEventRecord")
             except BaseException:
                 h.hip.hipEventDestroy(ev)
                 raise

@@ -772,7 +772,6 @@ static void run_staged(chunk_t *c)
             backoff_step(&b);
     }
     int abandoned = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == CHUNK_ABANDONED;
-    int64_t *moved = calloc((size_t)(c->nruns ? c->nruns : 1), sizeof(int64_t));
     for (i = 0; i < c->nruns; i++) {
         run_t *u = &c->runs[i];
         ssize_t got = 0;
@@ -787,13 +786,11 @@ static void run_staged(chunk_t *c)
             size_t keep = got > 0 ? (size_t)got : 0;
             memset(slot + u->staging_off + keep, 0, u->len - keep);
         }
-        if (moved)
-            moved[i] = got > 0 ? got : 0;
-        else if (got > 0)
-            __atomic_add_fetch(&u->group->bytes, (int64_t)got, __ATOMIC_ACQ_REL);
+        /* a read's group is done on the host only once its stream has
+         * copied, after the store below; a write's once its runs are */
+        group_account(u->group, got > 0 ? got : 0);
     }
-    /* Release the slot's other side, then account: a read's group is done
-     * on the host once its stream has copied, after this store. */
+    /* Release the slot's other side. */
     int expected = CHUNK_PENDING;
     int was_pending = __atomic_compare_exchange_n(&c->state, &expected, CHUNK_DONE, 0,
                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -804,12 +801,8 @@ static void run_staged(chunk_t *c)
     } else {
         __atomic_store_n(drained, c->gen, __ATOMIC_RELEASE);
     }
-    for (i = 0; i < c->nruns; i++) {
-        hfe_op *g = c->runs[i].group;
-        group_account(g, moved ? moved[i] : 0);
-        hfe_op_decref(g);   /* the chunk's reference */
-    }
-    free(moved);
+    for (i = 0; i < c->nruns; i++)
+        hfe_op_decref(c->runs[i].group);   /* the chunk's reference */
     chunk_decref(c);
 }
 
