@@ -126,6 +126,15 @@ void emu_lock_release(void);
 void emu_api_enter(void);
 void emu_api_enter_exclusive(void);
 void emu_api_leave(void);
+/* Defines `decl name params` as emu_unlocked_<name> called with `args` under
+ * the runtime lock (held shared). */
+#define EMU_LOCKED_ENTRY(decl, name, params, args) \
+  decl name params {                                \
+    emu_api_enter();                                \
+    hipError_t status = emu_unlocked_##name args;   \
+    emu_api_leave();                                \
+    return status;                                  \
+  }
 
 /* ---- streams.c ----------------------------------------------------------- */
 struct emu_op *emu_op_new(enum emu_op_kind kind);

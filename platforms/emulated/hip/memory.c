@@ -514,9 +514,6 @@ int emu_lookup_locked(const void *ptr, uintptr_t *base, size_t *size, int *kind,
 }
 
 /* ---- entries that hold the runtime lock (runtime.c) ---------------------- */
-static hipError_t emu_allocate(void **ptr, size_t size, int kind, unsigned flags) {
-  emu_api_enter();
-  hipError_t status = emu_unlocked_emu_allocate(ptr, size, kind, flags);
-  emu_api_leave();
-  return status;
-}
+EMU_LOCKED_ENTRY(static hipError_t, emu_allocate,
+                 (void **ptr, size_t size, int kind, unsigned flags),
+                 (ptr, size, kind, flags))

@@ -235,9 +235,6 @@ __attribute__((constructor)) static void emu_streammem_load(void) {
 }
 
 /* ---- entries that hold the runtime lock (runtime.c) ---------------------- */
-static hipError_t emu_stream_mem_op(hipStream_t stream, void *ptr, uint64_t value, uint64_t mask, unsigned flags, unsigned width, int wait) {
-  emu_api_enter();
-  hipError_t status = emu_unlocked_emu_stream_mem_op(stream, ptr, value, mask, flags, width, wait);
-  emu_api_leave();
-  return status;
-}
+EMU_LOCKED_ENTRY(static hipError_t, emu_stream_mem_op,
+                 (hipStream_t stream, void *ptr, uint64_t value, uint64_t mask, unsigned flags, unsigned width, int wait),
+                 (stream, ptr, value, mask, flags, width, wait))

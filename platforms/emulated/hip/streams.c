@@ -821,33 +821,14 @@ __attribute__((constructor)) static void emu_load(void) {
 }
 
 /* ---- entries that hold the runtime lock (runtime.c) ---------------------- */
-static hipError_t emu_submit(hipStream_t stream, struct emu_op *op) {
-  emu_api_enter();
-  hipError_t status = emu_unlocked_emu_submit(stream, op);
-  emu_api_leave();
-  return status;
-}
-EMU_EXPORT hipError_t hipEventQuery(hipEvent_t event) {
-  emu_api_enter();
-  hipError_t status = emu_unlocked_hipEventQuery(event);
-  emu_api_leave();
-  return status;
-}
-EMU_EXPORT hipError_t hipEventRecordWithFlags(hipEvent_t event, hipStream_t stream, unsigned int flags) {
-  emu_api_enter();
-  hipError_t status = emu_unlocked_hipEventRecordWithFlags(event, stream, flags);
-  emu_api_leave();
-  return status;
-}
-EMU_EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, unsigned int flags) {
-  emu_api_enter();
-  hipError_t status = emu_unlocked_hipStreamWaitEvent(stream, event, flags);
-  emu_api_leave();
-  return status;
-}
-EMU_EXPORT hipError_t hipStreamQuery(hipStream_t stream) {
-  emu_api_enter();
-  hipError_t status = emu_unlocked_hipStreamQuery(stream);
-  emu_api_leave();
-  return status;
-}
+EMU_LOCKED_ENTRY(static hipError_t, emu_submit,
+                 (hipStream_t stream, struct emu_op *op),
+                 (stream, op))
+EMU_LOCKED_ENTRY(EMU_EXPORT hipError_t, hipEventQuery, (hipEvent_t event), (event))
+EMU_LOCKED_ENTRY(EMU_EXPORT hipError_t, hipEventRecordWithFlags,
+                 (hipEvent_t event, hipStream_t stream, unsigned int flags),
+                 (event, stream, flags))
+EMU_LOCKED_ENTRY(EMU_EXPORT hipError_t, hipStreamWaitEvent,
+                 (hipStream_t stream, hipEvent_t event, unsigned int flags),
+                 (stream, event, flags))
+EMU_LOCKED_ENTRY(EMU_EXPORT hipError_t, hipStreamQuery, (hipStream_t stream), (stream))
