@@ -32,7 +32,13 @@ from hipfile import platforms as _platforms
 _platforms._activate_from_environment()
 
 from hipfile import defaults, errors  # noqa: E402
-from hipfile.async_io import AsyncIOHandle, pool_stats, supports_async, trim_pool  # noqa: E402
+from hipfile.async_io import (  # noqa: E402
+    AsyncIOHandle,
+    Completion,
+    pool_stats,
+    supports_async,
+    trim_pool,
+)
 from hipfile.batch import BatchEvent, BatchIO, batch_read, batch_write  # noqa: E402
 from hipfile.buffer import Buffer  # noqa: E402
 from hipfile.driver import (  # noqa: E402
@@ -96,6 +102,7 @@ __all__ = [
     "BatchMode",
     "BoolConfigParameter",
     "Buffer",
+    "Completion",
     "Driver",
     "DriverControlFlags",
     "DriverProperties",

@@ -9,12 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile._lib._core import _BufferCore, _FileCore
+from hipfile._lib._errors import error_for_result
 from hipfile.enums import BASE_ERR, Opcode, OpError, Status
-from hipfile.errors import (
-    HipFileException,
-    error_for_result,
-)
+from hipfile.errors import HipFileException
 
 #: Final states: the library no longer uses the entry's memory.
 _FINAL = Status.COMPLETE | Status.FAILED | Status.CANCELED | Status.INVALID | Status.TIMEOUT

@@ -37,8 +37,8 @@ from collections.abc import Callable
 
 from hipfile._interop import pointer_view
 from hipfile._lib import _hipfile
+from hipfile._lib._errors import error_for_result, raise_result
 from hipfile.enums import OpError
-from hipfile.errors import error_for_result, raise_result
 
 __all__ = ["host_transfer", "transfer"]
 

@@ -436,6 +436,30 @@ class BatchIO(ClosesWhenCollected):
                                "queued but not submitted; call submit() first (or clear() "
                                "to drop them)")
 
+    def done(self) -> bool:
+        """Whether every submitted entry has reached a final state (never
+        blocks: collects the events already available, which the next
+        :meth:`wait` or :meth:`get_status` returns).
+
+        Raises
+        ------
+        ValueError
+            The batch is closed.
+        """
+        self._check_open()
+        if self._inflight:
+            with self._status_lock:
+                self._gather(0, time.monotonic())
+        return not self._inflight
+
+    def result(self, timeout: float | None = None) -> list[BatchEvent]:
+        """Same as :meth:`wait` (the ``concurrent.futures`` name)."""
+        return self.wait(timeout)
+
+    def get(self, timeout: float | None = None) -> list[BatchEvent]:
+        """Same as :meth:`wait` (KvikIO's name)."""
+        return self.wait(timeout)
+
     def wait(self, timeout: float | None = None) -> list[BatchEvent]:
         """Collect events until every submitted entry has reached a final state.
 

@@ -7,15 +7,41 @@ by its code, which also inherits the matching builtin where one exists);
 Two :class:`HipFileException` subclasses are raised by the package itself,
 not for a library status: :class:`InFlightError` and :class:`ClosedFileError`
 (``hipfile_err`` 0, ``from_library`` False). All of them pickle.
+
+The classes are defined in :mod:`hipfile._lib._errors`, below the compiled
+core that raises them, and are public here.
 """
 
 from __future__ import annotations
 
-import errno as _errno
-import os
-from typing import Any, NoReturn
-
-from hipfile.enums import OpError
+from hipfile._lib import _errors
+from hipfile._lib._errors import (
+    AsyncNotSupportedError,
+    BatchFullError,
+    ClosedFileError,
+    DriverNotInitializedError,
+    ForkedProcessError,
+    HandleAlreadyRegisteredError,
+    HandleNotRegisteredError,
+    HipFileException,
+    HipFileLibraryError,
+    HipFileLibraryNotFound,
+    HipFileSymbolNotFound,
+    HipRuntimeError,
+    InFlightError,
+    InternalError,
+    InvalidValueError,
+    MemoryAlreadyRegisteredError,
+    MemoryNotRegisteredError,
+    NotSupportedError,
+    PermissionDeniedError,
+    PointerError,
+    error_for_result,
+    exception_for,
+    op_error_string,
+    raise_result,
+    raise_status,
+)
 
 __all__ = [
     "AsyncNotSupportedError",
@@ -40,294 +66,13 @@ __all__ = [
     "PointerError",
 ]
 
-_FALLBACK_STRINGS = {e.value: e.name.replace("_", " ").lower() for e in OpError}
-
-
-def op_error_string(code: int) -> str:
-    """Text for a hipFile status: ``hipFileGetOpErrorString`` when the library
-    is loaded, else the enum's name. Never raises."""
-    try:
-        from hipfile._lib import _hipfile
-
-        if _hipfile.library_loaded():
-            return str(_hipfile.get_op_error_string(code))
-    except Exception:
-        pass
-    return _FALLBACK_STRINGS.get(code, f"unknown hipFile error {code}")
-
-
-class HipFileException(Exception):
-    """A hipFile call failed with a ``hipFileOpError_t`` status.
-
-    Parameters
-    ----------
-    hipfile_err
-        The ``hipFileOpError_t`` code (see :class:`hipfile.OpError`).
-    hip_err
-        The ``hipError_t``; meaningful when ``hipfile_err`` is
-        ``OpError.HIP_DRIVER_ERROR`` (5011).
-    func
-        Name of the C function that reported it, if known.
-    detail
-        Extra context for the message.
-    """
-
-    def __init__(
-        self, hipfile_err: int, hip_err: int = 0, func: str | None = None, detail: str = ""
-    ) -> None:
-        self._hipfile_err = int(hipfile_err)
-        self._hip_err = int(hip_err)
-        self._func = func
-        self._detail = detail
-        super().__init__(hipfile_err, hip_err)
-
-    #: Whether the status came from a hipFile call (False for the errors the
-    #: package raises itself, whose ``hipfile_err`` is 0).
-    from_library = True
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._hipfile_err, self._hip_err, self._func, self._detail))
-
-    @property
-    def hipfile_err(self) -> int:
-        """The ``hipFileOpError_t`` code."""
-        return self._hipfile_err
-
-    @property
-    def hip_err(self) -> int:
-        """The ``hipError_t`` (meaningful for ``OpError.HIP_DRIVER_ERROR``)."""
-        return self._hip_err
-
-    @property
-    def err(self) -> OpError | int:
-        """The code as an :class:`OpError` where it is one."""
-        try:
-            return OpError(self._hipfile_err)
-        except ValueError:
-            return self._hipfile_err
-
-    @property
-    def func(self) -> str | None:
-        """The C function that failed, if known."""
-        return self._func
-
-    def __str__(self) -> str:
-        code = self._hipfile_err
-        name = self.err.name if isinstance(self.err, OpError) else str(code)
-        msg = f"{name} ({code}): {op_error_string(code)}"
-        if code == OpError.HIP_DRIVER_ERROR:
-            msg += f"; hipError_t {self._hip_err} ({_hip_error_name(self._hip_err)})"
-        if self._func:
-            msg = f"{self._func}: {msg}"
-        if self._detail:
-            msg += f" [{self._detail}]"
-        return msg
-
-
-class DriverNotInitializedError(HipFileException):
-    """The driver is not open (``DriverNotInitialized``, 5001)."""
-
-
-class InvalidValueError(HipFileException, ValueError):
-    """An argument was rejected (``InvalidValue``, 5022)."""
-
-
-class MemoryAlreadyRegisteredError(HipFileException):
-    """The buffer, or part of it, is registered already (5023)."""
-
-
-class MemoryNotRegisteredError(HipFileException):
-    """The buffer is not registered (5024)."""
-
-
-class HandleNotRegisteredError(HipFileException):
-    """The file handle is not (or no longer) registered (5027)."""
-
-
-class HandleAlreadyRegisteredError(HipFileException):
-    """The file descriptor is registered already (5028)."""
-
-
-class PermissionDeniedError(HipFileException, PermissionError):
-    """hipFile refused the operation for lack of permission (5025)."""
-
-
-class PointerError(HipFileException, ValueError):
-    """The memory is not usable by hipFile: invalid pointer, wrong memory
-    type, or a range outside the allocation (5012, 5013, 5014)."""
-
-
-class NotSupportedError(HipFileException, NotImplementedError):
-    """The platform, device or I/O kind is not supported (5007, 5008, 5009)."""
-
-
-class AsyncNotSupportedError(NotSupportedError):
-    """The library does not implement stream-ordered I/O (5038)."""
-
-
-class BatchFullError(HipFileException):
-    """The batch has no room for more entries (5037)."""
-
-
-class InternalError(HipFileException):
-    """The library failed internally (5030), also the code of functions a
-    release declares but does not implement."""
-
-
-class HipRuntimeError(HipFileException):
-    """A HIP runtime error (``hipError_t``), reported as ``HIP_DRIVER_ERROR``."""
-
-    def __init__(
-        self, hipfile_err: int = OpError.HIP_DRIVER_ERROR, hip_err: int = 0,
-        func: str | None = None, detail: str = ""
-    ) -> None:
-        super().__init__(hipfile_err, hip_err, func, detail)
-
-
-class _PackageError(HipFileException):
-    """A :class:`HipFileException` raised by the package itself, not by a
-    library call: :attr:`hipfile_err` is 0 (no ``hipFileOpError_t``),
-    :attr:`from_library` is False and the message is the whole text."""
-
-    from_library = False
-    _default = ""
-
-    def __init__(self, detail: str = "", func: str | None = None) -> None:
-        super().__init__(0, 0, func, detail)
-        self.args = (detail,)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self._detail, self._func))
-
-    def __str__(self) -> str:
-        return self._detail or self._default
-
-
-class InFlightError(_PackageError, RuntimeError):
-    """A resource was closed or deregistered while asynchronous operations
-    that use it are still in flight. Wait for them first.
-
-    Raised by the package, not by hipFile: ``hipfile_err`` is 0 and
-    ``from_library`` is False (it used to carry ``INVALID_VALUE``).
-    """
-
-    _default = "operations are still in flight"
-
-
-class ClosedFileError(_PackageError, ValueError, RuntimeError):
-    """An operation on a closed :class:`~hipfile.FileHandle`.
-
-    A :class:`HipFileException` (so that ``except HipFileException`` sees
-    every failure of a hipFile operation) raised by the package, not by
-    hipFile: ``hipfile_err`` is 0 and ``from_library`` is False. Also a
-    ValueError, as for closed Python files, and a RuntimeError, as upstream
-    raised.
-    """
-
-    _default = "I/O operation on a closed FileHandle"
-
-
-class ForkedProcessError(_PackageError, RuntimeError):
-    """An object opened, registered or submitted in another process (the
-    parent of a ``fork``) was used here. hipFile state does not survive
-    ``fork``: the child must open its own files and register its own
-    buffers and streams. Inherited objects can still be closed or
-    deregistered (nothing is asked of the library) and are dropped quietly.
-    Raised by the package: ``hipfile_err`` is 0."""
-
-    _default = "object inherited across fork"
-
-
-class HipFileLibraryError(OSError):
-    """libhipfile could not be used: not found, or lacking a function."""
-
-
-class HipFileLibraryNotFound(HipFileLibraryError):
-    """No libhipfile could be loaded; the message lists every path tried."""
-
-
-class HipFileSymbolNotFound(HipFileLibraryError):
-    """The loaded libhipfile lacks a function (an older release)."""
-
-
-_BY_CODE: dict[int, type[HipFileException]] = {
-    OpError.DRIVER_NOT_INITIALIZED: DriverNotInitializedError,
-    OpError.INVALID_VALUE: InvalidValueError,
-    OpError.MEMORY_ALREADY_REGISTERED: MemoryAlreadyRegisteredError,
-    OpError.MEMORY_NOT_REGISTERED: MemoryNotRegisteredError,
-    OpError.HANDLE_NOT_REGISTERED: HandleNotRegisteredError,
-    OpError.HANDLE_ALREADY_REGISTERED: HandleAlreadyRegisteredError,
-    OpError.PERMISSION_DENIED: PermissionDeniedError,
-    OpError.HIP_POINTER_INVALID: PointerError,
-    OpError.HIP_MEMORY_TYPE_INVALID: PointerError,
-    OpError.HIP_POINTER_RANGE_ERROR: PointerError,
-    OpError.PLATFORM_NOT_SUPPORTED: NotSupportedError,
-    OpError.IO_NOT_SUPPORTED: NotSupportedError,
-    OpError.DEVICE_NOT_SUPPORTED: NotSupportedError,
-    OpError.ASYNC_NOT_SUPPORTED: AsyncNotSupportedError,
-    OpError.BATCH_FULL: BatchFullError,
-    OpError.INTERNAL_ERROR: InternalError,
-    OpError.HIP_DRIVER_ERROR: HipRuntimeError,
-}
-
-
-def _hip_error_name(code: int) -> str:
-    try:
-        from hipfile import _hip
-
-        return _hip.error_name(code)
-    except Exception:
-        return "unknown"
-
-
-def exception_for(hipfile_err: int, hip_err: int = 0, func: str | None = None,
-                  detail: str = "") -> HipFileException:
-    """The exception instance for a hipFile status (not raised)."""
-    cls = _BY_CODE.get(int(hipfile_err), HipFileException)
-    if int(hipfile_err) == OpError.INTERNAL_ERROR and func and not detail:
-        # the code some releases return from functions they declare only
-        detail = (f"hipFile {_library_version()}: this library may not implement "
-                  f"{func}")
-    return cls(hipfile_err, hip_err, func, detail)
-
-
-def _library_version() -> str:
-    try:
-        from hipfile._lib import _hipfile
-
-        return ".".join(map(str, _hipfile.get_version()))
-    except Exception:
-        return "version unknown"
-
-
-def raise_status(hipfile_err: int, hip_err: int, func: str) -> NoReturn:
-    """Raise for a failed ``hipFileError_t``."""
-    raise exception_for(hipfile_err, hip_err, func)
-
-
-def error_for_result(ret: int, err_no: int, func: str, *, deferred: bool = False) -> Exception:
-    """The exception for a negative ``ssize_t`` result of an I/O call.
-
-    ``-1`` with ``errno`` set is a system error (an :class:`OSError` subclass
-    chosen by errno). ``-1`` with errno lost, and small negatives that are not
-    hipFile codes, are negated ``hipError_t`` values. ``< -1`` inside the
-    hipFile range are negated ``hipFileOpError_t`` codes. ``deferred`` marks
-    a count written later by a stream-ordered operation, whose ``-1`` is a
-    system error with no errno available.
-    """
-    code = -int(ret)
-    if ret == -1 and deferred:
-        # written on the stream's thread: the errno stayed there
-        return OSError(f"{func}: a system error occurred when the operation ran "
-                       "(the library reports no errno for stream-ordered I/O)")
-    if ret == -1 and err_no:
-        return OSError(err_no, f"{os.strerror(err_no)} ({func})")
-    if OpError.DRIVER_NOT_INITIALIZED <= code < OpError.IO_MAX_ERROR:
-        detail = "" if not err_no else f"errno {_errno.errorcode.get(err_no, err_no)}"
-        return exception_for(code, 0, func, detail)
-    return HipRuntimeError(OpError.HIP_DRIVER_ERROR, code, func, "negated hipError_t result")
-
-
-def raise_result(ret: int, err_no: int, func: str, *, deferred: bool = False) -> NoReturn:
-    """Raise for a negative ``ssize_t`` result of an I/O call."""
-    raise error_for_result(ret, err_no, func, deferred=deferred)
+#: Helpers of the package's own modules (not part of the public API).
+_HELPERS = (error_for_result, exception_for, op_error_string, raise_result, raise_status)
+
+# The public home of the classes (reprs, pickles and the documentation).
+for _name in __all__:
+    getattr(_errors, _name).__module__ = __name__
+del _name
+for _helper in _HELPERS:
+    _helper.__module__ = __name__
+del _helper

@@ -13,8 +13,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import as_timeout, check_writable, io_range_or_host
-from hipfile._lib import _hipfile
-from hipfile._lib._hipfile import _FileCore
+from hipfile._lib import _aio, _hipfile
+from hipfile._lib._core import _FileCore
 from hipfile._lifetime import ClosesWhenCollected, exit_block, finalize, wait_idle
 from hipfile._transfer import host_transfer, transfer
 from hipfile.enums import FileHandleType
@@ -64,6 +64,12 @@ class FileHandle(_FileCore, ClosesWhenCollected):
     """
 
     DEFAULT_MODE = stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH  # 0o644
+
+    # Stream-ordered reads and writes (hipFileReadAsync/hipFileWriteAsync):
+    # compiled functions of hipfile._lib._aio, bound here as methods, so the
+    # submit path runs in C from the call on.
+    read_async = _aio.read_async
+    write_async = _aio.write_async
 
     def __init__(
         self,

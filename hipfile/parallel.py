@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -30,7 +29,8 @@ from typing import Any
 
 from hipfile import defaults
 from hipfile._interop import as_int, as_timeout, check_writable, io_range_or_host, wait_event
-from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile._lib import _runtime
+from hipfile._lib._core import _BufferCore, _FileCore
 from hipfile._transfer import host_transfer, transfer
 
 __all__ = [
@@ -142,8 +142,7 @@ def _after_fork_in_child() -> None:
     _pool = None
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_runtime.on_fork_child(_after_fork_in_child)   # the package's one fork hook
 
 
 # --------------------------------------------------------------------------
@@ -374,6 +373,17 @@ class IOFuture:
         if self._exception is not None:
             raise self._exception
         return self._result
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Same as :meth:`result` (the name of the other handles, see
+        :class:`~hipfile.async_io.Completion`).
+
+        Raises
+        ------
+        TimeoutError, concurrent.futures.CancelledError, OSError, HipFileException
+            As :meth:`result`.
+        """
+        return self.result(timeout)
 
     def get(self, timeout: float | None = None) -> int:
         """Same as :meth:`result` (KvikIO's name): wait for every task and

@@ -23,7 +23,7 @@ from _util import check, from_device, hip_stream, to_device
 from hip import hip
 
 import hipfile
-from hipfile import Buffer
+from hipfile import Buffer, _hip
 
 N = 1 << 20          # the allocation (the conftest's ``dev`` and ``payload``)
 CHUNK = 64 << 10     # one transfer
@@ -104,7 +104,7 @@ def test_the_other_bare_forms_and_read_async(driver: Any, dev: Any, data_path: P
     """An int and a sizeless HIP-Python ``Pointer`` are bare addresses too;
     ``read_async`` (upstream's 1:1 call) follows the same rule."""
     check(hip.hipMemset(dev, 0, N))
-    pointer = hipfile._hip.Pointer.fromObj(int(dev))
+    pointer = _hip.Pointer.fromObj(int(dev))
     with hipfile.FileHandle(data_path) as fh, hip_stream() as s:
         for bare in (int(dev), pointer):
             buf = Buffer(bare, 16)

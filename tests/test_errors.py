@@ -10,7 +10,7 @@ import pytest
 
 import hipfile
 from hipfile import errors
-from hipfile._lib import _hipfile
+from hipfile._lib import _errors, _hipfile
 from hipfile.enums import OpError
 
 
@@ -217,7 +217,9 @@ def test_library_errors_are_oserrors() -> None:
 
 
 def test_op_error_string_without_library_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_hipfile, "library_loaded", lambda: False)
+    queries = _errors._library_queries
+    assert queries is not None       # set by the bindings when they are imported
+    monkeypatch.setattr(_errors, "_library_queries", (lambda: False, *queries[1:]))
     assert errors.op_error_string(5022) == "invalid value"
     assert errors.op_error_string(4242) == "unknown hipFile error 4242"
 

@@ -15,10 +15,8 @@ from _util import CudaArray, check, device_array, hip_stream
 from hip import hip
 
 from hipfile import Buffer
-from hipfile._interop import _DLDataType as DLDataType
-from hipfile._interop import _DLDevice as DLDevice
-from hipfile._interop import _DLTensor as DLTensor
 from hipfile._interop import buffer_info, pointer_value, stream_info
+from hipfile._lib import _decode
 
 # -- streams ------------------------------------------------------------------------------------
 
@@ -172,12 +170,37 @@ def test_buffer_passes_through() -> None:
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_ROCM, KDL_ROCM_HOST = 1, 2, 3, 10, 11
 
 
+class DLDevice(ctypes.Structure):
+    _fields_ = (("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32))
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = (("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16))
+
+
+class DLTensor(ctypes.Structure):
+    """DLPack's ``DLTensor``, written from dlpack.h, to build test tensors."""
+
+    _fields_ = (
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    )
+
+
 def test_dlpack_layout_is_the_standard_one() -> None:
-    """DLPack's ``DLTensor`` on LP64: 48 bytes, members at these offsets."""
+    """DLPack's ``DLTensor`` on LP64: 48 bytes, members at these offsets, in
+    the decoder compiled into the core as in the tensors these tests build."""
+    expected = {"data": 0, "device": 8, "ndim": 16, "dtype": 20, "shape": 24,
+                "strides": 32, "byte_offset": 40}
+    assert _decode.dlpack_layout() == (48, expected)
     assert ctypes.sizeof(DLTensor) == 48
     offsets = {name: getattr(DLTensor, name).offset for name, _ in DLTensor._fields_}
-    assert offsets == {"data": 0, "device": 8, "ndim": 16, "dtype": 20, "shape": 24,
-                       "strides": 32, "byte_offset": 40}
+    assert offsets == expected
     assert ctypes.sizeof(DLDevice) == 8 and ctypes.sizeof(DLDataType) == 4
 
 

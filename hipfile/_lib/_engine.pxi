@@ -263,28 +263,6 @@ cdef class _FlagPool:
 cdef dict _flag_pools = {}      # device -> _FlagPool
 
 
-class _on_device:
-    """Make ``device`` current on this thread for a block (-1: leave as is)."""
-
-    def __init__(self, int device):
-        self.device = device
-        self.prev = -1
-
-    def __enter__(self):
-        if self.device >= 0:
-            h = _hipapi()
-            self.prev = h.check(h.hip.hipGetDevice(), "hipGetDevice")
-            if self.prev != self.device:
-                h.check(h.hip.hipSetDevice(self.device), "hipSetDevice")
-        return self
-
-    def __exit__(self, *exc):
-        if self.device >= 0 and self.prev >= 0 and self.prev != self.device:
-            h = _hipapi()
-            h.hip.hipSetDevice(self.prev)
-        return False
-
-
 cdef _FlagPool _pool_for(int device):
     o = _flag_pools.get(device)
     if o is not None:
@@ -316,42 +294,6 @@ cdef bint _memops_supported(int device) except -1:
     except Exception:
         return 0
     return err == h.hip.hipError_t.hipSuccess and bool(value)
-
-
-cdef int _current_device() except? -2:
-    h = _hipapi()
-    try:
-        return h.check(h.hip.hipGetDevice(), "hipGetDevice")
-    except Exception:
-        return -1
-
-
-cdef int _pointer_device(uintptr_t ptr, bint *is_device=NULL) except? -2:
-    """The device of a device pointer, or the current device when the
-    runtime cannot say; ``*is_device``: whether the runtime knows ``ptr`` as
-    device (or managed) memory."""
-    h = _hipapi()
-    if is_device != NULL:
-        is_device[0] = 0
-    try:
-        err, attrs = h.hip.hipPointerGetAttributes(ptr)
-        if err == h.hip.hipError_t.hipSuccess and int(attrs.type) in (2, 3):
-            if is_device != NULL:
-                is_device[0] = 1
-            return int(attrs.device)
-    except Exception:
-        pass
-    return _current_device()
-
-
-cdef int _stream_device(uintptr_t stream) except? -2:
-    if stream == 0:
-        return _current_device()
-    h = _hipapi()
-    try:
-        return h.check(h.hip.hipStreamGetDevice(stream), "hipStreamGetDevice")
-    except Exception:
-        return _current_device()
 
 
 # --------------------------------------------------------------------------
@@ -732,12 +674,11 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     cdef _FlagPool pool
     cdef StreamIOHandle hd
     cdef bint is_device = 0
+    cdef PyObject *state = NULL
 
-    _check_file(f)
-    buf_owner = _buffer_info(buffer, &base, &length)
+    buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     if isinstance(buffer, _BufferCore):
         bc = <_BufferCore>buffer
-    sh = _stream_handle(stream)
     if stream is not None and type(stream) is not int:
         stream_owner = stream
     _eng_defaults()

@@ -267,6 +267,10 @@ cdef class StreamIOHandle:
         """Same as :meth:`wait` (the ``concurrent.futures`` name)."""
         return self.wait(timeout)
 
+    def get(self, timeout=None):
+        """Same as :meth:`wait` (KvikIO's name)."""
+        return self.wait(timeout)
+
     cdef object _result(self):
         cdef int err_no = 0
         cdef int64_t n = hfe_op_result(self._op, &err_no)
@@ -301,7 +305,7 @@ cdef class StreamIOHandle:
         """
         cdef uintptr_t sh = _stream_handle(stream)
         if type(stream) is int:
-            _interop().check_stream_handle(sh)   # a made-up handle is refused
+            _decode.check_stream_handle(sh)   # a made-up handle is refused
         self._release_to(sh)
         return None
 

@@ -2,7 +2,10 @@
 # Declarations of the hipFile C ABI (libhipfile.so.0), written from the ABI
 # facts: Linux x86-64, LP64, C enums are 4-byte ints, hoff_t is off_t.
 # Nothing is linked: every function is resolved with dlsym at run time, so
-# this file declares function pointer types rather than extern functions.
+# this file declares function pointer types rather than extern functions:
+# ``<name>_t`` for the function ``<name>``, with its parameter names (a name
+# ending in ``_out`` is an output). tools/gen_bindings.py generates the 1:1
+# layer (_bindings.pxd/.pyx/.pyi) from these declarations.
 
 from libc.stdint cimport int64_t, uint64_t
 from posix.types cimport off_t
@@ -69,43 +72,45 @@ ctypedef struct hipFileIOEvents_t:
     int status
     size_t ret
 
-# Function pointer types, one per ABI function.
-ctypedef hipFileError_t (*fn_void_t)() noexcept nogil
-ctypedef int64_t (*fn_use_count_t)() noexcept nogil
-ctypedef hipFileError_t (*fn_get_props_t)(hipFileDriverProps_t *) noexcept nogil
-ctypedef hipFileError_t (*fn_set_poll_t)(bint, size_t) noexcept nogil
-ctypedef hipFileError_t (*fn_set_size_t)(size_t) noexcept nogil
-ctypedef hipFileError_t (*fn_get_param_size_t)(int, size_t *) noexcept nogil
-ctypedef hipFileError_t (*fn_get_param_bool_t)(int, bint *) noexcept nogil
-ctypedef hipFileError_t (*fn_get_param_str_t)(int, char *, int) noexcept nogil
-ctypedef hipFileError_t (*fn_set_param_size_t)(int, size_t) noexcept nogil
-ctypedef hipFileError_t (*fn_set_param_bool_t)(int, bint) noexcept nogil
-ctypedef hipFileError_t (*fn_set_param_str_t)(int, const char *) noexcept nogil
-ctypedef hipFileError_t (*fn_handle_register_t)(hipFileHandle_t *, hipFileDescr_t *) noexcept nogil
-ctypedef void (*fn_handle_deregister_t)(hipFileHandle_t) noexcept nogil
-ctypedef hipFileError_t (*fn_buf_register_t)(const void *, size_t, int) noexcept nogil
-ctypedef hipFileError_t (*fn_buf_deregister_t)(const void *) noexcept nogil
-ctypedef ssize_t (*fn_io_t)(hipFileHandle_t, void *, size_t, hoff_t, hoff_t) noexcept nogil
-ctypedef hipFileError_t (*fn_io_async_t)(hipFileHandle_t, void *, size_t *, hoff_t *,
-                                         hoff_t *, ssize_t *, hipStream_t) noexcept nogil
-ctypedef hipFileError_t (*fn_stream_register_t)(hipStream_t, unsigned) noexcept nogil
-ctypedef hipFileError_t (*fn_stream_deregister_t)(hipStream_t) noexcept nogil
-ctypedef hipFileError_t (*fn_batch_setup_t)(hipFileBatchHandle_t *, unsigned) noexcept nogil
-ctypedef hipFileError_t (*fn_batch_submit_t)(hipFileBatchHandle_t, unsigned,
-                                             hipFileIOParams_t *, unsigned) noexcept nogil
-ctypedef hipFileError_t (*fn_batch_status_t)(hipFileBatchHandle_t, unsigned, unsigned *,
-                                             hipFileIOEvents_t *, timespec *) noexcept nogil
-ctypedef hipFileError_t (*fn_batch_cancel_t)(hipFileBatchHandle_t) noexcept nogil
-ctypedef void (*fn_batch_destroy_t)(hipFileBatchHandle_t) noexcept nogil
-ctypedef hipFileError_t (*fn_get_version_t)(unsigned *, unsigned *, unsigned *) noexcept nogil
-ctypedef const char *(*fn_error_string_t)(hipFileOpError_t) noexcept nogil
+# Functions of hipfile.h
+ctypedef hipFileError_t (*hipFileGetVersion_t)(unsigned *major_out, unsigned *minor_out, unsigned *patch_out) noexcept nogil
+ctypedef const char *(*hipFileGetOpErrorString_t)(hipFileOpError_t status) noexcept nogil
+ctypedef hipFileError_t (*hipFileDriverOpen_t)() noexcept nogil
+ctypedef hipFileError_t (*hipFileDriverClose_t)() noexcept nogil
+ctypedef int64_t (*hipFileUseCount_t)() noexcept nogil
+ctypedef hipFileError_t (*hipFileDriverGetProperties_t)(hipFileDriverProps_t *props) noexcept nogil
+ctypedef hipFileError_t (*hipFileDriverSetPollMode_t)(bint poll, size_t poll_threshold_size) noexcept nogil
+ctypedef hipFileError_t (*hipFileDriverSetMaxDirectIOSize_t)(size_t kib) noexcept nogil
+ctypedef hipFileError_t (*hipFileDriverSetMaxCacheSize_t)(size_t kib) noexcept nogil
+ctypedef hipFileError_t (*hipFileDriverSetMaxPinnedMemSize_t)(size_t kib) noexcept nogil
+ctypedef hipFileError_t (*hipFileGetParameterSizeT_t)(int param, size_t *value_out) noexcept nogil
+ctypedef hipFileError_t (*hipFileGetParameterBool_t)(int param, bint *value_out) noexcept nogil
+ctypedef hipFileError_t (*hipFileGetParameterString_t)(int param, char *value, int capacity) noexcept nogil
+ctypedef hipFileError_t (*hipFileSetParameterSizeT_t)(int param, size_t value) noexcept nogil
+ctypedef hipFileError_t (*hipFileSetParameterBool_t)(int param, bint value) noexcept nogil
+ctypedef hipFileError_t (*hipFileSetParameterString_t)(int param, const char *value) noexcept nogil
+ctypedef hipFileError_t (*hipFileHandleRegister_t)(hipFileHandle_t *handle_out, hipFileDescr_t *descr) noexcept nogil
+ctypedef void (*hipFileHandleDeregister_t)(hipFileHandle_t handle) noexcept nogil
+ctypedef hipFileError_t (*hipFileBufRegister_t)(const void *base, size_t length, int flags) noexcept nogil
+ctypedef hipFileError_t (*hipFileBufDeregister_t)(const void *base) noexcept nogil
+ctypedef ssize_t (*hipFileRead_t)(hipFileHandle_t handle, void *base, size_t size, hoff_t file_offset, hoff_t buffer_offset) noexcept nogil
+ctypedef ssize_t (*hipFileWrite_t)(hipFileHandle_t handle, void *base, size_t size, hoff_t file_offset, hoff_t buffer_offset) noexcept nogil
+ctypedef hipFileError_t (*hipFileReadAsync_t)(hipFileHandle_t handle, void *base, size_t *size_p, hoff_t *file_offset_p, hoff_t *buffer_offset_p, ssize_t *bytes_read_p, hipStream_t stream) noexcept nogil
+ctypedef hipFileError_t (*hipFileWriteAsync_t)(hipFileHandle_t handle, void *base, size_t *size_p, hoff_t *file_offset_p, hoff_t *buffer_offset_p, ssize_t *bytes_written_p, hipStream_t stream) noexcept nogil
+ctypedef hipFileError_t (*hipFileStreamRegister_t)(hipStream_t stream, unsigned flags) noexcept nogil
+ctypedef hipFileError_t (*hipFileStreamDeregister_t)(hipStream_t stream) noexcept nogil
+ctypedef hipFileError_t (*hipFileBatchIOSetUp_t)(hipFileBatchHandle_t *batch_out, unsigned max_nr) noexcept nogil
+ctypedef hipFileError_t (*hipFileBatchIOSubmit_t)(hipFileBatchHandle_t batch, unsigned nr, hipFileIOParams_t *params, unsigned flags) noexcept nogil
+ctypedef hipFileError_t (*hipFileBatchIOGetStatus_t)(hipFileBatchHandle_t batch, unsigned min_nr, unsigned *nr, hipFileIOEvents_t *events, timespec *timeout) noexcept nogil
+ctypedef hipFileError_t (*hipFileBatchIOCancel_t)(hipFileBatchHandle_t batch) noexcept nogil
+ctypedef void (*hipFileBatchIODestroy_t)(hipFileBatchHandle_t batch) noexcept nogil
 
-# Cross-process statistics API (hipfile-stats.h). Optional: resolved on first
-# use; a library without it raises HipFileSymbolNotFound.
+# Functions of hipfile-stats.h (cross-process statistics). Optional: a
+# library without them raises HipFileSymbolNotFound when one is called.
 ctypedef int hipFileStatsError_t
 ctypedef void *hipFileStatsContext_p
-ctypedef hipFileStatsError_t (*fn_stats_create_t)(hipFileStatsContext_p *, int) noexcept nogil
-ctypedef void (*fn_stats_close_t)(hipFileStatsContext_p) noexcept nogil
-ctypedef hipFileStatsError_t (*fn_stats_connect_t)(hipFileStatsContext_p) noexcept nogil
-ctypedef hipFileStatsError_t (*fn_stats_poll_t)(const void *, bint) noexcept nogil
-ctypedef hipFileStatsError_t (*fn_stats_report_t)(const void *, int) noexcept nogil
+ctypedef hipFileStatsError_t (*hipFileStatsCreateContext_t)(hipFileStatsContext_p *context_out, int pid) noexcept nogil
+ctypedef void (*hipFileStatsCloseContext_t)(hipFileStatsContext_p context) noexcept nogil
+ctypedef hipFileStatsError_t (*hipFileStatsConnectToTargetProcess_t)(hipFileStatsContext_p context) noexcept nogil
+ctypedef hipFileStatsError_t (*hipFileStatsPollTargetProcess_t)(const void *context, bint block) noexcept nogil
+ctypedef hipFileStatsError_t (*hipFileStatsGenerateReport_t)(const void *context, int fd) noexcept nogil

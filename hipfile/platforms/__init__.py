@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType, ModuleType
 
+from hipfile._lib._errors import NO_ROCM_HINT as _NO_ROCM_HINT
+
 __all__ = ["NO_ROCM_HINT", "QUIET_ENV", "PlatformWarning", "activate", "active", "available",
            "prefix"]
 
@@ -44,10 +46,7 @@ QUIET_ENV = "HIPFILE_PLATFORM_QUIET"
 #: How to try the package on a machine without ROCm, for the messages of the
 #: errors that a missing ROCm causes (:class:`hipfile.HipFileLibraryNotFound`,
 #: a failure to load ``libamdhip64``, ``hipfile info``).
-NO_ROCM_HINT = ("To try hipfile without a GPU or ROCm, use the emulated platform that ships "
-                "with it: set HIPFILE_PLATFORM=emulated in the environment before Python "
-                "starts (or call hipfile.platforms.activate('emulated') before anything "
-                "imports HIP-Python).")
+NO_ROCM_HINT = _NO_ROCM_HINT
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
 _REPO_DIR = _PACKAGE_DIR.parent
@@ -155,7 +154,7 @@ def _installed_prefix_roots() -> list[Path]:
     try:
         import importlib.util
 
-        spec = importlib.util.find_spec("hipfile._lib._hipfile")
+        spec = importlib.util.find_spec("hipfile._lib._loader")
     except (ImportError, ValueError):
         spec = None
     if spec is not None and spec.origin:

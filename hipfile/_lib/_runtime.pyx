@@ -1,68 +1,61 @@
-# HIP runtime access for the hot paths.
-#
-# Invariants
-# - HIP is reached through HIP-Python only: its C-level functions, taken from
-#   the ``__pyx_capi__`` capsules of its Cython module (signature checked),
-#   or its Python functions when a capsule is missing.
-# - ``_c_*`` pointers are set once, under the GIL, by ``_load_hip_capi``;
-#   they may then be called without the GIL from any thread.
-# - Host functions enqueued on a stream (``host_fn_t``) make no HIP call and
-#   never take the GIL.
-# - The atomics are the only way memory shared with a stream's thread or
-#   with worker threads is read or written.
-# - Every blocking wait goes through ``wait_interruptible``: short queries
-#   with a backoff, the GIL released while sleeping, signals checked between
-#   them, so Ctrl-C is seen within a few milliseconds and nothing blocks in C.
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""HIP runtime access for the hot paths, the one timeout rule, the one
+interruptible wait, devices, and the process an object belongs to.
 
-cdef extern from *:
-    """
-    static inline void hipfile_atomic_store_u8(unsigned char *p, unsigned char v) {
-        __atomic_store_n(p, v, __ATOMIC_RELEASE);
-    }
-    static inline unsigned char hipfile_atomic_load_u8(unsigned char *p) {
-        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-    }
-    """
-    void hipfile_atomic_store_u8(unsigned char *p, unsigned char v) nogil
-    unsigned char hipfile_atomic_load_u8(unsigned char *p) nogil
+Invariants
+- HIP is reached through HIP-Python only: its C-level functions, taken from
+  the ``__pyx_capi__`` capsules of its Cython module (signature checked),
+  or its Python functions when a capsule is missing.
+- ``_c_*`` pointers are set once, under the GIL, by ``_load_hip_capi``;
+  they may then be called without the GIL from any thread.
+- Host functions enqueued on a stream (``host_fn_t``) make no HIP call and
+  never take the GIL.
+- The atomics are the only way memory shared with a stream's thread or
+  with worker threads is read or written.
+- Every blocking wait goes through ``wait_interruptible``: short queries
+  with a backoff, the GIL released while sleeping, signals checked between
+  them, so Ctrl-C is seen within a few milliseconds and nothing blocks in C.
+- ``_fork_gen`` counts the forks this process descends from (0 in the
+  process that imported hipfile). Objects record it when they are opened,
+  registered or submitted: one whose generation differs was inherited
+  through ``fork``, never reaches the library (``ForkedProcessError``), and
+  closing or finalizing it only drops references.
+- A fork starts a new driver epoch (every inherited registration counts as
+  gone). ``_driver_epoch`` also grows whenever a close brings the driver's
+  count to 0: the library then drops every registration.
+- One fork hook: the child runs the resets registered with
+  ``on_fork_child``, in the order of registration (each layer registers its
+  own at import, so lower layers reset first).
+- Once the interpreter exits (``atexit``), finalizers call nothing: the HIP
+  runtime may already be shutting down.
+"""
+
+import os
+import atexit
+from numbers import Real as _Real
+
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_GetName, PyCapsule_CheckExact
+from cpython.ref cimport PyObject
+from libc.stdint cimport uintptr_t
+from posix.time cimport nanosleep, clock_gettime, CLOCK_MONOTONIC, timespec
+
+from hipfile._lib._errors import ForkedProcessError, HipRuntimeError
+from hipfile._lib._bindings import driver_close as _driver_close, use_count as _use_count
 
 _hip_mod = None
-cdef object _PointerType = None
-cdef object _EventType = None    # HIP-Python hipEvent_t
+_PointerType = None
+_EventType = None    # HIP-Python hipEvent_t
 
 # HIP-Python exports its C-level HIP functions as capsules
 # (``__pyx_capi__`` of its Cython module); calling those keeps HIP access
 # inside HIP-Python while skipping Python-level overhead on hot paths.
-ctypedef void (*host_fn_t)(void *) noexcept nogil
-ctypedef int (*hip_launch_host_func_t)(void *, host_fn_t, void *) noexcept nogil
-ctypedef int (*hip_handle_fn_t)(void *) noexcept nogil
 
-cdef hip_launch_host_func_t _c_launch_host_func = NULL
-cdef hip_handle_fn_t _c_stream_query = NULL
-cdef hip_handle_fn_t _c_event_query = NULL
 # Allocations whose owner must be set before any Python code can run (a
 # signal handler raising KeyboardInterrupt runs at any bytecode boundary,
 # also inside HIP-Python's Python-level wrappers): made through the C-level
 # functions, the handle lands in its owner in the same C statement.
-ctypedef int (*hip_host_malloc_t)(void **, size_t, unsigned int) noexcept nogil
-ctypedef int (*hip_event_create_t)(void **, unsigned int) noexcept nogil
-ctypedef int (*hip_event_record_t)(void *, void *) noexcept nogil
-cdef hip_host_malloc_t _c_host_malloc = NULL
-cdef hip_handle_fn_t _c_host_free = NULL
-cdef hip_event_create_t _c_event_create = NULL
-cdef hip_event_record_t _c_event_rec = NULL
-cdef hip_handle_fn_t _c_event_free = NULL
 cdef bint _capi_tried = 0
-
-DEF HIP_EVENT_DISABLE_TIMING = 2
-
-DEF HIP_SUCCESS = 0
-DEF HIP_ERROR_NOT_READY = 600
-
-from cpython.exc cimport PyErr_CheckSignals
-from posix.time cimport nanosleep, clock_gettime, CLOCK_MONOTONIC
-from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_GetName, PyCapsule_CheckExact
-
 
 cdef void *_capsule_fn(dict capi, str name, bytes signature):
     cap = capi.get(name)
@@ -142,9 +135,6 @@ cdef int _event_query_h(uintptr_t ev) except? -1:
 # The one timeout rule
 # --------------------------------------------------------------------------
 
-from numbers import Real as _Real
-
-
 cdef double _as_timeout(object timeout, str name="timeout") except? -2.0:
     """A wait's ``timeout`` in seconds; -1.0 for no limit (None or
     infinity). The rule of every wait in the package, as ``threading`` and
@@ -188,13 +178,7 @@ def as_timeout(timeout, name="timeout"):
 # The one interruptible wait
 # --------------------------------------------------------------------------
 
-cdef enum WaitKind:
-    WAIT_EVENT = 0     # target: a hipEvent_t
-    WAIT_STREAM = 1    # target: a hipStream_t
-    WAIT_FLAG = 2      # target: address of an unsigned char, ready when == ready_value
-
-
-cdef inline double _now() noexcept nogil:
+cdef double _now() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return ts.tv_sec + ts.tv_nsec * 1e-9
@@ -251,23 +235,163 @@ cdef int _hip_fail(int err, str func) except -1:
     raise HipRuntimeError(hip_err=err, func=func)
 
 
-cdef int _launch_marker(uintptr_t stream, unsigned char *state):
-    """Enqueue _host_done(state) on the stream; returns the hipError_t."""
-    if _c_launch_host_func != NULL:
-        return _c_launch_host_func(<void *>stream, _host_done, <void *>state)
-    try:
-        return int(_hipapi().hip.hipLaunchHostFunc(
-            stream, <uintptr_t>&_host_done, <uintptr_t>state)[0])
-    except BaseException:
-        return -1
-
-
 cdef object _hipapi():
     global _hip_mod, _PointerType, _EventType
     if _hip_mod is None:
-        from hipfile import _hip
+        from hipfile._lib import _hip
         _hip_mod = _hip
         _PointerType = _hip.Pointer
         _EventType = _hip.hip.hipEvent_t
     return _hip_mod
 
+
+
+cdef void _destroy_event(object event):
+    # The C-level call when HIP-Python exports it: no Python code runs, so
+    # Ctrl-C cannot land half way (the event is destroyed or left alone).
+    cdef uintptr_t ev
+    if event is None or _exiting:
+        return
+    if _c_event_free != NULL:
+        ev = <uintptr_t>int(event)
+        _c_event_free(<void *>ev)
+        return
+    try:
+        _hipapi().hip.hipEventDestroy(event)
+    except Exception:
+        pass
+
+
+# --------------------------------------------------------------------------
+# Devices
+# --------------------------------------------------------------------------
+
+class on_device:
+    """Make ``device`` current on this thread for a block (-1: leave as is)."""
+
+    def __init__(self, int device):
+        self.device = device
+        self.prev = -1
+
+    def __enter__(self):
+        if self.device >= 0:
+            h = _hipapi()
+            self.prev = h.check(h.hip.hipGetDevice(), "hipGetDevice")
+            if self.prev != self.device:
+                h.check(h.hip.hipSetDevice(self.device), "hipSetDevice")
+        return self
+
+    def __exit__(self, *exc):
+        if self.device >= 0 and self.prev >= 0 and self.prev != self.device:
+            h = _hipapi()
+            h.hip.hipSetDevice(self.prev)
+        return False
+
+
+cdef int _current_device() except? -2:
+    h = _hipapi()
+    try:
+        return h.check(h.hip.hipGetDevice(), "hipGetDevice")
+    except Exception:
+        return -1
+
+
+cdef int _pointer_device(uintptr_t ptr, bint *is_device=NULL) except? -2:
+    """The device of a device pointer, or the current device when the
+    runtime cannot say; ``*is_device``: whether the runtime knows ``ptr`` as
+    device (or managed) memory."""
+    h = _hipapi()
+    if is_device != NULL:
+        is_device[0] = 0
+    try:
+        err, attrs = h.hip.hipPointerGetAttributes(ptr)
+        if err == h.hip.hipError_t.hipSuccess and int(attrs.type) in (2, 3):
+            if is_device != NULL:
+                is_device[0] = 1
+            return int(attrs.device)
+    except Exception:
+        pass
+    return _current_device()
+
+
+cdef int _stream_device(uintptr_t stream) except? -2:
+    if stream == 0:
+        return _current_device()
+    h = _hipapi()
+    try:
+        return h.check(h.hip.hipStreamGetDevice(stream), "hipStreamGetDevice")
+    except Exception:
+        return _current_device()
+
+
+# --------------------------------------------------------------------------
+# The process: fork, exit and driver epochs
+# --------------------------------------------------------------------------
+
+cdef unsigned long _fork_gen = 0
+cdef bint _exiting = 0
+cdef unsigned long _driver_epoch = 0
+cdef list _fork_resets = []
+
+
+def on_fork_child(reset):
+    """Register ``reset()`` to run in the child after ``fork``, after the
+    resets registered before it (the one fork hook of the package)."""
+    _fork_resets.append(reset)
+
+
+def _after_fork_in_child():
+    global _fork_gen, _driver_epoch
+    _fork_gen += 1
+    _driver_epoch += 1
+    for reset in list(_fork_resets):
+        reset()
+
+
+def _at_exit():
+    global _exiting
+    _exiting = 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+atexit.register(_at_exit)
+
+
+def fork_generation():
+    """How many ``fork`` calls separate this process from the one that
+    imported hipfile (0 there)."""
+    return _fork_gen
+
+
+def finalizing():
+    """Whether the interpreter is exiting (finalizers then do nothing)."""
+    return bool(_exiting)
+
+
+def driver_epoch():
+    """How many times the driver's open count has dropped to 0 through
+    :func:`driver_close` (or a fork) in this process."""
+    return _driver_epoch
+
+
+cdef int _forked(str what) except -1:
+    raise ForkedProcessError(detail=f"{what} was opened, registered or submitted in the "
+                             "parent process before fork; hipFile state does not survive "
+                             "fork: open, register and submit again in this process")
+
+
+cdef void _note_driver_close():
+    # a close that brings the driver's count to 0 drops every registration
+    global _driver_epoch
+    try:
+        if _use_count() == 0:
+            _driver_epoch += 1
+    except Exception:
+        _driver_epoch += 1
+
+
+def driver_close():
+    """Wraps ``hipFileDriverClose``; a close that brings the driver's count
+    to 0 starts a new driver epoch (every registration counts as gone)."""
+    _driver_close()
+    _note_driver_close()

@@ -1,17 +1,24 @@
-# Finding and opening libhipfile, and resolving its symbols.
-#
-# Invariants
-# - The library is opened at most once per process, on first use, under
-#   ``_lock``; ``_lib`` never changes afterwards.
-# - Opening it binds every function pointer of the module at once
-#   (_bind_symbols), before ``_lib`` is set; a function the library lacks
-#   stays NULL, and calling it raises HipFileSymbolNotFound naming it and the
-#   library's version (_resolve). Bound pointers never change and may be
-#   called without the GIL.
+# cython: language_level=3
+"""Finding and opening libhipfile.
+
+Invariants
+- The library is opened at most once per process, on first use, under
+  ``lock``; the handle never changes afterwards.
+- The paths tried, in order: ``HIPFILE_LIBRARY`` alone when set, else
+  ``$ROCM_PATH/lib``, ``/opt/rocm/lib``, then the system loader.
+- Binding its functions is the business of :mod:`hipfile._lib._bindings`.
+"""
+
+import os
+import threading
+
+from posix.dlfcn cimport dlopen, dlerror, dlsym, RTLD_NOW, RTLD_LOCAL
+
+from hipfile._lib._errors import NO_ROCM_HINT, HipFileLibraryNotFound
 
 cdef void *_lib = NULL
 cdef object _lib_path = None
-_lock = threading.RLock()
+lock = threading.RLock()
 
 
 def candidate_paths():
@@ -31,28 +38,43 @@ def candidate_paths():
 
 cdef int _open_library() except -1:
     global _lib, _lib_path
-    cdef void *handle = NULL
+    cdef void *h = NULL
     cdef bytes bpath
     cdef const char *reason
     tried = []
-    for path in candidate_paths():
-        if os.sep in path and not os.path.exists(path):
-            tried.append(f"{path} (no such file)")
+    for p in candidate_paths():
+        if os.sep in p and not os.path.exists(p):
+            tried.append(f"{p} (no such file)")
             continue
-        bpath = os.fsencode(path)
-        handle = dlopen(bpath, RTLD_NOW | RTLD_LOCAL)
-        if handle != NULL:
-            _bind_symbols(handle)
-            _lib = handle
-            _lib_path = path
+        bpath = os.fsencode(p)
+        h = dlopen(bpath, RTLD_NOW | RTLD_LOCAL)
+        if h != NULL:
+            _lib_path = p
+            _lib = h
             return 0
         reason = dlerror()
-        tried.append(f"{path} ({reason.decode(errors='replace') if reason != NULL else 'failed'})")
-    from hipfile.platforms import NO_ROCM_HINT
+        tried.append(f"{p} ({reason.decode(errors='replace') if reason != NULL else 'failed'})")
     raise HipFileLibraryNotFound(
         "libhipfile could not be loaded; tried: " + "; ".join(tried)
         + ". Install hipFile (ROCm 7.2 or later), set ROCM_PATH to its prefix, "
         "or set HIPFILE_LIBRARY to the library's path. " + NO_ROCM_HINT)
+
+
+cdef void *handle() except NULL:
+    """The library's ``dlopen`` handle, opening it on first use."""
+    if _lib == NULL:
+        with lock:
+            if _lib == NULL:
+                _open_library()
+    return _lib
+
+
+cdef object path():
+    return _lib_path
+
+
+cdef bint loaded() noexcept:
+    return _lib != NULL
 
 
 def load_library():
@@ -68,10 +90,8 @@ def load_library():
     HipFileLibraryNotFound
         No candidate could be loaded; the message lists each path and why.
     """
-    with _lock:
-        if _lib == NULL:
-            _open_library()
-        return _lib_path
+    handle()
+    return _lib_path
 
 
 def library_loaded():
@@ -84,24 +104,7 @@ def library_path():
     return _lib_path
 
 
-cdef void *_resolve(const char *name) except NULL:
-    cdef void *sym
-    with _lock:
-        if _lib == NULL:
-            _open_library()
-        sym = dlsym(_lib, name)
-    if sym == NULL:
-        pyname = name.decode()
-        raise HipFileSymbolNotFound(
-            f"{pyname} is not exported by {_lib_path} (hipFile {_version_text()}); "
-            "it needs a newer hipFile release")
-    return sym
-
-
 def has_symbol(name):
     """Whether the loaded libhipfile exports ``name`` (loads the library)."""
-    load_library()
     cdef bytes b = name.encode()
-    return dlsym(_lib, b) != NULL
-
-
+    return dlsym(handle(), b) != NULL

@@ -1,136 +1,78 @@
-# Cores of FileHandle, Buffer and Stream: what the C paths need of them.
-#
-# Invariants
-# - A core owns its registration; the public subclasses add Python-level
-#   conveniences only.
-# - ``_pending`` counts AsyncIOHandles using the object whose completion has
-#   not been observed (parked ones included); ``_held`` counts other users
-#   (batch entries, parallel tasks, engine ranges). Closing or deregistering
-#   while either is non-zero raises InFlightError and changes nothing.
-# - ``_epoch`` is the driver epoch at registration: a registration older
-#   than ``_driver_epoch`` was dropped by the library and is never used or
-#   deregistered again.
-# - ``_gen`` / ``gen`` is the fork generation at open or registration: in a
-#   forked child an inherited registration is dropped, never passed to the
-#   library (see _process.pxi).
-# - close()/deregister() never wait: with operations in flight they raise
-#   InFlightError and change nothing. Leaving a ``with`` block waits for this
-#   object's stream-ordered operations first (see hipfile/_lifetime.py).
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Cores of FileHandle, Buffer and Stream: what the C paths need of them,
+the one range check of every I/O path, and the one submit preamble of the
+stream-ordered paths (``read_async``/``write_async`` and the engine).
 
-cdef enum:
-    FIXED_BUF_OFFSET = 1
-    FIXED_FILE_OFFSET = 2
-    FIXED_FILE_SIZE = 4
-# --------------------------------------------------------------------------
-# Buffers and streams of HIP-Python, resolved in C
-# --------------------------------------------------------------------------
+Invariants
+- A core owns its registration; the public subclasses add Python-level
+  conveniences only.
+- ``_pending`` counts AsyncIOHandles using the object whose completion has
+  not been observed (parked ones included); ``_held`` counts other users
+  (batch entries, parallel tasks, engine ranges). Closing or deregistering
+  while either is non-zero raises InFlightError and changes nothing.
+- ``_epoch`` is the driver epoch at registration: a registration older
+  than ``_driver_epoch`` was dropped by the library and is never used or
+  deregistered again.
+- ``_gen`` / ``gen`` is the fork generation at open or registration: in a
+  forked child an inherited registration is dropped, never passed to the
+  library (see _runtime.pyx).
+- close()/deregister() never wait: with operations in flight they raise
+  InFlightError and change nothing. Leaving a ``with`` block waits for this
+  object's stream-ordered operations first (see hipfile/_lifetime.py).
+- Every submission goes through ``submit_preamble``: a closed, stale or
+  inherited file, and a Buffer or Stream registered before fork, are
+  refused there, the same way for every path.
+"""
 
-cdef object _HipNDBuffer = None     # HIP-Python's DeviceArray and its base
-cdef object _HipDeviceArray = None
-cdef object _HipStream = None       # hipStream_t (ihipStream_t)
-cdef bint _hip_types_loaded = 0
-# Field offsets inside HIP-Python's objects, measured once at run time on
-# objects made for the purpose (-1: not found; the slow path is used).
-cdef Py_ssize_t _off_ptr = -1         # Pointer._ptr (void *)
-cdef Py_ssize_t _off_stream_ptr = -1  # the same field in ihipStream_t
-cdef Py_ssize_t _off_itemsize = -1    # NDBuffer._itemsize (size_t)
-cdef Py_ssize_t _off_cai = -1         # NDBuffer._cuda_array_interface (dict)
+from operator import index as _operator_index
 
+from cpython.ref cimport PyObject
+from libc.stdint cimport uintptr_t
 
-cdef Py_ssize_t _find_word(object a, object b, uintptr_t va, uintptr_t vb):
-    """The offset of the one pointer-sized field holding ``va`` in ``a`` and
-    ``vb`` in ``b`` (two objects of one type), or -1."""
-    cdef Py_ssize_t n = type(a).__basicsize__
-    cdef Py_ssize_t off, found = -1
-    for off in range(sizeof(PyObject), n - <Py_ssize_t>sizeof(uintptr_t) + 1,
-                     sizeof(uintptr_t)):
-        if (<uintptr_t *>(<char *><PyObject *>a + off))[0] == va and \
-                (<uintptr_t *>(<char *><PyObject *>b + off))[0] == vb:
-            if found >= 0:
-                return -1      # ambiguous
-            found = off
-    return found
+from hipfile._lib._enums import OpError
+from hipfile._lib._errors import (
+    ClosedFileError,
+    HandleNotRegisteredError,
+    InFlightError,
+    InvalidValueError,
+)
+from hipfile._lib import _bindings
+from hipfile._lib._decode cimport foreign_buffer_info, foreign_stream_handle
+from hipfile._lib._runtime cimport _driver_epoch, _fork_gen, _forked, _hipapi
+
+cdef extern from "Python.h":
+    long long PyLong_AsLongLongAndOverflow(object, int *) except? -1
 
 
-cdef int _calibrate() except -1:
-    global _off_ptr, _off_stream_ptr, _off_itemsize, _off_cai
-    import gc
-    cdef uintptr_t s1 = 0x5A17C0DE00001000, s2 = 0x5A17C0DE00042000
-    try:
-        if _HipDeviceArray is not None:
-            a = _HipDeviceArray.fromObj(s1)
-            b = _HipDeviceArray.fromObj(s2)
-            _off_ptr = _find_word(a, b, s1, s2)
-            a.configure(shape=(3, 5), typestr="f8", _force=True)
-            b.configure(shape=(7,), typestr="i2", _force=True)
-            _off_itemsize = _find_word(a, b, 8, 2)
-            dicts = {id(o): o for o in gc.get_referents(a) if type(o) is dict}
-            dicts_b = {id(o): o for o in gc.get_referents(b) if type(o) is dict}
-            for da in dicts.values():
-                for db in dicts_b.values():
-                    if da.get("shape") == (3, 5) and db.get("shape") == (7,):
-                        _off_cai = _find_word(a, b, <uintptr_t>id(da), <uintptr_t>id(db))
-        if _HipStream is not None:
-            _off_stream_ptr = _find_word(_HipStream.fromObj(s1), _HipStream.fromObj(s2), s1, s2)
-    except Exception:
-        _off_ptr = _off_stream_ptr = _off_itemsize = _off_cai = -1
-    if _off_ptr < 0 or _off_itemsize < 0 or _off_cai < 0:
-        _off_ptr = _off_itemsize = _off_cai = -1
+cdef Py_ssize_t _settle(object obj) except -1:
+    return settle_hook(obj) if settle_hook != NULL else 0
+
+
+cdef int _sweep_held() except -1:
+    if held_sweep_hook != NULL:
+        held_sweep_hook()
     return 0
 
 
-cdef int _load_hip_types() except -1:
-    global _HipNDBuffer, _HipDeviceArray, _HipStream, _hip_types_loaded
-    import sys
-    h = _hipapi()
-    mod = sys.modules.get(h.Pointer.__module__)
-    _HipNDBuffer = getattr(mod, "NDBuffer", None)
-    _HipDeviceArray = getattr(mod, "DeviceArray", None)
-    _HipStream = getattr(h.hip, "ihipStream_t", None)
-    _calibrate()
-    _hip_types_loaded = 1
-    return 0
-
+# --------------------------------------------------------------------------
+# Buffers and streams: the package's own cores read here, others decoded by
+# _decode
+# --------------------------------------------------------------------------
 
 cdef object _buffer_info(object obj, uintptr_t *base, size_t *length):
     """Address and size of a buffer object; returns the object to keep
-    alive. Buffer cores and HIP-Python arrays are read in C; other objects
-    go through the protocols of :mod:`hipfile._interop`."""
-    cdef size_t n, item
-    cdef char *p
+    alive. Buffer cores are read here, other objects by _decode."""
     if isinstance(obj, _BufferCore):
         base[0] = (<_BufferCore>obj)._ptr
         length[0] = (<_BufferCore>obj)._length
         return obj
-    if not _hip_types_loaded:
-        _load_hip_types()
-    t = type(obj)
-    if t is _HipDeviceArray or t is _HipNDBuffer:
-        if _off_cai >= 0:
-            p = <char *><PyObject *>obj
-            cai = <object>(<PyObject **>(p + _off_cai))[0]
-            if type(cai) is dict and (<dict>cai).get("strides") is None:
-                shape = (<dict>cai).get("shape")
-                if type(shape) is tuple:
-                    n = (<size_t *>(p + _off_itemsize))[0]
-                    for d in <tuple>shape:
-                        n *= <size_t>d
-                    base[0] = (<uintptr_t *>(p + _off_ptr))[0]
-                    length[0] = n
-                    return obj
-        base[0] = <uintptr_t>int(obj)
-        length[0] = <size_t>obj.itemsize * <size_t>obj.size
-        return obj
-    b, n, owner = _interop().protocol_buffer_info(obj)
-    base[0] = b
-    length[0] = n
-    return owner
+    return foreign_buffer_info(obj, base, length)
 
 
 cdef uintptr_t _stream_handle(object obj) except? 0:
-    """A stream object's handle. Stream cores, ints, None and HIP-Python
-    ``hipStream_t`` are read in C; the object itself (unless an int or None)
-    is what to keep alive while the stream is used."""
+    """A stream object's handle. Stream cores, ints and None are read here,
+    others decoded by _decode; the object itself (unless an int or None) is
+    what to keep alive while the stream is used."""
     if isinstance(obj, _StreamCore):
         return (<_StreamCore>obj)._handle
     if obj is None:
@@ -139,42 +81,111 @@ cdef uintptr_t _stream_handle(object obj) except? 0:
         if obj < 0 or obj >= (1 << 64):
             raise ValueError(f"stream handle {obj:#x} out of range")
         return <uintptr_t>obj
-    if not _hip_types_loaded:
-        _load_hip_types()
-    if type(obj) is _HipStream:
-        if _off_stream_ptr >= 0:
-            return (<uintptr_t *>(<char *><PyObject *>obj + _off_stream_ptr))[0]
-        return <uintptr_t>int(obj)
-    return <uintptr_t>_interop().stream_info(obj)[0]
-
-
-def hip_layout():
-    """The field offsets measured in HIP-Python's objects (-1: not found,
-    the Python-level path is used)."""
-    if not _hip_types_loaded:
-        _load_hip_types()
-    return {"ptr": _off_ptr, "stream_ptr": _off_stream_ptr, "itemsize": _off_itemsize,
-            "cuda_array_interface": _off_cai}
+    return foreign_stream_handle(obj)
 
 
 def buffer_info(obj):
-    """``(address, nbytes, owner)`` of a buffer object (see
-    :func:`hipfile._interop.buffer_info`)."""
+    """``(address, nbytes, owner)`` of a buffer object: a Buffer's own
+    fields, else what :mod:`hipfile._lib._decode` reads of it.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`hipfile._lib._decode.protocol_buffer_info`.
+    """
     cdef uintptr_t base = 0
     cdef size_t length = 0
     owner = _buffer_info(obj, &base, &length)
     return base, length, owner
 
 
+def stream_info(obj):
+    """``(handle, owner)`` of a stream object (see
+    :func:`hipfile._lib._decode.stream_info`; a Stream is its own owner)."""
+    if isinstance(obj, _StreamCore):
+        return (<_StreamCore>obj)._handle, obj
+    from hipfile._lib import _decode
+    return _decode.stream_info(obj)
+
+
+cdef int _check_file(_FileCore f) except -1:
+    if f._gen != _fork_gen and f._is_open:
+        _forked("this FileHandle")
+    if not f._is_open:
+        reason = getattr(f, "_closed_reason", None)
+        raise ClosedFileError(reason() if reason is not None
+                              else "I/O operation on a closed FileHandle")
+    if f._epoch != _driver_epoch:
+        raise HandleNotRegisteredError(
+            OpError.HANDLE_NOT_REGISTERED, 0, None,
+            "the driver was closed after this file was opened, which dropped its "
+            "registration; close and reopen the file")
+    return 0
+
+
+cdef object submit_preamble(_FileCore f, object buffer, object stream, uintptr_t *base,
+                            size_t *length, uintptr_t *sh, PyObject **state):
+    """What every stream-ordered submission checks and reads first: the
+    file is open, current and this process's; the buffer's address and
+    size (a Buffer registered before fork is refused); the stream's handle
+    and, for a registered stream, its state (``*state``, borrowed; NULL
+    when unregistered; a Stream registered before fork is refused).
+    Returns the object that keeps the buffer alive."""
+    cdef _BufferCore bc
+    cdef _StreamState st = None
+    if not f._is_open or f._epoch != _driver_epoch:
+        _check_file(f)
+    # buffer
+    if isinstance(buffer, _BufferCore):
+        bc = <_BufferCore>buffer
+        if bc._gen != _fork_gen and bc._registered:
+            _forked("this Buffer")
+        base[0] = bc._ptr
+        length[0] = bc._length
+        buf_owner = buffer
+    else:
+        buf_owner = foreign_buffer_info(buffer, base, length)
+    # stream
+    if isinstance(stream, _StreamCore):
+        sh[0] = (<_StreamCore>stream)._handle
+        st = (<_StreamCore>stream)._state
+    elif type(stream) is int:
+        try:
+            sh[0] = <uintptr_t>stream
+        except OverflowError:   # the rule of _stream_handle, off the fast path
+            raise ValueError(f"stream handle {stream:#x} out of range") from None
+        if _stream_states:
+            o = _stream_states.get(stream)
+            if o is not None:
+                st = <_StreamState>o
+    else:
+        sh[0] = _stream_handle(stream)
+        if _stream_states:
+            o = _stream_states.get(sh[0])
+            if o is not None:
+                st = <_StreamState>o
+    if st is not None and (not st.registered or st.gen != _fork_gen):
+        if st.registered:
+            _forked("this Stream")
+        st = None
+    state[0] = <PyObject *>st if st is not None else NULL
+    return buf_owner
+
+
+cdef void _release_refs(object file, object buffer, object state):
+    if file is not None:
+        (<_FileCore>file)._pending -= 1
+    if isinstance(buffer, _BufferCore):
+        (<_BufferCore>buffer)._pending -= 1
+    if state is not None:
+        (<_StreamState>state).pending -= 1
+
+
 # --------------------------------------------------------------------------
 # The one range check of every I/O path
 # --------------------------------------------------------------------------
 
-cdef extern from "Python.h":
-    long long PyLong_AsLongLongAndOverflow(object, int *) except? -1
-
-
-cdef inline long long _as_index(object value, str name) except? -1:
+cdef long long _as_index(object value, str name) except? -1:
     # ints (and numpy integers, through __index__) only: a float or a bool
     # is refused rather than truncated; a value no C long long holds (2**63
     # or more) is out of range, ValueError like any other bad size or
@@ -318,30 +329,13 @@ def io_range_check(size_t length, size, file_offset, buffer_offset, buf=None):
 cdef class _StreamState:
     """Registration state of one stream, shared by its Stream objects and
     the handles of operations on it."""
-    cdef readonly uintptr_t handle
-    cdef readonly unsigned flags
-    cdef readonly bint registered
-    cdef readonly Py_ssize_t pending
-    cdef unsigned long epoch
-    cdef unsigned long gen
 
 
-cdef dict _stream_states = {}     # handle -> _StreamState (registered streams)
+_stream_states = {}     # handle -> _StreamState (registered streams)
 
 
 cdef class _BufferCore:
     """Address, size and registration of a buffer (base of :class:`Buffer`)."""
-    cdef uintptr_t _ptr
-    cdef size_t _length
-    cdef int _flags
-    cdef bint _registered
-    cdef Py_ssize_t _pending
-    cdef object _owner
-    cdef int _device          # -1 until the engine asks
-    cdef Py_ssize_t _held
-    cdef unsigned long _epoch
-    cdef unsigned long _gen
-    cdef bint _bare           # made from a bare address: see _allocation_room
 
     def __cinit__(self):
         self._device = -1
@@ -422,7 +416,7 @@ cdef class _BufferCore:
             return
         if self._length == 0:
             raise ValueError("cannot register an empty buffer")
-        buf_register(self._ptr, self._length, self._flags)
+        _bindings.buf_register(self._ptr, self._length, self._flags)
         self._registered = 1
         self._epoch = _driver_epoch
         self._gen = _fork_gen
@@ -449,24 +443,20 @@ cdef class _BufferCore:
             self._registered = 0
             return
         if self._held:
-            _eng_sweep()
+            _sweep_held()
         if self._held:
             raise InFlightError(detail=f"cannot deregister the buffer at {self._ptr:#x}: "
                                 f"{self._held} operation(s) (batch entries, parallel "
                                 "reads or writes) still in flight")
-        if self._pending and settle(self):
+        if self._pending and _settle(self):
             raise InFlightError(detail=f"cannot deregister the buffer at {self._ptr:#x}: "
                                 f"{self._pending} asynchronous operation(s) still in flight")
         self._registered = 0
-        buf_deregister(self._ptr)
+        _bindings.buf_deregister(self._ptr)
 
 
 cdef class _StreamCore:
     """Handle and registration state of a stream (base of :class:`Stream`)."""
-    cdef uintptr_t _handle
-    cdef unsigned _flags
-    cdef object _owner
-    cdef _StreamState _state
 
     @property
     def handle(self):
@@ -523,7 +513,7 @@ cdef class _StreamCore:
             if self._state.gen != _fork_gen:
                 _forked("this Stream")
             return
-        stream_register(self._handle, self._flags)
+        _bindings.stream_register(self._handle, self._flags)
         cdef _StreamState st = _StreamState.__new__(_StreamState)
         st.handle = self._handle
         st.flags = self._flags
@@ -563,7 +553,7 @@ cdef class _StreamCore:
             st.registered = 0
             self._state = None
             return
-        if st.pending and settle(st):
+        if st.pending and _settle(st):
             raise InFlightError(detail=f"cannot deregister stream {self._handle:#x}: "
                                 f"{st.pending} asynchronous operation(s) still in flight")
         st.registered = 0
@@ -571,24 +561,18 @@ cdef class _StreamCore:
             del _stream_states[self._handle]
         self._state = None
         if st.epoch == _driver_epoch:
-            stream_deregister(self._handle)
+            _bindings.stream_deregister(self._handle)
             return
         # the driver was closed since: some libraries drop stream
         # registrations with it, others keep them
         try:
-            stream_deregister(self._handle)
+            _bindings.stream_deregister(self._handle)
         except InvalidValueError:
             pass
 
 
 cdef class _FileCore:
     """Registered hipFile handle of an open file (base of :class:`FileHandle`)."""
-    cdef hipFileHandle_t _fh
-    cdef bint _is_open
-    cdef Py_ssize_t _pending
-    cdef Py_ssize_t _held
-    cdef unsigned long _epoch
-    cdef unsigned long _gen
 
     def _hold(self, Py_ssize_t delta):
         """Count operations outside AsyncIOHandle (batch entries) using this file."""
@@ -596,7 +580,7 @@ cdef class _FileCore:
 
     def _held_count(self):
         if self._held:
-            _eng_sweep()   # stream-engine ranges that ended are counted off here
+            _sweep_held()   # stream-engine ranges that ended are counted off here
         return self._held
 
     @property
@@ -645,13 +629,13 @@ cdef class _FileCore:
             self._is_open = 0   # inherited through fork: the parent owns it
             return None
         if self._held:
-            _eng_sweep()
+            _sweep_held()
         if self._held:
             raise InFlightError(detail=f"cannot close the file: {self._held} operation(s) "
                                 "(batch entries, parallel or stream-engine reads or "
                                 "writes) still in flight; close(wait=True) waits for "
                                 "them first")
-        if self._pending and settle(self):
+        if self._pending and _settle(self):
             raise InFlightError(detail=f"cannot close the file: {self._pending} asynchronous "
                                 "operation(s) still in flight; close(wait=True) waits "
                                 "for them first")
@@ -659,37 +643,3 @@ cdef class _FileCore:
         if self._epoch != _driver_epoch:
             return None  # dropped with the driver: nothing to deregister
         return <uintptr_t>self._fh
-
-    def read_async(self, buffer, size=None, file_offset=0, buffer_offset=0, stream=0):
-        """Enqueue a read of ``size`` bytes at ``file_offset`` into ``buffer``
-        at ``buffer_offset`` on ``stream``; returns an :class:`AsyncIOHandle`.
-
-        ``buffer`` is a :class:`Buffer` or anything :class:`Buffer` accepts;
-        ``stream`` a :class:`Stream`, anything it accepts, or an int. The
-        call returns once the operation is enqueued. The handle keeps the
-        file, buffer and stream alive until completion is observed.
-
-        Raises
-        ------
-        ValueError
-            The file is closed, or the range does not fit the buffer.
-        HipFileException
-            The library refused the submission.
-
-        See Also
-        --------
-        hipFileReadAsync
-        """
-        return _submit(self, 0, buffer, size, file_offset, buffer_offset, stream)
-
-    def write_async(self, buffer, size=None, file_offset=0, buffer_offset=0, stream=0):
-        """Enqueue a write of ``size`` bytes from ``buffer`` at
-        ``buffer_offset`` to the file at ``file_offset`` on ``stream``; returns
-        an :class:`AsyncIOHandle`. See :meth:`read_async`.
-
-        See Also
-        --------
-        hipFileWriteAsync
-        """
-        return _submit(self, 1, buffer, size, file_offset, buffer_offset, stream)
-

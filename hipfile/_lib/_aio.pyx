@@ -1,65 +1,103 @@
-# AsyncIOHandle and the submit path of hipFileReadAsync/hipFileWriteAsync.
-#
-# Invariants
-# - ``_submit`` runs with the GIL held from the slot take to the link into
-#   the pending list; only the library call itself runs without the GIL.
-# - A submitted handle keeps its file, buffer and stream alive until its
-#   completion is observed (``_observed``), then drops them at once.
-# - A handle dropped before that parks its slot in the pool (never blocks in
-#   the garbage collector) and enqueues a host function that marks it done.
-# - The pending list holds borrowed pointers: a handle unlinks itself before
-#   it dies.
-# - A stream that can no longer be queried (destroyed behind the binding's
-#   back) ends its handles as *lost*: their file, buffer and stream are
-#   released, the slot is never reused before ``hipDeviceSynchronize``, and
-#   ``wait()`` raises HipRuntimeError.
-# - Completion already observed (``_complete``) or marked (``SLOT_DONE``) is
-#   read without touching the stream.
-# - Handles are not tracked by the cyclic GC (submit speed); cycles through
-#   them are broken by observing completion (see _observe.pxi).
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""AsyncIOHandle and the submit path of hipFileReadAsync/hipFileWriteAsync.
 
-_interop_mod = None
+Invariants
+- ``_submit`` runs with the GIL held from the slot take to the link into
+  the pending list; only the library call itself runs without the GIL.
+- A submitted handle keeps its file, buffer and stream alive until its
+  completion is observed (``_observed``), then drops them at once.
+- A handle dropped before that parks its slot in the pool (never blocks in
+  the garbage collector) and enqueues a host function that marks it done.
+- The pending list holds borrowed pointers: a handle unlinks itself before
+  it dies.
+- A stream that can no longer be queried (destroyed behind the binding's
+  back) ends its handles as *lost*: their file, buffer and stream are
+  released, the slot is never reused before ``hipDeviceSynchronize``, and
+  ``wait()`` raises HipRuntimeError.
+- Completion already observed (``_complete``) or marked (``SLOT_DONE``) is
+  read without touching the stream.
+- Handles are not tracked by the cyclic GC (submit speed); cycles through
+  them are broken by observing completion (see _observe.pyx).
+"""
 
+cimport cython
+cimport libc.errno
+import os
 
-cdef object _interop():
-    global _interop_mod
-    if _interop_mod is None:
-        from hipfile import _interop as m
-        _interop_mod = m
-    return _interop_mod
+from cpython.ref cimport PyObject
+from libc.stdint cimport uintptr_t
 
+from hipfile._lib.chipfile cimport *
+from hipfile._lib._bindings cimport bind, p_hipFileReadAsync, p_hipFileWriteAsync
+from hipfile._lib._core cimport (
+    FIXED_BUF_OFFSET,
+    FIXED_FILE_OFFSET,
+    FIXED_FILE_SIZE,
+    _as_index,
+    _BufferCore,
+    _FileCore,
+    _io_range,
+    _release_refs,
+    _StreamState,
+    submit_preamble,
+)
+from hipfile._lib cimport _core
+from hipfile._lib._pool cimport (
+    SLOT_DONE,
+    SLOT_PARKED,
+    Slots,
+    _give_back,
+    _launch_marker,
+    _lose,
+    _Parked,
+    _parked,
+    _slot_ptr,
+    _state_ptr,
+    _sweep,
+    _take,
+)
+from hipfile._lib._runtime cimport (
+    HIP_ERROR_NOT_READY,
+    HIP_EVENT_DISABLE_TIMING,
+    HIP_SUCCESS,
+    WAIT_EVENT,
+    _as_timeout,
+    _c_event_create,
+    _c_event_free,
+    _c_event_rec,
+    _destroy_event,
+    _event_query,
+    _EventType,
+    _exiting,
+    _fork_gen,
+    _forked,
+    _hip_fail,
+    _hipapi,
+    _load_hip_capi,
+    _pointer_device,
+    _PointerType,
+    _stream_query,
+    wait_interruptible,
+)
+
+from hipfile._lib import _runtime
+from hipfile._lib._errors import HipRuntimeError, raise_result, raise_status
+from hipfile._lib._runtime import on_device
 
 # Intrusive list of handles submitted and not yet observed complete
 # (borrowed pointers; a handle unlinks itself before it dies).
-cdef PyObject *_pending_head = NULL
-
-
-cdef int _check_file(_FileCore f) except -1:
-    if f._gen != _fork_gen and f._is_open:
-        _forked("this FileHandle")
-    if not f._is_open:
-        reason = getattr(f, "_closed_reason", None)
-        raise ClosedFileError(reason() if reason is not None
-                              else "I/O operation on a closed FileHandle")
-    if f._epoch != _driver_epoch:
-        raise HandleNotRegisteredError(
-            OpError.HANDLE_NOT_REGISTERED, 0, None,
-            "the driver was closed after this file was opened, which dropped its "
-            "registration; close and reopen the file")
-    return 0
+_pending_head = NULL
 
 
 cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
                            object file_offset, object buffer_offset, object stream):
     global _pending_head
-    cdef fn_io_async_t fn = _get_async(opcode)
+    cdef hipFileReadAsync_t fn
     cdef uintptr_t base
     cdef size_t length
-    cdef _BufferCore bc = None
-    cdef object buf_owner
+    cdef PyObject *state = NULL
     cdef _StreamState st = None
     cdef uintptr_t sh
-    cdef object stream_owner = None
     cdef hoff_t foff, boff
     cdef size_t nbytes
     cdef hipFileError_t e
@@ -67,42 +105,17 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     cdef Slots *s
     cdef AsyncIOHandle h
 
-    if not f._is_open or f._epoch != _driver_epoch:
-        _check_file(f)
-    # buffer
-    if isinstance(buffer, _BufferCore):
-        bc = <_BufferCore>buffer
-        if bc._gen != _fork_gen and bc._registered:
-            _forked("this Buffer")
-        base = bc._ptr
-        length = bc._length
-        buf_owner = buffer
+    if opcode == 0:
+        fn = p_hipFileReadAsync
+        if fn == NULL:
+            fn = <hipFileReadAsync_t>bind(b"hipFileReadAsync")
     else:
-        buf_owner = _buffer_info(buffer, &base, &length)
-    # stream
-    if isinstance(stream, _StreamCore):
-        sh = (<_StreamCore>stream)._handle
-        st = (<_StreamCore>stream)._state
-        stream_owner = stream
-    elif type(stream) is int:
-        try:
-            sh = <uintptr_t>stream
-        except OverflowError:   # the rule of _stream_handle, off the fast path
-            raise ValueError(f"stream handle {stream:#x} out of range") from None
-        o = _stream_states.get(stream) if _stream_states else None
-        if o is not None:
-            st = <_StreamState>o
-    else:
-        sh = _stream_handle(stream)
-        stream_owner = stream
-        if _stream_states:
-            o = _stream_states.get(sh)
-            if o is not None:
-                st = <_StreamState>o
-    if st is not None and (not st.registered or st.gen != _fork_gen):
-        if st.registered:
-            _forked("this Stream")
-        st = None
+        fn = p_hipFileWriteAsync
+        if fn == NULL:
+            fn = <hipFileWriteAsync_t>bind(b"hipFileWriteAsync")
+    buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
+    if state != NULL:
+        st = <_StreamState>state
     _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
 
     h = AsyncIOHandle.__new__(AsyncIOHandle)
@@ -133,7 +146,8 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     h._submitted = 1
     h._file = f
     h._buffer = buf_owner
-    h._stream_owner = stream_owner
+    if stream is not None and type(stream) is not int:
+        h._stream_owner = stream
     h._stream = sh
     h._base = base
     h._state = st
@@ -141,8 +155,8 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     h._submitted_size = nbytes
     h._buf_len = length
     f._pending += 1
-    if bc is not None:
-        bc._pending += 1
+    if isinstance(buf_owner, _BufferCore):
+        (<_BufferCore>buf_owner)._pending += 1
     if st is not None:
         st.pending += 1
     # link
@@ -152,6 +166,41 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         (<AsyncIOHandle>_pending_head)._prev = <PyObject *>h
     _pending_head = <PyObject *>h
     return h
+
+
+def read_async(_FileCore self, buffer, size=None, file_offset=0, buffer_offset=0, stream=0):
+    """Enqueue a read of ``size`` bytes at ``file_offset`` into ``buffer``
+    at ``buffer_offset`` on ``stream``; returns an :class:`AsyncIOHandle`.
+
+    ``buffer`` is a :class:`Buffer` or anything :class:`Buffer` accepts;
+    ``stream`` a :class:`Stream`, anything it accepts, or an int. The
+    call returns once the operation is enqueued. The handle keeps the
+    file, buffer and stream alive until completion is observed.
+
+    Raises
+    ------
+    ValueError
+        The file is closed, or the range does not fit the buffer.
+    HipFileException
+        The library refused the submission.
+
+    See Also
+    --------
+    hipFileReadAsync
+    """
+    return _submit(self, 0, buffer, size, file_offset, buffer_offset, stream)
+
+
+def write_async(_FileCore self, buffer, size=None, file_offset=0, buffer_offset=0, stream=0):
+    """Enqueue a write of ``size`` bytes from ``buffer`` at
+    ``buffer_offset`` to the file at ``file_offset`` on ``stream``; returns
+    an :class:`AsyncIOHandle`. See :meth:`read_async`.
+
+    See Also
+    --------
+    hipFileWriteAsync
+    """
+    return _submit(self, 1, buffer, size, file_offset, buffer_offset, stream)
 
 
 cdef void _unlink(AsyncIOHandle h):
@@ -166,31 +215,6 @@ cdef void _unlink(AsyncIOHandle h):
     h._next = NULL
 
 
-cdef void _release_refs(object file, object buffer, object state):
-    if file is not None:
-        (<_FileCore>file)._pending -= 1
-    if isinstance(buffer, _BufferCore):
-        (<_BufferCore>buffer)._pending -= 1
-    if state is not None:
-        (<_StreamState>state).pending -= 1
-
-
-cdef void _destroy_event(object event):
-    # The C-level call when HIP-Python exports it: no Python code runs, so
-    # Ctrl-C cannot land half way (the event is destroyed or left alone).
-    cdef uintptr_t ev
-    if event is None or _exiting:
-        return
-    if _c_event_free != NULL:
-        ev = <uintptr_t>int(event)
-        _c_event_free(<void *>ev)
-        return
-    try:
-        _hipapi().hip.hipEventDestroy(event)
-    except Exception:
-        pass
-
-
 def pending_handles():
     """Handles submitted through hipfile whose completion is not yet observed."""
     out = []
@@ -199,6 +223,10 @@ def pending_handles():
         out.append(<object>p)
         p = (<AsyncIOHandle>p)._next
     return out
+
+
+cdef Py_ssize_t _settle(object obj) except -1:
+    return settle(obj)
 
 
 def settle(obj=None):
@@ -245,27 +273,6 @@ cdef class AsyncIOHandle:
     directly (``AsyncIOHandle(size, file_offset, buffer_offset)``) it holds
     values for the raw layer and is not submitted.
     """
-    cdef int _slot
-    cdef Slots *_s
-    cdef int _opcode
-    cdef bint _submitted
-    cdef bint _complete
-    cdef object _file
-    cdef object _buffer
-    cdef object _stream_owner
-    cdef _StreamState _state
-    cdef uintptr_t _stream
-    cdef unsigned _flags
-    cdef size_t _submitted_size
-    cdef size_t _buf_len
-    cdef object _event
-    cdef object _slots_ptr
-    cdef PyObject *_prev
-    cdef PyObject *_next
-    cdef int _lost
-    cdef bint _stream_gone    # lost to a stream query, with no event behind it
-    cdef uintptr_t _base      # the buffer's address (the device to synchronise)
-    cdef unsigned long _gen
 
     def __cinit__(self):
         self._slot = -1
@@ -320,7 +327,7 @@ cdef class AsyncIOHandle:
         h = _hipapi()
         dev = _pointer_device(self._base)
         try:
-            with _on_device(dev):
+            with on_device(dev):
                 err = int(h.hip.hipDeviceSynchronize()[0])
         except Exception:
             return 0
@@ -635,6 +642,10 @@ cdef class AsyncIOHandle:
         """Same as :meth:`wait` (the ``concurrent.futures`` name)."""
         return self.wait(timeout)
 
+    def get(self, timeout=None):
+        """Same as :meth:`wait` (KvikIO's name)."""
+        return self.wait(timeout)
+
     cdef object _result(self):
         if self._lost:
             raise HipRuntimeError(
@@ -660,3 +671,13 @@ cdef class AsyncIOHandle:
         return (f"<AsyncIOHandle {kind} size={self._s.size} "
                 f"file_offset={self._s.file_offset} buffer_offset={self._s.buffer_offset} "
                 f"stream=0x{self._stream:x} {state}>")
+
+
+def _after_fork_in_child():
+    # the parent's pending handles: their completion is never observed here
+    global _pending_head
+    _pending_head = NULL
+
+
+_runtime.on_fork_child(_after_fork_in_child)
+_core.settle_hook = _settle

@@ -1,20 +1,43 @@
-# Observing completion outside a handle's own calls.
-#
-# Invariants
-# - ``wait_for`` is the one wait for "everything using this object"
-#   (with-blocks, Driver exit): it goes through ``wait_interruptible`` only,
-#   so it is interruptible and loses nothing.
-# - A finalizer that finds operations in flight never drops a registration:
-#   the object is kept in ``_deferred`` and released by the sweep that sees
-#   the operations complete (``_sweep`` calls ``_retry_deferred``).
-# - A handle that takes part in a reference cycle (``fh.h = fh.read_async()``)
-#   is not tracked by the cyclic GC, which keeps submit short: each
-#   collection of the older generations schedules (``Py_AddPendingCall``)
-#   an observation of the pending handles that have completed (one
-#   non-blocking query per stream), which drops their references and so
-#   breaks the cycle. Nothing is added to the submit path.
-# - Nothing here runs inside a GC callback but the scheduling: the callback
-#   may fire in the middle of any loop over the pending list or ``_parked``.
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Observing completion outside a handle's own calls.
+
+Invariants
+- ``wait_for`` is the one wait for "everything using this object"
+  (with-blocks, Driver exit): it goes through ``wait_interruptible`` only,
+  so it is interruptible and loses nothing.
+- A finalizer that finds operations in flight never drops a registration:
+  the object is kept in ``_deferred`` and released by the sweep that sees
+  the operations complete (``_sweep`` calls ``_retry_deferred``).
+- A handle that takes part in a reference cycle (``fh.h = fh.read_async()``)
+  is not tracked by the cyclic GC, which keeps submit short: each
+  collection of the older generations schedules (``Py_AddPendingCall``)
+  an observation of the pending handles that have completed (one
+  non-blocking query per stream), which drops their references and so
+  breaks the cycle. Nothing is added to the submit path.
+- Nothing here runs inside a GC callback but the scheduling: the callback
+  may fire in the middle of any loop over the pending list or ``_parked``.
+"""
+
+import gc as _gc
+import time as _time
+
+from libc.stdint cimport uintptr_t
+
+from hipfile._lib._aio cimport AsyncIOHandle, _pending_head
+from hipfile._lib._pool cimport SLOT_DONE, _lose, _Parked, _parked, _state_ptr, _sweep
+from hipfile._lib._runtime cimport (
+    HIP_ERROR_NOT_READY,
+    HIP_SUCCESS,
+    WAIT_FLAG,
+    _as_timeout,
+    _event_query,
+    _exiting,
+    _fork_gen,
+    _stream_query,
+    wait_interruptible,
+)
+
+from hipfile._lib._aio import pending_handles, settle
 
 def wait_for(obj=None, timeout=None):
     """Wait until the stream-ordered operations using ``obj`` (a file,
@@ -62,46 +85,6 @@ cdef int _wait_parked(int n, _Parked rec, double deadline) except -1:
         if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
             _lose(rec)
     return 0
-
-
-# Finalizers that found operations in flight: the objects are kept here and
-# closed or deregistered once those complete, so a registration never leaks.
-cdef list _deferred = []
-cdef bint _retrying = 0
-
-
-def defer_release(obj, str method):
-    """Keep ``obj`` until its operations complete, then call
-    ``obj.<method>()`` (a finalizer that found operations in flight)."""
-    _deferred.append((obj, method))
-
-
-cdef int _retry_deferred() except -1:
-    global _retrying
-    if _retrying or not _deferred or _exiting:
-        return 0
-    _retrying = 1
-    try:
-        items = list(_deferred)
-        for item in items:
-            try:
-                getattr(item[0], item[1])()
-            except InFlightError:
-                continue
-            except Exception:
-                pass
-            try:
-                _deferred.remove(item)
-            except ValueError:
-                pass
-    finally:
-        _retrying = 0
-    return 0
-
-
-def deferred_releases():
-    """Objects whose close or deregistration waits for operations in flight."""
-    return [item[0] for item in _deferred]
 
 
 ctypedef int (*_pending_fn_t)(void *) noexcept
@@ -157,5 +140,4 @@ cdef int _observe_pending(void *arg) except -1:
     return 0
 
 
-import gc as _gc
 _gc.callbacks.append(_gc_observe)

@@ -1,35 +1,48 @@
-# The pool of pinned slots for stream-ordered operations.
-#
-# Invariants
-# - Slots live in pages of pinned host memory (``hipHostMalloc`` through
-#   HIP-Python); a page never moves and is freed only when none of its slots
-#   is in use or parked (``trim_pool``).
-# - The C arrays (``_pslots``, ``_pstate``, ``_pused``, ``_fstack``) are
-#   changed only with the GIL held and without yielding it between reading
-#   and writing them: growing calls HIP first, then updates the arrays in C
-#   only, so two threads never interleave an update.
-# - A slot is FREE, USED (owned by one AsyncIOHandle), PARKED (its handle
-#   died before completion was observed; ``_parked`` owns the objects the
-#   operation uses) or DONE (a host function behind the operation said the
-#   stream passed it; written on the stream's thread with a release store).
-# - A parked slot is ``lost`` when its stream can no longer be queried
-#   (destroyed behind the binding's back): no marker can follow the
-#   operation, so the slot is reclaimed only after ``hipDeviceSynchronize``
-#   (``trim_pool``), never reused before.
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The pool of pinned slots for stream-ordered operations.
 
-ctypedef struct Slots:
-    size_t size
-    hoff_t file_offset
-    hoff_t buffer_offset
-    ssize_t bytes_done
+Invariants
+- Slots live in pages of pinned host memory (``hipHostMalloc`` through
+  HIP-Python); a page never moves and is freed only when none of its slots
+  is in use or parked (``trim_pool``).
+- The C arrays (``_pslots``, ``_pstate``, ``_pused``, ``_fstack``) are
+  changed only with the GIL held and without yielding it between reading
+  and writing them: growing calls HIP first, then updates the arrays in C
+  only, so two threads never interleave an update.
+- A slot is FREE, USED (owned by one AsyncIOHandle), PARKED (its handle
+  died before completion was observed; ``_parked`` owns the objects the
+  operation uses) or DONE (a host function behind the operation said the
+  stream passed it; written on the stream's thread with a release store).
+- A parked slot is ``lost`` when its stream can no longer be queried
+  (destroyed behind the binding's back): no marker can follow the
+  operation, so the slot is reclaimed only after ``hipDeviceSynchronize``
+  (``trim_pool``), never reused before.
 
-DEF SLOTS_PER_PAGE = 2048
+Objects whose finalizer found operations in flight are kept here too
+(``defer_release``) and released by the sweep that sees them complete.
+"""
 
-cdef enum:
-    SLOT_FREE = 0
-    SLOT_USED = 1
-    SLOT_PARKED = 2
-    SLOT_DONE = 3      # written by a host function on the stream's thread
+from libc.stdint cimport uintptr_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memset
+
+from hipfile._lib._errors import InFlightError
+from hipfile._lib._core cimport _release_refs
+from hipfile._lib._runtime cimport (
+    HIP_SUCCESS,
+    _c_host_free,
+    _c_host_malloc,
+    _c_launch_host_func,
+    _destroy_event,
+    _exiting,
+    _fork_gen,
+    _hip_fail,
+    _hipapi,
+    _load_hip_capi,
+    hipfile_atomic_load_u8,
+    hipfile_atomic_store_u8,
+)
+from hipfile._lib import _runtime
 
 cdef class _Page:
     """One pinned allocation holding SLOTS_PER_PAGE slots.
@@ -53,7 +66,7 @@ cdef class _Page:
 
 
 cdef list _pages = []         # the _Page objects (own the memory)
-cdef dict _parked = {}        # slot number -> _Parked
+_parked = {}                  # slot number -> _Parked
 
 # C views of the pool for the hot path: per page its slots, states and use
 # count; a stack of free slot numbers.
@@ -67,12 +80,7 @@ cdef int _nfree = 0
 
 
 cdef class _Parked:
-    cdef object file
-    cdef object buffer
-    cdef object stream_state
-    cdef object event
-    cdef bint lost
-    cdef uintptr_t stream
+    """What a slot parked behind an operation in flight keeps alive."""
 
 
 cdef void _lose(_Parked rec):
@@ -146,11 +154,11 @@ cdef int _new_page() except -1:
     return 0
 
 
-cdef inline Slots *_slot_ptr(int n) noexcept:
+cdef Slots *_slot_ptr(int n) noexcept:
     return &_pslots[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
 
 
-cdef inline unsigned char *_state_ptr(int n) noexcept:
+cdef unsigned char *_state_ptr(int n) noexcept:
     return &_pstate[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
 
 
@@ -176,7 +184,7 @@ cdef int _sweep() except -1:
     return 0
 
 
-cdef inline void _give_back(int n) noexcept:
+cdef void _give_back(int n) noexcept:
     global _nfree
     _state_ptr(n)[0] = SLOT_FREE
     _pused[n // SLOTS_PER_PAGE] -= 1
@@ -191,7 +199,7 @@ cdef int _refill() except -1:
     return 0
 
 
-cdef inline int _take() except -1:
+cdef int _take() except -1:
     global _nfree
     cdef int n
     # _refill may let other threads run and take the new slots: check again
@@ -224,7 +232,8 @@ def trim_pool():
     cdef int n
     if _fork_gen or _exiting:
         return 0
-    _eng_trim()
+    if trim_hook != NULL:
+        trim_hook()
     lost = [n for n, rec in _parked.items() if (<_Parked>rec).lost]
     if lost:
         # the device has passed every operation once it synchronises, also
@@ -276,3 +285,63 @@ def pool_stats():
     return {"pages": _npages, "free": _nfree, "in_use": used - len(_parked),
             "parked": len(_parked), "slots_per_page": SLOTS_PER_PAGE}
 
+
+# Finalizers that found operations in flight: the objects are kept here and
+# closed or deregistered once those complete, so a registration never leaks.
+_deferred = []
+cdef bint _retrying = 0
+
+
+def defer_release(obj, str method):
+    """Keep ``obj`` until its operations complete, then call
+    ``obj.<method>()`` (a finalizer that found operations in flight)."""
+    _deferred.append((obj, method))
+
+
+cdef int _retry_deferred() except -1:
+    global _retrying
+    if _retrying or not _deferred or _exiting:
+        return 0
+    _retrying = 1
+    try:
+        items = list(_deferred)
+        for item in items:
+            try:
+                getattr(item[0], item[1])()
+            except InFlightError:
+                continue
+            except Exception:
+                pass
+            try:
+                _deferred.remove(item)
+            except ValueError:
+                pass
+    finally:
+        _retrying = 0
+    return 0
+
+
+def deferred_releases():
+    """Objects whose close or deregistration waits for operations in flight."""
+    return [item[0] for item in _deferred]
+
+
+cdef int _launch_marker(uintptr_t stream, unsigned char *state):
+    """Enqueue _host_done(state) on the stream; returns the hipError_t."""
+    if _c_launch_host_func != NULL:
+        return _c_launch_host_func(<void *>stream, _host_done, <void *>state)
+    try:
+        return int(_hipapi().hip.hipLaunchHostFunc(
+            stream, <uintptr_t>&_host_done, <uintptr_t>state)[0])
+    except BaseException:
+        return -1
+
+
+def _after_fork_in_child():
+    # the parent's parked slots: their completion can never be observed here
+    parked = list(_parked.values())
+    _parked.clear()
+    del parked       # dropped here: their finalizers see the new generation
+
+
+_runtime.on_fork_child(_after_fork_in_child)

@@ -1,0 +1,67 @@
+# cython: language_level=3
+# Cores of FileHandle, Buffer and Stream, the one range check, and the one
+# submit preamble of every stream-ordered path (see _core.pyx).
+
+from cpython.ref cimport PyObject
+from libc.stdint cimport uintptr_t
+from hipfile._lib.chipfile cimport hipFileHandle_t, hoff_t
+
+cdef enum:
+    FIXED_BUF_OFFSET = 1
+    FIXED_FILE_OFFSET = 2
+    FIXED_FILE_SIZE = 4
+
+cdef class _StreamState:
+    cdef readonly uintptr_t handle
+    cdef readonly unsigned flags
+    cdef readonly bint registered
+    cdef readonly Py_ssize_t pending
+    cdef unsigned long epoch
+    cdef unsigned long gen
+
+cdef class _BufferCore:
+    cdef uintptr_t _ptr
+    cdef size_t _length
+    cdef int _flags
+    cdef bint _registered
+    cdef Py_ssize_t _pending
+    cdef object _owner
+    cdef int _device          # -1 until the engine asks
+    cdef Py_ssize_t _held
+    cdef unsigned long _epoch
+    cdef unsigned long _gen
+    cdef bint _bare           # made from a bare address: see _allocation_room
+
+cdef class _StreamCore:
+    cdef uintptr_t _handle
+    cdef unsigned _flags
+    cdef object _owner
+    cdef _StreamState _state
+
+cdef class _FileCore:
+    cdef hipFileHandle_t _fh
+    cdef bint _is_open
+    cdef Py_ssize_t _pending
+    cdef Py_ssize_t _held
+    cdef unsigned long _epoch
+    cdef unsigned long _gen
+
+cdef dict _stream_states
+
+# What the layers above lend the cores (set when they are imported): how
+# many stream-ordered operations using an object are still in flight
+# (_aio), and counting off the engine's ranges that ended (_engine).
+ctypedef Py_ssize_t (*settle_fn)(object) except -1
+ctypedef int (*sweep_fn)() except -1
+cdef settle_fn settle_hook
+cdef sweep_fn held_sweep_hook
+
+cdef long long _as_index(object value, str name) except? -1
+cdef int _io_range(size_t length, object size, object file_offset, object buffer_offset,
+                   size_t *nbytes, hoff_t *foff, hoff_t *boff, object buf=*) except -1
+cdef int _check_file(_FileCore f) except -1
+cdef object _buffer_info(object obj, uintptr_t *base, size_t *length)
+cdef uintptr_t _stream_handle(object obj) except? 0
+cdef object submit_preamble(_FileCore f, object buffer, object stream, uintptr_t *base,
+                            size_t *length, uintptr_t *sh, PyObject **state)
+cdef void _release_refs(object file, object buffer, object state)

@@ -1,0 +1,3 @@
+"""Observing completion outside a handle's own calls."""
+
+def wait_for(obj: object = None, timeout: float | None = None) -> int: ...

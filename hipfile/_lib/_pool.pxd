@@ -1,0 +1,44 @@
+# cython: language_level=3
+# The pool of pinned slots for stream-ordered operations, and the objects
+# whose release waits for them (see _pool.pyx).
+
+from libc.stdint cimport uintptr_t
+from hipfile._lib.chipfile cimport hoff_t, ssize_t
+
+ctypedef struct Slots:
+    size_t size
+    hoff_t file_offset
+    hoff_t buffer_offset
+    ssize_t bytes_done
+
+cdef enum:
+    SLOTS_PER_PAGE = 2048
+
+cdef enum:
+    SLOT_FREE = 0
+    SLOT_USED = 1
+    SLOT_PARKED = 2
+    SLOT_DONE = 3      # written by a host function on the stream's thread
+
+cdef class _Parked:
+    cdef object file
+    cdef object buffer
+    cdef object stream_state
+    cdef object event
+    cdef bint lost
+    cdef uintptr_t stream
+
+cdef dict _parked
+cdef list _deferred
+
+cdef void _lose(_Parked rec)
+cdef int _take() except -1
+cdef void _give_back(int n) noexcept
+cdef Slots *_slot_ptr(int n) noexcept
+cdef unsigned char *_state_ptr(int n) noexcept
+cdef int _sweep() except -1
+cdef int _launch_marker(uintptr_t stream, unsigned char *state)
+
+# The engine's trim, lent by the engine when it is imported.
+ctypedef int (*trim_fn)() except -1
+cdef trim_fn trim_hook

@@ -1,0 +1,71 @@
+# cython: language_level=3
+# HIP runtime access, the one wait and timeout rule, devices, and the
+# process an object belongs to (fork, exit, driver epochs). See _runtime.pyx.
+
+from libc.stdint cimport uintptr_t
+
+cdef extern from *:
+    """
+    static inline void hipfile_atomic_store_u8(unsigned char *p, unsigned char v) {
+        __atomic_store_n(p, v, __ATOMIC_RELEASE);
+    }
+    static inline unsigned char hipfile_atomic_load_u8(unsigned char *p) {
+        return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    }
+    """
+    void hipfile_atomic_store_u8(unsigned char *p, unsigned char v) nogil
+    unsigned char hipfile_atomic_load_u8(unsigned char *p) nogil
+
+cdef enum:
+    HIP_SUCCESS = 0
+    HIP_ERROR_NOT_READY = 600
+    HIP_EVENT_DISABLE_TIMING = 2
+
+cdef enum WaitKind:
+    WAIT_EVENT = 0     # target: a hipEvent_t
+    WAIT_STREAM = 1    # target: a hipStream_t
+    WAIT_FLAG = 2      # target: address of an unsigned char, ready when == ready_value
+
+ctypedef void (*host_fn_t)(void *) noexcept nogil
+ctypedef int (*hip_launch_host_func_t)(void *, host_fn_t, void *) noexcept nogil
+ctypedef int (*hip_handle_fn_t)(void *) noexcept nogil
+ctypedef int (*hip_host_malloc_t)(void **, size_t, unsigned int) noexcept nogil
+ctypedef int (*hip_event_create_t)(void **, unsigned int) noexcept nogil
+ctypedef int (*hip_event_record_t)(void *, void *) noexcept nogil
+
+# HIP-Python's C-level functions (NULL until _load_hip_capi, or when absent)
+cdef hip_launch_host_func_t _c_launch_host_func
+cdef hip_handle_fn_t _c_stream_query
+cdef hip_handle_fn_t _c_event_query
+cdef hip_host_malloc_t _c_host_malloc
+cdef hip_handle_fn_t _c_host_free
+cdef hip_event_create_t _c_event_create
+cdef hip_event_record_t _c_event_rec
+cdef hip_handle_fn_t _c_event_free
+cdef object _PointerType
+cdef object _EventType
+
+cdef void *_capsule_fn(dict capi, str name, bytes signature)
+cdef int _load_hip_capi() except -1
+cdef object _hipapi()
+cdef int _stream_query(uintptr_t stream) except? -1
+cdef int _event_query(object event) except? -1
+cdef int _event_query_h(uintptr_t ev) except? -1
+cdef double _as_timeout(object timeout, str name=*) except? -2.0
+cdef double _now() noexcept nogil
+cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
+                            unsigned char ready_value=*) except -1
+cdef int _hip_fail(int err, str func) except -1
+cdef void _destroy_event(object event)
+
+# devices
+cdef int _current_device() except? -2
+cdef int _pointer_device(uintptr_t ptr, bint *is_device=*) except? -2
+cdef int _stream_device(uintptr_t stream) except? -2
+
+# the process
+cdef unsigned long _fork_gen
+cdef bint _exiting
+cdef unsigned long _driver_epoch
+cdef int _forked(str what) except -1
+cdef void _note_driver_close()
