@@ -1,4 +1,6 @@
-"""Batch entries: the completion event a batch reports, and the bookkeeping of one entry."""
+"""Batch entries: the completion event a batch reports, the bookkeeping of
+one entry, and what BatchIO and batch_read/batch_write share (limits,
+set-up, parameter arrays kept after their batch)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from hipfile import defaults
+from hipfile._lib import _hipfile
 from hipfile._lib._core import _BufferCore, _FileCore
 from hipfile._lib._errors import error_for_result
 from hipfile.enums import BASE_ERR, Opcode, OpError, Status
-from hipfile.errors import HipFileException
+from hipfile.errors import HipFileException, InvalidValueError
+from hipfile.properties import driver_get_properties
 
 #: Final states: the library no longer uses the entry's memory.
 _FINAL = Status.COMPLETE | Status.FAILED | Status.CANCELED | Status.INVALID | Status.TIMEOUT
@@ -136,3 +141,32 @@ class _Entry:
         self.fh._hold(delta)
         if self.buffer_core is not None:
             self.buffer_core._hold(delta)
+
+
+_MAX_ENTRY: int = _hipfile.MAX_IO_CHUNK
+#: Longest single wait inside the library, so that signals and close() are
+#: seen between waits.
+_SLICE = 0.1
+#: How long close() waits for canceled entries to report before destroying.
+CLOSE_TIMEOUT = 10.0
+
+# Parameter arrays whose entries never reported a final state before their
+# batch was destroyed: never freed, in case the library still reads them.
+_abandoned: list[np.ndarray] = []
+
+
+def _set_up(max_nr: int) -> int:
+    """``hipFileBatchIOSetUp``; a refusal of ``max_nr`` names the cap."""
+    try:
+        return int(_hipfile.batch_io_set_up(max_nr))
+    except InvalidValueError as exc:
+        try:
+            cap = f"at most {driver_get_properties().max_batch_io_count} entries " \
+                  "(DriverProperties.max_batch_io_count)"
+        except Exception:
+            cap = (f"at most {defaults.BATCH_MAX_ENTRIES_CAP} entries by default "
+                   "(DriverProperties.max_batch_io_count, which this library does not report)")
+        raise InvalidValueError(
+            exc.hipfile_err, exc.hip_err, exc.func,
+            f"BatchIO({max_nr}): a batch holds {cap}; for more entries use "
+            "hipfile.batch_read/batch_write, which submit successive batches") from exc

@@ -20,11 +20,18 @@ from typing import Any
 import numpy as np
 
 from hipfile._abi import IO_EVENTS, IO_PARAMS
-from hipfile._batch_event import _FINAL, BatchEvent
+from hipfile._batch_event import (
+    _FINAL,
+    _MAX_ENTRY,
+    _SLICE,
+    CLOSE_TIMEOUT,
+    BatchEvent,
+    _abandoned,
+    _set_up,
+)
 from hipfile._interop import as_int, as_timeout, buffer_info
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
-from hipfile.batch import _MAX_ENTRY, _SLICE, CLOSE_TIMEOUT, _abandoned, _set_up
 from hipfile.enums import BatchMode, Opcode, Status
 from hipfile.errors import ClosedFileError, HipFileException
 

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Any
 
-from hipfile._lib import _core, _decode, _runtime
+from hipfile._lib import _api, _core, _decode, _runtime
 from hipfile._lib._decode import (
     HOST_BUFFERS_HINT,
     check_stream_handle,
@@ -51,7 +51,7 @@ def buffer_info(obj: Any) -> tuple[int, int, Any]:
     TypeError, ValueError
         As :func:`protocol_buffer_info`.
     """
-    return _core.buffer_info(obj)
+    return _api.buffer_info(obj)
 
 
 def _flat(view: memoryview, what: str) -> memoryview:
@@ -132,7 +132,7 @@ def stream_info(obj: Any) -> tuple[int, Any]:
     ValueError
         An unsupported ``__cuda_stream__`` version or an out-of-range handle.
     """
-    return _core.stream_info(obj)
+    return _api.stream_info(obj)
 
 
 def as_int(value: Any, name: str) -> int:
@@ -192,7 +192,7 @@ def io_range(buffer: Any, size: Any, file_offset: Any,
         library is never asked to touch memory outside it.
     """
     ptr, length, owner = buffer_info(buffer)
-    size, file_offset, buffer_offset = _core.io_range_check(
+    size, file_offset, buffer_offset = _api.io_range_check(
         length, size, file_offset, buffer_offset, owner)
     return ptr, length, owner, size, file_offset, buffer_offset
 
@@ -223,7 +223,7 @@ def io_range_or_host(buffer: Any, size: Any, file_offset: Any, buffer_offset: An
             raise
         check_host_buffers_allowed(type(buffer).__name__)
         ptr, length, owner = 0, view.nbytes, view
-    size, file_offset, buffer_offset = _core.io_range_check(
+    size, file_offset, buffer_offset = _api.io_range_check(
         length, size, file_offset, buffer_offset, owner)
     return ptr, length, owner, size, file_offset, buffer_offset, view
 

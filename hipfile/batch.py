@@ -34,7 +34,18 @@ from typing import Any
 import numpy as np
 
 from hipfile._abi import IO_EVENTS, IO_PARAMS
-from hipfile._batch_event import _FINAL, BatchEvent, _Entry, _Submission
+from hipfile._batch_event import (
+    _FINAL,
+    _MAX_ENTRY,
+    _SLICE,
+    CLOSE_TIMEOUT,
+    BatchEvent,
+    _abandoned,
+    _Entry,
+    _set_up,
+    _Submission,
+)
+from hipfile._batch_ranges import batch_read, batch_write
 from hipfile._interop import as_int, as_timeout, io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
@@ -43,22 +54,11 @@ from hipfile.enums import BatchMode, Opcode, OpError, Status
 from hipfile.errors import (
     BatchFullError,
     ClosedFileError,
-    InvalidValueError,
 )
 
 __all__ = ["BatchEvent", "BatchIO", "batch_read", "batch_write"]
 
 _MAX_NR = 2**32 - 1
-_MAX_ENTRY: int = _hipfile.MAX_IO_CHUNK
-#: Longest single wait inside the library, so that signals and close() are
-#: seen between waits.
-_SLICE = 0.1
-#: How long close() waits for canceled entries to report before destroying.
-CLOSE_TIMEOUT = 10.0
-
-# Parameter arrays whose entries never reported a final state before their
-# batch was destroyed: never freed, in case the library still reads them.
-_abandoned: list[np.ndarray] = []
 
 
 class BatchIO(ClosesWhenCollected):
@@ -579,25 +579,3 @@ class BatchIO(ClosesWhenCollected):
                 f"inflight={len(self._inflight)}>")
 
 
-def _set_up(max_nr: int) -> int:
-    """``hipFileBatchIOSetUp``; a refusal of ``max_nr`` names the cap."""
-    try:
-        return int(_hipfile.batch_io_set_up(max_nr))
-    except InvalidValueError as exc:
-        from hipfile import defaults
-        from hipfile.properties import driver_get_properties
-
-        try:
-            cap = f"at most {driver_get_properties().max_batch_io_count} entries " \
-                  "(DriverProperties.max_batch_io_count)"
-        except Exception:
-            cap = (f"at most {defaults.BATCH_MAX_ENTRIES_CAP} entries by default "
-                   "(DriverProperties.max_batch_io_count, which this library does not report)")
-        raise InvalidValueError(
-            exc.hipfile_err, exc.hip_err, exc.func,
-            f"BatchIO({max_nr}): a batch holds {cap}; for more entries use "
-            "hipfile.batch_read/batch_write, which submit successive batches") from exc
-
-
-# batch_read/batch_write use BatchIO: imported once it is defined
-from hipfile._batch_ranges import batch_read, batch_write  # noqa: E402

@@ -56,6 +56,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from hipfile._lib import _runtime
+
 __all__ = [
     "SETTINGS",
     "Setting",
@@ -125,9 +127,7 @@ def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
 
 
 def _check_timeout(name: str, value: Any) -> float | None:
-    from hipfile._interop import as_timeout
-
-    return as_timeout(value, name)
+    return _runtime.as_timeout(value, name)
 
 
 def _check_bool(name: str, value: Any) -> bool:

@@ -42,4 +42,3 @@ cdef class AsyncIOHandle:
     cdef int _wait_complete(self, double timeout_s) except -1
     cdef object _result(self)
 
-cdef Py_ssize_t _settle(object obj) except -1

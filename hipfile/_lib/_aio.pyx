@@ -215,47 +215,6 @@ cdef void _unlink(AsyncIOHandle h):
     h._next = NULL
 
 
-def pending_handles():
-    """Handles submitted through hipfile whose completion is not yet observed."""
-    out = []
-    cdef PyObject *p = _pending_head
-    while p != NULL:
-        out.append(<object>p)
-        p = (<AsyncIOHandle>p)._next
-    return out
-
-
-cdef Py_ssize_t _settle(object obj) except -1:
-    return settle(obj)
-
-
-def settle(obj=None):
-    """Observe completion of every pending operation that has finished
-    (all of them, or those using ``obj``: a file, buffer or stream state),
-    without blocking. Returns how many of those are still in flight."""
-    _sweep()
-    cdef int left = 0
-    for h in pending_handles():
-        if obj is not None and not (<AsyncIOHandle>h)._uses(obj):
-            continue
-        if not (<AsyncIOHandle>h).done():
-            left += 1
-    cdef _Parked r
-    # a snapshot: the loop body may let other threads change _parked
-    snapshot = list(_parked.items())
-    for n, rec in snapshot:
-        r = <_Parked>rec
-        if r.lost:
-            continue
-        if obj is None or obj is r.file or obj is r.buffer or obj is r.stream_state:
-            err = _stream_query(r.stream)
-            if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
-                _lose(r)   # destroyed behind the binding's back
-                continue
-            left += 1
-    return left
-
-
 # Not tracked by the cyclic GC (``no_gc``), which keeps the submit path
 # short: a cycle through a handle (``fh.h = fh.read_async(...)``) is broken
 # once its completion is observed, by the GC callback in _observe.pxi.
@@ -680,4 +639,3 @@ def _after_fork_in_child():
 
 
 _runtime.on_fork_child(_after_fork_in_child)
-_core.settle_hook = _settle

@@ -2,7 +2,8 @@
 """The hand-written Python forms of the hipFile functions that are not 1:1
 (a struct to fill, a string buffer, a timeout; see HAND_WRITTEN in
 tools/gen_bindings.py), the raising forms of ``hipFileRead`` and
-``hipFileWrite``, and the ABI's sizes as compiled here.
+``hipFileWrite``, the ABI's sizes as compiled here, and the core's buffer,
+stream and range checks as the Python layer calls them.
 """
 
 from libc.stdint cimport uintptr_t
@@ -19,9 +20,11 @@ from hipfile._lib._bindings cimport (
     p_hipFileGetParameterString,
     p_hipFileHandleRegister,
 )
+from hipfile._lib._core cimport _BufferCore, _buffer_info, _io_range, _StreamCore
 from hipfile._lib._runtime cimport _as_timeout
 
 from hipfile._lib import _bindings
+from hipfile._lib._decode import stream_info as _decode_stream_info
 from hipfile._lib._errors import raise_result
 
 #: One hipFileRead/hipFileWrite call moves at most this many bytes.
@@ -159,3 +162,52 @@ def abi_layout():
             "ret": <uintptr_t>&ev.ret - <uintptr_t>&ev}),
         "driver_props": sizeof(hipFileDriverProps_t),
     }
+
+
+# --------------------------------------------------------------------------
+# Buffers, streams and ranges, for the Python layer
+# --------------------------------------------------------------------------
+
+def buffer_info(obj):
+    """``(address, nbytes, owner)`` of a buffer object: a Buffer's own
+    fields, else what :mod:`hipfile._lib._decode` reads of it.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`hipfile._lib._decode.protocol_buffer_info`.
+    """
+    cdef uintptr_t base = 0
+    cdef size_t length = 0
+    owner = _buffer_info(obj, &base, &length)
+    return base, length, owner
+
+
+def stream_info(obj):
+    """``(handle, owner)`` of a stream object (see
+    :func:`hipfile._lib._decode.stream_info`; a Stream is its own owner)."""
+    if isinstance(obj, _StreamCore):
+        return (<_StreamCore>obj)._handle, obj
+    return _decode_stream_info(obj)
+
+
+def io_range_check(size_t length, size, file_offset, buffer_offset, buf=None):
+    """Check a transfer of ``size`` bytes (None: the rest of the buffer) at
+    ``file_offset`` and ``buffer_offset`` against a buffer of ``length``
+    bytes; returns ``(size, file_offset, buffer_offset)`` as ints.
+
+    ``buf`` is the buffer object, when known: a :class:`~hipfile.Buffer`
+    made from a bare address is checked against the device allocation
+    holding it (``hipMemGetAddressRange``) rather than ``length``.
+
+    Raises
+    ------
+    TypeError
+        A value is not an integer (bools and floats are refused).
+    ValueError
+        A negative value, or a range that overruns the buffer.
+    """
+    cdef size_t n
+    cdef hoff_t f, b
+    _io_range(length, size, file_offset, buffer_offset, &n, &f, &b, buf)
+    return n, f, b

@@ -1,12 +1,4 @@
-"""Cores of FileHandle, Buffer and Stream, the range check, the submit preamble."""
-
-from typing import Any
-
-def buffer_info(obj: Any) -> tuple[int, int, Any]: ...
-def stream_info(obj: Any) -> tuple[int, Any]: ...
-def io_range_check(
-    length: int, size: int | None, file_offset: int, buffer_offset: int, buf: object = None
-) -> tuple[int, int, int]: ...
+"""Cores of FileHandle, Buffer and Stream."""
 
 class _StreamState:
     @property

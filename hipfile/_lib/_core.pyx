@@ -84,30 +84,6 @@ cdef uintptr_t _stream_handle(object obj) except? 0:
     return foreign_stream_handle(obj)
 
 
-def buffer_info(obj):
-    """``(address, nbytes, owner)`` of a buffer object: a Buffer's own
-    fields, else what :mod:`hipfile._lib._decode` reads of it.
-
-    Raises
-    ------
-    TypeError, ValueError
-        As :func:`hipfile._lib._decode.protocol_buffer_info`.
-    """
-    cdef uintptr_t base = 0
-    cdef size_t length = 0
-    owner = _buffer_info(obj, &base, &length)
-    return base, length, owner
-
-
-def stream_info(obj):
-    """``(handle, owner)`` of a stream object (see
-    :func:`hipfile._lib._decode.stream_info`; a Stream is its own owner)."""
-    if isinstance(obj, _StreamCore):
-        return (<_StreamCore>obj)._handle, obj
-    from hipfile._lib import _decode
-    return _decode.stream_info(obj)
-
-
 cdef int _check_file(_FileCore f) except -1:
     if f._gen != _fork_gen and f._is_open:
         _forked("this FileHandle")
@@ -302,28 +278,6 @@ cdef int _raise_outside(object buf, size_t length, object size, long long b,
     raise ValueError(f"size {n} at buffer_offset {b} overruns the device allocation: the "
                      f"buffer's address {bc._ptr:#x} lies in the {asize}-byte allocation at "
                      f"{base:#x}, which ends {room} bytes after it")
-
-
-def io_range_check(size_t length, size, file_offset, buffer_offset, buf=None):
-    """Check a transfer of ``size`` bytes (None: the rest of the buffer) at
-    ``file_offset`` and ``buffer_offset`` against a buffer of ``length``
-    bytes; returns ``(size, file_offset, buffer_offset)`` as ints.
-
-    ``buf`` is the buffer object, when known: a :class:`~hipfile.Buffer`
-    made from a bare address is checked against the device allocation
-    holding it (``hipMemGetAddressRange``) rather than ``length``.
-
-    Raises
-    ------
-    TypeError
-        A value is not an integer (bools and floats are refused).
-    ValueError
-        A negative value, or a range that overruns the buffer.
-    """
-    cdef size_t n
-    cdef hoff_t f, b
-    _io_range(length, size, file_offset, buffer_offset, &n, &f, &b, buf)
-    return n, f, b
 
 
 cdef class _StreamState:

@@ -2,7 +2,7 @@
 names of the compiled modules of :mod:`hipfile._lib`, lowest first (see
 docs/design/architecture.md). Nothing is defined here."""
 
-from hipfile._lib._aio import AsyncIOHandle, pending_handles, settle
+from hipfile._lib._aio import AsyncIOHandle
 from hipfile._lib._api import (
     MAX_IO_CHUNK,
     SIZEOF_DESCR,
@@ -11,9 +11,11 @@ from hipfile._lib._api import (
     SIZEOF_IO_PARAMS,
     abi_layout,
     batch_io_get_status,
+    buffer_info,
     driver_get_properties,
     get_parameter_string,
     handle_register,
+    io_range_check,
     read,
     write,
 )
@@ -50,14 +52,7 @@ from hipfile._lib._bindings import (
     write_async,
     write_raw,
 )
-from hipfile._lib._core import (
-    _BufferCore,
-    _FileCore,
-    _StreamCore,
-    _StreamState,
-    buffer_info,
-    io_range_check,
-)
+from hipfile._lib._core import _BufferCore, _FileCore, _StreamCore, _StreamState
 from hipfile._lib._decode import hip_layout
 from hipfile._lib._engine import (
     MECHANISM_HOST_FUNCTIONS,
@@ -78,7 +73,7 @@ from hipfile._lib._loader import (
     library_path,
     load_library,
 )
-from hipfile._lib._observe import wait_for
+from hipfile._lib._observe import pending_handles, settle, wait_for
 from hipfile._lib._pool import defer_release, deferred_releases, pool_stats, trim_pool
 from hipfile._lib._runtime import (
     as_timeout,

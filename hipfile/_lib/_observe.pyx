@@ -37,7 +37,50 @@ from hipfile._lib._runtime cimport (
     wait_interruptible,
 )
 
-from hipfile._lib._aio import pending_handles, settle
+from cpython.ref cimport PyObject
+
+from hipfile._lib cimport _core
+
+def pending_handles():
+    """Handles submitted through hipfile whose completion is not yet observed."""
+    out = []
+    cdef PyObject *p = _pending_head
+    while p != NULL:
+        out.append(<object>p)
+        p = (<AsyncIOHandle>p)._next
+    return out
+
+
+cdef Py_ssize_t _settle(object obj) except -1:
+    return settle(obj)
+
+
+def settle(obj=None):
+    """Observe completion of every pending operation that has finished
+    (all of them, or those using ``obj``: a file, buffer or stream state),
+    without blocking. Returns how many of those are still in flight."""
+    _sweep()
+    cdef int left = 0
+    for h in pending_handles():
+        if obj is not None and not (<AsyncIOHandle>h)._uses(obj):
+            continue
+        if not (<AsyncIOHandle>h).done():
+            left += 1
+    cdef _Parked r
+    # a snapshot: the loop body may let other threads change _parked
+    snapshot = list(_parked.items())
+    for n, rec in snapshot:
+        r = <_Parked>rec
+        if r.lost:
+            continue
+        if obj is None or obj is r.file or obj is r.buffer or obj is r.stream_state:
+            err = _stream_query(r.stream)
+            if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
+                _lose(r)   # destroyed behind the binding's back
+                continue
+            left += 1
+    return left
+
 
 def wait_for(obj=None, timeout=None):
     """Wait until the stream-ordered operations using ``obj`` (a file,
@@ -141,3 +184,4 @@ cdef int _observe_pending(void *arg) except -1:
 
 
 _gc.callbacks.append(_gc_observe)
+_core.settle_hook = _settle

@@ -8,7 +8,6 @@ import os
 import stat
 import threading
 import time
-import warnings
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from hipfile._lifetime import ClosesWhenCollected, exit_block, finalize, wait_id
 from hipfile._transfer import host_transfer, transfer
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError
+from hipfile.file._args import O_DIRECT, fourth_argument, mode_string, parse_mode, range_tuples
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -27,9 +27,8 @@ if TYPE_CHECKING:
     from hipfile.engine import StreamIOHandle
     from hipfile.parallel import IOFuture
 
-__all__ = ["FileHandle", "mode_string", "parse_mode"]
+__all__ = ["FileHandle"]
 
-_O_DIRECT: int = getattr(os, "O_DIRECT", 0)
 _twin_lock = threading.Lock()
 
 
@@ -358,7 +357,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             return twin
         fd = self.fileno()
         flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-        if not flags & _O_DIRECT:
+        if not flags & O_DIRECT:
             return fd
         with _twin_lock:
             if self._buffered_fd is None:
@@ -519,7 +518,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         """
         from hipfile.parallel import pread
 
-        buffer_offset = _fourth("pread", legacy, buffer_offset)
+        buffer_offset = fourth_argument("pread", legacy, buffer_offset)
         return pread(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
                      executor=executor)
 
@@ -544,7 +543,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         """
         from hipfile.parallel import pwrite
 
-        buffer_offset = _fourth("pwrite", legacy, buffer_offset)
+        buffer_offset = fourth_argument("pwrite", legacy, buffer_offset)
         return pwrite(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
                       executor=executor)
 
@@ -626,7 +625,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return list(_hipfile.engine_submit(self, 0, buffer, _ranges(ranges), stream,
+        return list(_hipfile.engine_submit(self, 0, buffer, range_tuples(ranges), stream,
                                            task_size, self._engine_fd(), ordered))
 
     def pwrite_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
@@ -640,7 +639,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return list(_hipfile.engine_submit(self, 1, buffer, _ranges(ranges), stream,
+        return list(_hipfile.engine_submit(self, 1, buffer, range_tuples(ranges), stream,
                                            task_size, self._engine_fd(), ordered))
 
     def pread_async_scatter(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
@@ -671,7 +670,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return _hipfile.engine_submit(self, 0, buffer, _ranges(ranges), stream, task_size,
+        return _hipfile.engine_submit(self, 0, buffer, range_tuples(ranges), stream, task_size,
                                       self._engine_fd(), ordered, True)[0]
 
     def pwrite_async_gather(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
@@ -686,7 +685,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return _hipfile.engine_submit(self, 1, buffer, _ranges(ranges), stream, task_size,
+        return _hipfile.engine_submit(self, 1, buffer, range_tuples(ranges), stream, task_size,
                                       self._engine_fd(), ordered, True)[0]
 
     def _engine_fd(self) -> int:
@@ -695,191 +694,3 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         if self._handle_type != FileHandleType.OPAQUE_FD:
             return -1
         return self._posix_fd()
-
-
-def _fourth(name: str, legacy: tuple[Any, ...], buffer_offset: Any) -> Any:
-    """``buffer_offset`` of ``pread``/``pwrite``, which is keyword-only: a
-    fourth positional argument is refused, since it is ``task_size`` in
-    KvikIO's ``pread``/``pwrite``."""
-    if not legacy:
-        return buffer_offset
-    raise TypeError(
-        f"{name}(buffer, size, file_offset, {legacy[0]!r}): buffer_offset is keyword-only, "
-        f"and a fourth positional argument is task_size in KvikIO's {name}; pass "
-        f"task_size={legacy[0]!r} or buffer_offset={legacy[0]!r} by keyword")
-
-
-def _ranges(ranges: Any) -> list[tuple[Any, Any, Any]]:
-    out = []
-    for r in ranges:
-        # a dict or a str would unpack into its keys or characters
-        t = None if isinstance(r, (dict, str, bytes)) else tuple(r)
-        if t is None or len(t) != 3:
-            raise TypeError("each range must be a (size, file_offset, buffer_offset) tuple, "
-                            f"got {type(r).__name__} {r!r}")
-        out.append(t)
-    return out
-
-
-#: ``hipfile.open`` mode strings and their ``os.open`` flags. ``"a"`` opens
-#: without ``O_APPEND``: hipFile refuses ``O_APPEND`` descriptors, since
-#: positional writes ignore their offset under it.
-MODES: dict[str, int] = {
-    "r": os.O_RDONLY,
-    "r+": os.O_RDWR,
-    "w": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
-    "a": os.O_RDWR | os.O_CREAT,
-}
-
-_EXCLUSIVE = os.O_RDWR | os.O_CREAT | os.O_EXCL
-
-
-def parse_mode(mode: str) -> int:
-    """The ``os.open`` flags of a mode string as Python's :func:`open` and
-    KvikIO take it.
-
-    One of ``r``, ``w``, ``a`` and ``x`` (:data:`MODES`, and ``x``:
-    ``O_RDWR | O_CREAT | O_EXCL``, the file must not exist), optionally with
-    ``+`` and ``b`` in any order (``"rb"``, ``"wb"``, ``"r+b"``, ``"rb+"``,
-    ``"w+"``, ``"ab"``, ``"x+b"``). ``b`` changes nothing (hipfile moves
-    bytes) and ``+`` only adds writing to ``r``: writable modes open for
-    reading too.
-
-    Raises
-    ------
-    ValueError
-        Any other string (text mode ``t`` included).
-    """
-    kinds = [c for c in mode if c in "rwax"]
-    valid = (len(kinds) == 1 and not set(mode) - set("rwax+b")
-             and mode.count("+") <= 1 and mode.count("b") <= 1)
-    if not valid:
-        raise ValueError(
-            "mode must be one of 'r', 'r+', 'w', 'a' (or 'x'), optionally with '+' and 'b' "
-            "as Python's open() and KvikIO take them ('rb', 'wb', 'r+b', 'w+', ...), or "
-            f"os.open flags as an int; got {mode!r}")
-    kind = kinds[0]
-    if kind == "r":
-        return MODES["r+"] if "+" in mode else MODES["r"]
-    if kind == "x":
-        return _EXCLUSIVE
-    return MODES[kind]
-
-
-def mode_string(flags: int) -> str:
-    """The mode string that describes ``os.open`` flags (what
-    :attr:`FileHandle.mode` says of a file opened with flags)."""
-    access = flags & os.O_ACCMODE
-    if flags & os.O_CREAT and flags & os.O_EXCL:
-        kind = "x"
-    elif flags & os.O_APPEND or (flags & os.O_CREAT and not flags & os.O_TRUNC):
-        kind = "a"
-    elif flags & os.O_TRUNC or access == os.O_WRONLY:
-        kind = "w"
-    else:
-        kind = "r"
-    return kind + ("+" if access == os.O_RDWR else "")
-
-
-def _mode_flags(mode: str) -> int:
-    return parse_mode(mode)
-
-
-def open(
-    path: str | os.PathLike[str], flags: int | str | None = None, mode: int | str | None = None,
-    *, permissions: int | None = None, direct: bool = False,
-) -> FileHandle:
-    """Open and register a file; returns an open :class:`FileHandle`.
-
-    Parameters
-    ----------
-    path
-        The file.
-    flags
-        A mode string or ``os.open`` flags (an int, used as given); ``"r"``
-        by default:
-
-        ===========  ==========================================  ====================
-        mode         ``os.open`` flags                           file
-        ===========  ==========================================  ====================
-        ``"r"``      ``O_RDONLY``                                must exist
-        ``"r+"``     ``O_RDWR``                                  must exist
-        ``"w"``      ``O_RDWR | O_CREAT | O_TRUNC``              created or emptied
-        ``"a"``      ``O_RDWR | O_CREAT``                        created or kept
-        ``"x"``      ``O_RDWR | O_CREAT | O_EXCL``               must not exist
-        ===========  ==========================================  ====================
-
-        Each may carry ``+`` and ``b`` as Python's :func:`open` and KvikIO
-        write them (``"rb"``, ``"wb"``, ``"r+b"``, ``"w+"``, ...; see
-        :func:`parse_mode`). Writable modes open for reading too
-        (``O_RDWR``): the handle can read back what it wrote.
-    mode
-        The mode string, as Python's ``open(path, mode="rb")`` names it
-        (give it here or as ``flags``, not both). An int here is the
-        permission bits of hipfile 0.1's signature: deprecated, use
-        ``permissions``.
-    permissions
-        Permission bits for a created file (``0o644``).
-    direct
-        Add ``O_DIRECT``, which hipFile's direct (GPU-direct) path needs.
-
-    Every transfer names its file offset, so ``"a"`` does not move writes to
-    the end by itself (and opens without ``O_APPEND``, which hipFile
-    refuses): to append, write at ``fh.size()``.
-
-    Raises
-    ------
-    ValueError
-        An unknown mode string.
-    TypeError
-        ``flags`` or ``mode`` has the wrong type, the mode is given twice,
-        or ``direct`` is not a bool.
-    IsADirectoryError
-        ``path`` is a directory.
-    OSError
-        ``os.open`` failed (e.g. ``FileNotFoundError`` for ``"r"``).
-    HipFileException
-        Registration failed.
-
-    Warns
-    -----
-    DeprecationWarning
-        Permission bits given as ``mode``.
-
-    See Also
-    --------
-    hipFileHandleRegister
-    """
-    if isinstance(mode, str):
-        if flags is not None:
-            raise TypeError("give the mode once: as flags or as mode, not both")
-        flags, mode = mode, None
-    elif mode is not None:
-        if isinstance(mode, bool) or not isinstance(mode, int):
-            raise TypeError(f"mode must be a mode string, not {type(mode).__name__}")
-        if permissions is not None:
-            raise TypeError("permission bits given twice (mode and permissions)")
-        warnings.warn("hipfile.open(..., mode=<int>) as permission bits is deprecated: pass "
-                      "permissions=; mode takes a mode string, as Python's open() does",
-                      DeprecationWarning, stacklevel=2)
-        permissions = mode
-    if flags is None:
-        flags = "r"
-    text: str | None = None
-    if isinstance(flags, str):
-        text = flags
-        flags = parse_mode(flags)
-    elif isinstance(flags, bool) or not isinstance(flags, int):
-        raise TypeError(f"flags must be a mode string or an int, not {type(flags).__name__}")
-    if not isinstance(direct, bool):
-        raise TypeError(f"direct must be a bool, not {type(direct).__name__}")
-    if direct:
-        flags |= _O_DIRECT
-    if permissions is None:
-        permissions = FileHandle.DEFAULT_MODE
-    fh = FileHandle(path, flags, permissions)
-    fh._mode_text = text
-    return fh.open()
-
-
-__all__ += ["open"]

@@ -1,0 +1,96 @@
+"""The arguments of FileHandle and :func:`hipfile.open`: mode strings and
+``os.open`` flags, and the range lists of the stream-ordered calls."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["MODES", "O_DIRECT", "fourth_argument", "mode_string", "parse_mode", "range_tuples"]
+
+#: ``os.O_DIRECT`` where the platform has it (0 elsewhere).
+O_DIRECT: int = getattr(os, "O_DIRECT", 0)
+
+
+def fourth_argument(name: str, legacy: tuple[Any, ...], buffer_offset: Any) -> Any:
+    """``buffer_offset`` of ``pread``/``pwrite``, which is keyword-only: a
+    fourth positional argument is refused, since it is ``task_size`` in
+    KvikIO's ``pread``/``pwrite``."""
+    if not legacy:
+        return buffer_offset
+    raise TypeError(
+        f"{name}(buffer, size, file_offset, {legacy[0]!r}): buffer_offset is keyword-only, "
+        f"and a fourth positional argument is task_size in KvikIO's {name}; pass "
+        f"task_size={legacy[0]!r} or buffer_offset={legacy[0]!r} by keyword")
+
+
+def range_tuples(ranges: Any) -> list[tuple[Any, Any, Any]]:
+    out = []
+    for r in ranges:
+        # a dict or a str would unpack into its keys or characters
+        t = None if isinstance(r, (dict, str, bytes)) else tuple(r)
+        if t is None or len(t) != 3:
+            raise TypeError("each range must be a (size, file_offset, buffer_offset) tuple, "
+                            f"got {type(r).__name__} {r!r}")
+        out.append(t)
+    return out
+
+
+#: ``hipfile.open`` mode strings and their ``os.open`` flags. ``"a"`` opens
+#: without ``O_APPEND``: hipFile refuses ``O_APPEND`` descriptors, since
+#: positional writes ignore their offset under it.
+MODES: dict[str, int] = {
+    "r": os.O_RDONLY,
+    "r+": os.O_RDWR,
+    "w": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
+    "a": os.O_RDWR | os.O_CREAT,
+}
+
+_EXCLUSIVE = os.O_RDWR | os.O_CREAT | os.O_EXCL
+
+
+def parse_mode(mode: str) -> int:
+    """The ``os.open`` flags of a mode string as Python's :func:`open` and
+    KvikIO take it.
+
+    One of ``r``, ``w``, ``a`` and ``x`` (:data:`MODES`, and ``x``:
+    ``O_RDWR | O_CREAT | O_EXCL``, the file must not exist), optionally with
+    ``+`` and ``b`` in any order (``"rb"``, ``"wb"``, ``"r+b"``, ``"rb+"``,
+    ``"w+"``, ``"ab"``, ``"x+b"``). ``b`` changes nothing (hipfile moves
+    bytes) and ``+`` only adds writing to ``r``: writable modes open for
+    reading too.
+
+    Raises
+    ------
+    ValueError
+        Any other string (text mode ``t`` included).
+    """
+    kinds = [c for c in mode if c in "rwax"]
+    valid = (len(kinds) == 1 and not set(mode) - set("rwax+b")
+             and mode.count("+") <= 1 and mode.count("b") <= 1)
+    if not valid:
+        raise ValueError(
+            "mode must be one of 'r', 'r+', 'w', 'a' (or 'x'), optionally with '+' and 'b' "
+            "as Python's open() and KvikIO take them ('rb', 'wb', 'r+b', 'w+', ...), or "
+            f"os.open flags as an int; got {mode!r}")
+    kind = kinds[0]
+    if kind == "r":
+        return MODES["r+"] if "+" in mode else MODES["r"]
+    if kind == "x":
+        return _EXCLUSIVE
+    return MODES[kind]
+
+
+def mode_string(flags: int) -> str:
+    """The mode string that describes ``os.open`` flags (what
+    :attr:`FileHandle.mode` says of a file opened with flags)."""
+    access = flags & os.O_ACCMODE
+    if flags & os.O_CREAT and flags & os.O_EXCL:
+        kind = "x"
+    elif flags & os.O_APPEND or (flags & os.O_CREAT and not flags & os.O_TRUNC):
+        kind = "a"
+    elif flags & os.O_TRUNC or access == os.O_WRONLY:
+        kind = "w"
+    else:
+        kind = "r"
+    return kind + ("+" if access == os.O_RDWR else "")

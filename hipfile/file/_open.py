@@ -1,0 +1,108 @@
+"""``hipfile.open``: open and register a file in one call."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+from hipfile.file._args import O_DIRECT, parse_mode
+from hipfile.file._handle import FileHandle
+
+__all__ = ["open"]
+
+
+def open(
+    path: str | os.PathLike[str], flags: int | str | None = None, mode: int | str | None = None,
+    *, permissions: int | None = None, direct: bool = False,
+) -> FileHandle:
+    """Open and register a file; returns an open :class:`FileHandle`.
+
+    Parameters
+    ----------
+    path
+        The file.
+    flags
+        A mode string or ``os.open`` flags (an int, used as given); ``"r"``
+        by default:
+
+        ===========  ==========================================  ====================
+        mode         ``os.open`` flags                           file
+        ===========  ==========================================  ====================
+        ``"r"``      ``O_RDONLY``                                must exist
+        ``"r+"``     ``O_RDWR``                                  must exist
+        ``"w"``      ``O_RDWR | O_CREAT | O_TRUNC``              created or emptied
+        ``"a"``      ``O_RDWR | O_CREAT``                        created or kept
+        ``"x"``      ``O_RDWR | O_CREAT | O_EXCL``               must not exist
+        ===========  ==========================================  ====================
+
+        Each may carry ``+`` and ``b`` as Python's :func:`open` and KvikIO
+        write them (``"rb"``, ``"wb"``, ``"r+b"``, ``"w+"``, ...; see
+        :func:`parse_mode`). Writable modes open for reading too
+        (``O_RDWR``): the handle can read back what it wrote.
+    mode
+        The mode string, as Python's ``open(path, mode="rb")`` names it
+        (give it here or as ``flags``, not both). An int here is the
+        permission bits of hipfile 0.1's signature: deprecated, use
+        ``permissions``.
+    permissions
+        Permission bits for a created file (``0o644``).
+    direct
+        Add ``O_DIRECT``, which hipFile's direct (GPU-direct) path needs.
+
+    Every transfer names its file offset, so ``"a"`` does not move writes to
+    the end by itself (and opens without ``O_APPEND``, which hipFile
+    refuses): to append, write at ``fh.size()``.
+
+    Raises
+    ------
+    ValueError
+        An unknown mode string.
+    TypeError
+        ``flags`` or ``mode`` has the wrong type, the mode is given twice,
+        or ``direct`` is not a bool.
+    IsADirectoryError
+        ``path`` is a directory.
+    OSError
+        ``os.open`` failed (e.g. ``FileNotFoundError`` for ``"r"``).
+    HipFileException
+        Registration failed.
+
+    Warns
+    -----
+    DeprecationWarning
+        Permission bits given as ``mode``.
+
+    See Also
+    --------
+    hipFileHandleRegister
+    """
+    if isinstance(mode, str):
+        if flags is not None:
+            raise TypeError("give the mode once: as flags or as mode, not both")
+        flags, mode = mode, None
+    elif mode is not None:
+        if isinstance(mode, bool) or not isinstance(mode, int):
+            raise TypeError(f"mode must be a mode string, not {type(mode).__name__}")
+        if permissions is not None:
+            raise TypeError("permission bits given twice (mode and permissions)")
+        warnings.warn("hipfile.open(..., mode=<int>) as permission bits is deprecated: pass "
+                      "permissions=; mode takes a mode string, as Python's open() does",
+                      DeprecationWarning, stacklevel=2)
+        permissions = mode
+    if flags is None:
+        flags = "r"
+    text: str | None = None
+    if isinstance(flags, str):
+        text = flags
+        flags = parse_mode(flags)
+    elif isinstance(flags, bool) or not isinstance(flags, int):
+        raise TypeError(f"flags must be a mode string or an int, not {type(flags).__name__}")
+    if not isinstance(direct, bool):
+        raise TypeError(f"direct must be a bool, not {type(direct).__name__}")
+    if direct:
+        flags |= O_DIRECT
+    if permissions is None:
+        permissions = FileHandle.DEFAULT_MODE
+    fh = FileHandle(path, flags, permissions)
+    fh._mode_text = text
+    return fh.open()
