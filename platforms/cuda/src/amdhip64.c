@@ -292,7 +292,7 @@ HFC_EXPORT hipError_t hipMemcpyBatchAsync(void **dsts, void **srcs, size_t *size
         num_attrs = 1;
     }
     if (R->cudaRuntimeGetVersion(&version) == 0 && version >= 13000)
-        return from_cuda(((hfc_memcpy_batch13_fn)R->cudaMemcpyBatchAsync)(
+        return from_cuda(((hfc_memcpy_batch13_fn)(void (*)(void))R->cudaMemcpyBatchAsync)(
             dsts, srcs, sizes, count, attrs, attrs_idxs, num_attrs, (cudaStream_t)stream));
     return from_cuda(R->cudaMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrs_idxs,
                                              num_attrs, fail_idx, (cudaStream_t)stream));
