@@ -28,7 +28,10 @@ in the page cache into one device buffer, and writes them back, timing:
   and frees ``--churn-mib`` of device memory in a loop (with PyTorch:
   ``torch.empty`` then ``torch.cuda.empty_cache``; else ``hipMalloc`` and
   ``hipFree``), each of which synchronises the device; the load must
-  complete, and its time is compared with the same load alone.
+  complete, and its time is compared with the same load alone. The same
+  churn runs beside sync ``pread`` and beside the compute alone, which say
+  how much the process slows whatever it does; a second, paced churn pauses
+  ``--churn-interval-ms`` between rounds.
 
 The new rows pass the framework's tensor and streams as they are, with no
 driver, buffer or stream registration held by the benchmark.
@@ -85,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "the run: benchmarks/bench_batch.py runs it with time limits)")
     ap.add_argument("--batch-blocks", type=int, default=1024,
                     help="blocks read by the batch_read row")
+    ap.add_argument("--churn-interval-ms", type=float, default=10.0,
+                    help="pause between the paced churn thread's rounds (ms)")
     ap.add_argument("--churn-mib", type=int, default=256,
                     help="MiB allocated and freed per round by the churn thread")
     ap.add_argument("--json", default=None, help="write the results to this file")
@@ -94,11 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def churn_rows(load: Callable[[], None], sync_all: Callable[[], None], nbytes: int,
-               repeats: int, uses_torch: bool) -> dict[str, Any]:
-    """Time ``load`` alone and while another thread allocates and frees
-    ``nbytes`` of device memory in a loop; a round that does not finish in
-    60 s is reported as stuck (the process is then ended, with every
+def churn_rows(loads: dict[str, Callable[[], None]], sync_all: Callable[[], None], nbytes: int,
+               repeats: int, uses_torch: bool, interval_s: float = 0.0) -> dict[str, Any]:
+    """Time each of ``loads`` alone and while another thread allocates and
+    frees ``nbytes`` of device memory in a loop (``interval_s`` between
+    rounds; 0: back to back). Each free waits for the whole device, so every
+    load slows; the loads other than the engine's are the references that
+    say by how much the process itself slows. A round that does not finish
+    in 60 s is reported as stuck (the process is then ended, with every
     thread's stack on stderr)."""
     import faulthandler
 
@@ -116,30 +124,38 @@ def churn_rows(load: Callable[[], None], sync_all: Callable[[], None], nbytes: i
                 del x
                 torch.cuda.empty_cache()
                 frees[0] += 1
+                if interval_s:
+                    stop.wait(interval_s)
         else:
             while not stop.is_set():
                 p = hip_check(hip.hipMalloc(nbytes))
                 hip_check(hip.hipFree(p))
                 frees[0] += 1
+                if interval_s:
+                    stop.wait(interval_s)
 
-    def timed() -> float:
+    def timed(load: Callable[[], None]) -> float:
         sync_all()
         t0 = time.perf_counter()
         load()
         return time.perf_counter() - t0
 
-    alone = [timed() for _ in range(repeats)]
+    alone = {k: [timed(f) for _ in range(repeats)] for k, f in loads.items()}
     t = threading.Thread(target=churn, daemon=True)
-    faulthandler.dump_traceback_later(60 * repeats + 60, exit=True)
+    faulthandler.dump_traceback_later(60 * repeats * len(loads) + 60, exit=True)
+    t0 = time.perf_counter()
     t.start()
     try:
-        busy = [timed() for _ in range(repeats)]
+        busy = {k: [timed(f) for _ in range(repeats)] for k, f in loads.items()}
     finally:
         stop.set()
         t.join(60)
         faulthandler.cancel_dump_traceback_later()
-    return {"completed": True, "alone_s": statistics.median(alone),
-            "churn_s": statistics.median(busy), "frees": frees[0],
+    spent = time.perf_counter() - t0
+    return {"completed": True, "interval_s": interval_s,
+            "alone_s": {k: statistics.median(v) for k, v in alone.items()},
+            "churn_s": {k: statistics.median(v) for k, v in busy.items()},
+            "frees_per_s": frees[0] / spent,
             "churn": "torch.empty + empty_cache" if uses_torch else "hipMalloc + hipFree"}
 
 
@@ -309,8 +325,13 @@ def main() -> int:
                     **{k: {"median_s": statistics.median(v),
                            "gbps": some_bytes / statistics.median(v) / 1e9}
                        for k, v in blocks_times.items()}}
-            results["churn"] = churn_rows(both_contiguous, sync_all, args.churn_mib << 20,
+            churn_loads = {"engine_with_compute": both_contiguous, "pread": pread,
+                           "compute": compute_only}
+            results["churn"] = churn_rows(churn_loads, sync_all, args.churn_mib << 20,
                                           args.repeats, lc.uses_torch)
+            results["churn_paced"] = churn_rows(churn_loads, sync_all, args.churn_mib << 20,
+                                                args.repeats, lc.uses_torch,
+                                                interval_s=args.churn_interval_ms / 1e3)
             med = {k: statistics.median(v) for k, v in times.items()}
             results["cases"] = {k: {"median_s": v, "gbps": total / v / 1e9} for k, v in med.items()}
 
@@ -428,8 +449,10 @@ def main() -> int:
         ratios["batch_read_vs_engine_same_blocks"] = (
             results["blocks"]["engine_scatter"]["median_s"]
             / results["blocks"]["batch_read"]["median_s"])
-    if results["churn"].get("completed"):
-        ratios["churn_vs_alone"] = results["churn"]["alone_s"] / results["churn"]["churn_s"]
+    for key, tag in (("churn", "churn"), ("churn_paced", "churn_paced")):
+        ch = results[key]
+        for load in ch["alone_s"]:
+            ratios[f"{tag}_vs_alone_{load}"] = ch["alone_s"][load] / ch["churn_s"][load]
     kv_async = results.get("kvikio", {}).get("kvikio-compat-tuned", {}).get("raw_read_async_gbps")
     if kv_async:
         ratios["engine_vs_kvikio_raw_read_async"] = results["cases"]["engine"]["gbps"] / kv_async
@@ -453,7 +476,10 @@ def main() -> int:
         print(f"  blocks: {b['count']} x {args.block_kib} KiB: batch_read "
               f"{b['batch_read']['gbps']:.2f} GB/s, engine scatter "
               f"{b['engine_scatter']['gbps']:.2f} GB/s")
-    print(f"  churn: {results['churn']}")
+    for key in ("churn", "churn_paced"):
+        ch = results[key]
+        print(f"  {key}: {ch['churn']}, {ch['frees_per_s']:.0f} frees/s, "
+              f"pause {ch['interval_s'] * 1e3:.0f} ms")
     for k, v in results.get("cold_gbps", {}).items():
         print(f"  cold {k:23s} {v:7.2f} GB/s")
     for k, v in ratios.items():

@@ -134,7 +134,20 @@ def test_unordered_leaves_the_stream_free(data_file, stream):
         check(hip.hipStreamDestroy(other))
 
 
-def test_scatter_reads_paged_blocks_as_one_operation(tmp_path, stream):
+@pytest.fixture(params=["batched", "one-by-one"])
+def copy_calls(request):
+    """The staged path's copies as one hipMemcpyBatchAsync per chunk (where
+    the runtime has it) and as one hipMemcpyAsync per block."""
+    was = _hipfile._engine_batch_copies()
+    if request.param == "batched" and not _hipfile._engine_batch_copies(True):
+        pytest.skip("the runtime has no hipMemcpyBatchAsync")
+    if request.param == "one-by-one":
+        _hipfile._engine_batch_copies(False)
+    yield request.param
+    _hipfile._engine_batch_copies(was)
+
+
+def test_scatter_reads_paged_blocks_as_one_operation(tmp_path, stream, copy_calls):
     """A layer of a paged KV cache: 256 blocks, contiguous in the file,
     scattered (permuted) over the device buffer; one handle, one wait."""
     nblocks = 256
@@ -156,7 +169,7 @@ def test_scatter_reads_paged_blocks_as_one_operation(tmp_path, stream):
         assert h.calls == 1, "blocks contiguous in the file take one read"
 
 
-def test_gather_writes_paged_blocks_and_reads_them_back(tmp_path, stream):
+def test_gather_writes_paged_blocks_and_reads_them_back(tmp_path, stream, copy_calls):
     nblocks = 64
     data = random_bytes(nblocks * BLOCK, seed=37)
     perm = np.random.default_rng(7).permutation(nblocks)

@@ -58,6 +58,8 @@ cdef extern from "engine.h" nogil:
         int (*memcpy_async)(void *, const void *, size_t, int, void *) noexcept nogil
         int (*event_record)(void *, void *) noexcept nogil
         int (*stream_wait_event)(void *, void *, unsigned) noexcept nogil
+        int (*memcpy_batch_async)(void **, void **, size_t *, size_t, void *, size_t *,
+                                  size_t, size_t *, void *) noexcept nogil
     ctypedef struct hfe_piece:
         int64_t file_offset
         uint64_t device
@@ -76,6 +78,7 @@ cdef extern from "engine.h" nogil:
     int hfe_flag_wait(const uint32_t *flag, uint32_t value, double timeout_s)
     int hfe_flag_reached(const uint32_t *flag, uint32_t value)
     void hfe_inject(int err_no, int count, size_t short_max, int after)
+    int hfe_runtime_exports(const char *library, const char *symbol)
 
 DEF HIP_STREAM_WAIT_VALUE_GTE = 0
 DEF HIP_HOST_MALLOC_MAPPED = 2
@@ -96,12 +99,27 @@ ctypedef int (*hip_memcpy_async_t)(void *, const void *, size_t, int, void *) no
 cdef hip_memcpy_async_t _c_memcpy_async = NULL
 ctypedef int (*hip_wait_event_t)(void *, void *, unsigned) noexcept nogil
 cdef hip_wait_event_t _c_stream_wait_event = NULL
+ctypedef int (*hip_memcpy_batch_t)(void **, void **, size_t *, size_t, void *, size_t *,
+                                   size_t, size_t *, void *) noexcept nogil
+cdef hip_memcpy_batch_t _c_memcpy_batch = NULL
+ctypedef int (*hip_count_fn_t)(int *) noexcept nogil
 cdef hfe_runtime _eng_rt
 cdef bint _eng_capi_tried = 0
 
 #: Mechanisms by which completion reaches GPU streams.
 MECHANISM_STREAM_MEMOPS = "stream-memory-operations"
 MECHANISM_HOST_FUNCTIONS = "host-waits"
+
+
+def _engine_batch_copies(enable=None):
+    """Whether the staged path hands a chunk's copies to the stream in one
+    hipMemcpyBatchAsync (the runtime has it and it is not switched off).
+    ``enable``: switch it on (where the runtime has it) or off; None: only
+    report. Test hook."""
+    _load_engine_capi()
+    if enable is not None:
+        _eng_rt.memcpy_batch_async = _c_memcpy_batch if enable else NULL
+    return _eng_rt.memcpy_batch_async != NULL
 
 
 def _engine_inject_faults(int err_no=0, int count=0, size_t short_max=0, int after=0):
@@ -115,6 +133,9 @@ def _engine_inject_faults(int err_no=0, int count=0, size_t short_max=0, int aft
 cdef int _load_engine_capi() except -1:
     global _eng_capi_tried, _c_set_device, _c_wait_value32, _c_write_value32
     global _c_event_destroy, _c_event_record, _c_memcpy_async, _c_stream_wait_event
+    global _c_memcpy_batch
+    cdef hip_count_fn_t count_fn
+    cdef int ndev = 0
     if _eng_capi_tried:
         return 0
     _load_hip_capi()
@@ -143,12 +164,26 @@ cdef int _load_engine_capi() except -1:
             _c_memcpy_async = <hip_memcpy_async_t>_capsule_fn(capi, "hipMemcpyAsync", sig)
             if _c_memcpy_async != NULL:
                 break
+        # HIP-Python declares every entry point; the runtime it loads may
+        # predate hipMemcpyBatchAsync (ROCm 7), so ask the library itself,
+        # once a first call has made HIP-Python load it.
+        count_fn = <hip_count_fn_t>_capsule_fn(capi, "hipGetDeviceCount",
+                                               b"enum hipError_t (int *)")
+        if count_fn != NULL:
+            count_fn(&ndev)
+        if hfe_runtime_exports(b"libamdhip64", b"hipMemcpyBatchAsync"):
+            _c_memcpy_batch = <hip_memcpy_batch_t>_capsule_fn(
+                capi, "hipMemcpyBatchAsync",
+                b"enum hipError_t (void **, void **, size_t *, size_t, "
+                b"struct hipMemcpyAttributes *, size_t *, size_t, size_t *, hipStream_t)")
         break
     _eng_rt.wait_value32 = _c_wait_value32
     _eng_rt.write_value32 = _c_write_value32
     _eng_rt.memcpy_async = _c_memcpy_async
     _eng_rt.event_record = <int (*)(void *, void *) noexcept nogil>_c_event_record
     _eng_rt.stream_wait_event = _c_stream_wait_event
+    if os.environ.get("HIPFILE_ENGINE_BATCH_COPIES", "").strip() != "0":
+        _eng_rt.memcpy_batch_async = _c_memcpy_batch
     _eng_capi_tried = 1
     if _c_event_query != NULL and _c_event_destroy != NULL:
         hfe_set_event_fns(<hfe_event_fn>_c_event_query, <hfe_event_fn>_c_event_destroy)

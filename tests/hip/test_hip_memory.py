@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 from _hip_calls import *  # noqa: F403
@@ -145,3 +147,71 @@ def test_pointer_attributes_after_free() -> None:
     ok(hip.hipFree(d))
     after = ok(hip.hipPointerGetAttributes(address))
     assert after.type == hip.hipMemoryType.hipMemoryTypeUnregistered
+
+
+# ------------------------------------------------------- batched copies
+
+
+def _memcpy_batch(dsts: list[int], srcs: list[int], sizes: list[int], stream: object,
+                  count: int | None = None) -> tuple[int, int]:
+    """hipMemcpyBatchAsync through the runtime library (HIP-Python's wrapper
+    takes the destination and size arrays as outputs); (error, fail index)."""
+    n = len(dsts)
+    fn = runtime_library().hipMemcpyBatchAsync
+    fn.restype = ctypes.c_int
+    fail = ctypes.c_size_t(12345)
+    err = fn((ctypes.c_void_p * n)(*dsts), (ctypes.c_void_p * n)(*srcs),
+             (ctypes.c_size_t * n)(*sizes), ctypes.c_size_t(n if count is None else count),
+             None, None, ctypes.c_size_t(0), ctypes.byref(fail), ctypes.c_void_p(int(stream)))
+    return err, fail.value
+
+
+def test_memcpy_batch_scatters_and_gathers_in_stream_order(stream: object) -> None:
+    """hipMemcpyBatchAsync: blocks of pinned host memory to scattered places
+    in device memory and back, ordered after earlier work on the stream
+    and before later work (the engine's scattered reads use it)."""
+    block, n = 4096, 16
+    dev = ok(hip.hipMalloc(4 * n * block))
+    host = ok(hip.hipHostMalloc(n * block, 0))
+    back = ok(hip.hipHostMalloc(n * block, 0))
+    try:
+        src = host_view(host, n * block)
+        src[:] = np.random.default_rng(3).integers(0, 256, n * block, dtype=np.uint8)
+        places = np.random.default_rng(4).permutation(4 * n)[:n]
+        d0, h0, b0 = int(dev), int(host), int(back)
+        ok(hip.hipMemsetAsync(dev, 0, 4 * n * block, stream))
+        dsts = [d0 + int(p) * block for p in places]
+        assert _memcpy_batch(dsts, [h0 + i * block for i in range(n)], [block] * n,
+                             stream)[0] == 0
+        assert _memcpy_batch([b0 + i * block for i in range(n)], dsts, [block] * n,
+                             stream)[0] == 0
+        ok(hip.hipStreamSynchronize(stream))
+        np.testing.assert_array_equal(host_view(back, n * block), src)
+        whole = np.empty(4 * n * block, np.uint8)
+        ok(hip.hipMemcpy(whole, dev, whole.nbytes, K.hipMemcpyDeviceToHost))
+        untouched = np.ones(4 * n, bool)
+        untouched[places] = False
+        assert not whole.reshape(4 * n, block)[untouched].any()
+    finally:
+        ok(hip.hipFree(dev))
+        ok(hip.hipHostFree(host))
+        ok(hip.hipHostFree(back))
+
+
+@pytest.mark.emulated  # which copy the runtime names is the emulated runtime's choice
+def test_memcpy_batch_refuses_before_enqueueing_any(stream: object, dmem: object,
+                                                    pinned: object) -> None:
+    """A copy that overruns its allocation: the whole batch is refused with
+    hipErrorInvalidValue, the fail index names that copy, and no copy ran;
+    an empty batch is refused too."""
+    d, p = int(dmem), int(pinned)
+    host_view(pinned, 4096)[:] = 7
+    ok(hip.hipMemset(dmem, 0, 4096))
+    err, fail = _memcpy_batch([d, d + 1024, d + 4000], [p, p, p], [512, 512, 512], stream)
+    assert err == int(E.hipErrorInvalidValue) and fail == 2
+    ok(hip.hipStreamSynchronize(stream))
+    out = np.empty(4096, np.uint8)
+    ok(hip.hipMemcpy(out, dmem, 4096, K.hipMemcpyDeviceToHost))
+    assert not out.any(), "a refused batch moved bytes"
+    err, _ = _memcpy_batch([d], [p], [512], stream, count=0)
+    assert err == int(E.hipErrorInvalidValue)

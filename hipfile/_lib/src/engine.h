@@ -103,6 +103,11 @@ typedef struct hfe_runtime {
     int (*memcpy_async)(void *dst, const void *src, size_t bytes, int kind, void *stream);
     int (*event_record)(void *event, void *stream);
     int (*stream_wait_event)(void *stream, void *event, unsigned flags);
+    /* hipMemcpyBatchAsync where the runtime has it, else NULL: a chunk's
+     * copies then go to the stream in one call instead of one call each */
+    int (*memcpy_batch_async)(void **dsts, void **srcs, size_t *sizes, size_t count,
+                              void *attrs, size_t *attrs_idxs, size_t num_attrs,
+                              size_t *fail_idx, void *stream);
 } hfe_runtime;
 
 /* One piece of a submission: `len` bytes between the file at file_offset
@@ -153,6 +158,8 @@ int hfe_flag_reached(const uint32_t *flag, uint32_t value);
  * the next `count` calls fail with err_no; every call moves at most
  * short_max bytes (0: no limit). */
 void hfe_inject(int err_no, int count, size_t short_max, int after);
+/* Whether a loaded library whose path contains `library` exports `symbol`. */
+int hfe_runtime_exports(const char *library, const char *symbol);
 
 /* A host function (hipHostFn_t) that blocks its stream until the operation
  * `arg` is done, then drops the reference taken for it. It makes no HIP call

@@ -261,6 +261,43 @@ HFC_EXPORT hipError_t hipMemcpyAsync(void *dst, const void *src, size_t size, in
     return from_cuda(R->cudaMemcpyAsync(dst, src, size, k, (cudaStream_t)stream));
 }
 
+/* cudaMemcpyBatchAsync (CUDA 12.8) lost its fail_idx parameter in CUDA 13. */
+typedef cudaError_t (*hfc_memcpy_batch13_fn)(void **dsts, void **srcs, size_t *sizes,
+                                             size_t count, void *attrs, size_t *attrs_idxs,
+                                             size_t num_attrs, cudaStream_t stream);
+
+/* The attributes CUDA requires and ROCm does not use: sources read in
+ * stream order (cudaMemcpySrcAccessOrderStream), no location hints. */
+struct hfc_memcpy_attributes {
+    int src_access_order;
+    int src_loc_type, src_loc_id, dst_loc_type, dst_loc_id;
+    unsigned flags;
+};
+
+HFC_EXPORT hipError_t hipMemcpyBatchAsync(void **dsts, void **srcs, size_t *sizes, size_t count,
+                                          void *attrs, size_t *attrs_idxs, size_t num_attrs,
+                                          size_t *fail_idx, hipStream_t stream)
+{
+    struct hfc_memcpy_attributes order = {1, 0, 0, 0, 0, 0};
+    size_t order_idx = 0;
+    int version = 0;
+    if (fail_idx)
+        *fail_idx = SIZE_MAX;
+    if (count == 0 || !dsts || !srcs || !sizes)
+        return record(hipErrorInvalidValue);
+    NEED(cudaMemcpyBatchAsync);
+    if (!attrs || !attrs_idxs || num_attrs == 0) {
+        attrs = &order;
+        attrs_idxs = &order_idx;
+        num_attrs = 1;
+    }
+    if (R->cudaRuntimeGetVersion(&version) == 0 && version >= 13000)
+        return from_cuda(((hfc_memcpy_batch13_fn)(void (*)(void))R->cudaMemcpyBatchAsync)(
+            dsts, srcs, sizes, count, attrs, attrs_idxs, num_attrs, (cudaStream_t)stream));
+    return from_cuda(R->cudaMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrs_idxs,
+                                             num_attrs, fail_idx, (cudaStream_t)stream));
+}
+
 HFC_EXPORT hipError_t hipMemcpyHtoD(hipDeviceptr_t dst, const void *src, size_t size)
 {
     return hipMemcpy(dst, src, size, hipMemcpyHostToDevice);

@@ -71,6 +71,9 @@ struct hfc_cuda_pointer_attributes {
     X(cudaMemcpy, cudaError_t, (void *dst, const void *src, size_t n, int kind), 1)        \
     X(cudaMemcpyAsync, cudaError_t,                                                        \
       (void *dst, const void *src, size_t n, int kind, cudaStream_t stream), 1)            \
+    X(cudaMemcpyBatchAsync, cudaError_t,                                                   \
+      (void **dsts, void **srcs, size_t *sizes, size_t count, void *attrs,                 \
+       size_t *attrs_idxs, size_t num_attrs, size_t *fail_idx, cudaStream_t stream), 0)    \
     X(cudaMemset, cudaError_t, (void *dst, int value, size_t n), 1)                        \
     X(cudaMemsetAsync, cudaError_t, (void *dst, int value, size_t n, cudaStream_t s), 1)   \
     X(cudaMemGetInfo, cudaError_t, (size_t *free_bytes, size_t *total_bytes), 1)           \

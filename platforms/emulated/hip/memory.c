@@ -338,6 +338,22 @@ static int emu_span_ok(const struct emu_alloc *a, const void *ptr, size_t bytes)
   return bytes <= a->size - (p - a->base);
 }
 
+/* Whether a copy of `bytes` may run: each operand inside the allocation it
+ * starts in, and device memory (or pinned host memory, which devices can
+ * address) where an operand is declared as device memory. */
+static hipError_t emu_copy_ok(void *dst, const void *src, size_t bytes, int dst_device,
+                              int src_device) {
+  if (bytes == 0) return hipSuccess;
+  if (dst == NULL || src == NULL) return hipErrorInvalidValue;
+  emu_lock_acquire();
+  struct emu_alloc *d = emu_find_locked(dst);
+  struct emu_alloc *s = emu_find_locked(src);
+  int ok = emu_span_ok(d, dst, bytes) && emu_span_ok(s, src, bytes) &&
+           (!dst_device || d != NULL) && (!src_device || s != NULL);
+  emu_lock_release();
+  return ok ? hipSuccess : hipErrorInvalidValue;
+}
+
 static hipError_t emu_prepare_copy(void *dst, const void *src, size_t bytes, int kind,
                                    struct emu_op **out) {
   *out = NULL;
@@ -351,17 +367,8 @@ static hipError_t emu_prepare_copy(void *dst, const void *src, size_t bytes, int
     case hipMemcpyDefault: dst_device = 0; src_device = 0; break;
     default: return hipErrorInvalidMemcpyDirection;
   }
-  if (bytes == 0) return hipSuccess;
-  if (dst == NULL || src == NULL) return hipErrorInvalidValue;
-  emu_lock_acquire();
-  struct emu_alloc *d = emu_find_locked(dst);
-  struct emu_alloc *s = emu_find_locked(src);
-  /* Operands declared as device memory must be device memory or pinned
-   * host memory (which devices can address). */
-  int ok = emu_span_ok(d, dst, bytes) && emu_span_ok(s, src, bytes) &&
-           (!dst_device || d != NULL) && (!src_device || s != NULL);
-  emu_lock_release();
-  if (!ok) return hipErrorInvalidValue;
+  hipError_t status = emu_copy_ok(dst, src, bytes, dst_device, src_device);
+  if (status != hipSuccess || bytes == 0) return status;
   struct emu_op *op = emu_op_new(EMU_OP_COPY);
   if (op == NULL) return hipErrorOutOfMemory;
   op->dst = dst;
@@ -414,6 +421,36 @@ EMU_EXPORT hipError_t hipMemcpy(void *dst, const void *src, size_t bytes, int ki
 EMU_EXPORT hipError_t hipMemcpyAsync(void *dst, const void *src, size_t bytes, int kind,
                                      hipStream_t stream) {
   return emu_ret(emu_copy(dst, src, bytes, kind, stream, 0));
+}
+
+/* A batch of 1D copies (hipMemcpyBatchAsync): in stream order as a whole,
+ * in no order among themselves, the direction taken from the pointers.
+ * Every copy is checked before any is enqueued; *fail_idx names the first
+ * one refused (SIZE_MAX: none in particular). The attributes are accepted
+ * and not used, as on ROCm. */
+EMU_EXPORT hipError_t hipMemcpyBatchAsync(void **dsts, void **srcs, size_t *sizes, size_t count,
+                                          void *attrs, size_t *attrs_idxs, size_t num_attrs,
+                                          size_t *fail_idx, hipStream_t stream) {
+  (void)attrs;
+  (void)attrs_idxs;
+  (void)num_attrs;
+  if (fail_idx != NULL) *fail_idx = SIZE_MAX;
+  if (count == 0 || dsts == NULL || srcs == NULL || sizes == NULL)
+    return emu_ret(hipErrorInvalidValue);
+  hipError_t status = hipSuccess;
+  size_t i;
+  for (i = 0; i < count; i++) {
+    status = emu_copy_ok(dsts[i], srcs[i], sizes[i], 0, 0);
+    if (status != hipSuccess) break;
+  }
+  for (size_t j = 0; status == hipSuccess && j < count; j++) {
+    struct emu_op *op = NULL;
+    status = emu_prepare_copy(dsts[j], srcs[j], sizes[j], hipMemcpyDefault, &op);
+    if (status == hipSuccess && op != NULL) status = emu_submit_memory_op(stream, op, 0);
+    i = j;
+  }
+  if (status != hipSuccess && fail_idx != NULL) *fail_idx = i;
+  return emu_ret(status);
 }
 
 EMU_EXPORT hipError_t hipMemcpyWithStream(void *dst, const void *src, size_t bytes, int kind,

@@ -1,0 +1,124 @@
+/* The engine's parts shared between its files: engine.c (operations,
+ * worker threads, gates) and stage.c (the staged path). Not public. */
+#ifndef HIPFILE_ENGINE_INTERNAL_H
+#define HIPFILE_ENGINE_INTERNAL_H
+
+#include "engine.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
+
+enum { OP_QUEUED = 0, OP_DONE = 1 };
+
+struct hfe_op {
+    int refs;                 /* atomic */
+    int opcode;               /* 0 read, 1 write */
+    hfe_io_fn fn;
+    void *fh;
+    void *base;
+    size_t size;
+    int64_t file_offset;
+    int64_t buffer_offset;
+    int device;
+    size_t task;
+    uint32_t *flag;
+    uint32_t flag_value;
+    /* dispatch (under the engine lock) */
+    size_t cursor;
+    struct hfe_op *next;
+    /* progress (atomic) */
+    long chunks_left;
+    long calls;
+    int64_t bytes;
+    int64_t error;            /* first negative result, 0 if none */
+    int err_no;
+    int state;
+    int stream_completes;     /* a staged read: its stream writes the flag */
+};
+
+/* ---------------------------------------------------------- staged path */
+/* The staged path (see engine.h). Ownership: a chunk has two references,
+ * the engine's (dropped by run_staged) and the submitter's (dropped at the
+ * end of hfe_stage_submit, which reads its slot, generation and copies
+ * while it enqueues the stream's side). */
+
+struct hfe_ring {
+    char *staging;
+    size_t slot_size;
+    int nslots;
+    uint32_t *flags;          /* filled[nslots], then drained[nslots] */
+    uint64_t flags_dev;
+    uint64_t next;            /* the next chunk's sequence number (under ring->lock) */
+    pthread_mutex_t lock;     /* one submission's reservation and enqueue at a time */
+    int ncopy;                /* copy streams (1: the submission's stream only) */
+    void *copy_streams[HFE_MAX_COPY_STREAMS];
+    void *fork_event;
+    void *join_events[HFE_MAX_COPY_STREAMS];
+};
+
+enum { CHUNK_PENDING = 0, CHUNK_DONE = 1, CHUNK_ABANDONED = 2 };
+
+typedef struct run {          /* file side: one pread/pwrite loop */
+    int64_t file_offset;
+    uint64_t staging_off;
+    uint64_t len;
+    hfe_op *group;
+    int gidx;                 /* the group's index in its submission */
+} run_t;
+
+typedef struct copy {         /* device side: one copy */
+    uint64_t device;
+    uint64_t staging_off;
+    uint64_t len;
+} copy_t;
+
+typedef struct chunk chunk_t;
+
+struct chunk {
+    struct chunk *next;       /* the engine's FIFO */
+    int refs;                 /* atomic */
+    hfe_ring *ring;
+    int slot;
+    uint32_t gen;
+    int opcode;
+    int fd;
+    const uint32_t *gate;
+    uint32_t gate_value;
+    int state;                /* atomic: CHUNK_* */
+    int nruns, ncopies;
+    run_t *runs;
+    copy_t *copies;
+};
+
+/* An operation's last chunk (or hold) has ended: it is done. */
+void hfe__finish(hfe_op *op);
+/* A worker runs one staged chunk's file side and drops its reference. */
+void hfe__run_staged(chunk_t *c);
+int hfe__queue_chunks(chunk_t *first, chunk_t *last, long ngroups);
+
+/* Polls host memory with a backoff: yields briefly, then sleeps from 2 us
+ * up to 100 us. */
+typedef struct backoff {
+    long n;
+} backoff_t;
+
+static inline void backoff_step(backoff_t *b)
+{
+    if (b->n < 64) {
+        b->n++;
+        sched_yield();
+        return;
+    }
+    /* about 10 ms of 2 us sleeps, then 20 us, then 100 us after a second */
+    struct timespec ts = {0, b->n < 4096 ? 2000 : (b->n < 50000 ? 20000 : 100000)};
+    b->n++;
+    nanosleep(&ts, NULL);
+}
+
+static inline int reached(const uint32_t *flag, uint32_t value)
+{
+    return (int32_t)(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) >= 0;
+}
+
+#endif

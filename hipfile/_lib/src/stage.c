@@ -1,0 +1,551 @@
+/* The stream engine's staged path (see engine.h): file I/O by worker
+ * threads into a ring of pinned staging slots, the device side enqueued on
+ * the stream at submit. */
+#define _GNU_SOURCE
+#include "engine_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void chunk_decref(chunk_t *c)
+{
+    if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        free(c->runs);
+        free(c->copies);
+        free(c);
+    }
+}
+
+
+int hfe_flag_reached(const uint32_t *flag, uint32_t value) { return reached(flag, value); }
+
+int hfe_flag_wait(const uint32_t *flag, uint32_t value, double timeout_s)
+{
+    struct timespec t0, now;
+    backoff_t b = {0};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!reached(flag, value)) {
+        if (timeout_s >= 0) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            double spent = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9;
+            if (spent >= timeout_s)
+                return 0;
+        }
+        backoff_step(&b);
+    }
+    return 1;
+}
+
+hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *flags_host,
+                       uint64_t flags_dev)
+{
+    if (!staging || !slot_size || nslots <= 0 || !flags_host)
+        return NULL;
+    hfe_ring *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL;
+    r->staging = staging;
+    r->slot_size = slot_size;
+    r->nslots = nslots;
+    r->flags = flags_host;
+    r->flags_dev = flags_dev;
+    r->ncopy = 1;
+    pthread_mutex_init(&r->lock, NULL);
+    return r;
+}
+
+void hfe_ring_set_copy_streams(hfe_ring *ring, int n, void *const *streams, void *fork_event,
+                               void *const *join_events)
+{
+    pthread_mutex_lock(&ring->lock);
+    if (n <= 1 || n > HFE_MAX_COPY_STREAMS || !streams || !fork_event || !join_events) {
+        ring->ncopy = 1;
+    } else {
+        for (int i = 0; i < n; i++) {
+            ring->copy_streams[i] = streams[i];
+            ring->join_events[i] = join_events[i];
+        }
+        ring->fork_event = fork_event;
+        ring->ncopy = n;
+    }
+    pthread_mutex_unlock(&ring->lock);
+}
+
+void hfe_ring_free(hfe_ring *ring)
+{
+    if (ring) {
+        pthread_mutex_destroy(&ring->lock);
+        free(ring);
+    }
+}
+
+size_t hfe_ring_slot_size(const hfe_ring *ring) { return ring->slot_size; }
+
+static void set_error(hfe_op *g, int64_t r, int err_no)
+{
+    int64_t expected = 0;
+    if (__atomic_compare_exchange_n(&g->error, &expected, r, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        g->err_no = err_no;
+}
+
+/* One of a group's runs (or the submitter's hold) has ended. */
+static void group_account(hfe_op *g, int64_t bytes)
+{
+    if (bytes)
+        __atomic_add_fetch(&g->bytes, bytes, __ATOMIC_ACQ_REL);
+    if (__atomic_sub_fetch(&g->chunks_left, 1, __ATOMIC_ACQ_REL) == 0)
+        hfe__finish(g);
+}
+
+/* Faults of the staged path's file calls, for tests (hfe_inject). */
+static int fault_errno, fault_count, fault_after;
+static size_t fault_short;
+
+void hfe_inject(int err_no, int count, size_t short_max, int after)
+{
+    __atomic_store_n(&fault_errno, err_no, __ATOMIC_RELEASE);
+    __atomic_store_n(&fault_after, after, __ATOMIC_RELEASE);
+    __atomic_store_n(&fault_count, count, __ATOMIC_RELEASE);
+    __atomic_store_n(&fault_short, short_max, __ATOMIC_RELEASE);
+}
+
+static ssize_t file_call(const chunk_t *c, char *buf, size_t len, off_t off)
+{
+    int skip = __atomic_load_n(&fault_after, __ATOMIC_ACQUIRE);
+    while (skip > 0) {
+        if (__atomic_compare_exchange_n(&fault_after, &skip, skip - 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            goto call;   /* this call is one of the first `after`: it runs */
+    }
+    int left = __atomic_load_n(&fault_count, __ATOMIC_ACQUIRE);
+    while (left > 0) {
+        if (__atomic_compare_exchange_n(&fault_count, &left, left - 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            errno = __atomic_load_n(&fault_errno, __ATOMIC_ACQUIRE);
+            return -1;
+        }
+    }
+call:;
+    size_t cap = __atomic_load_n(&fault_short, __ATOMIC_ACQUIRE);
+    if (cap && len > cap)
+        len = cap;
+    return c->opcode == 0 ? pread(c->fd, buf, len, off) : pwrite(c->fd, buf, len, off);
+}
+
+/* One file run; returns the bytes moved, or -1 with *err_no. */
+static ssize_t run_io(const chunk_t *c, const run_t *u, int *err_no)
+{
+    char *buf = c->ring->staging + (size_t)c->slot * c->ring->slot_size + u->staging_off;
+    uint64_t done = 0;
+    while (done < u->len) {
+        ssize_t n = file_call(c, buf + done, u->len - done, u->file_offset + (off_t)done);
+        __atomic_add_fetch(&u->group->calls, 1, __ATOMIC_RELAXED);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            *err_no = errno;
+            return -1;
+        }
+        if (n == 0) {
+            if (c->opcode == 1) {
+                *err_no = EIO;   /* a write that makes no progress */
+                return -1;
+            }
+            break;               /* end of file: the file shrank after submit */
+        }
+        done += (uint64_t)n;
+    }
+    return (ssize_t)done;
+}
+
+void hfe__run_staged(chunk_t *c)
+{
+    hfe_ring *r = c->ring;
+    uint32_t *filled = r->flags + c->slot;
+    uint32_t *drained = r->flags + r->nslots + c->slot;
+    char *slot = r->staging + (size_t)c->slot * r->slot_size;
+    backoff_t b = {0};
+    int i;
+
+    /* Wait for the gate and the slot. Nothing here enters the runtime: the
+     * flags are host memory that streams write. A write's abandoned chunk
+     * never gets its data, so its wait ends on abandonment. */
+    if (c->opcode == 0) {
+        while (c->gate && !reached(c->gate, c->gate_value))
+            backoff_step(&b);
+        while (!reached(drained, c->gen - 1))
+            backoff_step(&b);
+    } else {
+        while (!reached(filled, c->gen) &&
+               __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != CHUNK_ABANDONED)
+            backoff_step(&b);
+    }
+    int abandoned = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == CHUNK_ABANDONED;
+    for (i = 0; i < c->nruns; i++) {
+        run_t *u = &c->runs[i];
+        ssize_t got = 0;
+        int err_no = 0;
+        if (!abandoned && __atomic_load_n(&u->group->error, __ATOMIC_ACQUIRE) == 0) {
+            got = run_io(c, u, &err_no);
+            if (got < 0)
+                set_error(u->group, -1, err_no);
+        }
+        if (c->opcode == 0 && (uint64_t)(got > 0 ? got : 0) < u->len) {
+            /* a stream never copies stale staging bytes into device memory */
+            size_t keep = got > 0 ? (size_t)got : 0;
+            memset(slot + u->staging_off + keep, 0, u->len - keep);
+        }
+        /* a read's group is done on the host only once its stream has
+         * copied, after the store below; a write's once its runs are */
+        group_account(u->group, got > 0 ? got : 0);
+    }
+    /* Release the slot's other side. */
+    int expected = CHUNK_PENDING;
+    int was_pending = __atomic_compare_exchange_n(&c->state, &expected, CHUNK_DONE, 0,
+                                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    if (c->opcode == 0) {
+        __atomic_store_n(filled, c->gen, __ATOMIC_RELEASE);
+        if (!was_pending)   /* abandoned: no stream will drain the slot */
+            __atomic_store_n(drained, c->gen, __ATOMIC_RELEASE);
+    } else {
+        __atomic_store_n(drained, c->gen, __ATOMIC_RELEASE);
+    }
+    for (i = 0; i < c->nruns; i++)
+        hfe_op_decref(c->runs[i].group);   /* the chunk's reference */
+    chunk_decref(c);
+}
+
+/* Packs pieces in order into chunks of at most `cap` bytes; file runs merge
+ * where one group's file range continues, copies where device memory does.
+ * last_chunk[g]: the index of group g's last chunk (-1: none). */
+static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t cap, int opcode,
+                int fd, chunk_t ***out, int *nout, int *last_chunk)
+{
+    chunk_t **chunks = NULL;
+    int n = 0, capn = 0, i;
+    chunk_t *c = NULL;
+    uint64_t used = 0;
+    int runs_cap = 0, copies_cap = 0;
+    for (i = 0; i < npieces; i++) {
+        const hfe_piece *p = &pieces[i];
+        uint64_t done = 0;
+        while (done < p->len) {
+            if (!c || used == cap) {
+                if (n == capn) {
+                    capn = capn ? 2 * capn : 16;
+                    chunk_t **grown = realloc(chunks, (size_t)capn * sizeof(*chunks));
+                    if (!grown)
+                        goto fail;
+                    chunks = grown;
+                }
+                c = calloc(1, sizeof(*c));
+                if (!c)
+                    goto fail;
+                c->opcode = opcode;
+                c->fd = fd;
+                c->refs = 2;
+                chunks[n++] = c;
+                used = 0;
+                runs_cap = copies_cap = 0;
+            }
+            uint64_t len = p->len - done;
+            if (len > cap - used)
+                len = cap - used;
+            hfe_op *g = groups[p->group];
+            int64_t foff = p->file_offset + (int64_t)done;
+            run_t *lr = c->nruns ? &c->runs[c->nruns - 1] : NULL;
+            if (lr && lr->group == g && lr->file_offset + (int64_t)lr->len == foff &&
+                lr->staging_off + lr->len == used) {
+                lr->len += len;
+            } else {
+                if (c->nruns == runs_cap) {
+                    runs_cap = runs_cap ? 2 * runs_cap : 4;
+                    run_t *grown = realloc(c->runs, (size_t)runs_cap * sizeof(run_t));
+                    if (!grown)
+                        goto fail;
+                    c->runs = grown;
+                }
+                c->runs[c->nruns++] = (run_t){foff, used, len, g, p->group};
+            }
+            copy_t *lc = c->ncopies ? &c->copies[c->ncopies - 1] : NULL;
+            if (lc && lc->device + lc->len == p->device + done &&
+                lc->staging_off + lc->len == used) {
+                lc->len += len;
+            } else {
+                if (c->ncopies == copies_cap) {
+                    copies_cap = copies_cap ? 2 * copies_cap : 4;
+                    copy_t *grown = realloc(c->copies, (size_t)copies_cap * sizeof(copy_t));
+                    if (!grown)
+                        goto fail;
+                    c->copies = grown;
+                }
+                c->copies[c->ncopies++] = (copy_t){p->device + done, used, len};
+            }
+            used += len;
+            done += len;
+            last_chunk[p->group] = n - 1;
+        }
+    }
+    *out = chunks;
+    *nout = n;
+    return 0;
+fail:
+    for (i = 0; i < n; i++) {
+        free(chunks[i]->runs);
+        free(chunks[i]->copies);
+        free(chunks[i]);
+    }
+    free(chunks);
+    return ENOMEM;
+}
+
+/* hipMemcpyHostToDevice, hipMemcpyDeviceToHost; hipStreamWaitValueGte */
+enum { H2D = 1, D2H = 2, WAIT_GTE = 0 };
+
+/* hipMemcpyAttributes: the source is read in stream order (the only
+ * order in which a staging slot holds its bytes). */
+typedef struct {
+    int src_access_order;
+    int src_loc_type, src_loc_id, dst_loc_type, dst_loc_id;
+    unsigned flags;
+} memcpy_attrs_t;
+enum { SRC_ACCESS_ORDER_STREAM = 1, BATCH_ON_STACK = 64 };
+
+/* A chunk's copies between its staging slot and device memory: one
+ * hipMemcpyBatchAsync where the runtime has it, else one hipMemcpyAsync
+ * each. With hipMemcpyBatchAsync, 64 KiB scattered blocks move at about
+ * three times the rate of one call per block. */
+static int enqueue_copies(const hfe_runtime *rt, void *stream, const chunk_t *c, char *slot)
+{
+    int i, err = 0, h2d = c->opcode == 0;
+    if (c->ncopies > 1 && rt->memcpy_batch_async) {
+        void *dst_local[BATCH_ON_STACK], *src_local[BATCH_ON_STACK];
+        size_t size_local[BATCH_ON_STACK];
+        void **dsts = dst_local, **srcs = src_local;
+        size_t *sizes = size_local;
+        if (c->ncopies > BATCH_ON_STACK) {
+            dsts = malloc((size_t)c->ncopies * sizeof(void *));
+            srcs = malloc((size_t)c->ncopies * sizeof(void *));
+            sizes = malloc((size_t)c->ncopies * sizeof(size_t));
+        }
+        if (dsts && srcs && sizes) {
+            for (i = 0; i < c->ncopies; i++) {
+                void *dev = (void *)(uintptr_t)c->copies[i].device;
+                void *host = slot + c->copies[i].staging_off;
+                dsts[i] = h2d ? dev : host;
+                srcs[i] = h2d ? host : dev;
+                sizes[i] = c->copies[i].len;
+            }
+            memcpy_attrs_t attrs = {SRC_ACCESS_ORDER_STREAM, 0, 0, 0, 0, 0};
+            size_t attrs_idx = 0, fail_idx = 0;
+            err = rt->memcpy_batch_async(dsts, srcs, sizes, (size_t)c->ncopies, &attrs,
+                                         &attrs_idx, 1, &fail_idx, stream);
+        } else {
+            err = 2;   /* hipErrorOutOfMemory */
+        }
+        if (dsts != dst_local) {
+            free(dsts);
+            free(srcs);
+            free(sizes);
+        }
+        if (!err)
+            return 0;
+        /* Refused (a runtime without it behind the entry point, no memory):
+         * the copies one by one. A copy the batch enqueued before it failed
+         * runs twice, with the same bytes. */
+        err = 0;
+    }
+    for (i = 0; !err && i < c->ncopies; i++) {
+        void *dev = (void *)(uintptr_t)c->copies[i].device;
+        void *host = slot + c->copies[i].staging_off;
+        err = h2d ? rt->memcpy_async(dev, host, c->copies[i].len, H2D, stream)
+                  : rt->memcpy_async(host, dev, c->copies[i].len, D2H, stream);
+    }
+    return err;
+}
+
+/* The stream's side of one chunk. Returns the hipError_t of a failed enqueue. */
+static int enqueue_chunk(const hfe_runtime *rt, void *stream, const chunk_t *c)
+{
+    hfe_ring *r = c->ring;
+    char *slot = r->staging + (size_t)c->slot * r->slot_size;
+    uint64_t filled = r->flags_dev + 4 * (uint64_t)c->slot;
+    uint64_t drained = r->flags_dev + 4 * (uint64_t)(r->nslots + c->slot);
+    int err;
+    if (c->opcode == 0) {
+        err = rt->wait_value32(stream, (void *)(uintptr_t)filled, c->gen, WAIT_GTE, 0xFFFFFFFFu);
+        if (!err)
+            err = enqueue_copies(rt, stream, c, slot);
+        if (!err)
+            err = rt->write_value32(stream, (void *)(uintptr_t)drained, c->gen, 0);
+    } else {
+        err = c->gen > 1 ? rt->wait_value32(stream, (void *)(uintptr_t)drained, c->gen - 1,
+                                            WAIT_GTE, 0xFFFFFFFFu)
+                         : 0;
+        if (!err)
+            err = enqueue_copies(rt, stream, c, slot);
+        if (!err)
+            err = rt->write_value32(stream, (void *)(uintptr_t)filled, c->gen, 0);
+    }
+    return err;
+}
+
+int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
+                     const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
+                     const uint64_t *complete_dev, const uint32_t *complete_value,
+                     void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap)
+{
+    chunk_t **chunks = NULL;
+    int nchunks = 0, i, j, k, err = 0, failed_at = -1;
+    int *last_chunk = malloc((size_t)(ngroups > 0 ? ngroups : 1) * sizeof(int));
+    if (!last_chunk)
+        return -ENOMEM;
+    if (chunk_cap == 0 || chunk_cap > ring->slot_size)
+        chunk_cap = ring->slot_size;
+    for (i = 0; i < ngroups; i++)
+        last_chunk[i] = -1;
+    if (plan(pieces, npieces, groups, chunk_cap, opcode, fd, &chunks, &nchunks, last_chunk)) {
+        free(last_chunk);
+        return -ENOMEM;
+    }
+    /* Each group: the engine's reference, and a hold of the submitter's so
+     * that it cannot finish before the stream's side is enqueued. */
+    for (i = 0; i < ngroups; i++) {
+        groups[i]->chunks_left = 1;
+        groups[i]->stream_completes = opcode == 0 && complete_dev[i] != 0;
+        hfe_op_incref(groups[i]);
+    }
+    for (j = 0; j < nchunks; j++)
+        for (k = 0; k < chunks[j]->nruns; k++) {
+            __atomic_add_fetch(&chunks[j]->runs[k].group->chunks_left, 1, __ATOMIC_RELAXED);
+            hfe_op_incref(chunks[j]->runs[k].group);   /* the chunk's */
+        }
+
+    pthread_mutex_lock(&ring->lock);
+    for (j = 0; j < nchunks; j++) {
+        uint64_t seq = ring->next + (uint64_t)j;
+        chunk_t *c = chunks[j];
+        c->ring = ring;
+        c->slot = (int)(seq % (uint64_t)ring->nslots);
+        c->gen = (uint32_t)(seq / (uint64_t)ring->nslots + 1);
+        c->gate = opcode == 0 ? gate : NULL;
+        c->gate_value = gate_value;
+        c->next = j + 1 < nchunks ? chunks[j + 1] : NULL;
+    }
+    if (hfe__queue_chunks(nchunks ? chunks[0] : NULL, nchunks ? chunks[nchunks - 1] : NULL,
+                          ngroups)) {
+        pthread_mutex_unlock(&ring->lock);
+        for (j = 0; j < nchunks; j++) {
+            for (k = 0; k < chunks[j]->nruns; k++)
+                hfe_op_decref(chunks[j]->runs[k].group);
+            chunk_decref(chunks[j]);
+            chunk_decref(chunks[j]);
+        }
+        for (i = 0; i < ngroups; i++)
+            hfe_op_decref(groups[i]);
+        free(chunks);
+        free(last_chunk);
+        return -ESHUTDOWN;
+    }
+    ring->next += (uint64_t)nchunks;
+
+    /* The stream's side, chunk by chunk, while the engine already moves
+     * file bytes. A read group's completion is written after its last copy
+     * (a group with no bytes: before the first chunk). With several copy
+     * streams, the chunks are spread over them between a fork from the
+     * submission's stream and a join back into it: a group's chunks go to
+     * one copy stream where there are several groups (its completion then
+     * follows its last chunk there), else round robin (its completion
+     * follows the join). Each copy stream gets its chunks in sequence
+     * order, so every wait still points to earlier work. */
+    int ncopy = nchunks > 1 ? ring->ncopy : 1;
+    int *where = NULL;            /* a group's copy stream; -2: several */
+    if (ncopy > 1) {
+        where = malloc((size_t)(ngroups > 0 ? ngroups : 1) * sizeof(int));
+        if (!where)
+            ncopy = 1;
+        for (i = 0; where && i < ngroups; i++)
+            where[i] = -1;
+    }
+    for (i = 0; opcode == 0 && !err && i < ngroups; i++)
+        if (last_chunk[i] < 0 && complete_dev[i])
+            err = rt->write_value32(stream, (void *)(uintptr_t)complete_dev[i],
+                                    complete_value[i], 0);
+    if (!err && ncopy > 1) {
+        err = rt->event_record(ring->fork_event, stream);
+        for (k = 0; !err && k < ncopy; k++)
+            err = rt->stream_wait_event(ring->copy_streams[k], ring->fork_event, 0);
+    }
+    for (j = 0; !err && j < nchunks; j++) {
+        void *s = stream;
+        if (ncopy > 1) {
+            int pick = ngroups > 1 && chunks[j]->nruns
+                           ? chunks[j]->runs[0].gidx % ncopy
+                           : j % ncopy;
+            s = ring->copy_streams[pick];
+            for (k = 0; k < chunks[j]->nruns; k++) {
+                int g = chunks[j]->runs[k].gidx;
+                if (where[g] == -1)
+                    where[g] = pick;
+                else if (where[g] != pick)
+                    where[g] = -2;
+            }
+        }
+        err = enqueue_chunk(rt, s, chunks[j]);
+        for (i = 0; opcode == 0 && !err && i < ngroups; i++)
+            if (last_chunk[i] == j && complete_dev[i] && (ncopy == 1 || where[i] >= 0))
+                err = rt->write_value32(s, (void *)(uintptr_t)complete_dev[i],
+                                        complete_value[i], 0);
+        if (err)
+            failed_at = j;
+    }
+    if (!err && ncopy > 1) {
+        for (k = 0; !err && k < ncopy; k++) {
+            err = rt->event_record(ring->join_events[k], ring->copy_streams[k]);
+            if (!err)
+                err = rt->stream_wait_event(stream, ring->join_events[k], 0);
+        }
+        for (i = 0; opcode == 0 && !err && i < ngroups; i++)
+            if (last_chunk[i] >= 0 && complete_dev[i] && where[i] < 0)
+                err = rt->write_value32(stream, (void *)(uintptr_t)complete_dev[i],
+                                        complete_value[i], 0);
+        if (err)
+            failed_at = nchunks - 1;
+    }
+    free(where);
+    if (err && failed_at < 0)
+        failed_at = 0;
+    if (err) {
+        /* Abandon every chunk whose stream side is not complete: the engine
+         * then skips its file I/O and releases the slot itself. A read chunk
+         * the engine finished already has its slot released here. */
+        for (j = failed_at; j < nchunks; j++) {
+            chunk_t *c = chunks[j];
+            int expected = CHUNK_PENDING;
+            if (!__atomic_compare_exchange_n(&c->state, &expected, CHUNK_ABANDONED, 0,
+                                             __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+                opcode == 0)
+                __atomic_store_n(ring->flags + ring->nslots + c->slot, c->gen, __ATOMIC_RELEASE);
+        }
+        /* Groups whose completion was not enqueued: fail them and release
+         * their waiters from here. */
+        for (i = 0; i < ngroups; i++) {
+            if (last_chunk[i] >= failed_at || (opcode == 0 && last_chunk[i] < 0 && failed_at == 0)) {
+                set_error(groups[i], -1, EIO);
+                if (opcode == 0 && complete_dev[i] && groups[i]->flag)
+                    __atomic_store_n(groups[i]->flag, groups[i]->flag_value, __ATOMIC_RELEASE);
+            }
+        }
+    }
+    pthread_mutex_unlock(&ring->lock);
+    for (j = 0; j < nchunks; j++)
+        chunk_decref(chunks[j]);
+    for (i = 0; i < ngroups; i++)
+        group_account(groups[i], 0);   /* the submitter's hold */
+    free(chunks);
+    free(last_chunk);
+    return err;
+}
