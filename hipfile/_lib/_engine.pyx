@@ -1,51 +1,47 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: embedsignature=True
-"""The stream-ordered parallel engine: FileHandle.pread_async/pwrite_async
-and their _ranges forms (C threads in src/engine.c move the bytes)."""
+"""The stream-ordered parallel engine's submissions:
+FileHandle.pread_async/pwrite_async and their _ranges, scatter and gather
+forms (see _engine_ops.pyx for the invariants)."""
 
-cimport cython
-from libc.stdint cimport int64_t, uint64_t, uintptr_t
-from libc.string cimport memset
-from libc.stdlib cimport malloc, calloc, free
-from cpython.ref cimport PyObject
 import os
-import time as _time
 
-from hipfile._lib.chipfile cimport *
+from cpython.ref cimport PyObject
+from libc.stdint cimport uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport calloc, free, malloc
+
+from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
-from hipfile._lib._core cimport (
-    _as_index,
-    _BufferCore,
-    _FileCore,
-    _io_range,
-    _stream_handle,
-    submit_preamble,
+from hipfile._lib._core cimport _as_index, _BufferCore, _FileCore, _io_range, submit_preamble
+from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece
+from hipfile._lib._engine_handle cimport _GateRef, StreamIOHandle
+from hipfile._lib._engine_hip cimport (
+    _destroy_event_handle,
+    _eng_defaults,
+    _eng_rt,
+    _eng_task_default,
+    _Flag,
+    _FlagPool,
+    _gate_event,
+    _internal_stream,
+    _pool_for,
+    _staged_path,
+    _stream_after,
+    _wait_value32,
+    _write_value32,
 )
-from hipfile._lib cimport _core, _pool
+from hipfile._lib._engine_ops cimport _eng_start, _eng_sweep, _ring_for, _Ring
 from hipfile._lib._runtime cimport (
     HIP_ERROR_NOT_READY,
     HIP_SUCCESS,
     WAIT_STREAM,
-    _as_timeout,
-    _c_event_query,
-    _capsule_fn,
-    _current_device,
-    _destroy_event,
-    _exiting,
-    _fork_gen,
-    _forked,
     _hip_fail,
-    _hipapi,
-    _load_hip_capi,
     _pointer_device,
     _stream_device,
     _stream_query,
-    hip_handle_fn_t,
     wait_interruptible,
 )
-from hipfile._lib._errors import raise_result
-from hipfile._lib._runtime import on_device as _on_device
-from hipfile._lib import _decode
+from hipfile._lib._engine_hip import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
+
 
 cdef void *_get_io(int opcode) except NULL:
     if opcode == 0:
@@ -53,7 +49,333 @@ cdef void *_get_io(int opcode) except NULL:
     return <void *>p_hipFileWrite if p_hipFileWrite != NULL else bind(b"hipFileWrite")
 
 
-include "_engine.pxi"
+def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=None,
+                  int fd=-1, bint ordered=True, bint grouped=False):
+    """Submit stream-ordered ranges ``(size, file_offset, buffer_offset)`` of
+    ``buffer`` to the engine; returns one :class:`StreamIOHandle` per range
+    (``grouped``: one for all of them).
 
-_core.held_sweep_hook = _eng_sweep
-_pool.trim_hook = _eng_trim
+    The ranges start together once ``stream`` passes the submit point. With
+    ``fd`` (a POSIX descriptor of the file) and stream waits on the buffer's
+    device, the bytes move through the device's staging ring and the copies
+    to or from device memory are enqueued on ``stream`` (``ordered``) or on
+    the device's own stream; otherwise worker threads call
+    ``hipFileRead``/``hipFileWrite``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad buffer, stream, range or task size (nothing is submitted).
+    ClosedFileError, HandleNotRegisteredError
+        The file is closed, or its registration was dropped.
+    HipRuntimeError
+        The runtime refused a stream operation of the submission.
+    """
+    cdef uintptr_t base, sh
+    cdef size_t length, nbytes, task
+    cdef hoff_t foff, boff
+    cdef _BufferCore bc = None
+    cdef object buf_owner, stream_owner = None
+    cdef int device, i, n, ng
+    cdef long long t
+    cdef _FlagPool pool
+    cdef StreamIOHandle hd
+    cdef bint is_device = 0
+    cdef PyObject *state = NULL
+
+    buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
+    if isinstance(buffer, _BufferCore):
+        bc = <_BufferCore>buffer
+    if stream is not None and type(stream) is not int:
+        stream_owner = stream
+    _eng_defaults()
+    if task_size is None:
+        task = _eng_task_default
+    else:
+        t = _as_index(task_size, "task_size")
+        if t <= 0:
+            raise ValueError(f"task_size must be positive, got {t}")
+        task = <size_t>t
+    checked = []
+    for r in ranges:
+        if not isinstance(r, tuple) or len(r) != 3:
+            raise TypeError(f"each range must be a tuple (size, file_offset, buffer_offset), "
+                            f"got {r!r}")
+        _io_range(length, r[0], r[1], r[2], &nbytes, &foff, &boff)
+        checked.append((nbytes, foff, boff))
+    n = len(checked)
+    if n == 0:
+        return []
+
+    _eng_sweep()
+    _eng_start()
+    device = _pointer_device(base, &is_device)   # one query: the device and the kind
+    if bc is not None:
+        if bc._device < 0:
+            bc._device = device
+        device = bc._device
+    pool = _pool_for(device)
+    if _staged_path(fd, pool, is_device):
+        handles = _submit_staged(f, opcode, fd, base, checked, sh, device, pool, task,
+                                 ordered, grouped)
+    else:
+        handles = _submit_workers(f, opcode, base, checked, sh, device, pool, task, grouped)
+        if ordered and handles:
+            _order_after(handles, sh)
+    # submitted: the handles now hold the file, buffer and stream
+    ng = len(handles)
+    f._held += ng
+    if bc is not None:
+        bc._held += ng
+    for o in handles:
+        hd = <StreamIOHandle>o
+        hd._submitted = 1
+        hd._file = f
+        hd._bcore = bc
+        hd._buffer = buf_owner
+        hd._stream_owner = stream_owner
+        hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
+    return handles
+
+
+cdef int _order_after(list handles, uintptr_t sh) except -1:
+    """Order later work on ``sh`` after every handle (the default order of
+    the worker path): stream waits on their flags, or, without stream waits,
+    a wait on the host."""
+    for o in handles:
+        (<StreamIOHandle>o)._release_to(sh)
+    return 0
+
+
+cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t boff, int device,
+                                uintptr_t sh, _FlagPool pool, int count):
+    cdef StreamIOHandle hd = StreamIOHandle.__new__(StreamIOHandle)
+    hd._flag = pool.take()
+    hd._value = hd._flag.next_value()
+    hd._opcode = opcode
+    hd._size = nbytes
+    hd._file_offset = foff
+    hd._buffer_offset = boff
+    hd._device = device
+    hd._stream = sh
+    hd._count = count
+    return hd
+
+
+cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list checked,
+                         uintptr_t sh, int device, _FlagPool pool, size_t task, bint ordered,
+                         bint grouped):
+    cdef _Ring ring = _ring_for(device)
+    cdef int n = len(checked), ng = 1 if grouped else n, i, rc = 0, qerr
+    cdef size_t nbytes, total = 0
+    cdef hoff_t foff, boff
+    cdef long long end = -1
+    cdef hfe_piece *pieces = NULL
+    cdef hfe_op **groups = NULL
+    cdef uint64_t *cdev = NULL
+    cdef uint32_t *cval = NULL
+    cdef const uint32_t *gate = NULL
+    cdef uint32_t gvalue = 0
+    cdef _Flag gflag = None
+    cdef _GateRef gate_ref = None
+    cdef _FlagPool spool
+    cdef uintptr_t target = sh
+    cdef StreamIOHandle hd
+    cdef int sdev
+    if opcode == 0:
+        # Reads stop at the end of the file: as it is now, or as the staged
+        # writes submitted on this file before will leave it (a write then a
+        # read of the same bytes, in stream order).
+        end = max(os.fstat(fd).st_size, getattr(f, "_staged_write_end", 0))
+    else:
+        for nbytes, foff, boff in checked:
+            if nbytes and foff + <long long>nbytes > getattr(f, "_staged_write_end", 0):
+                try:
+                    f._staged_write_end = foff + <long long>nbytes
+                except AttributeError:
+                    pass
+    pieces = <hfe_piece *>malloc(n * sizeof(hfe_piece))
+    groups = <hfe_op **>calloc(ng, sizeof(hfe_op *))
+    cdev = <uint64_t *>calloc(ng, sizeof(uint64_t))
+    cval = <uint32_t *>calloc(ng, sizeof(uint32_t))
+    handles = []
+    try:
+        if pieces == NULL or groups == NULL or cdev == NULL or cval == NULL:
+            raise MemoryError()
+        for i in range(n):
+            nbytes, foff, boff = checked[i]
+            if end >= 0:
+                nbytes = 0 if foff >= end else <size_t>min(<long long>nbytes, end - foff)
+            pieces[i].file_offset = foff
+            pieces[i].device = base + boff
+            pieces[i].len = nbytes
+            pieces[i].group = 0 if grouped else i
+            total += nbytes
+            if grouped and i > 0:
+                continue
+            hd = _new_handle(opcode, nbytes, foff, boff, device, sh, pool, n if grouped else 1)
+            handles.append(hd)
+        if grouped:
+            (<StreamIOHandle>handles[0])._size = total
+        for i in range(ng):
+            hd = <StreamIOHandle>handles[i]
+            hd._op = eng.op_new(opcode, NULL, NULL, NULL, hd._size, hd._file_offset,
+                                hd._buffer_offset, device, task, hd._flag.ptr, hd._value)
+            if hd._op == NULL:
+                raise MemoryError()
+            groups[i] = hd._op
+            hd._stream_completes = opcode == 0
+            if opcode == 0:
+                cdev[i] = hd._flag.devptr
+                cval[i] = hd._value
+
+        # the gate: a read's file I/O starts once the caller's stream has
+        # passed this point (always a flag the stream writes: a query that
+        # finds the stream idle can race with another thread's enqueue)
+        if opcode == 0:
+            sdev = _stream_device(sh)
+            spool = _pool_for(sdev)
+            if not spool.memops:
+                raise ValueError("the stream's device cannot use stream waits: "
+                                 "the buffer and the stream must be on one device")
+            gflag = spool.take()
+            gvalue = gflag.next_value()
+            qerr = _write_value32(sh, gflag.devptr, gvalue)
+            if qerr != HIP_SUCCESS:
+                spool.free.append(gflag)
+                gflag = None
+                _hip_fail(qerr, "hipStreamWriteValue32")
+            gate = gflag.ptr
+        if not ordered:
+            target = <uintptr_t>int(_internal_stream(pool))
+            _stream_after(target, sh, device)
+        with nogil:
+            rc = eng.stage_submit(ring.ring, &_eng_rt, opcode, fd, pieces, n, groups, ng,
+                                  cdev, cval, <void *>target, gate, gvalue, task)
+        if rc < 0:
+            raise OSError(-rc, f"the stream engine refused the submission: {os.strerror(-rc)}")
+    except BaseException:
+        for o in handles:
+            (<StreamIOHandle>o)._abandon()
+        if gflag is not None and rc == 0:
+            gflag.pool.free.append(gflag)
+        raise
+    finally:
+        free(pieces)
+        free(groups)
+        free(cdev)
+        free(cval)
+    if gflag is not None:
+        gate_ref = _GateRef.__new__(_GateRef)
+        gate_ref.flag = gflag
+    for o in handles:
+        (<StreamIOHandle>o)._gate = gate_ref
+        (<StreamIOHandle>o)._staged = 1
+    if rc > 0:
+        # the runtime refused a stream operation part way: what was enqueued
+        # runs; the handles report the failure and are parked until done
+        _submitted_anyway(f, handles)
+        _hip_fail(rc, "the stream-engine submission")
+    if opcode == 1 and ordered:
+        # later work on the stream sees the file written, as after write_async
+        # (a read of the same bytes submitted next starts after it)
+        for o in handles:
+            hd = <StreamIOHandle>o
+            _wait_value32(sh, hd._flag.devptr, hd._value)
+    return handles
+
+
+cdef int _submitted_anyway(_FileCore f, list handles) except -1:
+    cdef StreamIOHandle hd
+    for o in handles:
+        hd = <StreamIOHandle>o
+        hd._submitted = 1
+        hd._file = f
+        f._held += 1
+    return 0
+
+
+cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, list checked, uintptr_t sh,
+                          int device, _FlagPool pool, size_t task, bint grouped):
+    """The worker path: each range's chunks run as hipFileRead/hipFileWrite
+    calls on the engine's threads (no staging ring: no POSIX descriptor, no
+    stream waits, or ``HIPFILE_ENGINE_DATA_PATH=hipfile``)."""
+    cdef size_t nbytes
+    cdef hoff_t foff, boff
+    cdef int sdev, i, n = len(checked), rc
+    cdef hfe_io_fn fn = <hfe_io_fn>_get_io(opcode)
+    cdef hfe_op **ops = NULL
+    cdef uintptr_t gate_event = 0
+    cdef _Flag gflag = None
+    cdef _GateRef gate_ref = None
+    cdef uint32_t gvalue = 0
+    cdef _FlagPool spool
+    cdef StreamIOHandle hd
+    cdef int qerr
+    if grouped:
+        raise ValueError("a grouped submission needs the staged path: a file opened with a "
+                         "POSIX descriptor, on a device that can use stream waits")
+    ops = <hfe_op **>malloc(n * sizeof(hfe_op *))
+    if ops == NULL:
+        raise MemoryError()
+    handles = []
+    try:
+        for i in range(n):
+            nbytes, foff, boff = checked[i]
+            hd = _new_handle(opcode, nbytes, foff, boff, device, sh, pool, 1)
+            hd._op = eng.op_new(opcode, fn, <void *>f._fh, <void *>base, nbytes, foff, boff,
+                                device, task, hd._flag.ptr, hd._value)
+            if hd._op == NULL:
+                pool.free.append(hd._flag)
+                hd._flag = None
+                raise MemoryError()
+            handles.append(hd)
+            ops[i] = hd._op
+
+        # the gate: start at once when the caller's stream is idle
+        qerr = _stream_query(sh)
+        if qerr == HIP_SUCCESS:
+            rc = eng.submit(ops, n, NULL, 0, NULL)
+        elif qerr != HIP_ERROR_NOT_READY:
+            _hip_fail(qerr, "hipStreamQuery")
+        else:
+            sdev = _stream_device(sh)
+            spool = _pool_for(sdev)
+            rc = -1
+            if spool.memops:
+                gflag = spool.take()
+                gvalue = gflag.next_value()
+                if _write_value32(sh, gflag.devptr, gvalue) == HIP_SUCCESS:
+                    rc = eng.submit(ops, n, gflag.ptr, gvalue, NULL)
+                else:
+                    spool.free.append(gflag)
+                    gflag = None
+            if rc == -1:
+                # an event the gate thread polls (no host function)
+                gate_event = _gate_event(sh, sdev)
+                if gate_event:
+                    rc = eng.submit(ops, n, NULL, 0, <void *>gate_event)
+                    if rc:
+                        _destroy_event_handle(gate_event)
+                else:
+                    # no event: wait here (interruptibly) for the stream
+                    qerr = wait_interruptible(WAIT_STREAM, sh, -1.0)
+                    if qerr != HIP_SUCCESS:
+                        _hip_fail(qerr, "hipStreamQuery")
+                    rc = eng.submit(ops, n, NULL, 0, NULL)
+        if rc:
+            if gflag is not None:
+                spool.free.append(gflag)
+            raise OSError(rc, f"the stream engine refused the submission: {os.strerror(rc)}")
+    except BaseException:
+        for o in handles:
+            (<StreamIOHandle>o)._abandon()
+        raise
+    finally:
+        free(ops)
+    if gflag is not None:
+        gate_ref = _GateRef.__new__(_GateRef)
+        gate_ref.flag = gflag
+    for o in handles:
+        (<StreamIOHandle>o)._gate = gate_ref
+    return handles

@@ -54,19 +54,17 @@ from hipfile._lib._bindings import (
 )
 from hipfile._lib._core import _BufferCore, _FileCore, _StreamCore, _StreamState
 from hipfile._lib._decode import hip_layout
-from hipfile._lib._engine import (
+from hipfile._lib._engine import engine_submit
+from hipfile._lib._engine_handle import StreamIOHandle
+from hipfile._lib._engine_hip import (
     MECHANISM_HOST_FUNCTIONS,
     MECHANISM_STREAM_MEMOPS,
-    StreamIOHandle,
     _engine_batch_copies,
-    _engine_inject_faults,
     engine_configure,
-    engine_info,
     engine_mechanism,
     engine_settings,
-    engine_shutdown,
-    engine_submit,
 )
+from hipfile._lib._engine_ops import _engine_inject_faults, engine_info, engine_shutdown
 from hipfile._lib._loader import (
     candidate_paths,
     has_symbol,

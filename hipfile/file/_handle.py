@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import as_timeout, check_writable, io_range_or_host
-from hipfile._lib import _aio, _hipfile
+from hipfile._lib import _aio, _api, _bindings, _engine, _observe
 from hipfile._lib._core import _FileCore
 from hipfile._lifetime import ClosesWhenCollected, exit_block, finalize, wait_idle
 from hipfile._transfer import host_transfer, transfer
@@ -217,7 +217,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
                 where = self._path if self._path is not None else f"<fd {fd}>"
                 raise IsADirectoryError(errno.EISDIR, "Is a directory: hipfile opens files",
                                         os.fspath(where) if self._path is not None else where)
-            handle = _hipfile.handle_register(fd, int(self._handle_type))
+            handle = _api.handle_register(fd, int(self._handle_type))
         except BaseException:
             if self._owns_fd:
                 os.close(fd)
@@ -278,7 +278,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             self._wait_in_flight(limit)
         handle = self._detach()
         if handle is not None:
-            _hipfile.handle_deregister(handle)
+            _bindings.handle_deregister(handle)
         if self._fd is not None:
             fd, self._fd = self._fd, None
             if self._owns_fd:
@@ -291,7 +291,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         """Wait until no operation uses this file, at most ``timeout``
         seconds (None: no limit); what is left is refused by close()."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        _hipfile.wait_for(self, timeout)   # stream-ordered, dropped handles included
+        _observe.wait_for(self, timeout)   # stream-ordered, dropped handles included
         delay = 1e-4
         while self._held_count():
             left = None if deadline is None else deadline - time.monotonic()
@@ -625,7 +625,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return list(_hipfile.engine_submit(self, 0, buffer, range_tuples(ranges), stream,
+        return list(_engine.engine_submit(self, 0, buffer, range_tuples(ranges), stream,
                                            task_size, self._engine_fd(), ordered))
 
     def pwrite_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
@@ -639,7 +639,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return list(_hipfile.engine_submit(self, 1, buffer, range_tuples(ranges), stream,
+        return list(_engine.engine_submit(self, 1, buffer, range_tuples(ranges), stream,
                                            task_size, self._engine_fd(), ordered))
 
     def pread_async_scatter(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
@@ -670,7 +670,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return _hipfile.engine_submit(self, 0, buffer, range_tuples(ranges), stream, task_size,
+        return _engine.engine_submit(self, 0, buffer, range_tuples(ranges), stream, task_size,
                                       self._engine_fd(), ordered, True)[0]
 
     def pwrite_async_gather(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
@@ -685,7 +685,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return _hipfile.engine_submit(self, 1, buffer, range_tuples(ranges), stream, task_size,
+        return _engine.engine_submit(self, 1, buffer, range_tuples(ranges), stream, task_size,
                                       self._engine_fd(), ordered, True)[0]
 
     def _engine_fd(self) -> int:

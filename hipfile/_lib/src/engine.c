@@ -41,7 +41,6 @@ static pthread_t gate_thread;
 static int gate_running;
 static hfe_set_device_fn set_device_fn;
 static hfe_event_fn event_query_fn, event_destroy_fn;
-static int atfork_done;
 
 static __thread int thread_device = -1;
 
@@ -303,7 +302,8 @@ static void *gate_main(void *arg)
     return NULL;
 }
 
-static void after_fork_child(void)
+/* Called in a forked child by the package's one fork hook (_engine_c). */
+void hfe_after_fork_child(void)
 {
     /* The threads do not exist in the child: forget them and whatever the
      * parent had queued (its operations belong to the parent). */
@@ -352,10 +352,6 @@ int hfe_start(int n, hfe_set_device_fn set_device)
     int rc = 0;
     if (n <= 0)
         return EINVAL;
-    if (!atfork_done) {
-        pthread_atfork(NULL, NULL, after_fork_child);
-        atfork_done = 1;
-    }
     pthread_mutex_lock(&lock);
     set_device_fn = set_device;
     if (nthreads == n && !stopping && !draining) {

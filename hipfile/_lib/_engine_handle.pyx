@@ -1,13 +1,34 @@
-# StreamIOHandle: one range of the stream-ordered parallel engine, as seen
-# from Python (see _engine.pxi for the invariants).
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""StreamIOHandle: one range of the stream-ordered parallel engine, as seen
+from Python (see _engine_ops.pyx for the invariants)."""
 
-DEF WAIT_SLICE = 0.05
+cimport cython
+import time as _time
+
+from cpython.exc cimport PyErr_CheckSignals
+from libc.stdint cimport int64_t, uint32_t, uintptr_t
+
+from hipfile._lib._core cimport _stream_handle
+from hipfile._lib._decode import check_stream_handle
+from hipfile._lib._engine_c cimport eng
+from hipfile._lib._engine_hip cimport (
+    _Flag,
+    _FlagPool,
+    _internal_stream,
+    _pool_for,
+    _wait_value32,
+)
+from hipfile._lib._engine_ops cimport _eng_parked, _ParkedOp, _unhold
+from hipfile._lib._errors import raise_result
+from hipfile._lib._runtime cimport _as_timeout, _destroy_event, _exiting, _fork_gen, _forked, _hipapi
+from hipfile._lib._runtime import on_device
+
+cdef double WAIT_SLICE = 0.05
 
 
 cdef class _GateRef:
     """Returns a gate flag to its pool once no handle of the submission
     needs it (the gate has opened by then: every holder is done or parked)."""
-    cdef _Flag flag
 
     def __dealloc__(self):
         if self.flag is not None and self.flag.pool is not None:
@@ -31,28 +52,6 @@ cdef class StreamIOHandle:
     observed; dropped earlier, it hands them to the engine, which releases
     them once the operation has finished.
     """
-    cdef hfe_op *_op
-    cdef _Flag _flag
-    cdef uint32_t _value
-    cdef int _opcode
-    cdef size_t _size
-    cdef hoff_t _file_offset
-    cdef hoff_t _buffer_offset
-    cdef int _device
-    cdef uintptr_t _stream
-    cdef bint _submitted
-    cdef bint _observed
-    cdef object _file
-    cdef object _bcore
-    cdef object _buffer
-    cdef object _stream_owner
-    cdef object _gate
-    cdef object _event
-    cdef str _mechanism
-    cdef unsigned long _gen          # fork generation at submit
-    cdef int _count                  # ranges covered (a grouped submission: all)
-    cdef bint _stream_completes      # a staged read: its stream writes the flag
-    cdef bint _staged                # moved through the staging ring
 
     def __cinit__(self):
         self._device = -1
@@ -68,7 +67,7 @@ cdef class StreamIOHandle:
             self._flag.pool.free.append(self._flag)
             self._flag = None
         if self._op != NULL and not self._submitted:
-            hfe_op_decref(self._op)
+            eng.op_decref(self._op)
             self._op = NULL
 
     cdef void _observe(self):
@@ -110,7 +109,7 @@ cdef class StreamIOHandle:
                 return
             self._observe()
         self._destroy_event()
-        hfe_op_decref(self._op)
+        eng.op_decref(self._op)
         self._op = NULL
 
     cdef void _destroy_event(self):
@@ -175,7 +174,7 @@ cdef class StreamIOHandle:
     def calls(self):
         """File calls made so far (``hipFileRead``/``hipFileWrite``, or on
         the staged path ``pread``/``pwrite``)."""
-        return hfe_op_calls(self._op) if self._op != NULL else 0
+        return eng.op_calls(self._op) if self._op != NULL else 0
 
     @property
     def bytes_done(self):
@@ -183,17 +182,17 @@ cdef class StreamIOHandle:
         completed; ``None`` while it has not."""
         if not self.done():
             return None
-        return hfe_op_result(self._op, NULL)
+        return eng.op_result(self._op, NULL)
 
     # -- completion -----------------------------------------------------
 
     cdef bint _complete(self):
         """Engine side finished and, for a staged read, the stream's copies
         too (its completion flag written); no HIP call."""
-        if self._op == NULL or not hfe_op_done(self._op):
+        if self._op == NULL or not eng.op_done(self._op):
             return 0
         if self._stream_completes and self._flag is not None:
-            return hfe_flag_reached(self._flag.ptr, self._value)
+            return eng.flag_reached(self._flag.ptr, self._value)
         return 1
 
     def done(self):
@@ -253,10 +252,10 @@ cdef class StreamIOHandle:
                 if left < step:
                     step = left
             with nogil:
-                ok = hfe_op_wait(self._op, step)
+                ok = eng.op_wait(self._op, step)
                 if ok and flag != NULL:
                     # the engine's side is done: the stream's copies remain
-                    ok = hfe_flag_wait(flag, value, step)
+                    ok = eng.flag_wait(flag, value, step)
             if ok:
                 break
             PyErr_CheckSignals()
@@ -273,7 +272,7 @@ cdef class StreamIOHandle:
 
     cdef object _result(self):
         cdef int err_no = 0
-        cdef int64_t n = hfe_op_result(self._op, &err_no)
+        cdef int64_t n = eng.op_result(self._op, &err_no)
         if n >= 0:
             return n
         raise_result(n, err_no, "hipFileRead" if self._opcode == 0 else "hipFileWrite")
@@ -305,7 +304,7 @@ cdef class StreamIOHandle:
         """
         cdef uintptr_t sh = _stream_handle(stream)
         if type(stream) is int:
-            _decode.check_stream_handle(sh)   # a made-up handle is refused
+            check_stream_handle(sh)   # a made-up handle is refused
         self._release_to(sh)
         return None
 
@@ -332,7 +331,7 @@ cdef class StreamIOHandle:
         h = _hipapi()
         cdef _FlagPool pool = _pool_for(self._device)
         stream = _internal_stream(pool)
-        with _on_device(self._device):
+        with on_device(self._device):
             ev = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
                          "hipEventCreateWithFlags")
             try:
@@ -347,7 +346,7 @@ cdef class StreamIOHandle:
     def __repr__(self):
         kind = "read" if self._opcode == 0 else "write"
         state = "pending"
-        if self._op != NULL and hfe_op_done(self._op):
-            state = f"done bytes_done={hfe_op_result(self._op, NULL)}"
+        if self._op != NULL and eng.op_done(self._op):
+            state = f"done bytes_done={eng.op_result(self._op, NULL)}"
         return (f"<StreamIOHandle {kind} size={self._size} file_offset={self._file_offset} "
                 f"buffer_offset={self._buffer_offset} stream=0x{self._stream:x} {state}>")

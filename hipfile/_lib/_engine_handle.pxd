@@ -1,0 +1,41 @@
+# cython: language_level=3
+# StreamIOHandle (see _engine_handle.pyx).
+
+from libc.stdint cimport uint32_t, uintptr_t
+from hipfile._lib.chipfile cimport hoff_t
+from hipfile._lib._engine_c cimport hfe_op
+from hipfile._lib._engine_hip cimport _Flag
+
+cdef class _GateRef:
+    cdef _Flag flag
+
+cdef class StreamIOHandle:
+    cdef hfe_op *_op
+    cdef _Flag _flag
+    cdef uint32_t _value
+    cdef int _opcode
+    cdef size_t _size
+    cdef hoff_t _file_offset
+    cdef hoff_t _buffer_offset
+    cdef int _device
+    cdef uintptr_t _stream
+    cdef bint _submitted
+    cdef bint _observed
+    cdef object _file
+    cdef object _bcore
+    cdef object _buffer
+    cdef object _stream_owner
+    cdef object _gate
+    cdef object _event
+    cdef str _mechanism
+    cdef unsigned long _gen          # fork generation at submit
+    cdef int _count                  # ranges covered (a grouped submission: all)
+    cdef bint _stream_completes      # a staged read: its stream writes the flag
+    cdef bint _staged                # moved through the staging ring
+
+    cdef void _abandon(self)
+    cdef void _observe(self)
+    cdef void _destroy_event(self)
+    cdef bint _complete(self)
+    cdef object _result(self)
+    cdef int _release_to(self, uintptr_t sh) except -1

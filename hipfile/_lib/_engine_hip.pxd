@@ -1,0 +1,72 @@
+# cython: language_level=3
+# What the stream engine needs of the HIP runtime and of the package
+# (see _engine_hip.pyx).
+
+from libc.stdint cimport uint32_t, uintptr_t
+from hipfile._lib._engine_c cimport hfe_runtime
+from hipfile._lib._runtime cimport hip_handle_fn_t
+
+cdef enum:
+    HIP_STREAM_WAIT_VALUE_GTE = 0
+    HIP_HOST_MALLOC_MAPPED = 2
+    HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE = 10013
+    FLAGS_PER_HOST_PAGE = 1024
+
+ctypedef int (*hip_int_fn_t)(int) noexcept nogil
+ctypedef int (*hip_wait32_t)(void *, void *, uint32_t, unsigned, uint32_t) noexcept nogil
+ctypedef int (*hip_write32_t)(void *, void *, uint32_t, unsigned) noexcept nogil
+ctypedef int (*hip_record_fn_t)(void *, void *) noexcept nogil
+ctypedef int (*hip_memcpy_async_t)(void *, const void *, size_t, int, void *) noexcept nogil
+ctypedef int (*hip_wait_event_t)(void *, void *, unsigned) noexcept nogil
+ctypedef int (*hip_memcpy_batch_t)(void **, void **, size_t *, size_t, void *, size_t *,
+                                   size_t, size_t *, void *) noexcept nogil
+ctypedef int (*hip_count_fn_t)(int *) noexcept nogil
+
+# HIP-Python's C functions the engine uses (NULL until _load_engine_capi)
+cdef hip_int_fn_t _c_set_device
+cdef hip_wait32_t _c_wait_value32
+cdef hip_write32_t _c_write_value32
+cdef hip_handle_fn_t _c_event_destroy
+cdef hip_record_fn_t _c_event_record
+cdef hip_memcpy_async_t _c_memcpy_async
+cdef hip_wait_event_t _c_stream_wait_event
+cdef hip_memcpy_batch_t _c_memcpy_batch
+# the same, as the engine's C source takes them
+cdef hfe_runtime _eng_rt
+cdef bint _eng_capi_tried
+
+cdef class _Flag:
+    cdef uint32_t *ptr        # host view
+    cdef uintptr_t devptr     # what a stream waits on or writes
+    cdef uint32_t value       # the last value handed out
+    cdef _FlagPool pool
+    cdef uint32_t next_value(self)
+
+cdef class _FlagPool:
+    cdef readonly int device
+    cdef readonly bint memops         # stream memory operations usable
+    cdef list free
+    cdef list mems                    # HIP-Python pointers of the pages to free
+    cdef object stream                # internal stream for record_event
+    cdef int nflags
+    cdef _Flag take(self)
+    cdef int _grow(self) except -1
+    cdef int release(self) except -1
+
+cdef dict _flag_pools
+# the engine's settings as read at the last submission
+cdef int _eng_threads_wanted
+cdef size_t _eng_task_default
+
+cdef int _load_engine_capi() except -1
+cdef int _wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1
+cdef int _write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value)
+cdef _FlagPool _pool_for(int device)
+cdef bint _memops_supported(int device) except -1
+cdef bint _staged_path(int fd, _FlagPool pool, bint is_device) except -1
+cdef object _internal_stream(_FlagPool pool)
+cdef int _stream_after(uintptr_t target, uintptr_t stream, int device) except -1
+cdef object _settings_module()
+cdef int _eng_defaults() except -1
+cdef uintptr_t _gate_event(uintptr_t stream, int device) except? 0
+cdef void _destroy_event_handle(uintptr_t ev)

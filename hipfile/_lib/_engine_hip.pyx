@@ -1,0 +1,368 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""What the stream engine needs of the HIP runtime and of the package:
+HIP-Python's C functions for stream memory operations, copies and events,
+the completion and gate flags (per device, in mapped pinned memory), the
+device's own stream, and the engine's settings. Nothing here calls the
+engine's C source but through ``eng``."""
+
+import os
+
+from libc.stdint cimport uint32_t, uintptr_t
+from libc.string cimport memset
+
+from hipfile._lib._engine_c cimport eng, hfe_event_fn, hfe_runtime
+from hipfile._lib._runtime cimport (
+    HIP_SUCCESS,
+    _c_event_query,
+    _capsule_fn,
+    _current_device,
+    _hip_fail,
+    _hipapi,
+    _load_hip_capi,
+    hip_handle_fn_t,
+)
+from hipfile._lib._runtime import on_device
+
+_eng_capi_tried = 0
+
+#: Mechanisms by which completion reaches GPU streams.
+MECHANISM_STREAM_MEMOPS = "stream-memory-operations"
+MECHANISM_HOST_FUNCTIONS = "host-waits"
+
+
+def _engine_batch_copies(enable=None):
+    """Whether the staged path hands a chunk's copies to the stream in one
+    hipMemcpyBatchAsync (the runtime has it and it is not switched off).
+    ``enable``: switch it on (where the runtime has it) or off; None: only
+    report. Test hook."""
+    _load_engine_capi()
+    if enable is not None:
+        _eng_rt.memcpy_batch_async = _c_memcpy_batch if enable else NULL
+    return _eng_rt.memcpy_batch_async != NULL
+
+
+cdef int _load_engine_capi() except -1:
+    global _eng_capi_tried, _c_set_device, _c_wait_value32, _c_write_value32
+    global _c_event_destroy, _c_event_record, _c_memcpy_async, _c_stream_wait_event
+    global _c_memcpy_batch
+    cdef hip_count_fn_t count_fn
+    cdef int ndev = 0
+    if _eng_capi_tried:
+        return 0
+    _load_hip_capi()
+    import sys
+    for mod in list(sys.modules.values()):
+        capi = getattr(mod, "__pyx_capi__", None)
+        if not isinstance(capi, dict) or "hipSetDevice" not in capi:
+            continue
+        _c_set_device = <hip_int_fn_t>_capsule_fn(capi, "hipSetDevice", b"enum hipError_t (int)")
+        _c_wait_value32 = <hip_wait32_t>_capsule_fn(
+            capi, "hipStreamWaitValue32",
+            b"enum hipError_t (hipStream_t, void *, uint32_t, unsigned int, uint32_t)")
+        _c_write_value32 = <hip_write32_t>_capsule_fn(
+            capi, "hipStreamWriteValue32",
+            b"enum hipError_t (hipStream_t, void *, uint32_t, unsigned int)")
+        _c_event_destroy = <hip_handle_fn_t>_capsule_fn(
+            capi, "hipEventDestroy", b"enum hipError_t (hipEvent_t)")
+        _c_event_record = <hip_record_fn_t>_capsule_fn(
+            capi, "hipEventRecord", b"enum hipError_t (hipEvent_t, hipStream_t)")
+        _c_stream_wait_event = <hip_wait_event_t>_capsule_fn(
+            capi, "hipStreamWaitEvent", b"enum hipError_t (hipStream_t, hipEvent_t, unsigned int)")
+        for sig in (b"enum hipError_t (void *, void const *, size_t, enum hipMemcpyKind, "
+                    b"hipStream_t)",
+                    b"enum hipError_t (void *, const void *, size_t, enum hipMemcpyKind, "
+                    b"hipStream_t)"):
+            _c_memcpy_async = <hip_memcpy_async_t>_capsule_fn(capi, "hipMemcpyAsync", sig)
+            if _c_memcpy_async != NULL:
+                break
+        # HIP-Python declares every entry point; the runtime it loads may
+        # predate hipMemcpyBatchAsync (ROCm 7), so ask the library itself,
+        # once a first call has made HIP-Python load it.
+        count_fn = <hip_count_fn_t>_capsule_fn(capi, "hipGetDeviceCount",
+                                               b"enum hipError_t (int *)")
+        if count_fn != NULL:
+            count_fn(&ndev)
+        if eng.runtime_exports(b"libamdhip64", b"hipMemcpyBatchAsync"):
+            _c_memcpy_batch = <hip_memcpy_batch_t>_capsule_fn(
+                capi, "hipMemcpyBatchAsync",
+                b"enum hipError_t (void **, void **, size_t *, size_t, "
+                b"struct hipMemcpyAttributes *, size_t *, size_t, size_t *, hipStream_t)")
+        break
+    _eng_rt.wait_value32 = _c_wait_value32
+    _eng_rt.write_value32 = _c_write_value32
+    _eng_rt.memcpy_async = _c_memcpy_async
+    _eng_rt.event_record = <int (*)(void *, void *) noexcept nogil>_c_event_record
+    _eng_rt.stream_wait_event = _c_stream_wait_event
+    if os.environ.get("HIPFILE_ENGINE_BATCH_COPIES", "").strip() != "0":
+        _eng_rt.memcpy_batch_async = _c_memcpy_batch
+    _eng_capi_tried = 1
+    if _c_event_query != NULL and _c_event_destroy != NULL:
+        eng.set_event_fns(<hfe_event_fn>_c_event_query, <hfe_event_fn>_c_event_destroy)
+    return 0
+
+
+cdef int _wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1:
+    cdef int err
+    if _c_wait_value32 != NULL:
+        with nogil:
+            err = _c_wait_value32(<void *>stream, <void *>ptr, value,
+                                  HIP_STREAM_WAIT_VALUE_GTE, 0xFFFFFFFF)
+    else:
+        err = int(_hipapi().hip.hipStreamWaitValue32(
+            stream, ptr, value, HIP_STREAM_WAIT_VALUE_GTE, 0xFFFFFFFF)[0])
+    if err != HIP_SUCCESS:
+        _hip_fail(err, "hipStreamWaitValue32")
+    return 0
+
+
+cdef int _write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value):
+    """Enqueue the gate write; returns the hipError_t."""
+    if _c_write_value32 != NULL:
+        with nogil:
+            return _c_write_value32(<void *>stream, <void *>ptr, value, 0)
+    try:
+        return int(_hipapi().hip.hipStreamWriteValue32(stream, ptr, value, 0)[0])
+    except BaseException:
+        return -1
+
+
+# --------------------------------------------------------------------------
+# Flags
+# --------------------------------------------------------------------------
+
+cdef class _Flag:
+    """One 32-bit completion or gate counter."""
+
+    cdef uint32_t next_value(self):
+        self.value += 1
+        if self.value == 0:
+            self.value = 1
+        return self.value
+
+
+cdef class _FlagPool:
+    """The flags of one device, and how streams of that device are released."""
+
+    cdef _Flag take(self):
+        # _grow calls HIP, which may let another thread take the new flags
+        while not self.free:
+            self._grow()
+        return <_Flag>self.free.pop()
+
+    cdef int _grow(self) except -1:
+        # Mapped pinned host memory: the engine's threads store completions
+        # into it and the gate thread reads it, while streams wait on it or
+        # write it through its device address. (Signal memory from
+        # hipExtMallocWithFlags is not host-writable on every platform; AMD's
+        # runtime accepts any memory it knows unless GPU_STREAMOPS_CP_WAIT=1,
+        # under which the engine uses host functions instead.)
+        h = _hipapi()
+        cdef _Flag f
+        cdef int i
+        cdef uintptr_t base, devbase
+        with on_device(self.device):
+            mem = h.check(h.hip.hipHostMalloc(FLAGS_PER_HOST_PAGE * 4, HIP_HOST_MALLOC_MAPPED),
+                          "hipHostMalloc")
+            self.mems.append(mem)
+            base = <uintptr_t>int(mem)
+            try:
+                devbase = <uintptr_t>int(h.check(
+                    h.hip.hipHostGetDevicePointer(mem, 0), "hipHostGetDevicePointer"))
+            except Exception:
+                devbase = base
+        memset(<void *>base, 0, FLAGS_PER_HOST_PAGE * 4)
+        for i in range(FLAGS_PER_HOST_PAGE):
+            f = _Flag.__new__(_Flag)
+            f.ptr = <uint32_t *>(base + 4 * i)
+            f.devptr = devbase + 4 * i
+            f.pool = self
+            self.free.append(f)
+            self.nflags += 1
+        return 0
+
+    cdef int release(self) except -1:
+        """Free every flag (no operation may be outstanding)."""
+        h = _hipapi()
+        with on_device(self.device):
+            h.check(h.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
+            if self.stream is not None:
+                h.check(h.hip.hipStreamDestroy(self.stream), "hipStreamDestroy")
+                self.stream = None
+            for mem in self.mems:
+                h.check(h.hip.hipHostFree(mem), "hipHostFree")
+        self.mems = []
+        self.free = []
+        self.nflags = 0
+        return 0
+
+
+_flag_pools = {}      # device -> _FlagPool
+
+
+cdef _FlagPool _pool_for(int device):
+    o = _flag_pools.get(device)
+    if o is not None:
+        return <_FlagPool>o
+    cdef bint memops = _memops_supported(device)   # HIP calls: other threads may run
+    cdef _FlagPool p = _FlagPool.__new__(_FlagPool)
+    p.device = device
+    p.free = []
+    p.mems = []
+    p.memops = memops
+    return <_FlagPool>_flag_pools.setdefault(device, p)
+
+
+cdef bint _memops_supported(int device) except -1:
+    forced = os.environ.get("HIPFILE_ENGINE_RELEASE", "").strip().lower()
+    if forced in ("host", "host-waits", "host-functions"):
+        return 0
+    if os.environ.get("GPU_STREAMOPS_CP_WAIT", "").strip().lower() in ("1", "true", "yes"):
+        return 0      # AMD's runtime then waits on signal memory only
+    _load_engine_capi()
+    if _c_wait_value32 == NULL or _c_write_value32 == NULL:
+        if not hasattr(_hipapi().hip, "hipStreamWaitValue32"):
+            return 0
+    h = _hipapi()
+    try:
+        dev = device if device >= 0 else h.check(h.hip.hipGetDevice(), "hipGetDevice")
+        err, value = h.hip.hipDeviceGetAttribute(
+            h.hip.hipDeviceAttribute_t.hipDeviceAttributeCanUseStreamWaitValue, dev)
+    except Exception:
+        return 0
+    return err == h.hip.hipError_t.hipSuccess and bool(value)
+
+
+cdef bint _staged_path(int fd, _FlagPool pool, bint is_device) except -1:
+    """Whether a submission takes the staged path: a POSIX descriptor, stream
+    waits on the buffer's device, the runtime's copy entry point, and device
+    memory (anything else goes to hipFile, which gives its own verdict)."""
+    if fd < 0 or not pool.memops or not is_device:
+        return 0
+    if os.environ.get("HIPFILE_ENGINE_DATA_PATH", "").strip().lower() == "hipfile":
+        return 0
+    _load_engine_capi()
+    return (_c_memcpy_async != NULL and _c_wait_value32 != NULL
+            and _c_write_value32 != NULL)
+
+
+cdef object _internal_stream(_FlagPool pool):
+    """The device's own non-blocking stream (copies of unordered submissions,
+    record_event)."""
+    h = _hipapi()
+    if pool.stream is None:
+        with on_device(pool.device):
+            pool.stream = h.check(h.hip.hipStreamCreateWithFlags(h.hip.hipStreamNonBlocking),
+                                  "hipStreamCreateWithFlags")
+    return pool.stream
+
+
+cdef int _stream_after(uintptr_t target, uintptr_t stream, int device) except -1:
+    """Make ``target`` wait for the work enqueued on ``stream`` so far."""
+    h = _hipapi()
+    with on_device(device):
+        ev = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
+                     "hipEventCreateWithFlags")
+        try:
+            h.check(h.hip.hipEventRecord(ev, stream), "hipEventRecord")
+            h.check(h.hip.hipStreamWaitEvent(target, ev, 0), "hipStreamWaitEvent")
+        finally:
+            h.hip.hipEventDestroy(ev)
+    return 0
+
+
+_settings = None             # where the settings come from: see use_settings
+
+
+def engine_configure(threads=None, task_size=None):
+    """Set the engine's worker thread count and default task (chunk) size
+    in bytes; None keeps the current value. The same as
+    ``hipfile.defaults.set(engine_threads=..., engine_task_size=...)``: a
+    new thread count takes effect at the next submission once the engine is
+    idle.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A value that is not a positive integer (nothing is changed).
+    """
+    values = {}
+    if threads is not None:
+        values["engine_threads"] = threads
+    if task_size is not None:
+        values["engine_task_size"] = task_size
+    if values:
+        _settings_module().set(values)
+
+
+def engine_settings():
+    """The engine's thread count and default task size in bytes, from
+    ``hipfile.defaults``."""
+    _eng_defaults()
+    return {"threads": _eng_threads_wanted, "task_size": _eng_task_default}
+
+
+def use_settings(source):
+    """Take the engine's settings from ``source`` (``hipfile.defaults``,
+    which the package hands over when it is imported): an object with
+    ``engine_threads()``, ``engine_task_size()``, ``engine_staging_size()``,
+    ``engine_copy_streams()`` and ``set(values)``."""
+    global _settings
+    _settings = source
+
+
+cdef object _settings_module():
+    if _settings is None:
+        raise RuntimeError("the engine has no settings: import hipfile first")
+    return _settings
+
+
+cdef int _eng_defaults() except -1:
+    """Read ``engine_threads`` and ``engine_task_size`` from
+    ``hipfile.defaults`` (set(), else the environment, else the default),
+    the one source of the engine's settings; called at every submission."""
+    global _eng_threads_wanted, _eng_task_default
+    d = _settings_module()
+    _eng_threads_wanted = <int>d.engine_threads()
+    _eng_task_default = <size_t>d.engine_task_size()
+    return 0
+
+
+def engine_mechanism(int device=-1):
+    """How completion reaches GPU streams on ``device`` (-1: the current
+    device): ``"stream-memory-operations"`` (hipStreamWaitValue32 on a flag)
+    or ``"host-waits"`` (the device cannot wait on a flag: ``wait_on`` and
+    stream-ordered submissions wait on the host)."""
+    if device < 0:
+        device = _current_device()
+    return MECHANISM_STREAM_MEMOPS if _pool_for(device).memops else MECHANISM_HOST_FUNCTIONS
+
+
+cdef uintptr_t _gate_event(uintptr_t stream, int device) except? 0:
+    """An event recorded on ``stream`` now (0 if the runtime refused)."""
+    h = _hipapi()
+    cdef uintptr_t ev
+    cdef int err
+    try:
+        with on_device(device):
+            ev = <uintptr_t>int(h.check(h.hip.hipEventCreateWithFlags(
+                h.hip.hipEventDisableTiming), "hipEventCreateWithFlags"))
+    except Exception:
+        return 0
+    if _c_event_record != NULL:
+        err = _c_event_record(<void *>ev, <void *>stream)
+    else:
+        err = int(h.hip.hipEventRecord(ev, stream)[0])
+    if err != HIP_SUCCESS:
+        _destroy_event_handle(ev)
+        return 0
+    return ev
+
+
+cdef void _destroy_event_handle(uintptr_t ev):
+    if _c_event_destroy != NULL:
+        _c_event_destroy(<void *>ev)
+    else:
+        try:
+            _hipapi().hip.hipEventDestroy(ev)
+        except Exception:
+            pass

@@ -1,0 +1,36 @@
+# cython: language_level=3
+# The stream engine's threads, staging rings and parked operations
+# (see _engine_ops.pyx).
+
+from libc.stdint cimport uint32_t
+from hipfile._lib._engine_c cimport hfe_op, hfe_ring
+from hipfile._lib._engine_hip cimport _Flag
+
+cdef class _Ring:
+    cdef hfe_ring *ring
+    cdef readonly int device
+    cdef readonly size_t slot_size
+    cdef readonly int nslots
+    cdef object staging_mem
+    cdef object flags_mem
+    cdef list copy_streams        # HIP-Python streams, events: the ring's
+    cdef list copy_events
+    cdef int release(self) except -1
+
+cdef class _ParkedOp:
+    cdef hfe_op *op
+    cdef _Flag flag
+    cdef uint32_t value
+    cdef bint stream_completes
+    cdef object file
+    cdef object bcore
+    cdef object keep
+
+cdef dict _rings
+cdef list _eng_parked
+
+cdef _Ring _ring_for(int device)
+cdef int _eng_start() except -1
+cdef void _unhold(object file, object bcore)
+cdef int _eng_sweep() except -1
+cdef int _eng_trim() except -1

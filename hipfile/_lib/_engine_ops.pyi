@@ -1,0 +1,9 @@
+"""The stream engine's threads, staging rings and parked operations."""
+
+from typing import Any
+
+def _engine_inject_faults(
+    err_no: int = 0, count: int = 0, short_max: int = 0, after: int = 0
+) -> None: ...
+def engine_info() -> dict[str, Any]: ...
+def engine_shutdown(timeout: float | None = None) -> None: ...

@@ -1,0 +1,290 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The stream-ordered parallel engine: FileHandle.pread_async/pwrite_async
+and their _ranges forms (C threads in engine.c move the bytes).
+
+Invariants
+- Start: an operation touches neither file nor buffer before the caller's
+  stream has passed the submit point. Where the stream is idle at submit
+  the operation starts at once; otherwise the stream writes a gate flag
+  (hipStreamWriteValue32) that the engine's gate thread polls, or, without
+  stream memory operations, a host function opens the gate.
+- Completion: a worker stores the operation's flag value (release) when
+  its last chunk ends, failed or not, so a stream waiting on it
+  (hipStreamWaitValue32 >= value, or a blocking host function where stream
+  waits are unsupported) is always released; errors are reported on the
+  host by wait()/result().
+- Flags are 32-bit counters in mapped pinned host memory, that only grow
+  (waits compare with >=, which CUDA's cyclic compare matches): a slot is
+  reused at once after completion (older waiters stay satisfied), and
+  freed only by trim once no operation is outstanding and the devices
+  holding flags were synchronized.
+- A StreamIOHandle holds its file, buffer and stream (and the file's and
+  buffer's ``_held`` counts) until completion is observed; dropped before
+  that, they are parked and released by the next sweep. The C engine
+  never touches Python objects.
+- Every host-side wait polls in slices of at most 50 ms with the GIL
+  released, checking for signals between slices.
+
+
+  released, checking for signals between slices.
+"""
+
+import atexit
+import os
+
+from libc.stdint cimport uint32_t, uintptr_t
+from libc.string cimport memset
+
+from hipfile._lib._core cimport _BufferCore, _FileCore
+from hipfile._lib._engine_c cimport eng, hfe_op, hfe_ring, hfe_set_device_fn
+from hipfile._lib._engine_hip cimport (
+    HIP_HOST_MALLOC_MAPPED,
+    _c_event_record,
+    _c_memcpy_batch,
+    _c_set_device,
+    _c_stream_wait_event,
+    _eng_defaults,
+    _eng_rt,
+    _eng_task_default,
+    _eng_threads_wanted,
+    _flag_pools,
+    _Flag,
+    _FlagPool,
+    _load_engine_capi,
+    _settings_module,
+)
+from hipfile._lib._engine_hip import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
+from hipfile._lib._runtime cimport _as_timeout, _hipapi
+from hipfile._lib._runtime import on_device
+
+from hipfile._lib cimport _core, _pool
+
+cdef bint _eng_atexit = 0
+
+def _engine_inject_faults(int err_no=0, int count=0, size_t short_max=0, int after=0):
+    """Test hook: after ``after`` more file calls of the staged path, the
+    next ``count`` fail with ``err_no``; every call moves at most
+    ``short_max`` bytes (0: no limit). ``_engine_inject_faults()`` clears
+    them."""
+    eng.inject(err_no, count, short_max, after)
+
+
+cdef enum:
+    MIN_SLOTS = 4     # staging slots a ring has at least
+
+cdef class _Ring:
+    """A device's staging ring: pinned host slots the engine's threads read
+    and write with POSIX calls, and their filled/drained flags in mapped
+    pinned memory that streams wait on and write (see engine.h)."""
+
+    cdef int release(self) except -1:
+        h = _hipapi()
+        if self.ring != NULL:
+            eng.ring_free(self.ring)
+            self.ring = NULL
+        with on_device(self.device):
+            for ev in self.copy_events or ():
+                h.hip.hipEventDestroy(ev)
+            for st in self.copy_streams or ():
+                h.hip.hipStreamDestroy(st)
+            self.copy_events = []
+            self.copy_streams = []
+            if self.staging_mem is not None:
+                h.check(h.hip.hipHostFree(self.staging_mem), "hipHostFree")
+                self.staging_mem = None
+            if self.flags_mem is not None:
+                h.check(h.hip.hipHostFree(self.flags_mem), "hipHostFree")
+                self.flags_mem = None
+        return 0
+
+
+_rings = {}      # device -> _Ring
+
+
+cdef _Ring _ring_for(int device):
+    o = _rings.get(device)
+    if o is not None:
+        return <_Ring>o
+    d = _settings_module()
+    cdef size_t total = <size_t>d.engine_staging_size()
+    cdef size_t slot = 8 << 20
+    while slot > (64 << 10) and total // slot < MIN_SLOTS:
+        slot //= 2
+    cdef int nslots = <int>max(2, total // slot)
+    cdef uintptr_t fbase, fdev
+    cdef _Ring r
+    h = _hipapi()
+    r = _Ring.__new__(_Ring)
+    r.device = device
+    r.slot_size = slot
+    r.nslots = nslots
+    with on_device(device):
+        r.staging_mem = h.check(h.hip.hipHostMalloc(slot * nslots, 0), "hipHostMalloc")
+        try:
+            r.flags_mem = h.check(h.hip.hipHostMalloc(8 * nslots, HIP_HOST_MALLOC_MAPPED),
+                                  "hipHostMalloc")
+            fbase = <uintptr_t>int(r.flags_mem)
+            try:
+                fdev = <uintptr_t>int(h.check(h.hip.hipHostGetDevicePointer(r.flags_mem, 0),
+                                              "hipHostGetDevicePointer"))
+            except Exception:
+                fdev = fbase
+        except BaseException:
+            r.release()
+            raise
+    memset(<void *>fbase, 0, 8 * nslots)
+    r.ring = eng.ring_new(<void *><uintptr_t>int(r.staging_mem), slot, nslots,
+                          <uint32_t *>fbase, fdev)
+    if r.ring == NULL:
+        r.release()
+        raise MemoryError()
+    cdef int ncopy = <int>d.engine_copy_streams()
+    cdef void *cs[8]
+    cdef void *je[8]
+    cdef int k
+    if ncopy > 1 and _c_stream_wait_event != NULL and _c_event_record != NULL:
+        r.copy_streams = []
+        r.copy_events = []
+        try:
+            with on_device(device):
+                for k in range(ncopy):
+                    r.copy_streams.append(h.check(h.hip.hipStreamCreateWithFlags(
+                        h.hip.hipStreamNonBlocking), "hipStreamCreateWithFlags"))
+                for k in range(ncopy + 1):
+                    r.copy_events.append(h.check(h.hip.hipEventCreateWithFlags(
+                        h.hip.hipEventDisableTiming), "hipEventCreateWithFlags"))
+        except BaseException:
+            r.release()
+            raise
+        for k in range(ncopy):
+            cs[k] = <void *><uintptr_t>int(r.copy_streams[k])
+            je[k] = <void *><uintptr_t>int(r.copy_events[k + 1])
+        eng.ring_set_copy_streams(r.ring, ncopy, cs,
+                                  <void *><uintptr_t>int(r.copy_events[0]), je)
+    # the HIP calls above let other threads in: one of them may have made
+    # the device's ring first, and then this one is given back
+    kept = <_Ring>_rings.setdefault(device, r)
+    if kept is not r:
+        r.release()
+    return kept
+
+
+cdef int _eng_start() except -1:
+    global _eng_atexit
+    _eng_defaults()
+    _load_engine_capi()
+    cdef int rc = eng.start(_eng_threads_wanted, <hfe_set_device_fn>_c_set_device)
+    if rc:
+        raise OSError(rc, f"the stream engine could not start its threads: {os.strerror(rc)}")
+    if not _eng_atexit:
+        atexit.register(_eng_atexit_stop)
+        _eng_atexit = 1
+    return 0
+
+
+def _eng_atexit_stop():
+    with nogil:
+        eng.stop(5.0)
+
+
+def engine_shutdown(timeout=None):
+    """Stop the engine's threads once its outstanding operations finish.
+
+    Raises
+    ------
+    TimeoutError
+        Operations were still outstanding after ``timeout`` seconds.
+    TypeError, ValueError
+        ``timeout`` is not a number >= 0 or None.
+    """
+    cdef double t = _as_timeout(timeout)
+    cdef int rc
+    _eng_sweep()
+    with nogil:
+        rc = eng.stop(t)
+    if rc:
+        raise TimeoutError(f"{eng.outstanding()} stream-engine operation(s) still outstanding")
+
+
+def engine_info():
+    """The engine's state: threads running, outstanding operations, parked
+    handles, and per device the release mechanism and flags allocated."""
+    _eng_sweep()
+    _eng_defaults()
+    return {
+        "threads": eng.threads(),
+        "threads_configured": _eng_threads_wanted,
+        "task_size": _eng_task_default,
+        "outstanding": eng.outstanding(),
+        "parked": len(_eng_parked),
+        "devices": {d: {"mechanism": MECHANISM_STREAM_MEMOPS if (<_FlagPool>p).memops
+                        else MECHANISM_HOST_FUNCTIONS,
+                        "flags": (<_FlagPool>p).nflags,
+                        "staging_bytes": ((<_Ring>_rings[d]).slot_size * (<_Ring>_rings[d]).nslots
+                                          if d in _rings else 0)}
+                    for d, p in _flag_pools.items()},
+    }
+
+
+cdef class _ParkedOp:
+    """A dropped StreamIOHandle's operation, kept until it has finished."""
+
+    def __dealloc__(self):
+        if self.op != NULL:
+            eng.op_decref(self.op)
+            self.op = NULL
+
+
+_eng_parked = []
+
+
+cdef void _unhold(object file, object bcore):
+    if file is not None:
+        (<_FileCore>file)._held -= 1
+    if bcore is not None:
+        (<_BufferCore>bcore)._held -= 1
+
+
+cdef int _eng_sweep() except -1:
+    cdef _ParkedOp rec
+    cdef list keep
+    if not _eng_parked:
+        return 0
+    keep = []
+    for o in _eng_parked:
+        rec = <_ParkedOp>o
+        if eng.op_done(rec.op) and (not rec.stream_completes or rec.flag is None
+                                    or eng.flag_reached(rec.flag.ptr, rec.value)):
+            _unhold(rec.file, rec.bcore)
+            rec.file = None
+            rec.bcore = None
+            if rec.flag is not None:
+                rec.flag.pool.free.append(rec.flag)
+                rec.flag = None
+        else:
+            keep.append(rec)
+    _eng_parked[:] = keep
+    return 0
+
+
+cdef int _eng_trim() except -1:
+    """Free the flags and internal streams once nothing is outstanding."""
+    _eng_sweep()
+    if _eng_parked or eng.outstanding():
+        return 0
+    for p in _flag_pools.values():
+        if len((<_FlagPool>p).free) != (<_FlagPool>p).nflags:
+            return 0      # a live handle (or its gate) still holds a flag
+    for p in list(_flag_pools.values()):
+        (<_FlagPool>p).release()     # synchronizes the device first
+    _flag_pools.clear()
+    for r in list(_rings.values()):
+        (<_Ring>r).release()
+    _rings.clear()
+    return 0
+
+
+
+
+_core.held_sweep_hook = _eng_sweep
+_pool.trim_hook = _eng_trim
