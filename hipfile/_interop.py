@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from hipfile._lib import _api, _core, _decode, _runtime
+from hipfile._lib._api import buffer_info, stream_info
 from hipfile._lib._decode import (
     HOST_BUFFERS_HINT,
     check_stream_handle,
@@ -40,19 +41,6 @@ __all__ = [
     "protocol_buffer_info",
     "stream_info",
 ]
-
-def buffer_info(obj: Any) -> tuple[int, int, Any]:
-    """``(address, nbytes, owner)`` of a buffer object: :class:`Buffer` and
-    HIP-Python arrays are read in C by the core, everything else through the
-    protocols of :mod:`hipfile._lib._decode`.
-
-    Raises
-    ------
-    TypeError, ValueError
-        As :func:`protocol_buffer_info`.
-    """
-    return _api.buffer_info(obj)
-
 
 def _flat(view: memoryview, what: str) -> memoryview:
     if not view.c_contiguous:
@@ -119,20 +107,6 @@ def host_view(obj: Any) -> memoryview | None:
     array = (ctypes.c_char * nbytes).from_address(ptr)
     array._hipfile_owner = owner  # type: ignore[attr-defined]
     return memoryview(array).cast("B")
-
-
-def stream_info(obj: Any) -> tuple[int, Any]:
-    """``(handle, owner)`` of a stream object (see
-    :func:`hipfile._lib._decode.stream_info`).
-
-    Raises
-    ------
-    TypeError
-        Unsupported object.
-    ValueError
-        An unsupported ``__cuda_stream__`` version or an out-of-range handle.
-    """
-    return _api.stream_info(obj)
 
 
 def as_int(value: Any, name: str) -> int:

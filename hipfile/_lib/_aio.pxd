@@ -37,6 +37,7 @@ cdef class AsyncIOHandle:
     cdef void _observed(self)
     cdef void _abandon(self, int err)
     cdef int _prove_complete(self) except -1
+    cdef long long _settable(self, object value, unsigned fixed_flag, str name) except? -1
     cdef int _check_settable(self, unsigned fixed_flag, str name) except -1
     cdef _record(self)
     cdef int _wait_complete(self, double timeout_s) except -1

@@ -373,6 +373,15 @@ cdef class AsyncIOHandle:
             self._slots_ptr = _PointerType(<uintptr_t>self._s)
         return self._slots_ptr
 
+    cdef long long _settable(self, object value, unsigned fixed_flag, str name) except? -1:
+        # a new size or offset: an int >= 0, while the operation has not
+        # completed and the stream did not fix it at submit
+        cdef long long n = _as_index(value, name)
+        self._check_settable(fixed_flag, name)
+        if n < 0:
+            raise ValueError(f"{name} must be >= 0")
+        return n
+
     cdef int _check_settable(self, unsigned fixed_flag, str name) except -1:
         if self._complete:
             raise ValueError(f"cannot set {name}: the operation has completed")
@@ -389,10 +398,7 @@ cdef class AsyncIOHandle:
 
     @size.setter
     def size(self, value):
-        value = _as_index(value, "size")
-        self._check_settable(FIXED_FILE_SIZE, "size")
-        if value < 0:
-            raise ValueError("size must be >= 0")
+        value = self._settable(value, FIXED_FILE_SIZE, "size")
         if self._submitted:
             if value > self._submitted_size:
                 raise ValueError(f"size may only shrink after submit ({value} > "
@@ -408,11 +414,7 @@ cdef class AsyncIOHandle:
 
     @file_offset.setter
     def file_offset(self, value):
-        value = _as_index(value, "file_offset")
-        self._check_settable(FIXED_FILE_OFFSET, "file_offset")
-        if value < 0:
-            raise ValueError("file_offset must be >= 0")
-        self._s.file_offset = value
+        self._s.file_offset = self._settable(value, FIXED_FILE_OFFSET, "file_offset")
 
     @property
     def buffer_offset(self):
@@ -421,10 +423,7 @@ cdef class AsyncIOHandle:
 
     @buffer_offset.setter
     def buffer_offset(self, value):
-        value = _as_index(value, "buffer_offset")
-        self._check_settable(FIXED_BUF_OFFSET, "buffer_offset")
-        if value < 0:
-            raise ValueError("buffer_offset must be >= 0")
+        value = self._settable(value, FIXED_BUF_OFFSET, "buffer_offset")
         if self._submitted and <size_t>value + self._s.size > self._buf_len:
             raise ValueError(f"buffer_offset {value} with size {self._s.size} would overrun "
                              f"the {self._buf_len}-byte buffer")

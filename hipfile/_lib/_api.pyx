@@ -12,9 +12,9 @@ from libc.string cimport memset
 from posix.time cimport timespec
 
 from hipfile._lib.chipfile cimport *
+from hipfile._lib._loader cimport check_status
 from hipfile._lib._bindings cimport (
     bind,
-    check_status,
     p_hipFileBatchIOGetStatus,
     p_hipFileDriverGetProperties,
     p_hipFileGetParameterString,
@@ -123,19 +123,22 @@ def batch_io_get_status(uintptr_t batch, unsigned min_nr, unsigned capacity,
 def read(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
          hoff_t buffer_offset):
     """Wraps ``hipFileRead``: one call, bytes read (may be short)."""
-    r, err = _bindings.read_raw(handle, base, size, file_offset, buffer_offset)
-    if r < 0:
-        raise_result(r, err, "hipFileRead")
-    return r
+    return _count(_bindings.read_raw(handle, base, size, file_offset, buffer_offset),
+                  "hipFileRead")
 
 
 def write(uintptr_t handle, uintptr_t base, size_t size, hoff_t file_offset,
           hoff_t buffer_offset):
     """Wraps ``hipFileWrite``: one call, bytes written (may be short)."""
-    r, err = _bindings.write_raw(handle, base, size, file_offset, buffer_offset)
-    if r < 0:
-        raise_result(r, err, "hipFileWrite")
-    return r
+    return _count(_bindings.write_raw(handle, base, size, file_offset, buffer_offset),
+                  "hipFileWrite")
+
+
+cdef object _count(tuple result, str func):
+    # (result, errno) of an I/O call: the byte count, or its exception
+    if result[0] < 0:
+        raise_result(result[0], result[1], func)
+    return result[0]
 
 
 def abi_layout():

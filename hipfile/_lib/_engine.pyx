@@ -177,7 +177,6 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list c
     cdef const uint32_t *gate = NULL
     cdef uint32_t gvalue = 0
     cdef _Flag gflag = None
-    cdef _GateRef gate_ref = None
     cdef _FlagPool spool
     cdef uintptr_t target = sh
     cdef StreamIOHandle hd
@@ -265,12 +264,7 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list c
         free(groups)
         free(cdev)
         free(cval)
-    if gflag is not None:
-        gate_ref = _GateRef.__new__(_GateRef)
-        gate_ref.flag = gflag
-    for o in handles:
-        (<StreamIOHandle>o)._gate = gate_ref
-        (<StreamIOHandle>o)._staged = 1
+    _share_gate(handles, gflag, 1)
     if rc > 0:
         # the runtime refused a stream operation part way: what was enqueued
         # runs; the handles report the failure and are parked until done
@@ -307,7 +301,6 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, list checked,
     cdef hfe_op **ops = NULL
     cdef uintptr_t gate_event = 0
     cdef _Flag gflag = None
-    cdef _GateRef gate_ref = None
     cdef uint32_t gvalue = 0
     cdef _FlagPool spool
     cdef StreamIOHandle hd
@@ -373,9 +366,18 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, list checked,
         raise
     finally:
         free(ops)
+    _share_gate(handles, gflag, 0)
+    return handles
+
+
+cdef int _share_gate(list handles, _Flag gflag, bint staged) except -1:
+    """Give the submission's handles its gate flag (returned to its pool
+    once none of them needs it) and say which path moves their bytes."""
+    cdef _GateRef gate_ref = None
     if gflag is not None:
         gate_ref = _GateRef.__new__(_GateRef)
         gate_ref.flag = gflag
     for o in handles:
         (<StreamIOHandle>o)._gate = gate_ref
-    return handles
+        (<StreamIOHandle>o)._staged = staged
+    return 0

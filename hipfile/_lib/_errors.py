@@ -1,13 +1,7 @@
-"""Exceptions raised by hipfile (defined here, below every compiled module
-of :mod:`hipfile._lib`, and re-exported by :mod:`hipfile.errors`).
-
-Every hipFile status becomes a :class:`HipFileException` (or a subclass chosen
-by its code, which also inherits the matching builtin where one exists);
-``-1`` results of the I/O calls become :class:`OSError` subclasses chosen by
-``errno``; a missing library or symbol becomes :class:`HipFileLibraryError`.
-Two :class:`HipFileException` subclasses are raised by the package itself,
-not for a library status: :class:`InFlightError` and :class:`ClosedFileError`
-(``hipfile_err`` 0, ``from_library`` False). All of them pickle.
+"""The exception classes of hipfile and the mapping from hipFile statuses
+and I/O results to them (see :mod:`hipfile.errors`, which makes them
+public). Defined here, below every compiled module of :mod:`hipfile._lib`,
+so that the core raises them without importing the Python layer.
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ Invariants
   ``lock``; the handle never changes afterwards.
 - The paths tried, in order: ``HIPFILE_LIBRARY`` alone when set, else
   ``$ROCM_PATH/lib``, ``/opt/rocm/lib``, then the system loader.
-- Binding its functions is the business of :mod:`hipfile._lib._bindings`.
+- Binding its functions is the business of :mod:`hipfile._lib._bindings`;
+  a function the library lacks is named, with the library's version, by
+  ``symbol``. ``check_status`` turns a failed ``hipFileError_t`` into its
+  exception.
 """
 
 import os
@@ -14,7 +17,13 @@ import threading
 
 from posix.dlfcn cimport dlopen, dlerror, dlsym, RTLD_NOW, RTLD_LOCAL
 
-from hipfile._lib._errors import NO_ROCM_HINT, HipFileLibraryNotFound
+from hipfile._lib.chipfile cimport hipFileError_t, hipFileGetVersion_t
+from hipfile._lib._errors import (
+    NO_ROCM_HINT,
+    HipFileLibraryNotFound,
+    HipFileSymbolNotFound,
+    raise_status,
+)
 
 cdef void *_lib = NULL
 cdef object _lib_path = None
@@ -108,3 +117,31 @@ def has_symbol(name):
     """Whether the loaded libhipfile exports ``name`` (loads the library)."""
     cdef bytes b = name.encode()
     return dlsym(handle(), b) != NULL
+
+
+cdef void *symbol(const char *name) except NULL:
+    """``name``'s address in the library (opening it); raises
+    HipFileSymbolNotFound, naming the library and its version, when it does
+    not export it."""
+    cdef void *sym = dlsym(handle(), name)
+    if sym == NULL:
+        raise HipFileSymbolNotFound(
+            f"{name.decode()} is not exported by {_lib_path} (hipFile {_version_text()}); "
+            "it needs a newer hipFile release")
+    return sym
+
+
+cdef str _version_text():
+    cdef unsigned major = 0, minor = 0, patch = 0
+    cdef hipFileGetVersion_t get_version = <hipFileGetVersion_t>dlsym(_lib, b"hipFileGetVersion")
+    if get_version == NULL or get_version(&major, &minor, &patch).err != 0:
+        return "version unknown"
+    return f"{major}.{minor}.{patch}"
+
+
+cdef int check_status(hipFileError_t e, const char *func) except -1 nogil:
+    """Raise the exception for a failed hipFileError_t (takes the GIL only then)."""
+    if e.err != 0:
+        with gil:
+            raise_status(e.err, e.hip_drv_err, func.decode())
+    return 0

@@ -2,6 +2,7 @@
 # The pool of pinned slots for stream-ordered operations, and the objects
 # whose release waits for them (see _pool.pyx).
 
+cimport cython
 from libc.stdint cimport uintptr_t
 from hipfile._lib.chipfile cimport hoff_t, ssize_t
 
@@ -31,11 +32,25 @@ cdef class _Parked:
 cdef dict _parked
 cdef list _deferred
 
+# The slots and their states, per page (read on the submit path of every
+# module, inline; changed by _pool only).
+cdef Slots **_pslots
+cdef unsigned char **_pstate
+
+
+@cython.cdivision(True)
+cdef inline Slots *_slot_ptr(int n) noexcept:
+    return &_pslots[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
+
+
+@cython.cdivision(True)
+cdef inline unsigned char *_state_ptr(int n) noexcept:
+    return &_pstate[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
+
+
 cdef void _lose(_Parked rec)
 cdef int _take() except -1
 cdef void _give_back(int n) noexcept
-cdef Slots *_slot_ptr(int n) noexcept
-cdef unsigned char *_state_ptr(int n) noexcept
 cdef int _sweep() except -1
 cdef int _launch_marker(uintptr_t stream, unsigned char *state)
 

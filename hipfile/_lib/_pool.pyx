@@ -70,8 +70,8 @@ _parked = {}                  # slot number -> _Parked
 
 # C views of the pool for the hot path: per page its slots, states and use
 # count; a stack of free slot numbers.
-cdef Slots **_pslots = NULL
-cdef unsigned char **_pstate = NULL
+_pslots = NULL      # (declared with _slot_ptr and _state_ptr in _pool.pxd)
+_pstate = NULL
 cdef int *_pused = NULL
 cdef int _npages = 0
 cdef int _pcap = 0
@@ -152,14 +152,6 @@ cdef int _new_page() except -1:
     _pages.append(page)
     page.adopted = 1
     return 0
-
-
-cdef Slots *_slot_ptr(int n) noexcept:
-    return &_pslots[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
-
-
-cdef unsigned char *_state_ptr(int n) noexcept:
-    return &_pstate[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
 
 
 cdef int _sweep() except -1:
