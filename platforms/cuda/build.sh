@@ -65,11 +65,11 @@ common=("$here/src/loader.c" "$here/src/hip_errors.c")
 
 "$cc" "${flags[@]}" "${extra[@]}" -shared -Wl,-z,defs \
     -Wl,-soname,libamdhip64.so \
-    -o "$prefix/lib/libamdhip64.so" "$here/src/amdhip64.c" "${common[@]}" -ldl -lpthread
+    -o "$prefix/lib/libamdhip64.so" "$here"/src/hip/*.c "${common[@]}" -ldl -lpthread
 
 "$cc" "${flags[@]}" "${extra[@]}" -shared -Wl,-z,defs \
     -Wl,-soname,libhipfile.so.0 -Wl,--disable-new-dtags -Wl,-rpath,'$ORIGIN' \
-    -o "$prefix/lib/libhipfile.so" "$here/src/hipfile.c" "${common[@]}" \
+    -o "$prefix/lib/libhipfile.so" "$here"/src/hipfile/*.c "${common[@]}" \
     -L"$prefix/lib" -Wl,--no-as-needed -lamdhip64 -Wl,--as-needed -ldl -lpthread
 ln -sf libhipfile.so "$prefix/lib/libhipfile.so.0"
 cp "$here/cufile.json" "$prefix/share/hipfile-cuda/cufile.json"

@@ -1,0 +1,98 @@
+/* libamdhip64.so of the cuda test platform: a subset of the HIP runtime API
+ * implemented over NVIDIA's CUDA runtime, which is opened at run time.
+ *
+ * This is not AMD's HIP runtime. Handles are shared with CUDA: a hipStream_t
+ * is a cudaStream_t, a hipEvent_t a cudaEvent_t, device pointers are CUDA Errors come back as hipError_t numbers.
+ *
+ * The library's sources, by concern:
+ *   runtime.c    loading the CUDA runtime, the last error, initialisation,
+ *                devices and their attributes, error names
+ *   memory.c     allocation, copies, fills, pointer queries
+ *   streams.c    streams, host functions and events
+ *   streammem.c  the CUDA driver API (libcuda): stream memory operations
+ *                and address ranges
+ * This header is what they share; it is private to the platform. */
+#ifndef HIPFILE_CUDA_HIP_PRIVATE_H
+#define HIPFILE_CUDA_HIP_PRIVATE_H
+
+#include "../cudadrv_abi.h"
+#include "../cudart_abi.h"
+#include "../hip_abi.h"
+#include "../hip_errors.h"
+#include "../loader.h"
+
+/* ---- runtime.c ----------------------------------------------------------- */
+
+/* The CUDA runtime's function table, loaded on first use; NULL when it
+ * cannot be loaded (the reason was printed on stderr). */
+HFC_HIDDEN const struct hfc_cudart *rt(void);
+
+/* Resolves `name` of `lib` (opened from `path`) into *slot (a function
+ * pointer); a `required` function that is missing is named on stderr. */
+HFC_HIDDEN void resolve(void *lib, const char *path, const char *name, void *slot, int required);
+
+/* The calling thread's last error, as HIP keeps it. */
+extern HFC_HIDDEN _Thread_local hipError_t last_error;
+
+static inline hipError_t record(hipError_t e)
+{
+    if (e != hipSuccess && e != hipErrorNotReady)
+        last_error = e;
+    return e;
+}
+
+static inline hipError_t from_cuda(cudaError_t e)
+{
+    return record(hfc_hip_from_cuda(e));
+}
+
+/* hipErrorNotSupported, saying once that the runtime lacks `name`. */
+HFC_HIDDEN hipError_t missing(const char *name);
+
+/* Fetch the runtime table and the function, or return the HIP error. */
+#define NEED(fn)                                                                           \
+    const struct hfc_cudart *R = rt();                                                     \
+    if (R == NULL)                                                                         \
+        return record(hipErrorNotInitialized);                                             \
+    if (R->fn == NULL)                                                                     \
+    return missing(#fn)
+
+/* A HIP function whose only check of its own is that `arg` is not NULL (else
+ * it returns `err`), and which then calls the CUDA runtime's cuda_fn: the
+ * flags and enums it passes have the same numbers in CUDA. */
+#define HFC_FORWARD_CHECKED(hip_fn, params, arg, err, cuda_fn, args)                       \
+    HFC_EXPORT hipError_t hip_fn params                                                    \
+    {                                                                                      \
+        if (arg == NULL)                                                                   \
+            return record(err);                                                            \
+        NEED(cuda_fn);                                                                     \
+        return from_cuda(R->cuda_fn args);                                                 \
+    }
+
+/* A HIP function that calls the CUDA runtime's cuda_fn with no check of its
+ * own. */
+#define HFC_FORWARD(hip_fn, params, cuda_fn, args)                                         \
+    HFC_EXPORT hipError_t hip_fn params                                                    \
+    {                                                                                      \
+        NEED(cuda_fn);                                                                     \
+        return from_cuda(R->cuda_fn args);                                                 \
+    }
+
+/* ---- streammem.c --------------------------------------------------------- */
+
+/* libcuda's function table, loaded and initialised on first use; NULL when
+ * the driver API is not available. */
+HFC_HIDDEN const struct hfc_cudadrv *drv(void);
+
+static inline hipError_t from_cu(CUresult e)
+{
+    return record(hfc_hip_from_cu_result(e));
+}
+
+/* Makes the stream's device current with its primary context for a driver
+ * call, reporting the device that was current before in *previous; undone
+ * by drv_leave. */
+HFC_HIDDEN hipError_t drv_enter(hipStream_t stream, int *previous);
+HFC_HIDDEN void drv_leave(int previous);
+
+#endif

@@ -1,0 +1,187 @@
+/* libamdhip64.so of the cuda test platform: loading the CUDA runtime, the
+ * last error, initialisation, devices and their attributes, error names. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hip_private.h"
+
+/* ---- loading the CUDA runtime ------------------------------------------ */
+
+static struct hfc_cudart rt_table;
+static const struct hfc_cudart *rt_loaded;
+static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
+
+void resolve(void *lib, const char *path, const char *name, void *slot, int required)
+{
+    void *p;
+    hfc_sym(lib, name, slot);
+    memcpy(&p, slot, sizeof p);
+    if (required && p == NULL)
+        hfc_say("%s lacks %s; hip functions that need it return hipErrorNotSupported", path,
+                name);
+}
+
+static void rt_load(void)
+{
+    static const char *const sonames[] = {"libcudart.so.13", "libcudart.so.12",
+                                          "libcudart.so", NULL};
+    static const struct hfc_search search = {
+        "the CUDA runtime (libcudart)", "HIPFILE_CUDART_LIBRARY", sonames,
+        "cudaGetDeviceCount"};
+    char path[4096];
+    void *lib = hfc_open(&search, path, sizeof path);
+    if (lib == NULL)
+        return;
+#define HFC_RESOLVE(name, ret, params, required)                                           \
+    resolve(lib, path, #name, &rt_table.name, required);
+    HFC_CUDART_FUNCS(HFC_RESOLVE)
+#undef HFC_RESOLVE
+    if (hfc_verbose())
+        hfc_say("libamdhip64 uses the CUDA runtime %s", path);
+    __atomic_store_n(&rt_loaded, &rt_table, __ATOMIC_RELEASE);
+}
+
+const struct hfc_cudart *rt(void)
+{
+    pthread_once(&rt_once, rt_load);
+    return __atomic_load_n(&rt_loaded, __ATOMIC_ACQUIRE);
+}
+
+/* ---- last error, per thread, as HIP keeps it --------------------------- */
+
+_Thread_local hipError_t last_error = hipSuccess;
+
+hipError_t missing(const char *name)
+{
+    static int told;
+    hfc_say_once(&told, "the CUDA runtime lacks %s (first missing function)", name);
+    return record(hipErrorNotSupported);
+}
+
+/* ---- initialisation, versions, devices --------------------------------- */
+
+HFC_EXPORT hipError_t hipInit(unsigned flags)
+{
+    int count = 0;
+    cudaError_t e;
+    if (flags != 0)
+        return record(hipErrorInvalidValue);
+    NEED(cudaGetDeviceCount);
+    e = R->cudaGetDeviceCount(&count);
+    if (e != cudaSuccess)
+        return from_cuda(e);
+    return count > 0 ? hipSuccess : record(hipErrorNoDevice);
+}
+
+HFC_FORWARD_CHECKED(hipDriverGetVersion, (int *version), version, hipErrorInvalidValue,
+                    cudaDriverGetVersion, (version))
+HFC_FORWARD_CHECKED(hipRuntimeGetVersion, (int *version), version, hipErrorInvalidValue,
+                    cudaRuntimeGetVersion, (version))
+
+HFC_EXPORT hipError_t hipGetDeviceCount(int *count)
+{
+    if (count == NULL)
+        return record(hipErrorInvalidValue);
+    *count = 0;
+    NEED(cudaGetDeviceCount);
+    return from_cuda(R->cudaGetDeviceCount(count));
+}
+
+HFC_FORWARD_CHECKED(hipGetDevice, (int *device), device, hipErrorInvalidValue, cudaGetDevice,
+                    (device))
+HFC_FORWARD(hipSetDevice, (int device), cudaSetDevice, (device))
+HFC_FORWARD(hipDeviceSynchronize, (void), cudaDeviceSynchronize, ())
+HFC_FORWARD(hipDeviceReset, (void), cudaDeviceReset, ())
+
+/* ---- errors -------------------------------------------------------------- */
+
+HFC_EXPORT hipError_t hipGetLastError(void)
+{
+    hipError_t e = last_error;
+    /* Never load the runtime just to answer this. */
+    const struct hfc_cudart *R = __atomic_load_n(&rt_loaded, __ATOMIC_ACQUIRE);
+    cudaError_t c = cudaSuccess;
+    last_error = hipSuccess;
+    if (R && R->cudaGetLastError)
+        c = R->cudaGetLastError(); /* clears the runtime's own copy too */
+    if (e == hipSuccess && c != cudaSuccess)
+        e = hfc_hip_from_cuda(c);
+    return e;
+}
+
+HFC_EXPORT hipError_t hipPeekAtLastError(void)
+{
+    const struct hfc_cudart *R = __atomic_load_n(&rt_loaded, __ATOMIC_ACQUIRE);
+    if (last_error != hipSuccess)
+        return last_error;
+    if (R && R->cudaPeekAtLastError)
+        return hfc_hip_from_cuda(R->cudaPeekAtLastError());
+    return hipSuccess;
+}
+
+HFC_EXPORT const char *hipGetErrorName(hipError_t error)
+{
+    return hfc_hip_error_name(error);
+}
+
+HFC_EXPORT const char *hipGetErrorString(hipError_t error)
+{
+    return hfc_hip_error_text(error);
+}
+
+/* ---- device attributes ---------------------------------------------------- */
+
+/* Only the attributes the platform needs are answered; HIP's numbering
+ * differs from CUDA's, so others are not passed through. */
+HFC_EXPORT hipError_t hipDeviceGetAttribute(int *value, int attribute, int device)
+{
+    const struct hfc_cudadrv *D;
+    CUdevice dev = 0;
+    CUresult r;
+    int count = 0, wide = 0, nor = 0, ops = 1;
+    cudaError_t e;
+    if (value == NULL)
+        return record(hipErrorInvalidValue);
+    {
+        NEED(cudaGetDeviceCount);
+        e = R->cudaGetDeviceCount(&count);
+        if (e != cudaSuccess)
+            return from_cuda(e);
+    }
+    if (device < 0 || device >= count)
+        return record(hipErrorInvalidDevice);
+    if (attribute != HIP_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE)
+        return record(hipErrorNotSupported);
+    /* 1 when 32- and 64-bit waits and every compare (NOR included) work. */
+    *value = 0;
+    D = drv();
+    if (D == NULL)
+        return hipSuccess; /* no driver API: no stream memory operations */
+    r = D->cuDeviceGet(&dev, device);
+    if (r != CUDA_SUCCESS)
+        return from_cu(r);
+    if (D->cuStreamWaitValue32_v2 != NULL && D->cuStreamWaitValue64_v2 != NULL) {
+        r = D->cuDeviceGetAttribute(&wide, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS,
+                                    dev);
+        if (r == CUDA_SUCCESS)
+            r = D->cuDeviceGetAttribute(&nor, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR,
+                                        dev);
+    } else if (D->cuStreamWaitValue32 != NULL && D->cuStreamWaitValue64 != NULL) {
+        r = D->cuDeviceGetAttribute(&ops, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, dev);
+        if (r == CUDA_SUCCESS)
+            r = D->cuDeviceGetAttribute(&wide,
+                                        CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS_V1, dev);
+        if (r == CUDA_SUCCESS)
+            r = D->cuDeviceGetAttribute(&nor,
+                                        CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR_V1, dev);
+    } else {
+        return hipSuccess;
+    }
+    if (r != CUDA_SUCCESS)
+        return from_cu(r);
+    *value = ops && wide && nor;
+    return hipSuccess;
+}
