@@ -120,6 +120,24 @@ def _trim_pools() -> None:
         trim()
 
 
+@pytest.fixture(scope="session")
+def cuda_platform_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cuda platform's ``lib`` folder, built here by
+    ``platforms/cuda/build.sh`` (a C compiler is all it needs: CUDA and
+    cuFile are opened at run time)."""
+    import shutil
+    import subprocess
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("needs a C compiler to build the cuda platform")
+    out = tmp_path_factory.mktemp("cuda-platform")
+    env = dict(os.environ, HIPFILE_CUDA_BUILD_DIR=str(out / "build"))
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(["bash", str(root / "platforms/cuda/build.sh")], check=True, env=env,
+                   capture_output=True)
+    return out / "build/prefix/lib"
+
+
 @pytest.fixture
 def platform() -> str:
     return PLATFORM

@@ -61,7 +61,7 @@ flags=(-std=c11 -O2 -g -fPIC -Wall -Wextra -Werror -fvisibility=hidden
        -DHIPFILE_CUDA_JSON="\"$here/cufile.json\"")
 # shellcheck disable=SC2206
 extra=(${CFLAGS:-})
-common=("$here/src/loader.c" "$here/src/hip_errors.c")
+common=("$here/src/loader.c" "$here/src/hip_errors.c" "$here/../common/hip_error_table.c")
 
 "$cc" "${flags[@]}" "${extra[@]}" -shared -Wl,-z,defs \
     -Wl,-soname,libamdhip64.so \

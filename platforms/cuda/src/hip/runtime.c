@@ -124,12 +124,12 @@ HFC_EXPORT hipError_t hipPeekAtLastError(void)
 
 HFC_EXPORT const char *hipGetErrorName(hipError_t error)
 {
-    return hfc_hip_error_name(error);
+    return hip_error_name(error);
 }
 
 HFC_EXPORT const char *hipGetErrorString(hipError_t error)
 {
-    return hfc_hip_error_text(error);
+    return hip_error_string(error);
 }
 
 /* ---- device attributes ---------------------------------------------------- */
