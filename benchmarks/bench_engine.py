@@ -316,48 +316,45 @@ def main() -> int:
 
             if args.sweep:
                 sweep: dict[str, float] = {}
-                saved = hipfile.engine.settings()
                 for threads in (4, 8, 16, 32):
                     for task_mib in (1, 2, 4, 8, 16):
                         hipfile.engine.shutdown()
-                        hipfile.engine.configure(threads=threads, task_size=task_mib << 20)
-                        engine()
-                        ts = []
-                        for _ in range(args.repeats):
-                            t0 = time.perf_counter()
+                        with hipfile.defaults.set(engine_threads=threads,
+                                                  engine_task_size=task_mib << 20):
                             engine()
-                            ts.append(time.perf_counter() - t0)
+                            ts = []
+                            for _ in range(args.repeats):
+                                t0 = time.perf_counter()
+                                engine()
+                                ts.append(time.perf_counter() - t0)
                         sweep[f"{threads}t x {task_mib} MiB"] = total / statistics.median(ts) / 1e9
                 hipfile.engine.shutdown()
-                hipfile.engine.configure(threads=saved["threads"], task_size=saved["task_size"])
                 results["sweep_gbps"] = sweep
 
             if args.sweep:
                 # the overlap case across thread counts: the engine's threads
                 # share the CPU with the thread that enqueues the compute
                 overlap: dict[str, dict[str, float]] = {}
-                saved = hipfile.engine.settings()
                 for threads in (4, 8, 12, 16):
                     hipfile.engine.shutdown()
-                    hipfile.engine.configure(threads=threads, task_size=8 << 20)
-                    both_engine()
-                    tb, ti = [], []
-                    for _ in range(args.repeats):
-                        sync_all()
-                        t0 = time.perf_counter()
+                    with hipfile.defaults.set(engine_threads=threads, engine_task_size=8 << 20):
                         both_engine()
-                        tb.append(time.perf_counter() - t0)
-                        sync_all()
-                        t0 = time.perf_counter()
-                        engine()
-                        ti.append(time.perf_counter() - t0)
+                        tb, ti = [], []
+                        for _ in range(args.repeats):
+                            sync_all()
+                            t0 = time.perf_counter()
+                            both_engine()
+                            tb.append(time.perf_counter() - t0)
+                            sync_all()
+                            t0 = time.perf_counter()
+                            engine()
+                            ti.append(time.perf_counter() - t0)
                     overlap[f"{threads}t x 8 MiB"] = {
                         "t_both_ms": 1e3 * statistics.median(tb),
                         "t_io_ms": 1e3 * statistics.median(ti),
                         "t_both_over_max": statistics.median(tb) / max(
                             statistics.median(ti), med["compute"])}
                 hipfile.engine.shutdown()
-                hipfile.engine.configure(threads=saved["threads"], task_size=saved["task_size"])
                 results["overlap_sweep"] = overlap
 
             if args.cold:

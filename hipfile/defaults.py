@@ -44,6 +44,13 @@ after :func:`hipfile.trim_pool`).
 Sizes take binary units, in environment variables and in :func:`set`
 alike: ``4M``, ``512KiB``, ``1G``, ``65536`` or ``0x10000``
 (``defaults.set("task_size", "1M")``).
+
+:func:`set` is the one way to change a setting (the environment variables
+are read here, and nowhere else). The older setters
+``hipfile.set_num_threads(n)`` and ``hipfile.engine.configure(threads,
+task_size)`` still work but are deprecated: each emits a
+:class:`DeprecationWarning` naming its replacement, ``set("num_threads", n)``
+and ``set(engine_threads=..., engine_task_size=...)``.
 """
 
 from __future__ import annotations
