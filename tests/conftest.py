@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import device_array, random_bytes
+from _util import check, device_array, random_bytes, random_file
+from hip import hip
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -163,10 +164,34 @@ def driver() -> Iterator[hipfile.Driver]:
 @pytest.fixture
 def data_file(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, np.ndarray]:
     """A file of the module's ``N`` random bytes, and those bytes."""
-    data = random_bytes(_module_size(request), seed=11)
     path = tmp_path / "data.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, _module_size(request), seed=11)
     return path, data
+
+
+@pytest.fixture
+def truncate_after_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The safetensors loader's file loses all but 10 bytes of its data
+    between the header check and the read (another process truncated it)."""
+    import hipfile.safetensors._load as loader
+
+    real = loader.read_header
+
+    def then_truncate(path: Any, **kwargs: Any) -> Any:
+        header = real(path, **kwargs)
+        os.truncate(path, header.data_offset + 10)
+        return header
+
+    monkeypatch.setattr(loader, "read_header", then_truncate)
+
+
+@pytest.fixture
+def nb_stream() -> Iterator[object]:
+    """A non-blocking HIP stream, synchronised and destroyed after the test."""
+    s = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    yield s
+    check(hip.hipStreamSynchronize(s))
+    check(hip.hipStreamDestroy(s))
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, random_bytes, to_device
+from _util import check, device_array, from_device, random_bytes, random_file, to_device
 from hip import hip
 
 import hipfile
@@ -38,9 +38,8 @@ def drv() -> Iterator[hipfile.Driver]:
 
 @pytest.fixture
 def layers_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    data = random_bytes(LAYERS * LAYER, seed=7)
     path = tmp_path / "layers.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, LAYERS * LAYER, seed=7)
     return path, data
 
 
@@ -58,14 +57,6 @@ def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     yield request.param
     _wait_idle()
     hipfile.trim_pool()
-
-
-@pytest.fixture
-def nb_stream() -> Iterator[object]:
-    s = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
-    yield s
-    check(hip.hipStreamSynchronize(s))
-    check(hip.hipStreamDestroy(s))
 
 
 class StreamBlocker:

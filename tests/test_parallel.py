@@ -18,6 +18,7 @@ from _util import (
     emu,
     from_device,
     random_bytes,
+    random_file,
     to_device,
 )
 from hip import hip
@@ -136,9 +137,8 @@ def test_registered_buffer(driver, data_file):
 
 
 def test_short_read_at_end_of_file(driver, tmp_path):
-    data = random_bytes(N - 1000, seed=5)
     path = tmp_path / "short.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, N - 1000, seed=5)
     with device_array(N) as dev, FileHandle(path) as fh:
         fut = hipfile.pread(fh, dev, task_size=4096)
         assert fut.result(timeout=30) == N - 1000
