@@ -75,7 +75,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--layer-mib", type=int, default=16, help="MiB per layer")
     ap.add_argument("--dim", type=int, default=4096, help="matrix size of each layer's product")
     ap.add_argument("--matmuls", type=int, default=4, help="matrix products per layer")
-    ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats per case")
     ap.add_argument("--kvikio", action="store_true", help="add the KvikIO rows (needs kvikio)")
     ap.add_argument("--cold", action="store_true", help="add a cold-cache read row")
     ap.add_argument("--sweep", action="store_true", help="sweep engine threads x task sizes")
@@ -88,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--churn-mib", type=int, default=256,
                     help="MiB allocated and freed per round by the churn thread")
     ap.add_argument("--json", default=None, help="write the results to this file")
-    add_common_arguments(ap, data="the data file",
+    add_common_arguments(ap, repeats=7, data="the data file",
                          allow_emulated="run on the emulated platform (correctness only, "
                                         "no speed)")
     return ap

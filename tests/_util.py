@@ -131,7 +131,10 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 def load_example(name: str) -> ModuleType:
     """Import ``examples/NAME.py`` as module ``NAME`` (registered in
-    ``sys.modules``, as dataclasses and pickling need)."""
+    ``sys.modules``, as dataclasses and pickling need), with ``examples/`` on
+    ``sys.path`` as when the example runs as a script (for ``_support``)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
     spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
