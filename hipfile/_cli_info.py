@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from hipfile._mounts import mount_of
+
 # -- shared helpers ---------------------------------------------------------------------------
 
 
@@ -86,25 +88,6 @@ def _statfs_type(path: str) -> int | None:
         return None
 
 
-def _mount_of(path: str) -> tuple[str, str, list[str]] | None:
-    """(mount point, fs type name, options) of the mount holding ``path``."""
-    best: tuple[str, str, list[str]] | None = None
-    real = os.path.realpath(path)
-    try:
-        with open("/proc/self/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 4:
-                    continue
-                mnt = parts[1].replace("\\040", " ")
-                inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
-                if inside and (best is None or len(mnt) >= len(best[0])):
-                    best = (mnt, parts[2], parts[3].split(","))
-    except OSError:
-        return None
-    return best
-
-
 def _logical_block_size(path: str) -> int | None:
     dev = os.stat(path).st_dev
     base = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
@@ -167,14 +150,14 @@ def path_report(folder: str, platform: str) -> dict[str, Any]:
         rep["fast_path"] = {"eligible": False, "reasons": ["not a folder"]}
         return rep
     magic = _statfs_type(folder)
-    mount = _mount_of(folder)
+    mount = mount_of(folder)
     fs = FS_MAGIC.get(magic, "unknown") if magic is not None else "unknown"
     if mount is not None and (fs == "ext2/3/4" or fs == "unknown"):
-        fs = mount[1]
+        fs = mount.fs_type
     rep["fs_type"] = fs
     rep["fs_magic"] = None if magic is None else f"0x{magic:x}"
-    rep["mount_point"] = mount[0] if mount else None
-    rep["mount_options"] = mount[2] if mount else []
+    rep["mount_point"] = mount.point if mount else None
+    rep["mount_options"] = mount.options if mount else []
     rep["logical_block_size"] = _logical_block_size(folder)
     try:
         rep["o_direct"] = _probe_o_direct(folder)
