@@ -5,11 +5,10 @@ from __future__ import annotations
 import operator
 import os
 import threading
-import warnings
 from collections.abc import Iterator, Sequence
-from types import TracebackType
 from typing import Any
 
+from hipfile._lifetime import ClosesWhenCollected
 from hipfile.file import FileHandle
 from hipfile.safetensors._header import (
     Header,
@@ -27,7 +26,7 @@ from hipfile.safetensors._load import (
 )
 
 
-class SafeOpen:
+class SafeOpen(ClosesWhenCollected):
     """Lazy access to a file's tensors, as ``safetensors.safe_open``.
 
     The header is read and the file registered at open; :meth:`get_tensor`
@@ -193,19 +192,8 @@ class SafeOpen:
         self._open_fh()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_fh", None) is None:
-            return
-        try:
-            self.close()
-        except Exception:
-            return
-        warnings.warn("hipfile.safetensors.SafeOpen was not closed", ResourceWarning,
-                      stacklevel=1)
+    def _left_open(self) -> bool:
+        return getattr(self, "_fh", None) is not None
 
     def __repr__(self) -> str:
         state = "closed" if self._fh is None else "open"

@@ -55,9 +55,9 @@ import ctypes
 import errno
 import os
 import threading
-from types import TracebackType
 from typing import Any
 
+from hipfile._quiet_close import ClosesQuietlyWhenCollected
 from hipfile.buffer import Buffer
 from hipfile.compat._errors import also
 from hipfile.driver import Driver, process_driver
@@ -167,7 +167,7 @@ def _close_at_exit() -> None:
             pass
 
 
-class CuFile:
+class CuFile(ClosesQuietlyWhenCollected):
     """A file for GPU-direct I/O with cufile-python's ``CuFile`` interface.
 
     Parameters
@@ -294,17 +294,9 @@ class CuFile:
         self.open()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
+    def _left_open(self) -> bool:
         # cufile-python closes a forgotten file when it is collected; so do we.
-        if getattr(self, "_file", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
+        return getattr(self, "_file", None) is not None
 
     def __repr__(self) -> str:
         state = f"fd={self.get_handle()}" if self.is_open else "closed"

@@ -33,10 +33,10 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-from types import TracebackType
 from typing import Any
 
 from hipfile._interop import buffer_info, host_view
+from hipfile._quiet_close import ClosesQuietlyWhenCollected
 from hipfile.compat._errors import also
 from hipfile.driver import Driver
 from hipfile.errors import HipFileException
@@ -148,7 +148,7 @@ class IOFutureStream:
         return f"<hipfile.compat.kvikio.IOFutureStream {self._handle!r}>"
 
 
-class CuFile:
+class CuFile(ClosesQuietlyWhenCollected):
     """A file opened and registered for GPU-direct I/O (KvikIO's ``CuFile``).
 
     Parameters
@@ -246,16 +246,8 @@ class CuFile:
     def __enter__(self) -> CuFile:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_fh", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
+    def _left_open(self) -> bool:
+        return getattr(self, "_fh", None) is not None
 
     def __repr__(self) -> str:
         state = "closed" if self._fh is None else f"fd={self._fh.fd}"
