@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from hipfile._file_holder import FileHolder
 from hipfile._lifetime import ClosesWhenCollected
 from hipfile.file import FileHandle
 from hipfile.safetensors._header import (
@@ -26,7 +27,7 @@ from hipfile.safetensors._load import (
 )
 
 
-class SafeOpen(ClosesWhenCollected):
+class SafeOpen(FileHolder, ClosesWhenCollected):
     """Lazy access to a file's tensors, as ``safetensors.safe_open``.
 
     The header is read and the file registered at open; :meth:`get_tensor`
@@ -183,17 +184,11 @@ class SafeOpen(ClosesWhenCollected):
 
     def close(self) -> None:
         """Deregister and close the file (idempotent)."""
-        with self._lock:
-            fh, self._fh = self._fh, None
-        if fh is not None:
-            fh.close()
+        self._close_fh()
 
     def __enter__(self) -> SafeOpen:
         self._open_fh()
         return self
-
-    def _left_open(self) -> bool:
-        return getattr(self, "_fh", None) is not None
 
     def __repr__(self) -> str:
         state = "closed" if self._fh is None else "open"

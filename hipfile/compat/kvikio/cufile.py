@@ -35,8 +35,8 @@ import fcntl
 import os
 from typing import Any
 
+from hipfile._file_holder import QuietFileHolder
 from hipfile._interop import buffer_info, host_view
-from hipfile._quiet_close import ClosesQuietlyWhenCollected
 from hipfile.compat._errors import also
 from hipfile.driver import Driver
 from hipfile.errors import HipFileException
@@ -148,7 +148,7 @@ class IOFutureStream:
         return f"<hipfile.compat.kvikio.IOFutureStream {self._handle!r}>"
 
 
-class CuFile(ClosesQuietlyWhenCollected):
+class CuFile(QuietFileHolder):
     """A file opened and registered for GPU-direct I/O (KvikIO's ``CuFile``).
 
     Parameters
@@ -211,11 +211,8 @@ class CuFile(ClosesQuietlyWhenCollected):
         --------
         hipFileHandleDeregister, hipFileDriverClose
         """
-        fh = self._fh
-        if fh is None:
+        if not self._close_fh():
             return
-        fh.close()
-        self._fh = None
         driver, self._driver = self._driver, None
         if driver is not None:
             driver.close()
@@ -245,9 +242,6 @@ class CuFile(ClosesQuietlyWhenCollected):
 
     def __enter__(self) -> CuFile:
         return self
-
-    def _left_open(self) -> bool:
-        return getattr(self, "_fh", None) is not None
 
     def __repr__(self) -> str:
         state = "closed" if self._fh is None else f"fd={self._fh.fd}"
