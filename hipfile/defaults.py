@@ -61,7 +61,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "SETTINGS",
@@ -382,56 +382,42 @@ def items() -> Iterator[tuple[str, Any]]:
         yield name, get(name)
 
 
-def num_threads() -> int:
-    """Threads of the default pool of :func:`hipfile.pread`/:func:`hipfile.pwrite`."""
-    return int(get("num_threads"))
+_T = TypeVar("_T")
 
 
-def task_size() -> int:
-    """Bytes per task of :func:`hipfile.pread`/:func:`hipfile.pwrite`."""
-    return int(get("task_size"))
+def _getter(name: str, cast: Callable[[Any], _T]) -> Callable[[], _T]:
+    """The one-setting getter of ``name``: ``cast(get(name))``, documented
+    from the setting."""
+    setting = SETTINGS[name]
+
+    def getter() -> _T:
+        return cast(get(name))
+
+    getter.__name__ = getter.__qualname__ = name
+    getter.__doc__ = f"""{setting.doc}
+
+    ``get({name!r})``: the value given to :func:`set`, else
+    ``{setting.env}``, else {setting.default_text}.
+
+    Raises
+    ------
+    ValueError
+        ``{setting.env}`` holds a bad value.
+    """
+    return getter
 
 
-def batch_max_entries() -> int:
-    """Entries per batch when a request is split into successive batches."""
-    return int(get("batch_max_entries"))
+def _timeout(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
-def close_timeout() -> float | None:
-    """Seconds a close waits for operations in flight (None: no limit)."""
-    value: float | None = get("close_timeout")
-    return value
-
-
-def wait_timeout() -> float | None:
-    """Seconds a wait without an explicit timeout blocks (None: no limit)."""
-    value: float | None = get("wait_timeout")
-    return value
-
-
-def allow_host_buffers() -> bool:
-    """Whether host (CPU) buffers are accepted for I/O."""
-    return bool(get("allow_host_buffers"))
-
-
-def engine_task_size() -> int:
-    """Bytes per task of the stream-ordered engine."""
-    return int(get("engine_task_size"))
-
-
-def engine_threads() -> int:
-    """Threads of the stream-ordered engine."""
-    return int(get("engine_threads"))
-
-
-def engine_copy_streams() -> int:
-    """Streams of each device over which the stream-ordered engine spreads
-    its copies between staging and device memory (1: the submitting stream
-    only); read when a device's staging ring is made."""
-    return int(get("engine_copy_streams"))
-
-
-def engine_staging_size() -> int:
-    """Bytes of pinned host memory in each device's staging ring of the
-    stream-ordered engine."""
-    return int(get("engine_staging_size"))
+num_threads = _getter("num_threads", int)
+task_size = _getter("task_size", int)
+batch_max_entries = _getter("batch_max_entries", int)
+close_timeout = _getter("close_timeout", _timeout)
+wait_timeout = _getter("wait_timeout", _timeout)
+allow_host_buffers = _getter("allow_host_buffers", bool)
+engine_task_size = _getter("engine_task_size", int)
+engine_threads = _getter("engine_threads", int)
+engine_copy_streams = _getter("engine_copy_streams", int)
+engine_staging_size = _getter("engine_staging_size", int)

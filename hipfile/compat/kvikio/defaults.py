@@ -39,7 +39,7 @@ import os
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from hipfile import defaults as _hipfile_defaults
 
@@ -227,43 +227,36 @@ def is_compat_mode_preferred() -> bool:
 
 # -- KvikIO's older one-setting functions ---------------------------------------------------
 
-
-def compat_mode() -> CompatMode:
-    """``get("compat_mode")``."""
-    mode: CompatMode = get("compat_mode")
-    return mode
+_T = TypeVar("_T")
 
 
-def num_threads() -> int:
-    """``get("num_threads")``."""
-    return int(get("num_threads"))
+def _older_getter(key: str, cast: Callable[[Any], _T]) -> Callable[[], _T]:
+    """KvikIO's older getter of ``key``: ``get(key)``."""
+
+    def getter() -> _T:
+        return cast(get(key))
+
+    getter.__name__ = getter.__qualname__ = key
+    getter.__doc__ = f"``get({key!r})``."
+    return getter
 
 
-def task_size() -> int:
-    """``get("task_size")``."""
-    return int(get("task_size"))
+def _older_setter(key: str) -> Callable[[Any], ConfigContextManager]:
+    """KvikIO's older setter of ``key``: ``set(key, value)``."""
+
+    def setter(value: Any) -> ConfigContextManager:
+        return set(key, value)
+
+    setter.__name__ = setter.__qualname__ = f"set_{key}"
+    setter.__doc__ = f"``set({key!r}, value)``."
+    return setter
 
 
-def gds_threshold() -> int:
-    """``get("gds_threshold")``."""
-    return int(get("gds_threshold"))
-
-
-def set_compat_mode(value: Any) -> ConfigContextManager:
-    """``set("compat_mode", value)``."""
-    return set("compat_mode", value)
-
-
-def set_num_threads(value: int) -> ConfigContextManager:
-    """``set("num_threads", value)``."""
-    return set("num_threads", value)
-
-
-def set_task_size(value: int) -> ConfigContextManager:
-    """``set("task_size", value)``."""
-    return set("task_size", value)
-
-
-def set_gds_threshold(value: int) -> ConfigContextManager:
-    """``set("gds_threshold", value)``."""
-    return set("gds_threshold", value)
+compat_mode = _older_getter("compat_mode", CompatMode)
+num_threads = _older_getter("num_threads", int)
+task_size = _older_getter("task_size", int)
+gds_threshold = _older_getter("gds_threshold", int)
+set_compat_mode = _older_setter("compat_mode")
+set_num_threads = _older_setter("num_threads")
+set_task_size = _older_setter("task_size")
+set_gds_threshold = _older_setter("gds_threshold")
