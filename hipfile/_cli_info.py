@@ -274,29 +274,31 @@ def _print_info(rep: dict[str, Any], out: TextIO) -> None:
     def row(label: str, value: object, width: int = 18) -> None:
         print(f"{label:<{width}}: {value}", file=out)
 
+    def failed(part: dict[str, Any], label: str, prefix: str = "unavailable: ",
+               width: int = 18) -> bool:
+        """Print the error of a part of the report in one row, if it has
+        one; returns whether it had."""
+        if "error" in part:
+            row(label, f"{prefix}{part['error']}", width)
+        return "error" in part
+
     plat = rep["platform"]
     label = " (a TEST platform, not AMD's ROCm)" if plat["test_platform"] else ""
     print(f"hipfile {rep['hipfile']}", file=out)
     row("platform", f"{plat['name']}{label}")
     row("ROCM_PATH", plat["rocm_path"])
     lib = rep["library"]
-    if "error" in lib:
-        row("library", f"NOT LOADED: {lib['error']}")
-    else:
+    if not failed(lib, "library", "NOT LOADED: "):
         row("library", lib["path"])
         row("library version", lib["version"])
     row("HIP-Python", rep["hip_python"])
     hipinfo = rep["hip"]
-    if "error" in hipinfo:
-        row("devices", f"unavailable: {hipinfo['error']}")
-    else:
+    if not failed(hipinfo, "devices"):
         row("HIP runtime", hipinfo["runtime_version"])
         for d in hipinfo["devices"]:
             row(f"device {d['index']}", d["name"])
     drv = rep["driver"]
-    if "error" in drv:
-        row("driver properties", f"unavailable: {drv['error']}")
-    else:
+    if not failed(drv, "driver properties"):
         # the three flag words are printed once, decoded, with their raw value
         raw = {"status_flags": "nvfs_driver_status_flags",
                "control_flags": "nvfs_driver_control_flags",
@@ -313,8 +315,7 @@ def _print_info(rep: dict[str, Any], out: TextIO) -> None:
     row("defaults", ", ".join(f"{k}={v}" for k, v in rep["defaults"].items()))
     for p in rep["paths"]:
         print(f"path {p['path']}", file=out)
-        if "error" in p:
-            row("  error", p["error"], 20)
+        if failed(p, "  error", "", 20):
             continue
         od = p["o_direct"]
         row("  file system", f"{p['fs_type']} (magic {p['fs_magic']}, "
