@@ -299,7 +299,10 @@ class _Restore:
     """What :func:`set` returns: the values are already set; leaving a
     ``with`` block restores the previous ones."""
 
-    def __init__(self, previous: dict[str, Any]) -> None:
+    def __init__(self, store: dict[str, Any], lock: threading.RLock | threading.Lock,
+                 previous: dict[str, Any]) -> None:
+        self._store = store
+        self._lock = lock
         self._previous = previous
 
     def __enter__(self) -> _Restore:
@@ -307,12 +310,22 @@ class _Restore:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        with _lock:
+        with self._lock:
             for name, value in self._previous.items():
                 if value is _MISSING:
-                    _explicit.pop(name, None)
+                    self._store.pop(name, None)
                 else:
-                    _explicit[name] = value
+                    self._store[name] = value
+
+
+def _apply(store: dict[str, Any], lock: threading.RLock | threading.Lock,
+           values: Mapping[str, Any]) -> _Restore:
+    """Put checked ``values`` into ``store`` (under ``lock``); returns what
+    puts back the values before (also for :mod:`hipfile.compat.kvikio`)."""
+    with lock:
+        previous = {name: store.get(name, _MISSING) for name in values}
+        store.update(values)
+    return _Restore(store, lock, previous)
 
 
 def set(*args: Any, **kwargs: Any) -> _Restore:
@@ -351,10 +364,7 @@ def set(*args: Any, **kwargs: Any) -> _Restore:
     checked = {}
     for name, value in updates.items():
         checked[name] = _setting(name).check(name, value)
-    with _lock:
-        previous = {name: _explicit.get(name, _MISSING) for name in checked}
-        _explicit.update(checked)
-    return _Restore(previous)
+    return _apply(_explicit, _lock, checked)
 
 
 def reset(*names: str) -> None:

@@ -161,11 +161,7 @@ class ConfigContextManager:
         # hipfile's settings are checked by hipfile.defaults.set, which changes
         # nothing unless all of them pass; do it before touching ours
         self._restore_hipfile = _hipfile_defaults.set(ours) if ours else None
-        missing = object()
-        with _lock:
-            self._previous = {k: _own.get(k, missing) for k in checked}
-            self._missing = missing
-            _own.update(checked)
+        self._restore_own = _hipfile_defaults._apply(_own, _lock, checked)
         self._names = names
 
     def __enter__(self) -> None:
@@ -173,12 +169,7 @@ class ConfigContextManager:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        with _lock:
-            for k, v in self._previous.items():
-                if v is self._missing:
-                    _own.pop(k, None)
-                else:
-                    _own[k] = v
+        self._restore_own.__exit__(None, None, None)
         if self._restore_hipfile is not None:
             self._restore_hipfile.__exit__(None, None, None)
 
