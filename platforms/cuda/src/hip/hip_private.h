@@ -15,6 +15,9 @@
 #ifndef HIPFILE_CUDA_HIP_PRIVATE_H
 #define HIPFILE_CUDA_HIP_PRIVATE_H
 
+#include <pthread.h>
+#include <stddef.h>
+
 #include "../cudadrv_abi.h"
 #include "../cudart_abi.h"
 #include "../hip_abi.h"
@@ -23,13 +26,46 @@
 
 /* ---- runtime.c ----------------------------------------------------------- */
 
+/* One function of a library's function table: its name, its slot in the
+ * table, and whether a missing one is named on stderr. */
+struct hfc_field {
+    const char *name;
+    size_t offset;
+    int required;
+};
+#define HFC_FIELD(table_type, name, required) {#name, offsetof(struct table_type, name), required},
+
+/* Opens the library that `search` describes and resolves `fields` into
+ * `table`; then, when `ready` (may be NULL) accepts the table, says
+ * `message` (a format taking the library's path) when HIPFILE_CUDA_VERBOSE
+ * is set. Returns whether the table can be used. */
+HFC_HIDDEN int hfc_load_table(const struct hfc_search *search, void *table,
+                              const struct hfc_field *fields, size_t n,
+                              int (*ready)(const void *table), const char *message);
+
+/* Defines `const struct TYPE *GETTER(void)`: the function table TYPE of a
+ * library (hfc_load_table's arguments), loaded once, on first use; NULL
+ * when it cannot be used. GETTER##_loaded is the table once loaded (NULL
+ * before), for callers that must not load it. */
+#define HFC_LIBRARY_TABLE(TYPE, GETTER, SEARCH, FIELDS, READY, MESSAGE)                    \
+    static struct TYPE GETTER##_table;                                                     \
+    static const struct TYPE *GETTER##_loaded;                                             \
+    static pthread_once_t GETTER##_once = PTHREAD_ONCE_INIT;                               \
+    static void GETTER##_load(void)                                                        \
+    {                                                                                      \
+        if (hfc_load_table(&(SEARCH), &GETTER##_table, FIELDS,                             \
+                           sizeof(FIELDS) / sizeof((FIELDS)[0]), READY, MESSAGE))          \
+            __atomic_store_n(&GETTER##_loaded, &GETTER##_table, __ATOMIC_RELEASE);         \
+    }                                                                                      \
+    const struct TYPE *GETTER(void)                                                        \
+    {                                                                                      \
+        pthread_once(&GETTER##_once, GETTER##_load);                                       \
+        return __atomic_load_n(&GETTER##_loaded, __ATOMIC_ACQUIRE);                        \
+    }
+
 /* The CUDA runtime's function table, loaded on first use; NULL when it
  * cannot be loaded (the reason was printed on stderr). */
 HFC_HIDDEN const struct hfc_cudart *rt(void);
-
-/* Resolves `name` of `lib` (opened from `path`) into *slot (a function
- * pointer); a `required` function that is missing is named on stderr. */
-HFC_HIDDEN void resolve(void *lib, const char *path, const char *name, void *slot, int required);
 
 /* The calling thread's last error, as HIP keeps it. */
 extern HFC_HIDDEN _Thread_local hipError_t last_error;

@@ -10,45 +10,39 @@
 
 /* ---- loading the CUDA runtime ------------------------------------------ */
 
-static struct hfc_cudart rt_table;
-static const struct hfc_cudart *rt_loaded;
-static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
-
-void resolve(void *lib, const char *path, const char *name, void *slot, int required)
+int hfc_load_table(const struct hfc_search *search, void *table, const struct hfc_field *fields,
+                   size_t n, int (*ready)(const void *table), const char *message)
 {
-    void *p;
-    hfc_sym(lib, name, slot);
-    memcpy(&p, slot, sizeof p);
-    if (required && p == NULL)
-        hfc_say("%s lacks %s; hip functions that need it return hipErrorNotSupported", path,
-                name);
-}
-
-static void rt_load(void)
-{
-    static const char *const sonames[] = {"libcudart.so.13", "libcudart.so.12",
-                                          "libcudart.so", NULL};
-    static const struct hfc_search search = {
-        "the CUDA runtime (libcudart)", "HIPFILE_CUDART_LIBRARY", sonames,
-        "cudaGetDeviceCount"};
     char path[4096];
-    void *lib = hfc_open(&search, path, sizeof path);
+    void *lib = hfc_open(search, path, sizeof path);
     if (lib == NULL)
-        return;
-#define HFC_RESOLVE(name, ret, params, required)                                           \
-    resolve(lib, path, #name, &rt_table.name, required);
-    HFC_CUDART_FUNCS(HFC_RESOLVE)
-#undef HFC_RESOLVE
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        void *slot = (char *)table + fields[i].offset, *p;
+        hfc_sym(lib, fields[i].name, slot);
+        memcpy(&p, slot, sizeof p);
+        if (fields[i].required && p == NULL)
+            hfc_say("%s lacks %s; hip functions that need it return hipErrorNotSupported",
+                    path, fields[i].name);
+    }
+    if (ready != NULL && !ready(table))
+        return 0;
     if (hfc_verbose())
-        hfc_say("libamdhip64 uses the CUDA runtime %s", path);
-    __atomic_store_n(&rt_loaded, &rt_table, __ATOMIC_RELEASE);
+        hfc_say(message, path);
+    return 1;
 }
 
-const struct hfc_cudart *rt(void)
-{
-    pthread_once(&rt_once, rt_load);
-    return __atomic_load_n(&rt_loaded, __ATOMIC_ACQUIRE);
-}
+static const char *const rt_sonames[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so",
+                                          NULL};
+static const struct hfc_search rt_search = {"the CUDA runtime (libcudart)",
+                                            "HIPFILE_CUDART_LIBRARY", rt_sonames,
+                                            "cudaGetDeviceCount"};
+#define HFC_RT_FIELD(name, ret, params, required) HFC_FIELD(hfc_cudart, name, required)
+static const struct hfc_field rt_fields[] = {HFC_CUDART_FUNCS(HFC_RT_FIELD)};
+#undef HFC_RT_FIELD
+
+HFC_LIBRARY_TABLE(hfc_cudart, rt, rt_search, rt_fields, NULL,
+                  "libamdhip64 uses the CUDA runtime %s")
 
 /* ---- last error, per thread, as HIP keeps it --------------------------- */
 

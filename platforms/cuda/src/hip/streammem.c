@@ -26,35 +26,22 @@
  *  - HIP's write flags are reserved and ignored; CUDA's default write (with
  *    its memory barrier) is used. */
 
-static struct hfc_cudadrv drv_table;
-static const struct hfc_cudadrv *drv_loaded;
-static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
+static const char *const drv_sonames[] = {"libcuda.so.1", "libcuda.so", NULL};
+static const struct hfc_search drv_search = {"the CUDA driver (libcuda)",
+                                             "HIPFILE_LIBCUDA_LIBRARY", drv_sonames, "cuInit"};
+#define HFC_DRV_FIELD(name, ret, params, required) HFC_FIELD(hfc_cudadrv, name, required)
+static const struct hfc_field drv_fields[] = {HFC_CUDA_DRIVER_FUNCS(HFC_DRV_FIELD)};
+#undef HFC_DRV_FIELD
 
-static void drv_load(void)
+/* The driver API is used once cuInit has succeeded. */
+static int drv_ready(const void *table)
 {
-    static const char *const sonames[] = {"libcuda.so.1", "libcuda.so", NULL};
-    static const struct hfc_search search = {"the CUDA driver (libcuda)",
-                                             "HIPFILE_LIBCUDA_LIBRARY", sonames, "cuInit"};
-    char path[4096];
-    void *lib = hfc_open(&search, path, sizeof path);
-    if (lib == NULL)
-        return;
-#define HFC_RESOLVE(name, ret, params, required)                                           \
-    resolve(lib, path, #name, &drv_table.name, required);
-    HFC_CUDA_DRIVER_FUNCS(HFC_RESOLVE)
-#undef HFC_RESOLVE
-    if (drv_table.cuInit == NULL || drv_table.cuInit(0) != CUDA_SUCCESS)
-        return;
-    if (hfc_verbose())
-        hfc_say("libamdhip64 uses the CUDA driver %s for stream memory operations", path);
-    __atomic_store_n(&drv_loaded, &drv_table, __ATOMIC_RELEASE);
+    const struct hfc_cudadrv *D = table;
+    return D->cuInit != NULL && D->cuInit(0) == CUDA_SUCCESS;
 }
 
-const struct hfc_cudadrv *drv(void)
-{
-    pthread_once(&drv_once, drv_load);
-    return __atomic_load_n(&drv_loaded, __ATOMIC_ACQUIRE);
-}
+HFC_LIBRARY_TABLE(hfc_cudadrv, drv, drv_search, drv_fields, drv_ready,
+                  "libamdhip64 uses the CUDA driver %s for stream memory operations")
 
 static int is_special_stream(hipStream_t stream)
 {
