@@ -215,10 +215,7 @@ hipError_t emu_stream_resolve_locked(hipStream_t handle, struct ihipStream_t **o
 
 static void emu_push_locked(struct ihipStream_t *s, struct emu_op *op) {
   op->seq = ++s->enqueued;
-  op->next = NULL;
-  if (s->tail != NULL) s->tail->next = op;
-  else s->head = op;
-  s->tail = op;
+  EMU_QUEUE_APPEND(s->head, s->tail, op, next);
 }
 
 /* Makes s wait for all work enqueued so far on t. */
