@@ -26,10 +26,15 @@ def add_platform_argument(ap: argparse.ArgumentParser) -> None:
 
 
 def add_common_arguments(ap: argparse.ArgumentParser, *, data: str | None = None,
-                         allow_emulated: str | None = None) -> None:
+                         allow_emulated: str | None = None, repeats: int | None = None) -> None:
     """Add ``--platform``; with ``data`` (what the benchmark writes, such as
     ``"the KV file"``), ``--dir`` for its folder; with ``allow_emulated`` (its
-    help text), the ``--allow-emulated`` switch."""
+    help text), the ``--allow-emulated`` switch; with ``repeats`` (its
+    default), ``--repeats``, the timed runs of each case (interleaved across
+    cases where the benchmark says so), whose medians are reported."""
+    if repeats is not None:
+        ap.add_argument("--repeats", type=int, default=repeats,
+                        help=f"timed runs per case; medians are reported (default: {repeats})")
     if data is not None:
         ap.add_argument("--dir", default=None,
                         help=f"folder for {data}, on disk, not tmpfs (default: the "

@@ -46,7 +46,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--blocks", type=int, default=1024, help="blocks per load (default: 1024)")
     ap.add_argument("--block-kib", type=int, default=64, help="KiB per block (default: 64)")
-    ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats per case")
     ap.add_argument("--batch-size", type=int, default=None,
                     help="entries per batch for batch_read (default: the library's)")
     ap.add_argument("--in-flight", type=int, default=None,
@@ -60,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "lasts (default: 30)")
     ap.add_argument("--seed", type=int, default=17, help="seed of the slot permutation")
     ap.add_argument("--json", default=None, help="write the results to this file")
-    add_common_arguments(ap, data="the data file")
+    add_common_arguments(ap, repeats=7, data="the data file")
     return ap
 
 

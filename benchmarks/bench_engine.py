@@ -78,7 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--layer-mib", type=int, default=16, help="MiB per layer")
     ap.add_argument("--dim", type=int, default=4096, help="matrix size of each layer's product")
     ap.add_argument("--matmuls", type=int, default=4, help="matrix products per layer")
-    ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats per case")
     ap.add_argument("--kvikio", action="store_true", help="add the KvikIO rows (needs kvikio)")
     ap.add_argument("--cold", action="store_true", help="add a cold-cache read row")
     ap.add_argument("--sweep", action="store_true", help="sweep engine threads x task sizes")
@@ -93,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--churn-mib", type=int, default=256,
                     help="MiB allocated and freed per round by the churn thread")
     ap.add_argument("--json", default=None, help="write the results to this file")
-    add_common_arguments(ap, data="the data file",
+    add_common_arguments(ap, repeats=7, data="the data file",
                          allow_emulated="run on the emulated platform (correctness only, "
                                         "no speed)")
     return ap
@@ -337,48 +336,45 @@ def main() -> int:
 
             if args.sweep:
                 sweep: dict[str, float] = {}
-                saved = hipfile.engine.settings()
                 for threads in (4, 8, 16, 32):
                     for task_mib in (1, 2, 4, 8, 16):
                         hipfile.engine.shutdown()
-                        hipfile.engine.configure(threads=threads, task_size=task_mib << 20)
-                        engine()
-                        ts = []
-                        for _ in range(args.repeats):
-                            t0 = time.perf_counter()
+                        with hipfile.defaults.set(engine_threads=threads,
+                                                  engine_task_size=task_mib << 20):
                             engine()
-                            ts.append(time.perf_counter() - t0)
+                            ts = []
+                            for _ in range(args.repeats):
+                                t0 = time.perf_counter()
+                                engine()
+                                ts.append(time.perf_counter() - t0)
                         sweep[f"{threads}t x {task_mib} MiB"] = total / statistics.median(ts) / 1e9
                 hipfile.engine.shutdown()
-                hipfile.engine.configure(threads=saved["threads"], task_size=saved["task_size"])
                 results["sweep_gbps"] = sweep
 
             if args.sweep:
                 # the overlap case across thread counts: the engine's threads
                 # share the CPU with the thread that enqueues the compute
                 overlap: dict[str, dict[str, float]] = {}
-                saved = hipfile.engine.settings()
                 for threads in (4, 8, 12, 16):
                     hipfile.engine.shutdown()
-                    hipfile.engine.configure(threads=threads, task_size=8 << 20)
-                    both_engine()
-                    tb, ti = [], []
-                    for _ in range(args.repeats):
-                        sync_all()
-                        t0 = time.perf_counter()
+                    with hipfile.defaults.set(engine_threads=threads, engine_task_size=8 << 20):
                         both_engine()
-                        tb.append(time.perf_counter() - t0)
-                        sync_all()
-                        t0 = time.perf_counter()
-                        engine()
-                        ti.append(time.perf_counter() - t0)
+                        tb, ti = [], []
+                        for _ in range(args.repeats):
+                            sync_all()
+                            t0 = time.perf_counter()
+                            both_engine()
+                            tb.append(time.perf_counter() - t0)
+                            sync_all()
+                            t0 = time.perf_counter()
+                            engine()
+                            ti.append(time.perf_counter() - t0)
                     overlap[f"{threads}t x 8 MiB"] = {
                         "t_both_ms": 1e3 * statistics.median(tb),
                         "t_io_ms": 1e3 * statistics.median(ti),
                         "t_both_over_max": statistics.median(tb) / max(
                             statistics.median(ti), med["compute"])}
                 hipfile.engine.shutdown()
-                hipfile.engine.configure(threads=saved["threads"], task_size=saved["task_size"])
                 results["overlap_sweep"] = overlap
 
             if args.cold:

@@ -35,9 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--dim", type=int, default=4096,
                     help="matrix size of each layer's product (default: 4096)")
     ap.add_argument("--matmuls", type=int, default=4, help="products per layer (default: 4)")
-    ap.add_argument("--repeats", type=int, default=5,
-                    help="timed runs per case; medians are printed (default: 5)")
-    add_common_arguments(ap, data="the KV file")
+    add_common_arguments(ap, repeats=5, data="the KV file")
     return ap
 
 

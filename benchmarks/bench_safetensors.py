@@ -292,7 +292,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--hidden", type=int, default=4096, help="hidden size (4096)")
     ap.add_argument("--vocab", type=int, default=32000, help="vocabulary (32000)")
     ap.add_argument("--shards", type=int, default=4, help="files of the sharded checkpoint (4)")
-    ap.add_argument("--repeats", type=int, default=3, help="timed loads per case (3)")
     ap.add_argument("--threads", type=int, default=16,
                     help="threads of the page-cache -> pinned reader (16)")
     ap.add_argument("--cache", choices=("warm", "cold", "both"), default="both",
@@ -303,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="peers to compare with, when importable (safetensors,fastsafetensors)")
     ap.add_argument("--device", type=int, default=0, help="GPU to load onto (0)")
     ap.add_argument("--json", default=None, help="also write the results to this file")
-    add_common_arguments(ap, data="the checkpoints",
+    add_common_arguments(ap, repeats=3, data="the checkpoints",
                          allow_emulated="on the emulated platform, check correctness "
                                         "instead of timing")
     return ap

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import add_platform_argument, require_platform, select_platform, temp_folder
+from _common import add_common_arguments, require_platform, select_platform, temp_folder
 
 HERE = Path(__file__).resolve().parent
 
@@ -58,12 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=20000,
                     help="read_async calls per timed run (default: 20000)")
-    ap.add_argument("--repeats", type=int, default=15,
-                    help="timed runs per case; medians are printed (default: 15)")
     ap.add_argument("--library", choices=("null", "real"), default="null",
                     help="null: a libhipfile whose calls return at once (times the binding "
                          "only); real: the platform's libhipfile (default: null)")
-    add_platform_argument(ap)
+    add_common_arguments(ap, repeats=15)
     return ap
 
 

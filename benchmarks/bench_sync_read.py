@@ -31,13 +31,11 @@ CHUNK = 0x7FFFF000
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mib", type=int, default=1024, help="file size, MiB (default: 1024)")
-    ap.add_argument("--repeats", type=int, default=5,
-                    help="timed reads per method; medians are printed (default: 5)")
     ap.add_argument("--cold", action="store_true",
                     help="evict the file from the page cache before every timed read")
     ap.add_argument("--task-mib", type=int, default=16,
                     help="pread task size, MiB (default: 16)")
-    add_common_arguments(ap, data="the file")
+    add_common_arguments(ap, repeats=5, data="the file")
     return ap
 
 

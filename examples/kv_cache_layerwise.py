@@ -20,16 +20,10 @@ import tempfile
 import time
 
 import numpy as np
+from _support import hip_check  # examples/_support: shared by the examples
 from hip import hip
 
 import hipfile
-
-
-def hip_check(result: tuple) -> object:
-    err = result[0]
-    if err != hip.hipError_t.hipSuccess:
-        raise RuntimeError(f"HIP error {err!r}")
-    return result[1] if len(result) > 1 else None
 
 
 def build_parser() -> argparse.ArgumentParser:

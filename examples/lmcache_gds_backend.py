@@ -47,6 +47,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import numpy as np
+from _support import hip_check  # examples/_support: shared by the examples
 from hip import hip
 
 import hipfile
@@ -382,10 +383,8 @@ class SlabHandle:
         --------
         hipfile.FileHandle.pread_async_scatter
         """
-        chunks = list(chunks)
-        for size, file_offset, _ in chunks:
-            self._check(size, file_offset)
-        return self._fh.pread_async_scatter(self._backend.buffer(buf_base), chunks, raw_stream)
+        return self._fh.pread_async_scatter(self._backend.buffer(buf_base),
+                                            self._check_all(chunks), raw_stream)
 
     def write_chunks_async(self, buf_base: int,
                            chunks: Iterable[tuple[int, int, int]],
@@ -398,10 +397,15 @@ class SlabHandle:
         --------
         hipfile.FileHandle.pwrite_async_gather
         """
-        chunks = list(chunks)
-        for size, file_offset, _ in chunks:
+        return self._fh.pwrite_async_gather(self._backend.buffer(buf_base),
+                                            self._check_all(chunks), raw_stream)
+
+    def _check_all(self, chunks: Iterable[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+        """The chunks as a list, each checked against the slab."""
+        checked = list(chunks)
+        for size, file_offset, _ in checked:
             self._check(size, file_offset)
-        return self._fh.pwrite_async_gather(self._backend.buffer(buf_base), chunks, raw_stream)
+        return checked
 
     def _submit(self, write: bool, buf_base: int, size: int, file_offset: int,
                 buf_offset: int, raw_stream: int) -> AsyncIOHandle:
@@ -490,15 +494,6 @@ class Retirement:
 # --------------------------------------------------------------------------
 
 
-def _hip(result: Any) -> Any:
-    err = result[0] if isinstance(result, tuple) else result
-    if err != hip.hipError_t.hipSuccess:
-        raise RuntimeError(f"HIP error {err!r}")
-    if isinstance(result, tuple) and len(result) > 1:
-        return result[1]
-    return None
-
-
 def run_demo(location: str, chunks: int, chunk_size: int, nstreams: int,
              direct_io: bool, seed: int = 0) -> tuple[bool, dict[str, Any]]:
     """Put ``chunks`` chunks from one device buffer into a slab, get them
@@ -508,14 +503,14 @@ def run_demo(location: str, chunks: int, chunk_size: int, nstreams: int,
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, total, dtype=np.uint8)
     order = rng.permutation(chunks)
-    src = _hip(hip.hipMalloc(total))
-    dst = _hip(hip.hipMalloc(total))
-    streams = [_hip(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    src = hip_check(hip.hipMalloc(total))
+    dst = hip_check(hip.hipMalloc(total))
+    streams = [hip_check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
                for _ in range(nstreams)]
     stats: dict[str, Any] = {}
     try:
-        _hip(hip.hipMemcpy(src, data, total, hip.hipMemcpyKind.hipMemcpyHostToDevice))
-        _hip(hip.hipMemset(dst, 0, total))
+        hip_check(hip.hipMemcpy(src, data, total, hip.hipMemcpyKind.hipMemcpyHostToDevice))
+        hip_check(hip.hipMemset(dst, 0, total))
         with HipFileGDSBackend() as backend:
             backend.register_buffer(Buffer(src, total))
             backend.register_buffer(Buffer(dst, total))
@@ -542,24 +537,24 @@ def run_demo(location: str, chunks: int, chunk_size: int, nstreams: int,
             t2 = time.perf_counter()
             stats.update(put_s=t1 - t0, get_s=t2 - t1, moved=ret.bytes, retired=ret.retired)
             out = np.empty(total, dtype=np.uint8)
-            _hip(hip.hipMemcpy(out, dst, total, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
+            hip_check(hip.hipMemcpy(out, dst, total, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
             ok = stats["moved"] == 2 * total and np.array_equal(out, data)
             # the same get as one scatter operation of every chunk
-            _hip(hip.hipMemset(dst, 0, total))
+            hip_check(hip.hipMemset(dst, 0, total))
             t3 = time.perf_counter()
             h = slab.read_chunks_async(int(dst), [(chunk_size, int(order[i]) * chunk_size,
                                                    i * chunk_size) for i in range(chunks)],
                                        int(streams[0]))
             got = h.wait()
             stats.update(get_scatter_s=time.perf_counter() - t3)
-            _hip(hip.hipMemcpy(out, dst, total, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
+            hip_check(hip.hipMemcpy(out, dst, total, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
             ok = ok and got == total and np.array_equal(out, data)
         return ok, stats
     finally:
         for s in streams:
-            _hip(hip.hipStreamDestroy(s))
-        _hip(hip.hipFree(src))
-        _hip(hip.hipFree(dst))
+            hip_check(hip.hipStreamDestroy(s))
+        hip_check(hip.hipFree(src))
+        hip_check(hip.hipFree(dst))
 
 
 def build_parser() -> argparse.ArgumentParser:

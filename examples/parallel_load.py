@@ -20,6 +20,7 @@ import tempfile
 import time
 
 import numpy as np
+from _support import hip_check  # examples/_support: shared by the examples
 from hip import hip
 
 import hipfile
@@ -27,13 +28,6 @@ import hipfile
 SIZE = 6 << 20 | 12345  # not a multiple of the chunk sizes on purpose
 TASK_SIZE = 1 << 20
 CHUNK = 512 << 10
-
-
-def hip_check(result: tuple) -> object:
-    err = result[0]
-    if err != hip.hipError_t.hipSuccess:
-        raise RuntimeError(f"HIP call failed: {err!r}")
-    return result[1] if len(result) > 1 else None
 
 
 def to_host(dev: object, nbytes: int) -> np.ndarray:

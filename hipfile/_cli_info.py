@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from hipfile._mounts import mount_of
+
 # -- shared helpers ---------------------------------------------------------------------------
 
 
@@ -86,25 +88,6 @@ def _statfs_type(path: str) -> int | None:
         return None
 
 
-def _mount_of(path: str) -> tuple[str, str, list[str]] | None:
-    """(mount point, fs type name, options) of the mount holding ``path``."""
-    best: tuple[str, str, list[str]] | None = None
-    real = os.path.realpath(path)
-    try:
-        with open("/proc/self/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 4:
-                    continue
-                mnt = parts[1].replace("\\040", " ")
-                inside = real == mnt or real.startswith(mnt.rstrip("/") + "/")
-                if inside and (best is None or len(mnt) >= len(best[0])):
-                    best = (mnt, parts[2], parts[3].split(","))
-    except OSError:
-        return None
-    return best
-
-
 def _logical_block_size(path: str) -> int | None:
     dev = os.stat(path).st_dev
     base = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
@@ -167,14 +150,14 @@ def path_report(folder: str, platform: str) -> dict[str, Any]:
         rep["fast_path"] = {"eligible": False, "reasons": ["not a folder"]}
         return rep
     magic = _statfs_type(folder)
-    mount = _mount_of(folder)
+    mount = mount_of(folder)
     fs = FS_MAGIC.get(magic, "unknown") if magic is not None else "unknown"
     if mount is not None and (fs == "ext2/3/4" or fs == "unknown"):
-        fs = mount[1]
+        fs = mount.fs_type
     rep["fs_type"] = fs
     rep["fs_magic"] = None if magic is None else f"0x{magic:x}"
-    rep["mount_point"] = mount[0] if mount else None
-    rep["mount_options"] = mount[2] if mount else []
+    rep["mount_point"] = mount.point if mount else None
+    rep["mount_options"] = mount.options if mount else []
     rep["logical_block_size"] = _logical_block_size(folder)
     try:
         rep["o_direct"] = _probe_o_direct(folder)
@@ -291,29 +274,31 @@ def _print_info(rep: dict[str, Any], out: TextIO) -> None:
     def row(label: str, value: object, width: int = 18) -> None:
         print(f"{label:<{width}}: {value}", file=out)
 
+    def failed(part: dict[str, Any], label: str, prefix: str = "unavailable: ",
+               width: int = 18) -> bool:
+        """Print the error of a part of the report in one row, if it has
+        one; returns whether it had."""
+        if "error" in part:
+            row(label, f"{prefix}{part['error']}", width)
+        return "error" in part
+
     plat = rep["platform"]
     label = " (a TEST platform, not AMD's ROCm)" if plat["test_platform"] else ""
     print(f"hipfile {rep['hipfile']}", file=out)
     row("platform", f"{plat['name']}{label}")
     row("ROCM_PATH", plat["rocm_path"])
     lib = rep["library"]
-    if "error" in lib:
-        row("library", f"NOT LOADED: {lib['error']}")
-    else:
+    if not failed(lib, "library", "NOT LOADED: "):
         row("library", lib["path"])
         row("library version", lib["version"])
     row("HIP-Python", rep["hip_python"])
     hipinfo = rep["hip"]
-    if "error" in hipinfo:
-        row("devices", f"unavailable: {hipinfo['error']}")
-    else:
+    if not failed(hipinfo, "devices"):
         row("HIP runtime", hipinfo["runtime_version"])
         for d in hipinfo["devices"]:
             row(f"device {d['index']}", d["name"])
     drv = rep["driver"]
-    if "error" in drv:
-        row("driver properties", f"unavailable: {drv['error']}")
-    else:
+    if not failed(drv, "driver properties"):
         # the three flag words are printed once, decoded, with their raw value
         raw = {"status_flags": "nvfs_driver_status_flags",
                "control_flags": "nvfs_driver_control_flags",
@@ -330,8 +315,7 @@ def _print_info(rep: dict[str, Any], out: TextIO) -> None:
     row("defaults", ", ".join(f"{k}={v}" for k, v in rep["defaults"].items()))
     for p in rep["paths"]:
         print(f"path {p['path']}", file=out)
-        if "error" in p:
-            row("  error", p["error"], 20)
+        if failed(p, "  error", "", 20):
             continue
         od = p["o_direct"]
         row("  file system", f"{p['fs_type']} (magic {p['fs_magic']}, "

@@ -44,6 +44,13 @@ after :func:`hipfile.trim_pool`).
 Sizes take binary units, in environment variables and in :func:`set`
 alike: ``4M``, ``512KiB``, ``1G``, ``65536`` or ``0x10000``
 (``defaults.set("task_size", "1M")``).
+
+:func:`set` is the one way to change a setting (the environment variables
+are read here, and nowhere else). The older setters
+``hipfile.set_num_threads(n)`` and ``hipfile.engine.configure(threads,
+task_size)`` still work but are deprecated: each emits a
+:class:`DeprecationWarning` naming its replacement, ``set("num_threads", n)``
+and ``set(engine_threads=..., engine_task_size=...)``.
 """
 
 from __future__ import annotations
@@ -54,7 +61,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from hipfile._lib import _runtime
 
@@ -292,7 +299,10 @@ class _Restore:
     """What :func:`set` returns: the values are already set; leaving a
     ``with`` block restores the previous ones."""
 
-    def __init__(self, previous: dict[str, Any]) -> None:
+    def __init__(self, store: dict[str, Any], lock: threading.RLock | threading.Lock,
+                 previous: dict[str, Any]) -> None:
+        self._store = store
+        self._lock = lock
         self._previous = previous
 
     def __enter__(self) -> _Restore:
@@ -300,12 +310,22 @@ class _Restore:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        with _lock:
+        with self._lock:
             for name, value in self._previous.items():
                 if value is _MISSING:
-                    _explicit.pop(name, None)
+                    self._store.pop(name, None)
                 else:
-                    _explicit[name] = value
+                    self._store[name] = value
+
+
+def _apply(store: dict[str, Any], lock: threading.RLock | threading.Lock,
+           values: Mapping[str, Any]) -> _Restore:
+    """Put checked ``values`` into ``store`` (under ``lock``); returns what
+    puts back the values before (also for :mod:`hipfile.compat.kvikio`)."""
+    with lock:
+        previous = {name: store.get(name, _MISSING) for name in values}
+        store.update(values)
+    return _Restore(store, lock, previous)
 
 
 def set(*args: Any, **kwargs: Any) -> _Restore:
@@ -344,10 +364,7 @@ def set(*args: Any, **kwargs: Any) -> _Restore:
     checked = {}
     for name, value in updates.items():
         checked[name] = _setting(name).check(name, value)
-    with _lock:
-        previous = {name: _explicit.get(name, _MISSING) for name in checked}
-        _explicit.update(checked)
-    return _Restore(previous)
+    return _apply(_explicit, _lock, checked)
 
 
 def reset(*names: str) -> None:
@@ -375,56 +392,42 @@ def items() -> Iterator[tuple[str, Any]]:
         yield name, get(name)
 
 
-def num_threads() -> int:
-    """Threads of the default pool of :func:`hipfile.pread`/:func:`hipfile.pwrite`."""
-    return int(get("num_threads"))
+_T = TypeVar("_T")
 
 
-def task_size() -> int:
-    """Bytes per task of :func:`hipfile.pread`/:func:`hipfile.pwrite`."""
-    return int(get("task_size"))
+def _getter(name: str, cast: Callable[[Any], _T]) -> Callable[[], _T]:
+    """The one-setting getter of ``name``: ``cast(get(name))``, documented
+    from the setting."""
+    setting = SETTINGS[name]
+
+    def getter() -> _T:
+        return cast(get(name))
+
+    getter.__name__ = getter.__qualname__ = name
+    getter.__doc__ = f"""{setting.doc}
+
+    ``get({name!r})``: the value given to :func:`set`, else
+    ``{setting.env}``, else {setting.default_text}.
+
+    Raises
+    ------
+    ValueError
+        ``{setting.env}`` holds a bad value.
+    """
+    return getter
 
 
-def batch_max_entries() -> int:
-    """Entries per batch when a request is split into successive batches."""
-    return int(get("batch_max_entries"))
+def _timeout(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
-def close_timeout() -> float | None:
-    """Seconds a close waits for operations in flight (None: no limit)."""
-    value: float | None = get("close_timeout")
-    return value
-
-
-def wait_timeout() -> float | None:
-    """Seconds a wait without an explicit timeout blocks (None: no limit)."""
-    value: float | None = get("wait_timeout")
-    return value
-
-
-def allow_host_buffers() -> bool:
-    """Whether host (CPU) buffers are accepted for I/O."""
-    return bool(get("allow_host_buffers"))
-
-
-def engine_task_size() -> int:
-    """Bytes per task of the stream-ordered engine."""
-    return int(get("engine_task_size"))
-
-
-def engine_threads() -> int:
-    """Threads of the stream-ordered engine."""
-    return int(get("engine_threads"))
-
-
-def engine_copy_streams() -> int:
-    """Streams of each device over which the stream-ordered engine spreads
-    its copies between staging and device memory (1: the submitting stream
-    only); read when a device's staging ring is made."""
-    return int(get("engine_copy_streams"))
-
-
-def engine_staging_size() -> int:
-    """Bytes of pinned host memory in each device's staging ring of the
-    stream-ordered engine."""
-    return int(get("engine_staging_size"))
+num_threads = _getter("num_threads", int)
+task_size = _getter("task_size", int)
+batch_max_entries = _getter("batch_max_entries", int)
+close_timeout = _getter("close_timeout", _timeout)
+wait_timeout = _getter("wait_timeout", _timeout)
+allow_host_buffers = _getter("allow_host_buffers", bool)
+engine_task_size = _getter("engine_task_size", int)
+engine_threads = _getter("engine_threads", int)
+engine_copy_streams = _getter("engine_copy_streams", int)
+engine_staging_size = _getter("engine_staging_size", int)

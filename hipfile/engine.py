@@ -42,12 +42,14 @@ Settings: ``engine_threads`` (worker threads, default
 ``half the CPUs, 4 to 16``), ``engine_task_size`` (bytes per chunk,
 default 8 MiB) and ``engine_staging_size`` (pinned staging per device,
 default 256 MiB) of :mod:`hipfile.defaults`, read at every submission: set
-them with ``hipfile.defaults.set``, the variables ``HIPFILE_ENGINE_THREADS``
-and ``HIPFILE_ENGINE_TASK_SIZE``, or :func:`configure`.
+them with ``hipfile.defaults.set`` (or, before the process starts, the
+variables ``HIPFILE_ENGINE_THREADS`` and ``HIPFILE_ENGINE_TASK_SIZE``, which
+``hipfile.defaults`` reads). :func:`configure` is deprecated.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -61,16 +63,27 @@ def configure(threads: int | None = None, task_size: int | None = None) -> None:
     """Set the worker thread count and the default task size (bytes); None
     keeps a value.
 
-    The same as ``hipfile.defaults.set(engine_threads=threads,
-    engine_task_size=task_size)``: the values hold for the process and take
-    effect at the next submission (a new thread count once the engine is
-    idle); ``hipfile.defaults.reset`` undoes them.
+    .. deprecated:: 0.2
+        Use ``hipfile.defaults.set(engine_threads=threads,
+        engine_task_size=task_size)``, the one way to change a setting; this
+        function does exactly that, after a :class:`DeprecationWarning`.
+
+    The values hold for the process and take effect at the next submission
+    (a new thread count once the engine is idle); ``hipfile.defaults.reset``
+    undoes them.
 
     Raises
     ------
     TypeError, ValueError
         A value that is not a positive integer (nothing is changed).
+
+    Warns
+    -----
+    DeprecationWarning
+        At every call.
     """
+    warnings.warn("hipfile.engine.configure() is deprecated; use hipfile.defaults.set("
+                  "engine_threads=..., engine_task_size=...)", DeprecationWarning, stacklevel=2)
     _hipfile.engine_configure(threads, task_size)
 
 

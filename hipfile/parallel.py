@@ -23,6 +23,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import warnings
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
@@ -76,7 +77,7 @@ _pool: ThreadPoolExecutor | None = None
 
 def get_num_threads() -> int:
     """Threads of the default pool: ``hipfile.defaults.num_threads()`` (the
-    last :func:`set_num_threads` or ``defaults.set("num_threads", n)``, else
+    last ``defaults.set("num_threads", n)``, else
     ``HIPFILE_NTHREADS``, else ``min(8, os.cpu_count())``).
 
     Raises
@@ -88,8 +89,12 @@ def get_num_threads() -> int:
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads in the default pool from now on (same as
-    ``hipfile.defaults.set("num_threads", n)``).
+    """Use ``n`` threads in the default pool from now on.
+
+    .. deprecated:: 0.2
+        Use ``hipfile.defaults.set("num_threads", n)``, the one way to change
+        a setting; this function does that, after a
+        :class:`DeprecationWarning`.
 
     Work already queued on the current pool still runs to its end there;
     that pool is then shut down, and later calls use a new pool of ``n``
@@ -99,7 +104,14 @@ def set_num_threads(n: int) -> None:
     ------
     TypeError, ValueError
         ``n`` is not a positive int.
+
+    Warns
+    -----
+    DeprecationWarning
+        At every call.
     """
+    warnings.warn('hipfile.set_num_threads() is deprecated; use '
+                  'hipfile.defaults.set("num_threads", n)', DeprecationWarning, stacklevel=2)
     defaults.set("num_threads", _positive_int(n, "n"))
     shutdown(wait=False)
 
@@ -499,7 +511,8 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
         Bytes per task (default ``hipfile.defaults.task_size()``).
     executor
         A :class:`concurrent.futures.Executor` to run the tasks on (default:
-        the module's thread pool, see :func:`set_num_threads`).
+        the module's thread pool of ``hipfile.defaults.num_threads()``
+        threads).
 
     Each task calls ``hipFileRead`` until its part is read or the call
     returns 0 (end of file): a short count in the middle of the file is read

@@ -103,12 +103,38 @@ def random_bytes(n: int, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, n, dtype=np.uint8)
 
 
+def scattered_blocks(nblocks: int, block: int, seed: int) -> list[tuple[int, int, int]]:
+    """``(size, file_offset, buffer_offset)`` of ``nblocks`` blocks of ``block``
+    bytes, contiguous in the file and permuted over the buffer (a layer of a
+    paged KV cache)."""
+    perm = np.random.default_rng(seed).permutation(nblocks)
+    return [(block, i * block, int(perm[i]) * block) for i in range(nblocks)]
+
+
+def assert_ranges_equal(buffer: np.ndarray, file: np.ndarray,
+                        ranges: list[tuple[int, int, int]]) -> None:
+    """For every ``(size, file_offset, buffer_offset)``, the buffer's bytes
+    equal the file's."""
+    for k, (size, foff, boff) in enumerate(ranges):
+        assert np.array_equal(buffer[boff:boff + size], file[foff:foff + size]), f"range {k}"
+
+
+def random_file(path: Path, n: int, seed: int = 0) -> np.ndarray:
+    """Write ``n`` random bytes (:func:`random_bytes`) to ``path``; returns them."""
+    data = random_bytes(n, seed)
+    path.write_bytes(data.tobytes())
+    return data
+
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def load_example(name: str) -> ModuleType:
     """Import ``examples/NAME.py`` as module ``NAME`` (registered in
-    ``sys.modules``, as dataclasses and pickling need)."""
+    ``sys.modules``, as dataclasses and pickling need), with ``examples/`` on
+    ``sys.path`` as when the example runs as a script (for ``_support``)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
     spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)

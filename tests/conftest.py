@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import device_array, random_bytes
+from _util import check, device_array, random_bytes, random_file
+from hip import hip
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -120,6 +121,24 @@ def _trim_pools() -> None:
         trim()
 
 
+@pytest.fixture(scope="session")
+def cuda_platform_lib(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cuda platform's ``lib`` folder, built here by
+    ``platforms/cuda/build.sh`` (a C compiler is all it needs: CUDA and
+    cuFile are opened at run time)."""
+    import shutil
+    import subprocess
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("needs a C compiler to build the cuda platform")
+    out = tmp_path_factory.mktemp("cuda-platform")
+    env = dict(os.environ, HIPFILE_CUDA_BUILD_DIR=str(out / "build"))
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(["bash", str(root / "platforms/cuda/build.sh")], check=True, env=env,
+                   capture_output=True)
+    return out / "build/prefix/lib"
+
+
 @pytest.fixture
 def platform() -> str:
     return PLATFORM
@@ -145,10 +164,34 @@ def driver() -> Iterator[hipfile.Driver]:
 @pytest.fixture
 def data_file(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[Path, np.ndarray]:
     """A file of the module's ``N`` random bytes, and those bytes."""
-    data = random_bytes(_module_size(request), seed=11)
     path = tmp_path / "data.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, _module_size(request), seed=11)
     return path, data
+
+
+@pytest.fixture
+def truncate_after_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The safetensors loader's file loses all but 10 bytes of its data
+    between the header check and the read (another process truncated it)."""
+    import hipfile.safetensors._load as loader
+
+    real = loader.read_header
+
+    def then_truncate(path: Any, **kwargs: Any) -> Any:
+        header = real(path, **kwargs)
+        os.truncate(path, header.data_offset + 10)
+        return header
+
+    monkeypatch.setattr(loader, "read_header", then_truncate)
+
+
+@pytest.fixture
+def nb_stream() -> Iterator[object]:
+    """A non-blocking HIP stream, synchronised and destroyed after the test."""
+    s = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+    yield s
+    check(hip.hipStreamSynchronize(s))
+    check(hip.hipStreamDestroy(s))
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from _util import (
     from_device,
     hip_stream,
     random_bytes,
+    random_file,
     to_device,
 )
 from hip import hip
@@ -317,9 +318,8 @@ concurrent_submitters = pytest.mark.skipif(
 def test_threads_stress(driver, tmp_path, shared):
     """16 threads x 1000 operations: correct data, no deadlock."""
     threads, ops, chunk = 16, 1000, 256
-    data = random_bytes(ops * chunk, seed=3)
     path = tmp_path / "stress.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, ops * chunk, seed=3)
     errors: list[BaseException] = []
     with FileHandle(path) as fh, hip_stream() as shared_stream:
         def work(t: int) -> None:

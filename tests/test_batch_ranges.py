@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import device_array, emu, from_device, random_bytes
+from _util import device_array, emu, from_device, random_bytes, random_file, scattered_blocks
 from test_conveniences import _require_batch_status
 
 import hipfile
@@ -35,15 +35,13 @@ def batch_status() -> None:
 
 @pytest.fixture
 def blocks(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    data = random_bytes(BLOCK * BLOCKS, seed=23)
     path = tmp_path / "blocks.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, BLOCK * BLOCKS, seed=23)
     return path, data
 
 
 def _scattered() -> list[tuple[int, int, int]]:
-    slots = np.random.default_rng(5).permutation(BLOCKS)
-    return [(BLOCK, i * BLOCK, int(slots[i]) * BLOCK) for i in range(BLOCKS)]
+    return scattered_blocks(BLOCKS, BLOCK, seed=5)
 
 
 def _expected(data: np.ndarray, ranges: list[tuple[int, int, int]]) -> np.ndarray:
@@ -51,6 +49,20 @@ def _expected(data: np.ndarray, ranges: list[tuple[int, int, int]]) -> np.ndarra
     for size, foff, boff in ranges:
         out[boff:boff + size] = data[foff:foff + size]
     return out
+
+
+@pytest.fixture
+def submitted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The entry counts of the batches submitted during the test, in order."""
+    counts: list[int] = []
+    real = _hipfile.batch_io_submit
+
+    def submit(batch: int, nr: int, params: int, flags: int = 0) -> None:
+        counts.append(nr)
+        real(batch, nr, params, flags)
+
+    monkeypatch.setattr(_hipfile, "batch_io_submit", submit)
+    return counts
 
 
 @pytest.fixture
@@ -166,18 +178,10 @@ def test_timeout_cancels_and_destroys(batch_status: None, driver: hipfile.Driver
 @pytest.mark.emulated
 def test_failure_stops_new_batches(batch_status: None, driver: hipfile.Driver,
                                    blocks: tuple[Path, np.ndarray],
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                   submitted: list[int]) -> None:
     """After an entry fails no batch is submitted; the error of the first
     failing range is raised."""
     path, _ = blocks
-    submitted: list[int] = []
-    real = _hipfile.batch_io_submit
-
-    def submit(batch: int, nr: int, params: int, flags: int = 0) -> None:
-        submitted.append(nr)
-        real(batch, nr, params, flags)
-
-    monkeypatch.setattr(_hipfile, "batch_io_submit", submit)
     emu().inject_fault("batch", 5, 1, 2)  # EIO, the third entry
     with device_array(BLOCK * BLOCKS) as dev, hipfile.open(path) as fh, \
             pytest.raises(OSError) as info:
@@ -258,16 +262,8 @@ def test_ctrl_c_cancels_and_releases(batch_status: None, driver: hipfile.Driver,
 
 def test_empty_ranges_submit_nothing(batch_status: None, driver: hipfile.Driver,
                                      blocks: tuple[Path, np.ndarray],
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                     submitted: list[int]) -> None:
     path, data = blocks
-    submitted: list[int] = []
-    real = _hipfile.batch_io_submit
-
-    def submit(batch: int, nr: int, params: int, flags: int = 0) -> None:
-        submitted.append(nr)
-        real(batch, nr, params, flags)
-
-    monkeypatch.setattr(_hipfile, "batch_io_submit", submit)
     with device_array(2 * BLOCK) as dev, hipfile.open(path) as fh:
         assert hipfile.batch_read(fh, dev, [(0, 0, 0), (BLOCK, BLOCK, BLOCK), (0, 0, BLOCK)]) \
             == [0, BLOCK, 0]

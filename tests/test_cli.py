@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -265,23 +265,34 @@ def test_bench_removes_its_files_on_failure(tmp_path: Path) -> None:
     assert bench_leftovers(tmp_path) == []
 
 
-def test_bench_removes_its_files_when_interrupted(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hipfile", "bench", "--allow-emulated", "--size", "8M",
-         "--io", "sync", "--task-size", "4K", "--repeat", "100000", "--path", str(tmp_path)],
-        env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def interrupted(args: list[str], started: Callable[[], bool], settle: float
+                ) -> tuple[subprocess.Popen[str], str, str]:
+    """Run ``python -m hipfile ARGS``, wait until ``started()`` is true (at
+    most 60 s) and ``settle`` seconds more, then send SIGINT; returns the
+    process and its output. Kills the process if anything fails."""
+    proc = subprocess.Popen([sys.executable, "-m", "hipfile", *args], env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while not bench_leftovers(tmp_path) and time.monotonic() < deadline:
+        while not started() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert bench_leftovers(tmp_path), "the benchmark never started"
-        time.sleep(0.5)
+        assert started(), "the command never started"
+        time.sleep(settle)
+        assert proc.poll() is None, "the command ended before it was interrupted"
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+    return proc, out, err
+
+
+def test_bench_removes_its_files_when_interrupted(tmp_path: Path) -> None:
+    proc, _, err = interrupted(
+        ["bench", "--allow-emulated", "--size", "8M", "--io", "sync", "--task-size", "4K",
+         "--repeat", "100000", "--path", str(tmp_path)],
+        lambda: bool(bench_leftovers(tmp_path)), 0.5)
     assert proc.returncode == 130, err
     assert "interrupted" in err
     assert bench_leftovers(tmp_path) == []
@@ -390,17 +401,8 @@ def test_stats_timeout_message(silent_process: subprocess.Popen[str]) -> None:
 
 
 def test_stats_ctrl_c_prints_no_traceback(silent_process: subprocess.Popen[str]) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "hipfile", "stats", str(silent_process.pid)],
-                            env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        time.sleep(1.5)  # waiting for the process to serve statistics
-        assert proc.poll() is None
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    # interrupted while waiting for the process to serve statistics
+    proc, out, err = interrupted(["stats", str(silent_process.pid)], lambda: True, 1.5)
     assert proc.returncode == 130, err
     assert "hipfile stats: interrupted" in err
     assert "Traceback" not in err

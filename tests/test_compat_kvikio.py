@@ -198,6 +198,30 @@ def test_raw_async_and_check_bytes_done(tmp_path: Path, dev: Any) -> None:
     assert np.array_equal(from_device(dev, 4096, 100), data[4096:8192])
 
 
+@pytest.mark.emulated
+def test_with_block_error_is_not_replaced_by_close(tmp_path: Path, dev: Any) -> None:
+    """Leaving a ``with`` block through an exception while an operation is in
+    flight: the block's exception propagates and the close failure
+    (InFlightError) is attached to it, never substituted; the file stays open
+    until a later close succeeds."""
+    from hipfile.platforms import emulated
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(N))
+    with hip_stream() as s:
+        f = kvikio.CuFile(path, "r")
+        emulated.set_completion_delay(200_000)
+        with pytest.raises(KeyError) as info:
+            with f:
+                pending = f.raw_read_async(dev, s, 4096)
+                raise KeyError("in the block")
+        assert isinstance(info.value.__context__, hipfile.InFlightError)
+        assert not f.closed
+        assert pending.check_bytes_done() == 4096
+        f.close()
+        assert f.closed
+
+
 def test_pread_takes_task_size_fourth(tmp_path: Path, dev: Any) -> None:
     """KvikIO's order, ``pread(buf, size, file_offset, task_size)``: the
     fourth argument is a task size, and the data lands at the start of the

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, device_array, emu, from_device, random_bytes, to_device
+from _util import check, device_array, emu, from_device, random_bytes, random_file, to_device
 from hip import hip
 from test_interop import KDL_CPU, KDL_ROCM_HOST, DLPackArray
 
@@ -360,9 +360,8 @@ BIG = 300 * 512
 @pytest.mark.parametrize("batch_size", [None, 7])
 def test_batch_read_more_ranges_than_one_batch(batch_status: None, driver: hipfile.Driver,
                                                tmp_path: Path, batch_size: int | None) -> None:
-    data = random_bytes(BIG, seed=9)
     path = tmp_path / "big.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, BIG, seed=9)
     ranges = [(512, i * 512, (299 - i) * 512) for i in range(300)]  # 300 > 128 entries
     with device_array(BIG) as dev, hipfile.open(path) as fh:
         assert hipfile.batch_read(fh, dev, ranges, batch_size=batch_size,

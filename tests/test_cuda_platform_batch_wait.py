@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,21 +24,14 @@ from hipfile.enums import OpError
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = Path(__file__).resolve().parent / "cuda_fake"
 
-pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
-                                reason="needs a C compiler to build the cuda platform")
-
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    out = tmp_path_factory.mktemp("cuda-platform")
-    env = dict(os.environ, HIPFILE_CUDA_BUILD_DIR=str(out / "build"))
-    subprocess.run(["bash", str(ROOT / "platforms/cuda/build.sh")], check=True, env=env,
-                   capture_output=True)
-    fake = out / "libfakecufile.so"
+def built(cuda_platform_lib: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    fake = tmp_path_factory.mktemp("fake-cufile") / "libfakecufile.so"
     subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-O1", "-Wall", "-Werror",
                     "-I", str(ROOT / "platforms/cuda/src"), str(FAKE / "fake_cufile.c"),
                     "-o", str(fake), "-lpthread"], check=True, capture_output=True)
-    return out / "build/prefix/lib/libhipfile.so", fake
+    return cuda_platform_lib / "libhipfile.so", fake
 
 
 def _run(built: tuple[Path, Path], tmp_path: Path, case: str, delay_us: int = 0,

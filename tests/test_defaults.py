@@ -203,7 +203,7 @@ def test_parallel_reads_the_settings(tmp_path: Path) -> None:
         assert parallel._default_executor()._max_workers == 3
         with defaults.set(num_threads=2):
             assert parallel._default_executor()._max_workers == 2
-    hipfile.set_num_threads(4)
+    defaults.set("num_threads", 4)
     assert defaults.num_threads() == 4
     assert parallel._default_executor()._max_workers == 4
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, random_bytes, to_device
+from _util import check, device_array, from_device, random_bytes, random_file, to_device
 from hip import hip
 
 import hipfile
@@ -38,9 +38,8 @@ def drv() -> Iterator[hipfile.Driver]:
 
 @pytest.fixture
 def layers_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    data = random_bytes(LAYERS * LAYER, seed=7)
     path = tmp_path / "layers.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, LAYERS * LAYER, seed=7)
     return path, data
 
 
@@ -58,14 +57,6 @@ def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     yield request.param
     _wait_idle()
     hipfile.trim_pool()
-
-
-@pytest.fixture
-def nb_stream() -> Iterator[object]:
-    s = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
-    yield s
-    check(hip.hipStreamSynchronize(s))
-    check(hip.hipStreamDestroy(s))
 
 
 class StreamBlocker:
@@ -453,26 +444,40 @@ def engine_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     defaults.reset("engine_threads", "engine_task_size")
 
 
-def test_configure_validates(engine_settings):
-    with pytest.raises(ValueError):
-        hipfile.engine.configure(threads=0)
-    with pytest.raises(TypeError):
-        hipfile.engine.configure(task_size=1.0)
-    with pytest.raises(TypeError):
-        hipfile.engine.configure(threads=4, task_size=True)   # nothing applied
+def test_engine_settings_are_validated(engine_settings):
     before = hipfile.engine.settings()
+    with pytest.raises(ValueError):
+        hipfile.defaults.set(engine_threads=0)
+    with pytest.raises(TypeError):
+        hipfile.defaults.set(engine_task_size=1.0)
+    with pytest.raises(TypeError):
+        hipfile.defaults.set(engine_threads=4, engine_task_size=True)   # nothing applied
+    assert before == hipfile.engine.settings()
     assert before == {"threads": hipfile.defaults.engine_threads(),
                       "task_size": hipfile.defaults.engine_task_size()}
-    hipfile.engine.configure(task_size=before["task_size"])
-    assert hipfile.engine.settings() == before
+
+
+def test_configure_is_deprecated(engine_settings):
+    """engine.configure still sets the two settings through hipfile.defaults
+    (None keeps a value; a bad value changes nothing), with a
+    DeprecationWarning that names the replacement."""
+    with pytest.warns(DeprecationWarning, match=r"hipfile\.defaults\.set\(engine_threads"):
+        hipfile.engine.configure(threads=3, task_size=8192)
+    assert hipfile.defaults.get("engine_threads") == 3
+    assert hipfile.defaults.get("engine_task_size") == 8192
+    with pytest.warns(DeprecationWarning):
+        hipfile.engine.configure(task_size=16384)
+    assert hipfile.engine.settings() == {"threads": 3, "task_size": 16384}
+    with pytest.warns(DeprecationWarning), pytest.raises(TypeError):
+        hipfile.engine.configure(threads=4, task_size=True)
+    assert hipfile.engine.settings() == {"threads": 3, "task_size": 16384}
 
 
 def test_settings_come_from_hipfile_defaults(engine_settings, monkeypatch, drv, layers_file):
     from hipfile import defaults
 
     path, _ = layers_file
-    # configure() is defaults.set() of the engine's two settings
-    hipfile.engine.configure(threads=3, task_size=8192)
+    defaults.set(engine_threads=3, engine_task_size=8192)
     assert defaults.get("engine_threads") == 3 and defaults.get("engine_task_size") == 8192
     assert hipfile.engine.settings() == {"threads": 3, "task_size": 8192}
     with device_array(N) as dev, FileHandle(path) as fh:

@@ -14,7 +14,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, random_bytes, to_device
+from _util import (
+    assert_ranges_equal,
+    check,
+    device_array,
+    from_device,
+    random_bytes,
+    random_file,
+    scattered_blocks,
+    to_device,
+)
 from hip import hip
 
 import hipfile
@@ -34,18 +43,14 @@ def staged() -> Iterator[None]:
 
 
 @pytest.fixture
-def stream() -> Iterator[object]:
-    s = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
-    yield s
-    check(hip.hipStreamSynchronize(s))
-    check(hip.hipStreamDestroy(s))
+def stream(nb_stream: object) -> object:
+    return nb_stream
 
 
 @pytest.fixture
 def data_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
-    data = random_bytes(N, seed=23)
     path = tmp_path / "data.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, N, seed=23)
     return path, data
 
 
@@ -151,29 +156,23 @@ def test_scatter_reads_paged_blocks_as_one_operation(tmp_path, stream, copy_call
     """A layer of a paged KV cache: 256 blocks, contiguous in the file,
     scattered (permuted) over the device buffer; one handle, one wait."""
     nblocks = 256
-    data = random_bytes(nblocks * BLOCK, seed=31)
     path = tmp_path / "kv.bin"
-    path.write_bytes(data.tobytes())
-    perm = np.random.default_rng(5).permutation(nblocks)
-    ranges = [(BLOCK, i * BLOCK, int(perm[i]) * BLOCK) for i in range(nblocks)]
+    data = random_file(path, nblocks * BLOCK, seed=31)
+    ranges = scattered_blocks(nblocks, BLOCK, seed=5)
     with device_array(nblocks * BLOCK) as dev, FileHandle(path) as fh:
         h = fh.pread_async_scatter(dev, ranges, stream)
         assert h.ranges == nblocks and h.size == nblocks * BLOCK
         assert h.calls <= 1 + (nblocks * BLOCK) // hipfile.defaults.engine_task_size()
         got = _copy_back_on(stream, dev, nblocks * BLOCK)
         assert h.wait(timeout=30) == nblocks * BLOCK
-        for i in range(nblocks):
-            j = int(perm[i])
-            assert np.array_equal(got[j * BLOCK:(j + 1) * BLOCK],
-                                  data[i * BLOCK:(i + 1) * BLOCK]), f"block {i}"
+        assert_ranges_equal(got, data, ranges)
         assert h.calls == 1, "blocks contiguous in the file take one read"
 
 
 def test_gather_writes_paged_blocks_and_reads_them_back(tmp_path, stream, copy_calls):
     nblocks = 64
     data = random_bytes(nblocks * BLOCK, seed=37)
-    perm = np.random.default_rng(7).permutation(nblocks)
-    ranges = [(BLOCK, i * BLOCK, int(perm[i]) * BLOCK) for i in range(nblocks)]
+    ranges = scattered_blocks(nblocks, BLOCK, seed=7)
     path = tmp_path / "kv.bin"
     with device_array(nblocks * BLOCK) as dev, device_array(nblocks * BLOCK) as back, \
             FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
@@ -181,10 +180,7 @@ def test_gather_writes_paged_blocks_and_reads_them_back(tmp_path, stream, copy_c
         h = fh.pwrite_async_gather(dev, ranges, stream)
         assert h.wait(timeout=30) == nblocks * BLOCK
         file = np.frombuffer(path.read_bytes(), np.uint8)
-        for i in range(nblocks):
-            j = int(perm[i])
-            assert np.array_equal(file[i * BLOCK:(i + 1) * BLOCK],
-                                  data[j * BLOCK:(j + 1) * BLOCK]), f"block {i}"
+        assert_ranges_equal(data, file, ranges)
         h2 = fh.pread_async_scatter(back, ranges, stream)
         assert h2.wait(timeout=30) == nblocks * BLOCK
         assert np.array_equal(from_device(back, nblocks * BLOCK), data)
@@ -202,9 +198,8 @@ def small_ring() -> Iterator[None]:
 
 def test_submissions_larger_than_the_ring(tmp_path, stream, small_ring):
     size = 6 << 20
-    data = random_bytes(size, seed=41)
     path = tmp_path / "big.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, size, seed=41)
     out = tmp_path / "copy.bin"
     with device_array(size) as dev, FileHandle(path) as fh, \
             FileHandle(out, os.O_RDWR | os.O_CREAT) as fo:
@@ -326,21 +321,16 @@ def test_copies_spread_over_several_streams(tmp_path, stream, copy_streams):
     all move the right bytes, later work on the stream sees them, and each
     range still completes on its own."""
     nblocks = 256
-    data = random_bytes(nblocks * BLOCK, seed=53)
     path = tmp_path / "kv.bin"
-    path.write_bytes(data.tobytes())
-    perm = np.random.default_rng(9).permutation(nblocks)
-    blocks = [(BLOCK, i * BLOCK, int(perm[i]) * BLOCK) for i in range(nblocks)]
+    data = random_file(path, nblocks * BLOCK, seed=53)
+    blocks = scattered_blocks(nblocks, BLOCK, seed=9)
     size = nblocks * BLOCK
     with device_array(size) as dev, device_array(size) as dev2, FileHandle(path) as fh:
         _hipfile._engine_inject_faults(short_max=8192)
         h = fh.pread_async_scatter(dev, blocks, stream, task_size=64 << 10)
         got = _copy_back_on(stream, dev, size)                 # ordered after the copies
         assert h.wait(timeout=30) == size
-        for i in range(nblocks):
-            j = int(perm[i])
-            assert np.array_equal(got[j * BLOCK:(j + 1) * BLOCK],
-                                  data[i * BLOCK:(i + 1) * BLOCK]), f"block {i}"
+        assert_ranges_equal(got, data, blocks)
         _hipfile._engine_inject_faults()
         layers = [(size // 8, k * size // 8, (7 - k) * size // 8) for k in range(8)]
         hs = fh.pread_async_ranges(dev2, layers, stream, task_size=64 << 10)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import CudaArray, check, from_device, random_bytes
+from _util import CudaArray, check, from_device, random_file
 from hip import hip
 
 import hipfile
@@ -133,9 +133,8 @@ def test_keywords_and_defaults(
 
 
 def test_short_read_at_end_of_file(driver: hipfile.Driver, tmp_path: Path, dev: Any) -> None:
-    data = random_bytes(1000, seed=3)
     path = tmp_path / "small.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, 1000, seed=3)
     with hipfile.open(path) as fh:
         assert fh.read(dev) == 1000
         assert np.array_equal(from_device(dev, 1000), data)

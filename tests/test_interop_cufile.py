@@ -12,6 +12,7 @@ cuCtxSetCurrent, cuDevicePrimaryCtxRelease), ``test_buf_register_simple``,
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, hip_stream, random_bytes, to_device
+from _util import check, device_array, from_device, hip_stream, random_bytes, random_file, to_device
 from hip import hip
 
 import hipfile
@@ -71,20 +72,30 @@ def cufile_driver(ctx: Any) -> Iterator[None]:
         cufile.driver_close()
 
 
+@contextlib.contextmanager
+def cufile_registered(path: Path, flags: int) -> Iterator[tuple[int, Any]]:
+    """``path`` opened with ``flags`` and registered through cufile: (fd,
+    handle); deregistered and closed on exit."""
+    fd = os.open(path, flags, 0o600)
+    try:
+        descr = cufile.Descr()
+        descr.type = cufile.FileHandleType.OPAQUE_FD
+        descr.handle.fd = fd
+        descr.fs_ops = 0
+        handle = cufile.handle_register(descr.ptr)
+        try:
+            yield fd, handle
+        finally:
+            cufile.handle_deregister(handle)
+    finally:
+        os.close(fd)
+
+
 @pytest.fixture
 def cufile_fd(tmp_path: Path) -> Iterator[tuple[int, Any]]:
     """A file opened read-write and registered through cufile: (fd, handle)."""
-    fd = os.open(tmp_path / "cufile.bin", os.O_CREAT | os.O_RDWR, 0o600)
-    descr = cufile.Descr()
-    descr.type = cufile.FileHandleType.OPAQUE_FD
-    descr.handle.fd = fd
-    descr.fs_ops = 0
-    handle = cufile.handle_register(descr.ptr)
-    try:
-        yield fd, handle
-    finally:
-        cufile.handle_deregister(handle)
-        os.close(fd)
+    with cufile_registered(tmp_path / "cufile.bin", os.O_CREAT | os.O_RDWR) as opened:
+        yield opened
 
 
 # -- cuFile through interop ---------------------------------------------------
@@ -233,9 +244,8 @@ def test_each_sees_the_others_buffer_registrations() -> None:
 
 @pytest.mark.usefixtures("cufile_driver")
 def test_each_uses_the_others_file_handles(tmp_path: Path) -> None:
-    data = random_bytes(N, seed=5)
     path = tmp_path / "shared.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, N, seed=5)
     with device_array(N) as dev:
         # a handle registered by hipfile, read through cufile
         with hipfile.open(path) as fh:
@@ -243,15 +253,6 @@ def test_each_uses_the_others_file_handles(tmp_path: Path) -> None:
         assert (from_device(dev, N) == data).all()
         to_device(dev, np.zeros(N, dtype=np.uint8))
         # a handle registered by cufile, read through hipfile's binding
-        fd = os.open(path, os.O_RDONLY)
-        descr = cufile.Descr()
-        descr.type = cufile.FileHandleType.OPAQUE_FD
-        descr.handle.fd = fd
-        descr.fs_ops = 0
-        handle = cufile.handle_register(descr.ptr)
-        try:
+        with cufile_registered(path, os.O_RDONLY) as (_, handle):
             assert _hipfile.read(int(handle), int(dev), N, 0, 0) == N
-        finally:
-            cufile.handle_deregister(handle)
-            os.close(fd)
         assert (from_device(dev, N) == data).all()

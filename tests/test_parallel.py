@@ -18,6 +18,7 @@ from _util import (
     emu,
     from_device,
     random_bytes,
+    random_file,
     to_device,
 )
 from hip import hip
@@ -136,9 +137,8 @@ def test_registered_buffer(driver, data_file):
 
 
 def test_short_read_at_end_of_file(driver, tmp_path):
-    data = random_bytes(N - 1000, seed=5)
     path = tmp_path / "short.bin"
-    path.write_bytes(data.tobytes())
+    data = random_file(path, N - 1000, seed=5)
     with device_array(N) as dev, FileHandle(path) as fh:
         fut = hipfile.pread(fh, dev, task_size=4096)
         assert fut.result(timeout=30) == N - 1000
@@ -333,7 +333,7 @@ def restore_threads() -> Iterator[None]:
 
 def test_thread_count_settings(driver, data_file, restore_threads):
     path, data = data_file
-    hipfile.set_num_threads(3)
+    hipfile.defaults.set("num_threads", 3)
     assert hipfile.get_num_threads() == 3
     pool = parallel._default_executor()
     assert pool._max_workers == 3
@@ -345,7 +345,7 @@ def test_thread_count_settings(driver, data_file, restore_threads):
             names.add(threading.current_thread().name)
 
         fh.pread(dev, task_size=4096).add_done_callback(note)
-        hipfile.set_num_threads(2)  # the old pool finishes its work
+        hipfile.defaults.set("num_threads", 2)  # the old pool finishes its work
         assert parallel._default_executor() is not pool
         assert parallel._default_executor()._max_workers == 2
         assert fh.pread(dev, task_size=4096).result(timeout=30) == N
@@ -356,8 +356,22 @@ def test_thread_count_settings(driver, data_file, restore_threads):
     assert parallel._pool is None
     for bad, exc in ((0, ValueError), (-2, ValueError), ("2", TypeError), (True, TypeError)):
         with pytest.raises(exc):
-            hipfile.set_num_threads(bad)
+            hipfile.defaults.set("num_threads", bad)
     assert hipfile.get_num_threads() == 2
+
+
+def test_set_num_threads_is_deprecated(restore_threads):
+    """The older setter still sets ``num_threads`` (and checks its value),
+    with a DeprecationWarning that names the replacement."""
+    pool = parallel._default_executor()
+    with pytest.warns(DeprecationWarning, match=r'defaults\.set\("num_threads"'):
+        hipfile.set_num_threads(3)
+    assert hipfile.defaults.num_threads() == 3
+    assert parallel._pool is None and pool._shutdown  # the old pool was let go
+    for bad, exc in ((0, ValueError), ("2", TypeError), (True, TypeError)):
+        with pytest.warns(DeprecationWarning), pytest.raises(exc):
+            hipfile.set_num_threads(bad)
+    assert hipfile.defaults.num_threads() == 3
 
 
 def test_thread_count_from_the_environment(monkeypatch, restore_threads):

@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from _support import hip_check
 from hip import hip
 
 from _vllm_kv.stand_ins import (
@@ -14,7 +15,6 @@ from _vllm_kv.stand_ins import (
     DeviceKV,
     ForwardContext,
     HipFileConnectorMetadata,
-    hip_check,
 )
 
 if TYPE_CHECKING:

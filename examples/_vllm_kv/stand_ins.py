@@ -5,19 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from _support import hip_check
 from hip import hip
-
-
-def hip_check(result: Any) -> Any:
-    """The value of a HIP-Python call, or RuntimeError naming the error."""
-    err = result[0] if isinstance(result, tuple) else result
-    if err != hip.hipError_t.hipSuccess:
-        raise RuntimeError(f"HIP error {err!r}")
-    if isinstance(result, tuple) and len(result) > 1:
-        return result[1]
-    return None
-
-
 
 # ----------------------------------------------------------------------------------------
 # Stand-ins for vLLM's objects

@@ -17,6 +17,8 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from hipfile import platforms
 
@@ -98,6 +100,34 @@ _lock = threading.Lock()
 _libs: _Libraries | None = None
 
 
+
+_NOT_ACTIVE = """    RuntimeError
+        If the emulated platform is not active.
+"""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _c_hooks(*names: str) -> Callable[[_F], _F]:
+    """Complete a hook function's docstring with what every one shares: the
+    ``RuntimeError`` of an inactive platform (added to its Raises section)
+    and the C hooks it calls (See Also)."""
+
+    def complete(fn: _F) -> _F:
+        doc = (fn.__doc__ or "").rstrip() + "\n"
+        raises = "\n    Raises\n    ------\n"
+        if raises in doc:
+            doc = doc.replace(raises, raises + _NOT_ACTIVE, 1)
+        else:
+            doc += raises + _NOT_ACTIVE
+        plural = "s" if len(names) > 1 else ""
+        doc += f"\n    See Also\n    --------\n    {', '.join(names)} : the C hook{plural}.\n    "
+        fn.__doc__ = doc
+        return fn
+
+    return complete
+
+
 def _open_loaded(path: str) -> ctypes.CDLL:
     """Return the already loaded library at ``path`` (never a second copy)."""
     try:
@@ -126,6 +156,7 @@ def _libraries() -> _Libraries:
         return _libs
 
 
+@_c_hooks("hipfileEmuInjectFault")
 def inject_fault(op: str, errno: int, count: int = 1, after: int = 0) -> None:
     """Make the next calls of one operation fail.
 
@@ -158,12 +189,6 @@ def inject_fault(op: str, errno: int, count: int = 1, after: int = 0) -> None:
     ValueError
         For an unknown ``op``, a negative ``count`` or ``after``, or an
         ``errno`` outside both ranges.
-    RuntimeError
-        If the emulated platform is not active.
-
-    See Also
-    --------
-    hipfileEmuInjectFault : the C hook.
     """
     if op not in FAULT_OPS:
         raise ValueError(f"unknown fault op {op!r}; expected one of {sorted(FAULT_OPS)}")
@@ -183,6 +208,7 @@ def _stream_mem_lib() -> ctypes.CDLL:
     return libs.hip
 
 
+@_c_hooks("hipEmuStreamMemInjectFault")
 def inject_stream_mem_fault(op: str, error: int, count: int = 1) -> None:
     """Make the next stream memory operations fail.
 
@@ -205,12 +231,6 @@ def inject_stream_mem_fault(op: str, error: int, count: int = 1) -> None:
     ValueError
         For an unknown ``op``, a ``count`` outside 0..2**32-1, or an ``error``
         of 0 or outside the C ``int`` range.
-    RuntimeError
-        If the emulated platform is not active.
-
-    See Also
-    --------
-    hipEmuStreamMemInjectFault : the C hook.
     """
     if op not in STREAM_MEM_FAULT_OPS:
         raise ValueError(
@@ -225,6 +245,7 @@ def inject_stream_mem_fault(op: str, error: int, count: int = 1) -> None:
         raise ValueError(f"bad error {error!r}: expected a hipError_t other than hipSuccess")
 
 
+@_c_hooks("hipEmuStreamMemRequireSignal")
 def require_signal_memory(enabled: bool | None) -> None:
     """Choose which memory ``hipStreamWaitValue32/64`` accept.
 
@@ -240,19 +261,11 @@ def require_signal_memory(enabled: bool | None) -> None:
         ``True``: signal memory only; ``False``: any known memory; ``None``:
         follow ``GPU_STREAMOPS_CP_WAIT`` (the default, restored by
         :func:`reset`).
-
-    Raises
-    ------
-    RuntimeError
-        If the emulated platform is not active.
-
-    See Also
-    --------
-    hipEmuStreamMemRequireSignal : the C hook.
     """
     _stream_mem_lib().hipEmuStreamMemRequireSignal(-1 if enabled is None else int(bool(enabled)))
 
 
+@_c_hooks("hipfileEmuSetShortTransfer")
 def set_short_transfer(max_bytes: int | None) -> None:
     """Cap every transfer and return its count.
 
@@ -269,12 +282,6 @@ def set_short_transfer(max_bytes: int | None) -> None:
     ------
     ValueError
         If ``max_bytes`` is negative.
-    RuntimeError
-        If the emulated platform is not active.
-
-    See Also
-    --------
-    hipfileEmuSetShortTransfer : the C hook.
     """
     value = 0 if max_bytes is None else max_bytes
     if value < 0:
@@ -282,6 +289,7 @@ def set_short_transfer(max_bytes: int | None) -> None:
     _libraries().hipfile.hipfileEmuSetShortTransfer(value)
 
 
+@_c_hooks("hipfileEmuSetCompletionDelay")
 def set_completion_delay(microseconds: int) -> None:
     """Delay stream-ordered operations and batch entries.
 
@@ -296,20 +304,15 @@ def set_completion_delay(microseconds: int) -> None:
 
     Raises
     ------
-    RuntimeError
-        If the emulated platform is not active.
     ValueError
         If ``microseconds`` is negative.
-
-    See Also
-    --------
-    hipfileEmuSetCompletionDelay : the C hook.
     """
     if microseconds < 0:
         raise ValueError("microseconds must not be negative")
     _libraries().hipfile.hipfileEmuSetCompletionDelay(microseconds)
 
 
+@_c_hooks("hipfileEmuGetCounters", "hipEmuCounters", "hipEmuStreamMemCounters")
 def counters() -> dict[str, int]:
     """Live resources of both emulated libraries.
 
@@ -322,47 +325,31 @@ def counters() -> dict[str, int]:
         ``libamdhip64``, and its ``stream_waits`` (``hipStreamWaitValue32/64``
         operations queued or running) and ``blocked_waits`` (those a stream
         is blocked in now). All are zero when nothing is left behind.
-
-    Raises
-    ------
-    RuntimeError
-        If the emulated platform is not active.
-
-    See Also
-    --------
-    hipfileEmuGetCounters, hipEmuCounters, hipEmuStreamMemCounters : the C hooks.
     """
     libs = _libraries()
     own = _Counters()
     libs.hipfile.hipfileEmuGetCounters(ctypes.byref(own))
     result = {name: int(getattr(own, name)) for name in _HIPFILE_COUNTERS}
-    hip_values = [ctypes.c_longlong(0) for _ in _HIP_COUNTERS]
-    libs.hip.hipEmuCounters(*(ctypes.byref(v) for v in hip_values))
-    result.update({name: int(v.value) for name, v in zip(_HIP_COUNTERS, hip_values, strict=True)})
+    result.update(_long_long_counters(libs.hip.hipEmuCounters, _HIP_COUNTERS))
     if libs.stream_mem_counters is not None:
-        waits = [ctypes.c_longlong(0) for _ in _STREAM_MEM_COUNTERS]
-        libs.stream_mem_counters(*(ctypes.byref(v) for v in waits))
-        result.update(
-            {name: int(v.value) for name, v in zip(_STREAM_MEM_COUNTERS, waits, strict=True)}
-        )
+        result.update(_long_long_counters(libs.stream_mem_counters, _STREAM_MEM_COUNTERS))
     return result
 
 
+def _long_long_counters(hook: Callable[..., int], names: tuple[str, ...]) -> dict[str, int]:
+    """The counters a C hook writes through one ``long long *`` per name."""
+    values = [ctypes.c_longlong(0) for _ in names]
+    hook(*(ctypes.byref(v) for v in values))
+    return {name: int(v.value) for name, v in zip(names, values, strict=True)}
+
+
+@_c_hooks("hipfileEmuReset", "hipEmuReset", "hipEmuStreamMemReset")
 def reset() -> None:
     """Clear injected faults, the short transfer cap and the completion delay.
 
     Also clears the calling thread's last HIP error, the stream memory
     faults and the signal-memory requirement of :func:`require_signal_memory`.
     Live counters are left as they are: they are what tells a leak.
-
-    Raises
-    ------
-    RuntimeError
-        If the emulated platform is not active.
-
-    See Also
-    --------
-    hipfileEmuReset, hipEmuReset, hipEmuStreamMemReset : the C hooks.
     """
     libs = _libraries()
     libs.hipfile.hipfileEmuReset()

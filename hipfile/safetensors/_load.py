@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hipfile._mounts import mount_of
 from hipfile.buffer import Buffer
 from hipfile.driver import process_driver
 from hipfile.file import FileHandle
@@ -242,20 +243,8 @@ def _torch_view(flat: Any, offset: int, info: TensorInfo, device: Device) -> Any
 
 def _fs_type(path: str | os.PathLike[str]) -> str:
     """The file system type of ``path`` (longest mount point), "" if unknown."""
-    try:
-        real = os.path.realpath(path)
-        best, kind = "", ""
-        with open("/proc/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 3:
-                    continue
-                mnt = parts[1].replace("\\040", " ")
-                if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
-                    best, kind = mnt, parts[2]
-        return kind
-    except OSError:
-        return ""
+    found = mount_of(path)
+    return "" if found is None else found.fs_type
 
 
 def want_direct(path: str | os.PathLike[str], fd: int | None, direct: bool | None) -> bool:

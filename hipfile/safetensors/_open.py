@@ -5,11 +5,11 @@ from __future__ import annotations
 import operator
 import os
 import threading
-import warnings
 from collections.abc import Iterator, Sequence
-from types import TracebackType
 from typing import Any
 
+from hipfile._file_holder import FileHolder
+from hipfile._lifetime import ClosesWhenCollected
 from hipfile.file import FileHandle
 from hipfile.safetensors._header import (
     Header,
@@ -27,7 +27,7 @@ from hipfile.safetensors._load import (
 )
 
 
-class SafeOpen:
+class SafeOpen(FileHolder, ClosesWhenCollected):
     """Lazy access to a file's tensors, as ``safetensors.safe_open``.
 
     The header is read and the file registered at open; :meth:`get_tensor`
@@ -184,28 +184,11 @@ class SafeOpen:
 
     def close(self) -> None:
         """Deregister and close the file (idempotent)."""
-        with self._lock:
-            fh, self._fh = self._fh, None
-        if fh is not None:
-            fh.close()
+        self._close_fh()
 
     def __enter__(self) -> SafeOpen:
         self._open_fh()
         return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_fh", None) is None:
-            return
-        try:
-            self.close()
-        except Exception:
-            return
-        warnings.warn("hipfile.safetensors.SafeOpen was not closed", ResourceWarning,
-                      stacklevel=1)
 
     def __repr__(self) -> str:
         state = "closed" if self._fh is None else "open"

@@ -61,15 +61,15 @@ flags=(-std=c11 -O2 -g -fPIC -Wall -Wextra -Werror -fvisibility=hidden
        -DHIPFILE_CUDA_JSON="\"$here/cufile.json\"")
 # shellcheck disable=SC2206
 extra=(${CFLAGS:-})
-common=("$here/src/loader.c" "$here/src/hip_errors.c")
+common=("$here/src/loader.c" "$here/src/hip_errors.c" "$here/../common/hip_error_table.c")
 
 "$cc" "${flags[@]}" "${extra[@]}" -shared -Wl,-z,defs \
     -Wl,-soname,libamdhip64.so \
-    -o "$prefix/lib/libamdhip64.so" "$here/src/amdhip64.c" "${common[@]}" -ldl -lpthread
+    -o "$prefix/lib/libamdhip64.so" "$here"/src/hip/*.c "${common[@]}" -ldl -lpthread
 
 "$cc" "${flags[@]}" "${extra[@]}" -shared -Wl,-z,defs \
     -Wl,-soname,libhipfile.so.0 -Wl,--disable-new-dtags -Wl,-rpath,'$ORIGIN' \
-    -o "$prefix/lib/libhipfile.so" "$here/src/hipfile.c" "${common[@]}" \
+    -o "$prefix/lib/libhipfile.so" "$here"/src/hipfile/*.c "${common[@]}" \
     -L"$prefix/lib" -Wl,--no-as-needed -lamdhip64 -Wl,--as-needed -ldl -lpthread
 ln -sf libhipfile.so "$prefix/lib/libhipfile.so.0"
 cp "$here/cufile.json" "$prefix/share/hipfile-cuda/cufile.json"

@@ -15,7 +15,7 @@ typedef void (*hipHostFn_t)(void *user_data);
 typedef void (*hipStreamCallback_t)(hipStream_t stream, hipError_t status, void *user_data);
 
 /* hipError_t values that the platforms return or check (HIP's numbering;
- * the full list of names is in each platform's error table). */
+ * the full list of names is platforms/common/hip_error_table.c). */
 enum {
     hipSuccess = 0,
     hipErrorInvalidValue = 1,

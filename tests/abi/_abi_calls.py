@@ -37,6 +37,8 @@ Alloc = Callable[[int], int]
 Opened = Callable[[bytes, int], tuple[int, int]]
 #: ``opened_fd(content, size)`` -> (descriptor, registered file handle, device memory).
 OpenedFd = Callable[[bytes, int], tuple[int, int, int]]
+#: ``file_8k``: (8 KiB of pattern(), registered file handle, device memory).
+File8k = tuple[bytes, int, int]
 
 # --------------------------------------------------------------------------
 # The ABI, declared with ctypes.
@@ -154,6 +156,13 @@ def get(ptr: int, size: int) -> bytes:
 
 def pattern(size: int, seed: int = 1) -> bytes:
     return bytes((i * 7 + seed) % 251 for i in range(size))
+
+
+def assert_landed(slots: Any, where: int, expected: bytes) -> None:
+    """A stream-ordered read reported ``len(expected)`` bytes in its slots,
+    and device memory at ``where`` holds ``expected``."""
+    assert slots.bytes.value == len(expected)
+    assert get(where, len(expected)) == expected
 
 
 def counters() -> dict[str, int]:

@@ -12,6 +12,7 @@ import pytest
 from _abi_calls import (
     SUCCESS,
     Alloc,
+    File8k,
     Files,
     Opened,
     OpenedFd,
@@ -23,6 +24,7 @@ from _abi_calls import (
     hip,
     hip_check,
     load,
+    pattern,
     register,
     size_param,
 )
@@ -181,3 +183,12 @@ def opened(opened_fd: OpenedFd) -> Opened:
         return fh, buf
 
     return open_
+
+
+@pytest.fixture
+def file_8k(opened: Opened) -> File8k:
+    """``(data, fh, buf)``: 8 KiB of :func:`pattern` in a registered file
+    (the driver open), and 8 KiB of device memory."""
+    data = pattern(8192)
+    fh, buf = opened(data, 8192)
+    return data, fh, buf

@@ -48,16 +48,14 @@ def test_async_on_the_null_stream(lib: ctypes.CDLL, opened: Opened) -> None:
     slots = Slots(3000)
     assert read_async(lib, fh, buf, slots, None) == SUCCESS
     sync(None)
-    assert slots.bytes.value == 3000
-    assert get(buf, 3000) == data
+    assert_landed(slots, buf, data)
 
 
 @pytest.mark.emulated
 def test_unfixed_slots_are_read_when_the_operation_runs(
-    lib: ctypes.CDLL, opened: Opened, stream: int,
+    lib: ctypes.CDLL, file_8k: File8k, stream: int,
 ) -> None:
-    data = pattern(8192)
-    fh, buf = opened(data, 8192)
+    data, fh, buf = file_8k
     put(buf, bytes(8192))
     emulated.set_completion_delay(150_000)
     slots = Slots(4096, file_offset=0, buffer_offset=0)
@@ -73,10 +71,9 @@ def test_unfixed_slots_are_read_when_the_operation_runs(
 @pytest.mark.parametrize("flag", [FIXED_FILE_SIZE, FIXED_FILE_OFFSET, FIXED_BUF_OFFSET])
 @pytest.mark.emulated
 def test_fixed_slots_are_copied_at_submit(
-    lib: ctypes.CDLL, opened: Opened, stream: int, flag: int,
+    lib: ctypes.CDLL, file_8k: File8k, stream: int, flag: int,
 ) -> None:
-    data = pattern(8192)
-    fh, buf = opened(data, 8192)
+    data, fh, buf = file_8k
     with stream_registered(lib, stream, flag):
         emulated.set_completion_delay(150_000)
         slots = Slots(2000, file_offset=100, buffer_offset=16)
@@ -86,14 +83,14 @@ def test_fixed_slots_are_copied_at_submit(
     size = 2000 if flag == FIXED_FILE_SIZE else 50
     foff = 100 if flag == FIXED_FILE_OFFSET else 3000
     boff = 16 if flag == FIXED_BUF_OFFSET else 40
-    assert slots.bytes.value == size
-    assert get(buf + boff, size) == data[foff : foff + size]
+    assert_landed(slots, buf + boff, data[foff : foff + size])
 
 
 @pytest.mark.emulated
-def test_all_fixed_flags_ignore_every_change(lib: ctypes.CDLL, opened: Opened, stream: int) -> None:
-    data = pattern(8192)
-    fh, buf = opened(data, 8192)
+def test_all_fixed_flags_ignore_every_change(
+    lib: ctypes.CDLL, file_8k: File8k, stream: int,
+) -> None:
+    data, fh, buf = file_8k
     with stream_registered(lib, stream, 7):
         emulated.set_completion_delay(100_000)
         slots = Slots(1000, file_offset=10, buffer_offset=20)
@@ -102,15 +99,14 @@ def test_all_fixed_flags_ignore_every_change(lib: ctypes.CDLL, opened: Opened, s
         slots.file_offset.value = -5
         slots.buffer_offset.value = -5
         sync(stream)
-    assert slots.bytes.value == 1000
-    assert get(buf + 20, 1000) == data[10:1010]
+    assert_landed(slots, buf + 20, data[10:1010])
 
 
 @pytest.mark.emulated
 def test_execution_errors_come_back_as_negative_counts(
-    lib: ctypes.CDLL, opened: Opened, files: Files, handles: Alloc, stream: int,
+    lib: ctypes.CDLL, file_8k: File8k, files: Files, handles: Alloc, stream: int,
 ) -> None:
-    fh, buf = opened(pattern(8192), 8192)
+    _, fh, buf = file_8k
     emulated.set_completion_delay(50_000)
     grow = Slots(100)
     negative = Slots(100)
@@ -217,8 +213,7 @@ def test_page_aligned_inputs_are_checked(lib: ctypes.CDLL, opened: Opened, strea
         slots = Slots(4096, file_offset=8192, buffer_offset=4096)
         assert read_async(lib, fh, buf, slots, stream) == SUCCESS
         sync(stream)
-    assert slots.bytes.value == 4096
-    assert get(buf + 4096, 4096) == data[8192:12288]
+    assert_landed(slots, buf + 4096, data[8192:12288])
 
 
 @pytest.mark.emulated

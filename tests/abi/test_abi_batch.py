@@ -124,8 +124,8 @@ def test_batch_submit_validation(
 
 
 @pytest.mark.emulated
-def test_batch_min_nr_and_timeouts(lib: ctypes.CDLL, opened: Opened, batches: Alloc) -> None:
-    fh, buf = opened(pattern(8192), 8192)
+def test_batch_min_nr_and_timeouts(lib: ctypes.CDLL, file_8k: File8k, batches: Alloc) -> None:
+    _, fh, buf = file_8k
     batch = batches(4)
     emulated.set_completion_delay(300_000)
     arr = params([(READ, fh, buf, 0, 0, 100), (READ, fh, buf, 100, 100, 100)])
@@ -143,10 +143,9 @@ def test_batch_min_nr_and_timeouts(lib: ctypes.CDLL, opened: Opened, batches: Al
 
 @pytest.mark.emulated
 def test_batch_parameters_are_copied_at_submit(
-    lib: ctypes.CDLL, opened: Opened, batches: Alloc,
+    lib: ctypes.CDLL, file_8k: File8k, batches: Alloc,
 ) -> None:
-    data = pattern(8192)
-    fh, buf = opened(data, 8192)
+    data, fh, buf = file_8k
     batch = batches(1)
     emulated.set_completion_delay(100_000)
     arr = params([(READ, fh, buf, 0, 1000, 500)])
@@ -159,8 +158,8 @@ def test_batch_parameters_are_copied_at_submit(
 
 
 @pytest.mark.emulated
-def test_batch_cancel(lib: ctypes.CDLL, opened: Opened, batches: Alloc) -> None:
-    fh, buf = opened(pattern(8192), 8192)
+def test_batch_cancel(lib: ctypes.CDLL, file_8k: File8k, batches: Alloc) -> None:
+    _, fh, buf = file_8k
     batch = batches(16)
     emulated.set_completion_delay(100_000)
     arr = params([(READ, fh, buf, i * 100, i * 100, 100) for i in range(16)])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,8 +183,47 @@ def test_error_strings() -> None:
     )
 
 
+def _c_error_texts(lib: ctypes.CDLL, code: int) -> tuple[str, str]:
+    """hipGetErrorName and hipGetErrorString of `lib`, called through ctypes
+    (so that numbers HIP does not define can be passed)."""
+    lib.hipGetErrorName.restype = lib.hipGetErrorString.restype = ctypes.c_char_p
+    return (lib.hipGetErrorName(ctypes.c_int(code)).decode(),
+            lib.hipGetErrorString(ctypes.c_int(code)).decode())
+
+
 @pytest.mark.emulated
 def test_every_error_has_its_name() -> None:
+    """Every hipError_t that HIP defines (HIP-Python's enum) has its own name
+    and a description, and the driver-API spellings answer the same."""
     for code in E:
-        assert str(ok(hip.hipGetErrorName(code))) == code.name
-        assert str(ok(hip.hipGetErrorString(code)))
+        name = str(ok(hip.hipGetErrorName(code)))
+        text = str(ok(hip.hipGetErrorString(code)))
+        assert name == code.name
+        assert text and text != name and not text.startswith("hip")
+        assert (name, text) == _c_error_texts(runtime_library(), int(code))
+        assert str(ok(hip.hipDrvGetErrorName(code))) == name
+        assert str(ok(hip.hipDrvGetErrorString(code))) == text
+
+
+@pytest.mark.emulated
+def test_undefined_error_numbers() -> None:
+    """A number HIP does not define: hipGetErrorName/String answer as for
+    hipErrorUnknown; hipDrvGetErrorName refuses it."""
+    lib = runtime_library()
+    for number in (10, 999_999, -1):
+        assert number not in {int(code) for code in E}
+        assert _c_error_texts(lib, number) == ("hipErrorUnknown", "unknown error")
+        out = ctypes.c_char_p(b"x")
+        assert lib.hipDrvGetErrorName(ctypes.c_int(number), ctypes.byref(out)) == int(
+            E.hipErrorInvalidValue)
+        assert out.value is None
+
+
+@pytest.mark.emulated
+def test_cuda_platform_shares_the_error_table(cuda_platform_lib: Path) -> None:
+    """The cuda platform's libamdhip64 (built here; naming errors needs no
+    CUDA) answers every number exactly as the emulated one: one table."""
+    cuda = ctypes.CDLL(str(cuda_platform_lib / "libamdhip64.so"))
+    emulated = runtime_library()
+    for number in [int(code) for code in E] + [10, 999_999, -1]:
+        assert _c_error_texts(cuda, number) == _c_error_texts(emulated, number)

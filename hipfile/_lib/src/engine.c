@@ -129,17 +129,19 @@ int hfe_op_wait(hfe_op *op, double timeout_s)
 
 void hfe__finish(hfe_op *op)
 {
+    /* No longer outstanding before anyone can see it done: a caller that
+     * waited for it then finds the engine's count without it. */
+    pthread_mutex_lock(&lock);
+    outstanding--;
+    if (draining)
+        pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&lock);
     if (op->flag && !op->stream_completes)
         __atomic_store_n(op->flag, op->flag_value, __ATOMIC_RELEASE);
     pthread_mutex_lock(&done_lock);
     __atomic_store_n(&op->state, OP_DONE, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&done_cv);
     pthread_mutex_unlock(&done_lock);
-    pthread_mutex_lock(&lock);
-    outstanding--;
-    if (draining)
-        pthread_cond_broadcast(&gate_cv);
-    pthread_mutex_unlock(&lock);
     hfe_op_decref(op);   /* the engine's reference */
 }
 

@@ -55,9 +55,9 @@ import ctypes
 import errno
 import os
 import threading
-from types import TracebackType
 from typing import Any
 
+from hipfile._file_holder import QuietFileHolder
 from hipfile.buffer import Buffer
 from hipfile.compat._errors import also
 from hipfile.driver import Driver, process_driver
@@ -167,7 +167,7 @@ def _close_at_exit() -> None:
             pass
 
 
-class CuFile:
+class CuFile(QuietFileHolder):
     """A file for GPU-direct I/O with cufile-python's ``CuFile`` interface.
 
     Parameters
@@ -207,7 +207,7 @@ class CuFile:
         self._mode = mode
         self._flags = flags
         self._use_direct_io = bool(use_direct_io)
-        self._file: FileHandle | None = None
+        self._fh: FileHandle | None = None
 
     # -- state -----------------------------------------------------------
 
@@ -229,22 +229,22 @@ class CuFile:
     @property
     def is_open(self) -> bool:
         """Whether the file is open and registered."""
-        return self._file is not None
+        return self._fh is not None
 
     @property
     def handle(self) -> int | None:
         """The hipFile handle, or ``None`` while closed."""
-        return None if self._file is None else self._file.handle
+        return None if self._fh is None else self._fh.handle
 
     @property
     def file_handle(self) -> FileHandle | None:
         """The underlying :class:`hipfile.FileHandle`, or ``None`` while closed."""
-        return self._file
+        return self._fh
 
     def get_handle(self) -> int | None:
         """The open file descriptor, or ``None`` while closed (cufile-python's
         ``get_handle``)."""
-        return None if self._file is None else self._file.fd
+        return None if self._fh is None else self._fh.fd
 
     # -- lifetime --------------------------------------------------------
 
@@ -263,11 +263,11 @@ class CuFile:
         --------
         hipFileDriverOpen, hipFileHandleRegister
         """
-        if self._file is not None:
+        if self._fh is not None:
             return
         try:
             process_driver()      # the process's reference: opened once, kept until exit
-            self._file = FileHandle(self._path, self._flags).open()
+            self._fh = FileHandle(self._path, self._flags).open()
         except HipFileException as e:
             also(e, RuntimeError)  # in place: a class defined in Python
             raise
@@ -284,27 +284,11 @@ class CuFile:
         --------
         hipFileHandleDeregister, hipFileDriverClose
         """
-        fh = self._file
-        if fh is None:
-            return
-        fh.close()
-        self._file = None
+        self._close_fh()
 
     def __enter__(self) -> CuFile:
         self.open()
         return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        # cufile-python closes a forgotten file when it is collected; so do we.
-        if getattr(self, "_file", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
 
     def __repr__(self) -> str:
         state = f"fd={self.get_handle()}" if self.is_open else "closed"
@@ -374,7 +358,7 @@ class CuFile:
             raise
 
     def _open_file(self) -> FileHandle:
-        fh = self._file
+        fh = self._fh
         if fh is None:
             # cufile-python's message, with the errno and the path
             raise OSError(errno.EBADF, "File is not open.", os.fspath(self._path))

@@ -93,8 +93,15 @@ def _address(value: Any, what: str) -> int:
     return address
 
 
-def cuFileDriverOpen() -> None:
-    """Open the driver (one reference per call, as in cuFile).
+def _driver_call(name: str, fn: Callable[[], None], summary: str) -> Callable[[], None]:
+    """cuFile's driver call ``name`` over ``fn`` (hipFile's call of the same
+    name), with its docstring."""
+
+    def call() -> None:
+        _call(name, fn)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"""{summary}
 
     Raises
     ------
@@ -103,24 +110,16 @@ def cuFileDriverOpen() -> None:
 
     See Also
     --------
-    hipFileDriverOpen
+    {name.replace("cuFile", "hipFile")}
     """
-    _call("cuFileDriverOpen", _hipfile.driver_open)
+    return call
 
 
-def cuFileDriverClose() -> None:
-    """Drop one driver reference; at 0 the library drops every registration.
-
-    Raises
-    ------
-    HipFileException
-        Also a :class:`RuntimeError`.
-
-    See Also
-    --------
-    hipFileDriverClose
-    """
-    _call("cuFileDriverClose", _hipfile.driver_close)
+cuFileDriverOpen = _driver_call("cuFileDriverOpen", lambda: _hipfile.driver_open(),
+                                "Open the driver (one reference per call, as in cuFile).")
+cuFileDriverClose = _driver_call(
+    "cuFileDriverClose", lambda: _hipfile.driver_close(),
+    "Drop one driver reference; at 0 the library drops every registration.")
 
 
 def cuFileHandleRegister(fd: int) -> ctypes.c_void_p:

@@ -33,9 +33,10 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-from types import TracebackType
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from hipfile._file_holder import QuietFileHolder
 from hipfile._interop import buffer_info, host_view
 from hipfile.compat._errors import also
 from hipfile.driver import Driver
@@ -44,6 +45,8 @@ from hipfile.file import FileHandle
 from hipfile.parallel import IOFuture as _Future
 
 __all__ = ["CuFile", "IOFuture", "IOFutureStream", "open_flags"]
+
+T = TypeVar("T")
 
 
 def open_flags(flags: str) -> int:
@@ -83,15 +86,31 @@ def _runtime(e: BaseException) -> BaseException:
     return e
 
 
-class IOFuture:
+def _kvikio_result(wait: Callable[[], Any]) -> int:
+    """``wait()`` as an int, a failure raised as KvikIO raises it (see
+    :func:`_runtime`)."""
+    try:
+        return int(wait())
+    except BaseException as e:
+        raise _runtime(e) from None
+
+
+class _Pending:
+    """A KvikIO future over one of the binding's (``_inner``)."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+
+class IOFuture(_Pending):
     """The future of :meth:`CuFile.pread`/:meth:`CuFile.pwrite` (KvikIO's
     ``IOFuture``): :meth:`get` waits and returns the bytes moved,
     :meth:`done` tells without waiting."""
 
-    __slots__ = ("_future",)
-
-    def __init__(self, future: _Future) -> None:
-        self._future = future
+    __slots__ = ()
+    _inner: _Future
 
     def get(self) -> int:
         """Wait for every task; returns the bytes moved.
@@ -102,29 +121,23 @@ class IOFuture:
             A task failed: the :class:`hipfile.HipFileException` or
             :class:`OSError` it raised, which is also a ``RuntimeError``.
         """
-        try:
-            return self._future.result()
-        except BaseException as e:
-            raise _runtime(e) from None
+        return _kvikio_result(self._inner.result)
 
     def done(self) -> bool:
         """Whether every task has ended."""
-        return self._future.done()
+        return self._inner.done()
 
     def __repr__(self) -> str:
         return f"<hipfile.compat.kvikio.IOFuture {'done' if self.done() else 'running'}>"
 
 
-class IOFutureStream:
+class IOFutureStream(_Pending):
     """The future of :meth:`CuFile.raw_read_async`/:meth:`CuFile.raw_write_async`
     (KvikIO's ``IOFutureStream``). Keep it until :meth:`check_bytes_done`
     has returned; dropping it early is safe (the binding parks its state
     until the stream has passed the operation)."""
 
-    __slots__ = ("_handle",)
-
-    def __init__(self, handle: Any) -> None:
-        self._handle = handle
+    __slots__ = ()
 
     def check_bytes_done(self) -> int:
         """Synchronise the stream; returns the bytes moved.
@@ -139,16 +152,13 @@ class IOFutureStream:
         --------
         hipStreamSynchronize
         """
-        try:
-            return int(self._handle.wait())
-        except BaseException as e:
-            raise _runtime(e) from None
+        return _kvikio_result(self._inner.wait)
 
     def __repr__(self) -> str:
-        return f"<hipfile.compat.kvikio.IOFutureStream {self._handle!r}>"
+        return f"<hipfile.compat.kvikio.IOFutureStream {self._inner!r}>"
 
 
-class CuFile:
+class CuFile(QuietFileHolder):
     """A file opened and registered for GPU-direct I/O (KvikIO's ``CuFile``).
 
     Parameters
@@ -211,11 +221,8 @@ class CuFile:
         --------
         hipFileHandleDeregister, hipFileDriverClose
         """
-        fh = self._fh
-        if fh is None:
+        if not self._close_fh():
             return
-        fh.close()
-        self._fh = None
         driver, self._driver = self._driver, None
         if driver is not None:
             driver.close()
@@ -245,17 +252,6 @@ class CuFile:
 
     def __enter__(self) -> CuFile:
         return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        if getattr(self, "_fh", None) is not None:
-            try:
-                self.close()
-            except Exception:
-                pass
 
     def __repr__(self) -> str:
         state = "closed" if self._fh is None else f"fd={self._fh.fd}"
@@ -338,13 +334,22 @@ class CuFile:
 
     # -- single calls (device memory only) -------------------------------------------------
 
-    def _device(self, buf: Any) -> None:
+    def _raw(self, write: bool, buf: Any, call: Callable[[FileHandle], T]) -> T:
+        """One of the single calls: the file must be open for reading (or
+        ``write``), ``buf`` device memory ("Non-CUDA buffers not supported");
+        a hipFile or system failure of ``call(file handle)`` is raised as
+        KvikIO raises it."""
+        fh = self._for(write)
         try:
             buffer_info(buf)
         except (TypeError, ValueError, BufferError):
             if host_view(buf) is not None:
                 raise ValueError("Non-CUDA buffers not supported") from None
             raise
+        try:
+            return call(fh)
+        except (HipFileException, OSError) as e:
+            raise _runtime(e) from None
 
     def raw_read(self, buf: Any, size: int | None = None, file_offset: int = 0,
                  dev_offset: int = 0) -> int:
@@ -363,12 +368,7 @@ class CuFile:
         --------
         hipFileRead
         """
-        fh = self._for(False)
-        self._device(buf)
-        try:
-            return fh.read(buf, size, file_offset, dev_offset)
-        except (HipFileException, OSError) as e:
-            raise _runtime(e) from None
+        return self._raw(False, buf, lambda fh: fh.read(buf, size, file_offset, dev_offset))
 
     def raw_write(self, buf: Any, size: int | None = None, file_offset: int = 0,
                   dev_offset: int = 0) -> int:
@@ -379,12 +379,7 @@ class CuFile:
         --------
         hipFileWrite
         """
-        fh = self._for(True)
-        self._device(buf)
-        try:
-            return fh.write(buf, size, file_offset, dev_offset)
-        except (HipFileException, OSError) as e:
-            raise _runtime(e) from None
+        return self._raw(True, buf, lambda fh: fh.write(buf, size, file_offset, dev_offset))
 
     def raw_read_async(self, buf: Any, raw_stream: Any, size: int | None = None,
                        file_offset: int = 0, dev_offset: int = 0) -> IOFutureStream:
@@ -403,12 +398,8 @@ class CuFile:
         --------
         hipFileReadAsync
         """
-        fh = self._for(False)
-        self._device(buf)
-        try:
-            return IOFutureStream(fh.read_async(buf, size, file_offset, dev_offset, raw_stream))
-        except (HipFileException, OSError) as e:
-            raise _runtime(e) from None
+        return IOFutureStream(self._raw(False, buf, lambda fh: fh.read_async(
+            buf, size, file_offset, dev_offset, raw_stream)))
 
     def raw_write_async(self, buf: Any, raw_stream: Any, size: int | None = None,
                         file_offset: int = 0, dev_offset: int = 0) -> IOFutureStream:
@@ -420,11 +411,6 @@ class CuFile:
         --------
         hipFileWriteAsync
         """
-        fh = self._for(True)
-        self._device(buf)
-        try:
-            return IOFutureStream(fh.write_async(buf, size, file_offset, dev_offset,
-                                                 raw_stream))
-        except (HipFileException, OSError) as e:
-            raise _runtime(e) from None
+        return IOFutureStream(self._raw(True, buf, lambda fh: fh.write_async(
+            buf, size, file_offset, dev_offset, raw_stream)))
 

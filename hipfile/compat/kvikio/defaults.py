@@ -39,7 +39,7 @@ import os
 import threading
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from hipfile import defaults as _hipfile_defaults
 
@@ -161,11 +161,7 @@ class ConfigContextManager:
         # hipfile's settings are checked by hipfile.defaults.set, which changes
         # nothing unless all of them pass; do it before touching ours
         self._restore_hipfile = _hipfile_defaults.set(ours) if ours else None
-        missing = object()
-        with _lock:
-            self._previous = {k: _own.get(k, missing) for k in checked}
-            self._missing = missing
-            _own.update(checked)
+        self._restore_own = _hipfile_defaults._apply(_own, _lock, checked)
         self._names = names
 
     def __enter__(self) -> None:
@@ -173,12 +169,7 @@ class ConfigContextManager:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        with _lock:
-            for k, v in self._previous.items():
-                if v is self._missing:
-                    _own.pop(k, None)
-                else:
-                    _own[k] = v
+        self._restore_own.__exit__(None, None, None)
         if self._restore_hipfile is not None:
             self._restore_hipfile.__exit__(None, None, None)
 
@@ -227,43 +218,36 @@ def is_compat_mode_preferred() -> bool:
 
 # -- KvikIO's older one-setting functions ---------------------------------------------------
 
-
-def compat_mode() -> CompatMode:
-    """``get("compat_mode")``."""
-    mode: CompatMode = get("compat_mode")
-    return mode
+_T = TypeVar("_T")
 
 
-def num_threads() -> int:
-    """``get("num_threads")``."""
-    return int(get("num_threads"))
+def _older_getter(key: str, cast: Callable[[Any], _T]) -> Callable[[], _T]:
+    """KvikIO's older getter of ``key``: ``get(key)``."""
+
+    def getter() -> _T:
+        return cast(get(key))
+
+    getter.__name__ = getter.__qualname__ = key
+    getter.__doc__ = f"``get({key!r})``."
+    return getter
 
 
-def task_size() -> int:
-    """``get("task_size")``."""
-    return int(get("task_size"))
+def _older_setter(key: str) -> Callable[[Any], ConfigContextManager]:
+    """KvikIO's older setter of ``key``: ``set(key, value)``."""
+
+    def setter(value: Any) -> ConfigContextManager:
+        return set(key, value)
+
+    setter.__name__ = setter.__qualname__ = f"set_{key}"
+    setter.__doc__ = f"``set({key!r}, value)``."
+    return setter
 
 
-def gds_threshold() -> int:
-    """``get("gds_threshold")``."""
-    return int(get("gds_threshold"))
-
-
-def set_compat_mode(value: Any) -> ConfigContextManager:
-    """``set("compat_mode", value)``."""
-    return set("compat_mode", value)
-
-
-def set_num_threads(value: int) -> ConfigContextManager:
-    """``set("num_threads", value)``."""
-    return set("num_threads", value)
-
-
-def set_task_size(value: int) -> ConfigContextManager:
-    """``set("task_size", value)``."""
-    return set("task_size", value)
-
-
-def set_gds_threshold(value: int) -> ConfigContextManager:
-    """``set("gds_threshold", value)``."""
-    return set("gds_threshold", value)
+compat_mode = _older_getter("compat_mode", CompatMode)
+num_threads = _older_getter("num_threads", int)
+task_size = _older_getter("task_size", int)
+gds_threshold = _older_getter("gds_threshold", int)
+set_compat_mode = _older_setter("compat_mode")
+set_num_threads = _older_setter("num_threads")
+set_task_size = _older_setter("task_size")
+set_gds_threshold = _older_setter("gds_threshold")

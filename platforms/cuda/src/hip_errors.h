@@ -1,12 +1,10 @@
-/* hipError_t tables and CUDA-to-HIP error translation (private). */
+/* CUDA-to-HIP error translation (private); hipError_t names are
+ * platforms/include/hip_error_table.h. */
 #ifndef HIPFILE_CUDA_HIP_ERRORS_H
 #define HIPFILE_CUDA_HIP_ERRORS_H
 
+#include "../../include/hip_error_table.h"
 #include "loader.h"
-
-/* Name ("hipErrorInvalidValue") and description of a hipError_t. */
-HFC_HIDDEN const char *hfc_hip_error_name(int code);
-HFC_HIDDEN const char *hfc_hip_error_text(int code);
 
 /* cudaError_t (runtime API) -> hipError_t. */
 HFC_HIDDEN int hfc_hip_from_cuda(int err);

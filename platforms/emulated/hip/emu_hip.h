@@ -136,8 +136,42 @@ void emu_api_leave(void);
     return status;                                  \
   }
 
-/* ---- streams.c ----------------------------------------------------------- */
+/* ---- queue.c ------------------------------------------------------------- */
+extern struct ihipStream_t *emu_streams; /* every stream with a worker */
+extern struct ihipStream_t *emu_null_streams[EMU_MAX_DEVICES];
+extern struct ihipEvent_t *emu_events;   /* live events */
+extern long long emu_live_streams;
+extern long long emu_live_events;
+extern int emu_detached_workers;         /* detached workers still running */
+
+/* Takes node out of the doubly linked list (prev/next) that starts at head. */
+#define EMU_LIST_UNLINK(head, node)                              \
+  do {                                                           \
+    if ((node)->prev != NULL) (node)->prev->next = (node)->next; \
+    else if ((head) == (node)) (head) = (node)->next;            \
+    if ((node)->next != NULL) (node)->next->prev = (node)->prev; \
+    (node)->prev = (node)->next = NULL;                          \
+  } while (0)
+
 struct emu_op *emu_op_new(enum emu_op_kind kind);
+/* Drop one reference; the last frees the stream, event or operation (an
+ * operation releases the references it holds). */
+void emu_stream_unref_locked(struct ihipStream_t *s);
+void emu_event_unref_locked(struct ihipEvent_t *e);
+void emu_op_release_locked(struct emu_op *op);
+/* A new stream with its worker thread, linked into emu_streams. */
+hipError_t emu_stream_new_locked(int device, unsigned flags, int priority, int is_null,
+                                 struct ihipStream_t **out);
+void emu_stream_unlink_locked(struct ihipStream_t *s);
+/* NULL, hipStreamLegacy or hipStreamPerThread. */
+int emu_is_null_handle(hipStream_t handle);
+/* The live user stream of a handle, or NULL. */
+struct ihipStream_t *emu_find_user_stream_locked(hipStream_t handle);
+/* Marks s destroyed, waits for its work, and stops its worker. The caller
+ * then calls emu_stream_join_and_drop_locked, which joins the thread with the
+ * lock released and drops the reference. */
+void emu_stream_retire_locked(struct ihipStream_t *s);
+void emu_stream_join_and_drop_locked(struct ihipStream_t *s);
 /* Resolves a user handle to a live stream (NULL and the special handles give
  * the current device's null stream). Returns hipSuccess or an error. */
 hipError_t emu_stream_resolve_locked(hipStream_t handle, struct ihipStream_t **out);
@@ -147,11 +181,19 @@ void emu_wait_seq_locked(struct ihipStream_t *s, uint64_t seq);
 /* Waits for all work enqueued so far on the device's streams; with
  * blocking_only, non-blocking streams are skipped. device -1: all devices. */
 hipError_t emu_sync_device_locked(int device, int blocking_only);
+long long emu_stream_count_locked(void);
+long long emu_event_count_locked(void);
+
+/* ---- streams.c ----------------------------------------------------------- */
 /* Queues a copy or fill (memory.c has validated it) on a stream and, with
  * wait, returns once it has run. Takes the lock itself. */
 hipError_t emu_submit_memory_op(hipStream_t stream, struct emu_op *op, int wait);
-long long emu_stream_count_locked(void);
-long long emu_event_count_locked(void);
+
+/* ---- events.c ------------------------------------------------------------ */
+/* Takes a live event out of emu_events (the caller drops its reference). */
+void emu_event_unlink_locked(struct ihipEvent_t *e);
+
+/* ---- lifecycle.c --------------------------------------------------------- */
 long long emu_release_streams_events_locked(int device);
 
 /* ---- hostfn.c ------------------------------------------------------------ */

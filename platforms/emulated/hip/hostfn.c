@@ -101,10 +101,7 @@ void emu_run_host_op_locked(struct ihipStream_t *s, struct emu_op *op) {
   }
   op->host_stream = s;
   op->host_state = EMU_HOST_QUEUED;
-  op->host_next = NULL;
-  if (emu_host_tail != NULL) emu_host_tail->host_next = op;
-  else emu_host_head = op;
-  emu_host_tail = op;
+  EMU_QUEUE_APPEND(emu_host_head, emu_host_tail, op, host_next);
   pthread_cond_signal(&emu_host_work);
   while (op->host_state != EMU_HOST_DONE) {
     if (op->host_state == EMU_HOST_QUEUED && (s->discard || emu_host_stopping)) {

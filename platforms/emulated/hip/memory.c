@@ -354,6 +354,20 @@ static hipError_t emu_copy_ok(void *dst, const void *src, size_t bytes, int dst_
   return ok ? hipSuccess : hipErrorInvalidValue;
 }
 
+/* The operation of a copy or fill whose operands were checked (ok): a new
+ * operation of `kind` on `bytes` (a fill's element count) at dst in *out, or
+ * hipErrorInvalidValue when the check failed, hipErrorOutOfMemory. */
+static hipError_t emu_new_memory_op(int ok, enum emu_op_kind kind, void *dst, size_t bytes,
+                                    struct emu_op **out) {
+  if (!ok) return hipErrorInvalidValue;
+  struct emu_op *op = emu_op_new(kind);
+  if (op == NULL) return hipErrorOutOfMemory;
+  op->dst = dst;
+  op->bytes = bytes;
+  *out = op;
+  return hipSuccess;
+}
+
 static hipError_t emu_prepare_copy(void *dst, const void *src, size_t bytes, int kind,
                                    struct emu_op **out) {
   *out = NULL;
@@ -369,13 +383,9 @@ static hipError_t emu_prepare_copy(void *dst, const void *src, size_t bytes, int
   }
   hipError_t status = emu_copy_ok(dst, src, bytes, dst_device, src_device);
   if (status != hipSuccess || bytes == 0) return status;
-  struct emu_op *op = emu_op_new(EMU_OP_COPY);
-  if (op == NULL) return hipErrorOutOfMemory;
-  op->dst = dst;
-  op->src = src;
-  op->bytes = bytes;
-  *out = op;
-  return hipSuccess;
+  status = emu_new_memory_op(1, EMU_OP_COPY, dst, bytes, out);
+  if (status == hipSuccess) (*out)->src = src;
+  return status;
 }
 
 static hipError_t emu_copy(void *dst, const void *src, size_t bytes, int kind,
@@ -395,15 +405,12 @@ static hipError_t emu_prepare_fill(void *dst, uint32_t pattern, unsigned elem_si
   struct emu_alloc *a = emu_find_locked(dst);
   int ok = a != NULL && emu_span_ok(a, dst, count * elem_size);
   emu_lock_release();
-  if (!ok) return hipErrorInvalidValue;
-  struct emu_op *op = emu_op_new(EMU_OP_FILL);
-  if (op == NULL) return hipErrorOutOfMemory;
-  op->dst = dst;
-  op->pattern = pattern;
-  op->elem_size = elem_size;
-  op->bytes = count;
-  *out = op;
-  return hipSuccess;
+  hipError_t status = emu_new_memory_op(ok, EMU_OP_FILL, dst, count, out);
+  if (status == hipSuccess) {
+    (*out)->pattern = pattern;
+    (*out)->elem_size = elem_size;
+  }
+  return status;
 }
 
 static hipError_t emu_fill_submit(void *dst, uint32_t pattern, unsigned elem_size, size_t count,

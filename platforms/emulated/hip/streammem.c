@@ -223,7 +223,7 @@ EMU_EXPORT void hipEmuStreamMemReset(void) {
   emu_lock_release();
 }
 
-/* A forked child forgets the parent's streams (streams.c), and with them
+/* A forked child forgets the parent's streams (lifecycle.c), and with them
  * their queued and blocked waits. */
 static void emu_streammem_fork_child(void) {
   emu_pending_waits = 0;

@@ -66,12 +66,7 @@ static void finish_locked(emu_entry_t *e, hipFileStatus_t status, size_t ret)
     e->state = SLOT_DONE;
     e->status = status;
     e->ret = ret;
-    e->next = NULL;
-    if (b->done_tail)
-        b->done_tail->next = e;
-    else
-        b->done_head = e;
-    b->done_tail = e;
+    EMU_QUEUE_APPEND(b->done_head, b->done_tail, e, next);
     b->done_count++;
     emu_handle_release_locked(e->h);
     e->h = NULL;
@@ -253,12 +248,7 @@ EMU_EXPORT hipFileError_t hipFileBatchIOSubmit(hipFileBatchHandle_t batch_idp, u
         en->fault = emu_fault_take(HIPFILE_EMU_OP_BATCH);
         en->short_max = short_max;
         en->delay_us = delay_us;
-        en->next = NULL;
-        if (work_tail)
-            work_tail->next = en;
-        else
-            work_head = en;
-        work_tail = en;
+        EMU_QUEUE_APPEND(work_head, work_tail, en, next);
         b->used++;
     }
     pthread_cond_broadcast(&work_cond);

@@ -12,6 +12,16 @@
 
 #define EMU_EXPORT __attribute__((visibility("default")))
 
+/* Appends node to the singly linked queue head .. tail whose nodes link
+ * through their member `link` (a helper both libraries use). */
+#define EMU_QUEUE_APPEND(head, tail, node, link) \
+  do {                                           \
+    (node)->link = NULL;                         \
+    if ((tail) != NULL) (tail)->link = (node);   \
+    else (head) = (node);                        \
+    (tail) = (node);                             \
+  } while (0)
+
 /* Memory kinds returned by hipEmuPointerInfo. */
 enum { EMU_MEM_DEVICE = 1, EMU_MEM_PINNED_HOST = 2 };
 

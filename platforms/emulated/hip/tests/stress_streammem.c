@@ -3,7 +3,7 @@
  * root:
  *
  *   gcc -O1 -g -fsanitize=thread -I platforms/emulated/include \
- *       $(ls platforms/emulated/hip/[a-z]*.c) \
+ *       $(ls platforms/emulated/hip/[a-z]*.c) platforms/common/hip_error_table.c \
  *       platforms/emulated/hip/tests/stress_streammem.c -o /tmp/emu-smstress -lpthread
  *   /tmp/emu-smstress
  *

@@ -1,9 +1,9 @@
 /* Thread stress of the emulated HIP runtime, meant for ThreadSanitizer.
  * Build it together with the runtime's sources (every .c file directly in
- * platforms/emulated/hip), for example from the repository root:
+ * platforms/emulated/hip, and the shared hipError_t table), for example from the repository root:
  *
  *   gcc -O1 -g -fsanitize=thread -I platforms/emulated/include \
- *       $(ls platforms/emulated/hip/[a-z]*.c) \
+ *       $(ls platforms/emulated/hip/[a-z]*.c) platforms/common/hip_error_table.c \
  *       platforms/emulated/hip/tests/stress_threads.c -o /tmp/emu-stress -lpthread
  *   /tmp/emu-stress
  *
