@@ -19,18 +19,11 @@ from typing import Any
 
 import numpy as np
 
+from hipfile import _batch_event as shared
 from hipfile._abi import IO_EVENTS, IO_PARAMS
-from hipfile._batch_event import (
-    _FINAL,
-    _MAX_ENTRY,
-    _SLICE,
-    CLOSE_TIMEOUT,
-    BatchEvent,
-    _abandoned,
-    _set_up,
-)
-from hipfile._interop import as_int, as_timeout, buffer_info
-from hipfile._lib import _hipfile
+from hipfile._batch_event import BatchEvent
+from hipfile._interop import as_timeout, buffer_info
+from hipfile._lib import _api, _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
 from hipfile.enums import BatchMode, Opcode, Status
 from hipfile.errors import ClosedFileError, HipFileException
@@ -110,15 +103,15 @@ def _parse(ranges: Iterable[tuple[int | None, int, int]], length: int, owner: An
         n, fo, bo = check(length, *t, owner)
         if n == 0:
             pass  # nothing to move: no entry
-        elif n <= _MAX_ENTRY:
+        elif n <= shared._MAX_ENTRY:
             index.append(count)
             size.append(n)
             foff.append(fo)
             boff.append(bo)
         else:
-            for start in range(0, n, _MAX_ENTRY):
+            for start in range(0, n, shared._MAX_ENTRY):
                 index.append(count)
-                size.append(min(_MAX_ENTRY, n - start))
+                size.append(min(shared._MAX_ENTRY, n - start))
                 foff.append(fo + start)
                 boff.append(bo + start)
         count += 1
@@ -166,7 +159,7 @@ class _Run:
                 if len(self.slots) >= self.in_flight:
                     return
                 try:
-                    slot = _Slot(len(self.slots), _set_up(self.per_batch), self.per_batch)
+                    slot = _Slot(len(self.slots), shared._set_up(self.per_batch), self.per_batch)
                 except HipFileException:
                     if not self.slots:
                         raise
@@ -199,9 +192,9 @@ class _Run:
         the library hands over."""
         slot = self.busy[0]
         if deadline is None:
-            wait = _SLICE
+            wait = shared._SLICE
         else:
-            wait = max(0.0, min(_SLICE, deadline - time.monotonic()))
+            wait = max(0.0, min(shared._SLICE, deadline - time.monotonic()))
         self._poll(slot, slot.inflight if wait > 0 else 0, wait)
 
     def _poll(self, slot: _Slot, min_nr: int, wait: float | None) -> None:
@@ -217,7 +210,7 @@ class _Run:
             return
         rows = slot.events[:n]
         status = rows["status"].astype(np.int64)
-        final = (status & int(_FINAL)) != 0
+        final = (status & int(shared._FINAL)) != 0
         if not final.all():
             rows, status = rows[final], status[final]
         ids = rows["cookie"].astype(np.int64) - 1
@@ -282,16 +275,16 @@ class _Run:
                 _hipfile.batch_io_cancel(slot.handle)
             except Exception:
                 pass
-        deadline = time.monotonic() + CLOSE_TIMEOUT
+        deadline = time.monotonic() + shared.CLOSE_TIMEOUT
         for slot in busy:
             try:
                 while slot.inflight and time.monotonic() < deadline:
-                    self._poll(slot, slot.inflight, _SLICE)
+                    self._poll(slot, slot.inflight, shared._SLICE)
             except Exception:
                 pass
         for slot in self.slots:
             if slot.inflight and slot.array is not None:
-                _abandoned.append(slot.array)
+                shared._abandoned.append(slot.array)
             slot.array = None
             _hipfile.batch_io_destroy(slot.handle)
         self.slots = []
@@ -310,15 +303,11 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
     if batch_size is None:
         per_batch = defaults.batch_max_entries()
     else:
-        per_batch = as_int(batch_size, "batch_size")
-        if per_batch <= 0:
-            raise ValueError(f"batch_size must be positive, got {per_batch}")
+        per_batch = _api.as_positive(batch_size, "batch_size")
     if in_flight is None:
         depth = IN_FLIGHT
     else:
-        depth = as_int(in_flight, "in_flight")
-        if depth <= 0:
-            raise ValueError(f"in_flight must be positive, got {depth}")
+        depth = _api.as_positive(in_flight, "in_flight")
     timeout = as_timeout(timeout)
     # Every range is checked before anything is submitted.
     ptr, length, owner = buffer_info(buffer)

@@ -181,10 +181,8 @@ def process_driver() -> Driver:
 
     Raises
     ------
-    HipFileException
-        The library could not open the driver.
-    HipFileLibraryNotFound
-        No libhipfile is installed.
+    HipFileException, HipFileLibraryNotFound
+        As :meth:`Driver.open`.
 
     See Also
     --------

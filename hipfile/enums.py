@@ -8,12 +8,39 @@ here.
 from __future__ import annotations
 
 from hipfile._lib import _enums
-from hipfile._lib._enums import *  # noqa: F403  (the public names: _enums.__all__)
+from hipfile._lib._enums import (
+    BASE_ERR,
+    BatchMode,
+    BoolConfigParameter,
+    DriverControlFlags,
+    DriverStatusFlags,
+    FeatureFlags,
+    FileHandleType,
+    Opcode,
+    OpError,
+    SizeTConfigParameter,
+    Status,
+    StreamFlags,
+    StringConfigParameter,
+)
 
-__all__ = list(_enums.__all__)
+__all__ = [
+    "BASE_ERR",
+    "BatchMode",
+    "BoolConfigParameter",
+    "DriverControlFlags",
+    "DriverStatusFlags",
+    "FeatureFlags",
+    "FileHandleType",
+    "OpError",
+    "Opcode",
+    "SizeTConfigParameter",
+    "Status",
+    "StreamFlags",
+    "StringConfigParameter",
+]
 
 # The public home of the classes (reprs, pickles and the documentation).
-for _name in __all__:
-    if isinstance(getattr(_enums, _name), type):
-        getattr(_enums, _name).__module__ = __name__
+for _name in __all__[1:]:
+    getattr(_enums, _name).__module__ = __name__
 del _name

@@ -15,8 +15,27 @@ core that raises them, and are public here.
 from __future__ import annotations
 
 from hipfile._lib import _errors
-from hipfile._lib._errors import *  # noqa: F403  (the public names: _errors.__all__)
 from hipfile._lib._errors import (
+    AsyncNotSupportedError,
+    BatchFullError,
+    ClosedFileError,
+    DriverNotInitializedError,
+    ForkedProcessError,
+    HandleAlreadyRegisteredError,
+    HandleNotRegisteredError,
+    HipFileException,
+    HipFileLibraryError,
+    HipFileLibraryNotFound,
+    HipFileSymbolNotFound,
+    HipRuntimeError,
+    InFlightError,
+    InternalError,
+    InvalidValueError,
+    MemoryAlreadyRegisteredError,
+    MemoryNotRegisteredError,
+    NotSupportedError,
+    PermissionDeniedError,
+    PointerError,
     error_for_result,
     exception_for,
     op_error_string,
@@ -24,7 +43,28 @@ from hipfile._lib._errors import (
     raise_status,
 )
 
-__all__ = list(_errors.__all__)
+__all__ = [
+    "AsyncNotSupportedError",
+    "BatchFullError",
+    "ClosedFileError",
+    "DriverNotInitializedError",
+    "ForkedProcessError",
+    "HandleAlreadyRegisteredError",
+    "HandleNotRegisteredError",
+    "HipFileException",
+    "HipFileLibraryError",
+    "HipFileLibraryNotFound",
+    "HipFileSymbolNotFound",
+    "HipRuntimeError",
+    "InFlightError",
+    "InternalError",
+    "InvalidValueError",
+    "MemoryAlreadyRegisteredError",
+    "MemoryNotRegisteredError",
+    "NotSupportedError",
+    "PermissionDeniedError",
+    "PointerError",
+]
 
 #: Helpers of the package's own modules (not part of the public API).
 _HELPERS = (error_for_result, exception_for, op_error_string, raise_result, raise_status)

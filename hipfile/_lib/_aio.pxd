@@ -4,13 +4,14 @@
 
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
+from hipfile._lib._runtime cimport _Completion
 from hipfile._lib._core cimport _StreamState
 from hipfile._lib._pool cimport Slots
 
 # Handles submitted and not yet observed complete (borrowed pointers).
 cdef PyObject *_pending_head
 
-cdef class AsyncIOHandle:
+cdef class AsyncIOHandle(_Completion):
     cdef int _slot
     cdef Slots *_s
     cdef int _opcode
@@ -37,6 +38,7 @@ cdef class AsyncIOHandle:
     cdef void _observed(self)
     cdef void _abandon(self, int err)
     cdef int _prove_complete(self) except -1
+    cdef bint _answered(self, int err) except -1
     cdef long long _settable(self, object value, unsigned fixed_flag, str name) except? -1
     cdef int _check_settable(self, unsigned fixed_flag, str name) except -1
     cdef _record(self)

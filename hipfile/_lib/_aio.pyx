@@ -30,55 +30,17 @@ from libc.stdint cimport uintptr_t
 from hipfile._lib.chipfile cimport *
 from hipfile._lib._bindings cimport bind, p_hipFileReadAsync, p_hipFileWriteAsync
 from hipfile._lib._core cimport (
-    FIXED_BUF_OFFSET,
-    FIXED_FILE_OFFSET,
-    FIXED_FILE_SIZE,
-    _as_index,
-    _BufferCore,
-    _FileCore,
-    _io_range,
-    _release_refs,
-    _StreamState,
-    submit_preamble,
-)
+    FIXED_BUF_OFFSET, FIXED_FILE_OFFSET, FIXED_FILE_SIZE, _as_index, _BufferCore, _FileCore,
+    _io_range, _release_refs, _StreamState, submit_preamble)
 from hipfile._lib cimport _core
 from hipfile._lib._pool cimport (
-    SLOT_DONE,
-    SLOT_PARKED,
-    Slots,
-    _give_back,
-    _launch_marker,
-    _lose,
-    _Parked,
-    _parked,
-    _slot_ptr,
-    _state_ptr,
-    _sweep,
-    _take,
-)
+    SLOT_DONE, SLOT_PARKED, Slots, _give_back, _launch_marker, _lose, _Parked, _parked, _slot_ptr,
+    _state_ptr, _sweep, _take)
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY,
-    HIP_EVENT_DISABLE_TIMING,
-    HIP_SUCCESS,
-    WAIT_EVENT,
-    _as_timeout,
-    _c_event_create,
-    _c_event_free,
-    _c_event_rec,
-    _destroy_event,
-    _event_query,
-    _EventType,
-    _exiting,
-    _fork_gen,
-    _forked,
-    _hip_fail,
-    _hipapi,
-    _load_hip_capi,
-    _pointer_device,
-    _PointerType,
-    _stream_query,
-    wait_interruptible,
-)
+    HIP_ERROR_NOT_READY, HIP_EVENT_DISABLE_TIMING, HIP_SUCCESS, WAIT_EVENT, _as_timeout,
+    _c_event_create, _c_event_free, _c_event_rec, _destroy_event, _event_query, _EventType,
+    _exiting, _fork_gen, _forked, _hip_fail, _hipapi, _load_hip_capi, _pointer_device,
+    _PointerType, _stream_query, wait_interruptible, _Completion)
 
 from hipfile._lib import _runtime
 from hipfile._lib._errors import HipRuntimeError, raise_result, raise_status
@@ -220,7 +182,7 @@ cdef void _unlink(AsyncIOHandle h):
 # once its completion is observed, by the GC callback in _observe.pxi.
 @cython.no_gc
 @cython.freelist(64)
-cdef class AsyncIOHandle:
+cdef class AsyncIOHandle(_Completion):
     """One stream-ordered read or write and the four values it uses.
 
     The slots (size, file offset, buffer offset, bytes done) live in pinned
@@ -463,24 +425,21 @@ cdef class AsyncIOHandle:
             return bool(self._complete)
         if self._gen != _fork_gen:
             _forked("this AsyncIOHandle")
-        cdef int err
         if self._event is None:
-            err = _stream_query(self._stream)
-            if err == HIP_SUCCESS:
-                self._observed()
-                return True
-            if err != HIP_ERROR_NOT_READY:
-                self._abandon(err)
+            if self._answered(_stream_query(self._stream)):
                 return True
             self._record()
-        err = _event_query(self._event)
+        return bool(self._answered(_event_query(self._event)))
+
+    cdef bint _answered(self, int err) except -1:
+        # a query's answer: complete (observed now), gone (lost), or pending
         if err == HIP_SUCCESS:
             self._observed()
-            return True
+            return 1
         if err != HIP_ERROR_NOT_READY:
             self._abandon(err)
-            return True
-        return False
+            return 1
+        return 0
 
     cdef _record(self):
         cdef void *ev = NULL
@@ -595,14 +554,6 @@ cdef class AsyncIOHandle:
         if self._lost:
             self._prove_complete()
         return self._result()
-
-    def result(self, timeout=None):
-        """Same as :meth:`wait` (the ``concurrent.futures`` name)."""
-        return self.wait(timeout)
-
-    def get(self, timeout=None):
-        """Same as :meth:`wait` (KvikIO's name)."""
-        return self.wait(timeout)
 
     cdef object _result(self):
         if self._lost:

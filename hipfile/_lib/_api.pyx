@@ -14,13 +14,9 @@ from posix.time cimport timespec
 from hipfile._lib.chipfile cimport *
 from hipfile._lib._loader cimport check_status
 from hipfile._lib._bindings cimport (
-    bind,
-    p_hipFileBatchIOGetStatus,
-    p_hipFileDriverGetProperties,
-    p_hipFileGetParameterString,
-    p_hipFileHandleRegister,
-)
-from hipfile._lib._core cimport _BufferCore, _buffer_info, _io_range, _StreamCore
+    bind, p_hipFileBatchIOGetStatus, p_hipFileDriverGetProperties, p_hipFileGetParameterString,
+    p_hipFileHandleRegister)
+from hipfile._lib._core cimport _as_positive, _BufferCore, _buffer_info, _io_range, _StreamCore
 from hipfile._lib._runtime cimport _as_timeout
 
 from hipfile._lib import _bindings
@@ -214,3 +210,17 @@ def io_range_check(size_t length, size, file_offset, buffer_offset, buf=None):
     cdef hoff_t f, b
     _io_range(length, size, file_offset, buffer_offset, &n, &f, &b, buf)
     return n, f, b
+
+
+def as_positive(value, str name):
+    """``value`` as a positive int, by the rule of every size and offset
+    (ints and ``__index__`` only, below 2**63).
+
+    Raises
+    ------
+    TypeError
+        Not an integer (bools and floats refused).
+    ValueError
+        0, negative, or 2**63 and more.
+    """
+    return _as_positive(value, name)

@@ -57,6 +57,7 @@ cdef settle_fn settle_hook
 cdef sweep_fn held_sweep_hook
 
 cdef long long _as_index(object value, str name) except? -1
+cdef long long _as_positive(object value, str name) except? -1
 cdef int _io_range(size_t length, object size, object file_offset, object buffer_offset,
                    size_t *nbytes, hoff_t *foff, hoff_t *boff, object buf=*) except -1
 cdef int _check_file(_FileCore f) except -1

@@ -31,11 +31,7 @@ from libc.stdint cimport uintptr_t
 
 from hipfile._lib._enums import OpError
 from hipfile._lib._errors import (
-    ClosedFileError,
-    HandleNotRegisteredError,
-    InFlightError,
-    InvalidValueError,
-)
+    ClosedFileError, HandleNotRegisteredError, InFlightError, InvalidValueError)
 from hipfile._lib import _bindings
 from hipfile._lib._decode cimport foreign_buffer_info, foreign_stream_handle
 from hipfile._lib._runtime cimport _driver_epoch, _fork_gen, _forked, _hipapi
@@ -179,6 +175,14 @@ cdef long long _as_index(object value, str name) except? -1:
     if overflow:
         raise ValueError(f"{name} {value} is out of range (a size or offset must be "
                          f"below 2**63)")
+    return n
+
+
+cdef long long _as_positive(object value, str name) except? -1:
+    """``value`` as a positive int (the rule of ``_as_index``, and > 0)."""
+    cdef long long n = _as_index(value, name)
+    if n <= 0:
+        raise ValueError(f"{name} must be positive, got {n}")
     return n
 
 

@@ -11,35 +11,17 @@ from libc.stdlib cimport calloc, free, malloc
 
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
-from hipfile._lib._core cimport _as_index, _BufferCore, _FileCore, _io_range, submit_preamble
+from hipfile._lib._core cimport _as_positive, _BufferCore, _FileCore, _io_range, submit_preamble
 from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece
 from hipfile._lib._engine_handle cimport _GateRef, StreamIOHandle
 from hipfile._lib._engine_hip cimport (
-    _destroy_event_handle,
-    _eng_defaults,
-    _eng_rt,
-    _eng_task_default,
-    _Flag,
-    _FlagPool,
-    _gate_event,
-    _internal_stream,
-    _pool_for,
-    _staged_path,
-    _stream_after,
-    _wait_value32,
-    _write_value32,
-)
+    _destroy_event_handle, _eng_defaults, _eng_rt, _eng_task_default, _Flag, _FlagPool,
+    _gate_event, _internal_stream, _pool_for, _staged_path, _stream_after, _wait_value32,
+    _write_value32)
 from hipfile._lib._engine_ops cimport _eng_start, _eng_sweep, _ring_for, _Ring
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY,
-    HIP_SUCCESS,
-    WAIT_STREAM,
-    _hip_fail,
-    _pointer_device,
-    _stream_device,
-    _stream_query,
-    wait_interruptible,
-)
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, _hip_fail, _pointer_device, _stream_device,
+    _stream_query, wait_interruptible)
 from hipfile._lib._engine_hip import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
 
 
@@ -92,10 +74,7 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     if task_size is None:
         task = _eng_task_default
     else:
-        t = _as_index(task_size, "task_size")
-        if t <= 0:
-            raise ValueError(f"task_size must be positive, got {t}")
-        task = <size_t>t
+        task = <size_t>_as_positive(task_size, "task_size")
     checked = []
     for r in ranges:
         if not isinstance(r, tuple) or len(r) != 3:

@@ -2,6 +2,7 @@
 # StreamIOHandle (see _engine_handle.pyx).
 
 from libc.stdint cimport uint32_t, uintptr_t
+from hipfile._lib._runtime cimport _Completion
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._engine_c cimport hfe_op
 from hipfile._lib._engine_hip cimport _Flag
@@ -9,7 +10,7 @@ from hipfile._lib._engine_hip cimport _Flag
 cdef class _GateRef:
     cdef _Flag flag
 
-cdef class StreamIOHandle:
+cdef class StreamIOHandle(_Completion):
     cdef hfe_op *_op
     cdef _Flag _flag
     cdef uint32_t _value

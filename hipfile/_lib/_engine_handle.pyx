@@ -11,16 +11,11 @@ from libc.stdint cimport int64_t, uint32_t, uintptr_t
 from hipfile._lib._core cimport _stream_handle
 from hipfile._lib._decode import check_stream_handle
 from hipfile._lib._engine_c cimport eng
-from hipfile._lib._engine_hip cimport (
-    _Flag,
-    _FlagPool,
-    _internal_stream,
-    _pool_for,
-    _wait_value32,
-)
+from hipfile._lib._engine_hip cimport _Flag, _FlagPool, _internal_stream, _pool_for, _wait_value32
 from hipfile._lib._engine_ops cimport _eng_parked, _ParkedOp, _unhold
 from hipfile._lib._errors import raise_result
-from hipfile._lib._runtime cimport _as_timeout, _destroy_event, _exiting, _fork_gen, _forked, _hipapi
+from hipfile._lib._runtime cimport (
+    _as_timeout, _Completion, _destroy_event, _exiting, _fork_gen, _forked, _hipapi)
 from hipfile._lib._runtime import on_device
 
 cdef double WAIT_SLICE = 0.05
@@ -37,7 +32,7 @@ cdef class _GateRef:
 
 
 @cython.no_gc_clear
-cdef class StreamIOHandle:
+cdef class StreamIOHandle(_Completion):
     """One stream-ordered read or write run by the parallel engine.
 
     Returned by :meth:`FileHandle.pread_async`,
@@ -216,22 +211,18 @@ cdef class StreamIOHandle:
     def wait(self, timeout=None):
         """Block until the operation completes; return the bytes moved.
 
-        The wait can be interrupted (Ctrl-C) and loses nothing: a later call
-        returns the result.
-
-        Parameters
-        ----------
-        timeout
-            Seconds to wait, or None for no limit.
+        ``timeout`` in seconds, None for no limit (the rule of every wait:
+        a number >= 0 or None). The wait can be interrupted (Ctrl-C) and
+        loses nothing: a later call returns the result.
 
         Raises
         ------
         TimeoutError
             Not complete within ``timeout``.
-        TypeError, ValueError
-            ``timeout`` is not a number >= 0 or None (bools refused).
         OSError, HipFileException
             A chunk of the range failed: the first error decoded.
+        TypeError, ValueError
+            A bad ``timeout`` (bools refused).
         """
         cdef double step, left = -1.0
         cdef int ok = 0
@@ -261,14 +252,6 @@ cdef class StreamIOHandle:
             PyErr_CheckSignals()
         self._observe()
         return self._result()
-
-    def result(self, timeout=None):
-        """Same as :meth:`wait` (the ``concurrent.futures`` name)."""
-        return self.wait(timeout)
-
-    def get(self, timeout=None):
-        """Same as :meth:`wait` (KvikIO's name)."""
-        return self.wait(timeout)
 
     cdef object _result(self):
         cdef int err_no = 0

@@ -12,15 +12,8 @@ from libc.string cimport memset
 
 from hipfile._lib._engine_c cimport eng, hfe_event_fn, hfe_runtime
 from hipfile._lib._runtime cimport (
-    HIP_SUCCESS,
-    _c_event_query,
-    _capsule_fn,
-    _current_device,
-    _hip_fail,
-    _hipapi,
-    _load_hip_capi,
-    hip_handle_fn_t,
-)
+    HIP_SUCCESS, _c_event_query, _capsule_fn, _current_device, _hip_fail, _hipapi, _load_hip_capi,
+    hip_handle_fn_t)
 from hipfile._lib._runtime import on_device
 
 _eng_capi_tried = 0

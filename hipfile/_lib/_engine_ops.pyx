@@ -38,21 +38,9 @@ from libc.string cimport memset
 from hipfile._lib._core cimport _BufferCore, _FileCore
 from hipfile._lib._engine_c cimport eng, hfe_op, hfe_ring, hfe_set_device_fn
 from hipfile._lib._engine_hip cimport (
-    HIP_HOST_MALLOC_MAPPED,
-    _c_event_record,
-    _c_memcpy_batch,
-    _c_set_device,
-    _c_stream_wait_event,
-    _eng_defaults,
-    _eng_rt,
-    _eng_task_default,
-    _eng_threads_wanted,
-    _flag_pools,
-    _Flag,
-    _FlagPool,
-    _load_engine_capi,
-    _settings_module,
-)
+    HIP_HOST_MALLOC_MAPPED, _c_event_record, _c_memcpy_batch, _c_set_device, _c_stream_wait_event,
+    _eng_defaults, _eng_rt, _eng_task_default, _eng_threads_wanted, _flag_pools, _Flag, _FlagPool,
+    _load_engine_capi, _settings_module)
 from hipfile._lib._engine_hip import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
 from hipfile._lib._runtime cimport _as_timeout, _hipapi
 from hipfile._lib._runtime import on_device

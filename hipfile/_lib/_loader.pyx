@@ -19,11 +19,7 @@ from posix.dlfcn cimport dlopen, dlerror, dlsym, RTLD_NOW, RTLD_LOCAL
 
 from hipfile._lib.chipfile cimport hipFileError_t, hipFileGetVersion_t
 from hipfile._lib._errors import (
-    NO_ROCM_HINT,
-    HipFileLibraryNotFound,
-    HipFileSymbolNotFound,
-    raise_status,
-)
+    NO_ROCM_HINT, HipFileLibraryNotFound, HipFileSymbolNotFound, raise_status)
 
 cdef void *_lib = NULL
 cdef object _lib_path = None

@@ -26,16 +26,8 @@ from libc.stdint cimport uintptr_t
 from hipfile._lib._aio cimport AsyncIOHandle, _pending_head
 from hipfile._lib._pool cimport SLOT_DONE, _lose, _Parked, _parked, _state_ptr, _sweep
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY,
-    HIP_SUCCESS,
-    WAIT_FLAG,
-    _as_timeout,
-    _event_query,
-    _exiting,
-    _fork_gen,
-    _stream_query,
-    wait_interruptible,
-)
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_FLAG, _as_timeout, _event_query, _exiting, _fork_gen,
+    _stream_query, wait_interruptible)
 
 from cpython.ref cimport PyObject
 

@@ -29,19 +29,8 @@ from libc.string cimport memset
 from hipfile._lib._errors import InFlightError
 from hipfile._lib._core cimport _release_refs
 from hipfile._lib._runtime cimport (
-    HIP_SUCCESS,
-    _c_host_free,
-    _c_host_malloc,
-    _c_launch_host_func,
-    _destroy_event,
-    _exiting,
-    _fork_gen,
-    _hip_fail,
-    _hipapi,
-    _load_hip_capi,
-    hipfile_atomic_load_u8,
-    hipfile_atomic_store_u8,
-)
+    HIP_SUCCESS, _c_host_free, _c_host_malloc, _c_launch_host_func, _destroy_event, _exiting,
+    _fork_gen, _hip_fail, _hipapi, _load_hip_capi, hipfile_atomic_load_u8, hipfile_atomic_store_u8)
 from hipfile._lib import _runtime
 
 cdef class _Page:

@@ -69,3 +69,8 @@ cdef bint _exiting
 cdef unsigned long _driver_epoch
 cdef int _forked(str what) except -1
 cdef void _note_driver_close()
+
+# The names every handle of an operation in flight answers besides wait()
+# (see hipfile.Completion); the compiled handles derive from it.
+cdef class _Completion:
+    pass

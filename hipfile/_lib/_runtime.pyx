@@ -395,3 +395,17 @@ def driver_close():
     to 0 starts a new driver epoch (every registration counts as gone)."""
     _driver_close()
     _note_driver_close()
+
+
+cdef class _Completion:
+    """``result`` and ``get``, the names of ``concurrent.futures`` and of
+    KvikIO for ``wait`` (see :class:`hipfile.Completion`), for the compiled
+    handles, which derive from it."""
+
+    def result(self, timeout=None):
+        """Same as ``wait`` (the ``concurrent.futures`` name)."""
+        return self.wait(timeout)
+
+    def get(self, timeout=None):
+        """Same as ``wait`` (KvikIO's name)."""
+        return self.wait(timeout)
