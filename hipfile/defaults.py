@@ -27,7 +27,7 @@ setting                   environment variable             default
 ``close_timeout``         ``HIPFILE_CLOSE_TIMEOUT``        None (no limit)
 ``wait_timeout``          ``HIPFILE_WAIT_TIMEOUT``         None (no limit)
 ``allow_host_buffers``    ``HIPFILE_ALLOW_HOST_BUFFERS``   True
-``engine_task_size``      ``HIPFILE_ENGINE_TASK_SIZE``     8 MiB
+``engine_task_size``      ``HIPFILE_ENGINE_TASK_SIZE``     2 MiB
 ``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``cpus / 2, 4..16``
 ``engine_staging_size``   ``HIPFILE_ENGINE_STAGING_SIZE``  256 MiB
 ``engine_copy_streams``   ``HIPFILE_ENGINE_COPY_STREAMS``  1
@@ -240,8 +240,8 @@ SETTINGS: dict[str, Setting] = {
                 "None (no limit)"),
         Setting("allow_host_buffers", "HIPFILE_ALLOW_HOST_BUFFERS", lambda: True, _check_bool,
                 _parse_bool, "Whether host (CPU) buffers are accepted for I/O.", "True"),
-        Setting("engine_task_size", "HIPFILE_ENGINE_TASK_SIZE", lambda: 8 << 20, _bytes_check(1),
-                parse_size, "Bytes per task of the stream-ordered engine.", "8 MiB"),
+        Setting("engine_task_size", "HIPFILE_ENGINE_TASK_SIZE", lambda: 2 << 20, _bytes_check(1),
+                parse_size, "Bytes per task of the stream-ordered engine.", "2 MiB"),
         Setting("engine_threads", "HIPFILE_ENGINE_THREADS", _engine_threads, _size_check(1),
                 _parse_int, "Threads of the stream-ordered engine.",
                 "half the CPU count, 4 to 16"),

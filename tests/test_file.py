@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import CudaArray, check, from_device, random_file
+from _util import CudaArray, check, from_device, random_file, to_device
 from hip import hip
 
 import hipfile
@@ -141,6 +141,22 @@ def test_short_read_at_end_of_file(driver: hipfile.Driver, tmp_path: Path, dev: 
         assert fh.read(dev, 100, 950) == 50
         assert fh.read(dev, 100, 1000) == 0
         assert fh.read(dev, 100, 5000) == 0
+
+
+def test_a_read_across_the_end_writes_only_the_bytes_it_read(
+        driver: hipfile.Driver, tmp_path: Path, dev: Any) -> None:
+    """A read that crosses the end of the file leaves the rest of the
+    requested span as it was (hipFile writes the bytes it read; cuFile's
+    compatibility mode fills the whole span, which the cuda platform cuts)."""
+    path = tmp_path / "small.bin"
+    data = random_file(path, 1000, seed=4)
+    to_device(dev, np.full(4096, 0xAB, np.uint8))
+    with hipfile.open(path) as fh:
+        assert fh.read(dev, 64, 990) == 10
+        assert fh.read(dev, 64, 1000, buffer_offset=100) == 0
+    back = from_device(dev, 4096)
+    assert np.array_equal(back[:10], data[990:])
+    assert (back[10:] == 0xAB).all(), "bytes past the read's count were written"
 
 
 def test_large_transfers_are_split(

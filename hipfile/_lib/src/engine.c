@@ -129,15 +129,18 @@ int hfe_op_wait(hfe_op *op, double timeout_s)
 
 void hfe__finish(hfe_op *op)
 {
-    /* No longer outstanding before anyone can see it done: a caller that
-     * waited for it then finds the engine's count without it. */
+    /* The completion flag is stored and the operation leaves the count in
+     * one critical section: a caller that saw the flag finds the count
+     * without it (hfe_outstanding takes the lock), and nothing that waits
+     * for the count to reach zero (trim_pool frees flag pages then) can
+     * run between the two. */
     pthread_mutex_lock(&lock);
+    if (op->flag && !op->stream_completes)
+        __atomic_store_n(op->flag, op->flag_value, __ATOMIC_RELEASE);
     outstanding--;
     if (draining)
         pthread_cond_broadcast(&gate_cv);
     pthread_mutex_unlock(&lock);
-    if (op->flag && !op->stream_completes)
-        __atomic_store_n(op->flag, op->flag_value, __ATOMIC_RELEASE);
     pthread_mutex_lock(&done_lock);
     __atomic_store_n(&op->state, OP_DONE, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&done_cv);

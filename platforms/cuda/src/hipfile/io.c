@@ -2,13 +2,76 @@
  * synchronous I/O and stream-ordered I/O. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hipfile_private.h"
 
 /* ---- file handles ------------------------------------------------------ */
+
+/* The descriptor of each handle registered from one (for the end-of-file
+ * cut of synchronous reads). */
+struct handle_fd {
+    const void *fh;
+    int fd;
+};
+static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct handle_fd *handle_fds;
+static size_t n_handle_fds, cap_handle_fds;
+
+static void fd_remember(const void *fh, int fd)
+{
+    pthread_mutex_lock(&fd_lock);
+    for (size_t i = 0; i < n_handle_fds; i++)
+        if (handle_fds[i].fh == fh) {   /* a handle value used again */
+            handle_fds[i].fd = fd;
+            pthread_mutex_unlock(&fd_lock);
+            return;
+        }
+    if (n_handle_fds == cap_handle_fds) {
+        size_t cap = cap_handle_fds ? 2 * cap_handle_fds : 16;
+        struct handle_fd *grown = realloc(handle_fds, cap * sizeof(*grown));
+        if (grown == NULL) {   /* no cut for this handle: cuFile's own result */
+            pthread_mutex_unlock(&fd_lock);
+            return;
+        }
+        handle_fds = grown;
+        cap_handle_fds = cap;
+    }
+    handle_fds[n_handle_fds++] = (struct handle_fd){fh, fd};
+    pthread_mutex_unlock(&fd_lock);
+}
+
+static void fd_forget(const void *fh)
+{
+    pthread_mutex_lock(&fd_lock);
+    for (size_t i = 0; i < n_handle_fds; i++)
+        if (handle_fds[i].fh == fh) {
+            handle_fds[i] = handle_fds[--n_handle_fds];
+            break;
+        }
+    pthread_mutex_unlock(&fd_lock);
+}
+
+/* The handle's file size, or -1 when it is not known. */
+static off_t fd_file_size(const void *fh)
+{
+    int fd = -1;
+    struct stat st;
+    pthread_mutex_lock(&fd_lock);
+    for (size_t i = 0; i < n_handle_fds; i++)
+        if (handle_fds[i].fh == fh) {
+            fd = handle_fds[i].fd;
+            break;
+        }
+    pthread_mutex_unlock(&fd_lock);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return -1;
+    return st.st_size;
+}
 
 HFC_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDescr_t *descr)
 {
@@ -41,6 +104,8 @@ HFC_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDesc
     }
     if (track(F, &handles, h) != 0)
         return make_error(hipFileInternalError);
+    if (descr->type == hipFileHandleTypeOpaqueFD)
+        fd_remember(h, descr->handle.fd);
     *fh = h;
     return ok;
 }
@@ -48,8 +113,10 @@ HFC_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDesc
 HFC_EXPORT void hipFileHandleDeregister(hipFileHandle_t fh)
 {
     const struct hfc_cufile *F = cf();
-    if (F != NULL && fh != NULL && forget(&handles, fh))
+    if (F != NULL && fh != NULL && forget(&handles, fh)) {
+        fd_forget(fh);
         cufile_release(F, &handles, fh);
+    }
 }
 
 /* ---- buffers and synchronous I/O -------------------------------------- */
@@ -104,6 +171,16 @@ static ssize_t sync_io(int is_write, hipFileHandle_t fh, void *buffer_base, size
         return 0;
     if (size > HFC_MAX_IO)
         size = HFC_MAX_IO;
+    if (!is_write) {
+        /* A read that crosses the end of the file: cuFile's compatibility
+         * mode fills the whole request in device memory (bytes past the end
+         * included); AMD's hipFile writes only the bytes it read. */
+        off_t end = fd_file_size(fh);
+        if (end >= 0 && file_offset >= end)
+            return 0;
+        if (end >= 0 && (uint64_t)file_offset + size > (uint64_t)end)
+            size = (size_t)(end - file_offset);
+    }
     /* An unregistered buffer: fold the offset into the base, as for the
      * stream-ordered calls (cuFile's compatibility mode mishandles a nonzero
      * devPtr_offset on memory it has no registration for). */
