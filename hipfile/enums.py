@@ -7,22 +7,7 @@ here.
 
 from __future__ import annotations
 
-from hipfile._lib import _enums
-from hipfile._lib._enums import (
-    BASE_ERR,
-    BatchMode,
-    BoolConfigParameter,
-    DriverControlFlags,
-    DriverStatusFlags,
-    FeatureFlags,
-    FileHandleType,
-    Opcode,
-    OpError,
-    SizeTConfigParameter,
-    Status,
-    StreamFlags,
-    StringConfigParameter,
-)
+from hipfile._lib._enums import *  # noqa: F403  (the names below)
 
 __all__ = [
     "BASE_ERR",
@@ -42,5 +27,5 @@ __all__ = [
 
 # The public home of the classes (reprs, pickles and the documentation).
 for _name in __all__[1:]:
-    getattr(_enums, _name).__module__ = __name__
+    globals()[_name].__module__ = __name__
 del _name

@@ -14,28 +14,8 @@ core that raises them, and are public here.
 
 from __future__ import annotations
 
-from hipfile._lib import _errors
+from hipfile._lib._errors import *  # noqa: F403  (the names below)
 from hipfile._lib._errors import (
-    AsyncNotSupportedError,
-    BatchFullError,
-    ClosedFileError,
-    DriverNotInitializedError,
-    ForkedProcessError,
-    HandleAlreadyRegisteredError,
-    HandleNotRegisteredError,
-    HipFileException,
-    HipFileLibraryError,
-    HipFileLibraryNotFound,
-    HipFileSymbolNotFound,
-    HipRuntimeError,
-    InFlightError,
-    InternalError,
-    InvalidValueError,
-    MemoryAlreadyRegisteredError,
-    MemoryNotRegisteredError,
-    NotSupportedError,
-    PermissionDeniedError,
-    PointerError,
     error_for_result,
     exception_for,
     op_error_string,
@@ -71,7 +51,7 @@ _HELPERS = (error_for_result, exception_for, op_error_string, raise_result, rais
 
 # The public home of the classes (reprs, pickles and the documentation).
 for _name in __all__:
-    getattr(_errors, _name).__module__ = __name__
+    globals()[_name].__module__ = __name__
 del _name
 for _helper in _HELPERS:
     _helper.__module__ = __name__

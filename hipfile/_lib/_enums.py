@@ -5,22 +5,6 @@ from __future__ import annotations
 
 from enum import IntEnum, IntFlag
 
-__all__ = [
-    "BASE_ERR",
-    "BatchMode",
-    "BoolConfigParameter",
-    "DriverControlFlags",
-    "DriverStatusFlags",
-    "FeatureFlags",
-    "FileHandleType",
-    "OpError",
-    "Opcode",
-    "SizeTConfigParameter",
-    "Status",
-    "StreamFlags",
-    "StringConfigParameter",
-]
-
 #: First hipFile error number (``HIPFILE_BASE_ERR``).
 BASE_ERR = 5000
 

@@ -12,29 +12,6 @@ from typing import Any, NoReturn
 
 from hipfile._lib._enums import OpError
 
-__all__ = [
-    "AsyncNotSupportedError",
-    "BatchFullError",
-    "ClosedFileError",
-    "DriverNotInitializedError",
-    "ForkedProcessError",
-    "HandleAlreadyRegisteredError",
-    "HandleNotRegisteredError",
-    "HipFileException",
-    "HipFileLibraryError",
-    "HipFileLibraryNotFound",
-    "HipFileSymbolNotFound",
-    "HipRuntimeError",
-    "InFlightError",
-    "InternalError",
-    "InvalidValueError",
-    "MemoryAlreadyRegisteredError",
-    "MemoryNotRegisteredError",
-    "NotSupportedError",
-    "PermissionDeniedError",
-    "PointerError",
-]
-
 _FALLBACK_STRINGS = {e.value: e.name.replace("_", " ").lower() for e in OpError}
 
 #: What the library answers, set by :mod:`hipfile._lib._bindings` when it is
