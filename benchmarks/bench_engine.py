@@ -20,7 +20,8 @@ in the page cache into one device buffer, and writes them back, timing:
   file and scattered (permuted) over the whole device buffer, loaded with one
   ``pread_async_scatter`` per layer and released to the compute stream, side
   by side with the contiguous layers (the same bytes), and
-  ``pread_async_ranges`` with one range per block;
+  ``pread_async_ranges`` with one range per block, and the scatter with
+  ``prefetch=True`` (each layer's file reads start at submit);
 * ``--batch``: ``batch_read`` of ``--batch-blocks`` of those blocks against
   the engine's scatter read of the same blocks (``bench_batch.py`` runs the
   same comparison with time limits);
@@ -291,6 +292,11 @@ def main() -> int:
                       for i in range(layers)]
                 assert sum(h.wait() for h in hs) == total
 
+            def paged_scatter_prefetch() -> None:
+                hs = [fh.pread_async_scatter(kv_obj, layer_blocks[i], io_h, prefetch=True)
+                      for i in range(layers)]
+                assert sum(h.wait() for h in hs) == total
+
             def paged_ranges() -> None:
                 hs = [h for i in range(layers)
                       for h in fh.pread_async_ranges(kv_obj, layer_blocks[i], io_h)]
@@ -312,7 +318,8 @@ def main() -> int:
                 "limit_pagecache_pinned_16t": limit_pagecache, "limit_h2d_pinned": limit_h2d,
                 "save_engine": save_engine, "save_pwrite": save_pwrite,
                 "both_contiguous_bare": both_contiguous, "both_paged_scatter": both_paged_scatter,
-                "paged_scatter": paged_scatter, "paged_ranges": paged_ranges,
+                "paged_scatter": paged_scatter, "paged_scatter_prefetch": paged_scatter_prefetch,
+                "paged_ranges": paged_ranges,
             }
             times = time_interleaved(cases, args.repeats, sync_all)
             if args.batch:
@@ -440,6 +447,8 @@ def main() -> int:
     ratios["paged_scatter_vs_contiguous_with_compute"] = (c["both_contiguous_bare"]
                                                           / c["both_paged_scatter"])
     ratios["paged_scatter_vs_contiguous_load"] = c["engine"] / c["paged_scatter"]
+    ratios["paged_scatter_prefetch_vs_contiguous_load"] = (c["engine"]
+                                                           / c["paged_scatter_prefetch"])
     ratios["paged_ranges_vs_contiguous_load"] = c["engine"] / c["paged_ranges"]
     if "blocks" in results:
         ratios["batch_read_vs_engine_same_blocks"] = (

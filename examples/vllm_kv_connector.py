@@ -258,8 +258,12 @@ class HipFileKVConnector:
                 if self.path == "engine":
                     # the layer's blocks as one operation: one handle, one
                     # completion for the compute stream to wait on
+                    # (prefetch: the saved file is not written in stream order,
+                    # so every layer's reads start now; the copies follow the
+                    # load stream)
                     hs = [fh.pread_async_scatter(self._buffers[name], ranges, self._load_stream,
-                                                 task_size=self.task_size)] if ranges else []
+                                                 task_size=self.task_size, prefetch=True)
+                          ] if ranges else []
                     self._layer_waits.setdefault(name, []).extend(hs)
                 else:
                     hs = [fh.read_async(self._buffers[name], s, f, o, self._hip_stream)

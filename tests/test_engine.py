@@ -175,6 +175,28 @@ def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechani
         assert np.array_equal(from_device(dev, N), data[:N])
 
 
+def test_prefetch_reads_the_file_before_the_stream_passes(drv, layers_file, nb_stream,
+                                                          mechanism):
+    """``prefetch=True``: the file is read at once into staging; the copies
+    into the buffer still wait for the stream, so nothing lands before it
+    passes."""
+    if mechanism == "host-waits":
+        pytest.skip("the staged path needs stream waits")
+    path, data = layers_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        check(hip.hipMemset(dev, 0, N))
+        with StreamBlocker(nb_stream):
+            h = fh.pread_async(dev, N, 0, 0, nb_stream, prefetch=True)
+            deadline = time.monotonic() + 10
+            while h.calls == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert h.calls > 0, "a prefetch waited for the stream to read the file"
+            assert not h.done()
+            assert not from_device(dev, N).any(), "bytes landed before the stream passed"
+        assert h.wait(timeout=30) == N
+        assert np.array_equal(from_device(dev, N), data[:N])
+
+
 def test_write_waits_for_the_callers_stream(drv, tmp_path, nb_stream, mechanism):
     """The write must read the buffer only after earlier work on the stream
     (here: a copy that fills it) has run."""

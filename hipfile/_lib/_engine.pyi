@@ -8,5 +8,5 @@ from hipfile._lib._engine_handle import StreamIOHandle
 def engine_submit(
     f: _FileCore, opcode: int, buffer: Any, ranges: list[tuple[Any, Any, Any]],
     stream: Any = 0, task_size: int | None = None, fd: int = -1, ordered: bool = True,
-    grouped: bool = False,
+    grouped: bool = False, prefetch: bool = False,
 ) -> list[StreamIOHandle]: ...

@@ -32,12 +32,14 @@ cdef void *_get_io(int opcode) except NULL:
 
 
 def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=None,
-                  int fd=-1, bint ordered=True, bint grouped=False):
+                  int fd=-1, bint ordered=True, bint grouped=False, bint prefetch=False):
     """Submit stream-ordered ranges ``(size, file_offset, buffer_offset)`` of
     ``buffer`` to the engine; returns one :class:`StreamIOHandle` per range
     (``grouped``: one for all of them).
 
-    The ranges start together once ``stream`` passes the submit point. With
+    The ranges start together once ``stream`` passes the submit point
+    (``prefetch``: a read on the staging path reads the file at once, and
+    only its copies into ``buffer`` wait for ``stream``). With
     ``fd`` (a POSIX descriptor of the file) and stream waits on the buffer's
     device, the bytes move through the device's staging ring and the copies
     to or from device memory are enqueued on ``stream`` (``ordered``) or on
@@ -96,7 +98,7 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     pool = _pool_for(device)
     if _staged_path(fd, pool, is_device):
         handles = _submit_staged(f, opcode, fd, base, checked, sh, device, pool, task,
-                                 ordered, grouped)
+                                 ordered, grouped, prefetch)
     else:
         handles = _submit_workers(f, opcode, base, checked, sh, device, pool, task, grouped)
         if ordered and handles:
@@ -143,7 +145,7 @@ cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t b
 
 cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list checked,
                          uintptr_t sh, int device, _FlagPool pool, size_t task, bint ordered,
-                         bint grouped):
+                         bint grouped, bint prefetch):
     cdef _Ring ring = _ring_for(device)
     cdef int n = len(checked), ng = 1 if grouped else n, i, rc = 0, qerr
     cdef size_t nbytes, total = 0
@@ -209,13 +211,15 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list c
 
         # the gate: a read's file I/O starts once the caller's stream has
         # passed this point (always a flag the stream writes: a query that
-        # finds the stream idle can race with another thread's enqueue)
+        # finds the stream idle can race with another thread's enqueue);
+        # a prefetch reads at once (its copies still wait for the stream)
         if opcode == 0:
             sdev = _stream_device(sh)
             spool = _pool_for(sdev)
             if not spool.memops:
                 raise ValueError("the stream's device cannot use stream waits: "
                                  "the buffer and the stream must be on one device")
+        if opcode == 0 and not prefetch:
             gflag = spool.take()
             gvalue = gflag.next_value()
             qerr = _write_value32(sh, gflag.devptr, gvalue)

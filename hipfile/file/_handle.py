@@ -64,9 +64,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     DEFAULT_MODE = stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH  # 0o644
 
-    # Stream-ordered reads and writes (hipFileReadAsync/hipFileWriteAsync):
-    # compiled functions of hipfile._lib._aio, bound here as methods, so the
-    # submit path runs in C from the call on.
+    # hipFileReadAsync/hipFileWriteAsync: compiled functions of _aio bound
+    # as methods, so the submit path runs in C from the call on.
     read_async = _aio.read_async
     write_async = _aio.write_async
 
@@ -550,8 +549,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
     # -- stream-ordered parallel I/O (the engine) -------------------------
 
     def pread_async(self, buffer: Any, size: int | None = None, file_offset: int = 0,
-                    buffer_offset: int = 0, stream: Any = 0, *,
-                    task_size: int | None = None, ordered: bool = True) -> StreamIOHandle:
+                    buffer_offset: int = 0, stream: Any = 0, *, task_size: int | None = None,
+                    ordered: bool = True, prefetch: bool = False) -> StreamIOHandle:
         """Read ``size`` bytes (None: the rest of the buffer) at
         ``file_offset`` into ``buffer`` at ``buffer_offset``, in stream order
         on ``stream``, with the parallel engine; returns a
@@ -574,6 +573,11 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             device, and only streams given to ``wait_on`` (or waiting on
             ``record_event()``) wait; ``stream`` goes on at once (the
             layer-wise pattern, where ``stream`` is also the compute stream).
+        prefetch
+            True: the engine reads the file at once, before ``stream`` has
+            passed this point; only the copies into ``buffer`` wait for it
+            (layers submitted one by one then overlap). Not for bytes that
+            work enqueued earlier on ``stream`` writes to the file.
 
         Raises
         ------
@@ -587,19 +591,17 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         hipStreamWriteValue32, hipStreamWaitValue32, hipMemcpyAsync
         """
         return self.pread_async_ranges(buffer, [(size, file_offset, buffer_offset)], stream,
-                                       task_size=task_size, ordered=ordered)[0]
+                                       task_size=task_size, ordered=ordered,
+                                       prefetch=prefetch)[0]
 
     def pwrite_async(self, buffer: Any, size: int | None = None, file_offset: int = 0,
                      buffer_offset: int = 0, stream: Any = 0, *,
                      task_size: int | None = None, ordered: bool = True) -> StreamIOHandle:
-        """Write ``size`` bytes of ``buffer`` at ``buffer_offset`` to the file
-        at ``file_offset``, in stream order on ``stream``, with the parallel
-        engine: the buffer is read only after the work enqueued on
-        ``stream`` before this call has finished, and (``ordered``, the
-        default) work enqueued on ``stream`` afterwards runs once the bytes
-        have reached the file, as after :meth:`write_async`: it may reuse the
-        buffer, and a read of the same bytes sees them. See
-        :meth:`pread_async`.
+        """Write ``size`` bytes of ``buffer`` at ``buffer_offset`` to the file at
+        ``file_offset`` in stream order with the engine: the buffer is read
+        after the work enqueued on ``stream`` before, and (``ordered``) work
+        enqueued after runs once the bytes are in the file, as after
+        :meth:`write_async`. See :meth:`pread_async`.
 
         See Also
         --------
@@ -610,15 +612,16 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     def pread_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
                            stream: Any = 0, *, task_size: int | None = None,
-                           ordered: bool = True) -> list[StreamIOHandle]:
+                           ordered: bool = True, prefetch: bool = False
+                           ) -> list[StreamIOHandle]:
         """Read many ``(size, file_offset, buffer_offset)`` ranges of one
         buffer in stream order; returns one handle per range.
 
         All ranges start together once ``stream`` has passed this point;
         each completes on its own (oldest range first), so layer *i* is
         usable as soon as its own bytes have landed. Every range is checked
-        before anything is submitted. ``ordered`` as in :meth:`pread_async`.
-        For many small ranges that complete together (the blocks of one
+        before anything is submitted. ``ordered`` and ``prefetch`` as in
+        :meth:`pread_async`. For many small ranges that complete together (the blocks of one
         layer of a paged KV cache), :meth:`pread_async_scatter` is cheaper.
 
         See Also
@@ -626,7 +629,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         hipStreamWaitValue32, hipMemcpyAsync
         """
         return list(_engine.engine_submit(self, 0, buffer, range_tuples(ranges), stream,
-                                           task_size, self._engine_fd(), ordered))
+                                           task_size, self._engine_fd(), ordered,
+                                           prefetch=prefetch))
 
     def pwrite_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
                             stream: Any = 0, *, task_size: int | None = None,
@@ -644,7 +648,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     def pread_async_scatter(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
                             stream: Any = 0, *, task_size: int | None = None,
-                            ordered: bool = True) -> StreamIOHandle:
+                            ordered: bool = True, prefetch: bool = False) -> StreamIOHandle:
         """Read many ``(size, file_offset, buffer_offset)`` ranges of one
         buffer in stream order as one operation: returns a single
         :class:`~hipfile.StreamIOHandle` that completes once every range has
@@ -654,8 +658,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         small blocks scattered over the buffer, needed together. Ranges
         adjacent in the file are read with one call and ranges adjacent in
         both file and buffer are copied with one copy; one completion flag
-        releases the streams that ``wait_on`` the layer. ``ordered`` as in
-        :meth:`pread_async`.
+        releases the streams that ``wait_on`` the layer. ``ordered`` and
+        ``prefetch`` as in :meth:`pread_async`.
 
         Raises
         ------
@@ -671,7 +675,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         hipStreamWaitValue32, hipMemcpyAsync
         """
         return _engine.engine_submit(self, 0, buffer, range_tuples(ranges), stream, task_size,
-                                      self._engine_fd(), ordered, True)[0]
+                                      self._engine_fd(), ordered, True, prefetch)[0]
 
     def pwrite_async_gather(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
                             stream: Any = 0, *, task_size: int | None = None,
