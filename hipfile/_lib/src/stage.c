@@ -218,6 +218,21 @@ void hfe__run_staged(chunk_t *c)
     chunk_decref(c);
 }
 
+/* Room for item n of an array of `size`-byte items with *cap of them
+ * allocated: doubles it (from 4) when full; -1 without memory. */
+static int reserve(void **items, int *cap, int n, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    int grown_cap = *cap ? 2 * *cap : 4;
+    void *grown = realloc(*items, (size_t)grown_cap * size);
+    if (!grown)
+        return -1;
+    *items = grown;
+    *cap = grown_cap;
+    return 0;
+}
+
 /* Packs pieces in order into chunks of at most `cap` bytes; file runs merge
  * where one group's file range continues, copies where device memory does.
  * last_chunk[g]: the index of group g's last chunk (-1: none). */
@@ -261,13 +276,8 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
                 lr->staging_off + lr->len == used) {
                 lr->len += len;
             } else {
-                if (c->nruns == runs_cap) {
-                    runs_cap = runs_cap ? 2 * runs_cap : 4;
-                    run_t *grown = realloc(c->runs, (size_t)runs_cap * sizeof(run_t));
-                    if (!grown)
-                        goto fail;
-                    c->runs = grown;
-                }
+                if (reserve((void **)&c->runs, &runs_cap, c->nruns, sizeof(run_t)))
+                    goto fail;
                 c->runs[c->nruns++] = (run_t){foff, used, len, g, p->group};
             }
             copy_t *lc = c->ncopies ? &c->copies[c->ncopies - 1] : NULL;
@@ -275,13 +285,8 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
                 lc->staging_off + lc->len == used) {
                 lc->len += len;
             } else {
-                if (c->ncopies == copies_cap) {
-                    copies_cap = copies_cap ? 2 * copies_cap : 4;
-                    copy_t *grown = realloc(c->copies, (size_t)copies_cap * sizeof(copy_t));
-                    if (!grown)
-                        goto fail;
-                    c->copies = grown;
-                }
+                if (reserve((void **)&c->copies, &copies_cap, c->ncopies, sizeof(copy_t)))
+                    goto fail;
                 c->copies[c->ncopies++] = (copy_t){p->device + done, used, len};
             }
             used += len;
