@@ -12,8 +12,8 @@ from libc.string cimport memset
 
 from hipfile._lib._engine_c cimport eng, hfe_event_fn, hfe_runtime
 from hipfile._lib._runtime cimport (
-    HIP_SUCCESS, _c_event_query, _capsule_fn, _current_device, _hip_fail, _hipapi, _load_hip_capi,
-    hip_handle_fn_t)
+    HIP_SUCCESS, _c_event_free, _c_event_query, _c_event_rec, _capsule_fn, _current_device,
+    _hip_fail, _hipapi, _load_hip_capi, hip_handle_fn_t)
 from hipfile._lib._runtime import on_device
 
 _eng_capi_tried = 0
@@ -43,6 +43,9 @@ cdef int _load_engine_capi() except -1:
     if _eng_capi_tried:
         return 0
     _load_hip_capi()
+    # the event entry points _runtime looked up already
+    _c_event_destroy = _c_event_free
+    _c_event_record = <hip_record_fn_t>_c_event_rec
     import sys
     for mod in list(sys.modules.values()):
         capi = getattr(mod, "__pyx_capi__", None)
@@ -55,10 +58,6 @@ cdef int _load_engine_capi() except -1:
         _c_write_value32 = <hip_write32_t>_capsule_fn(
             capi, "hipStreamWriteValue32",
             b"enum hipError_t (hipStream_t, void *, uint32_t, unsigned int)")
-        _c_event_destroy = <hip_handle_fn_t>_capsule_fn(
-            capi, "hipEventDestroy", b"enum hipError_t (hipEvent_t)")
-        _c_event_record = <hip_record_fn_t>_capsule_fn(
-            capi, "hipEventRecord", b"enum hipError_t (hipEvent_t, hipStream_t)")
         _c_stream_wait_event = <hip_wait_event_t>_capsule_fn(
             capi, "hipStreamWaitEvent", b"enum hipError_t (hipStream_t, hipEvent_t, unsigned int)")
         for sig in (b"enum hipError_t (void *, void const *, size_t, enum hipMemcpyKind, "
