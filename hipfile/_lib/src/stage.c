@@ -18,7 +18,6 @@ static void chunk_decref(chunk_t *c)
     }
 }
 
-
 int hfe_flag_reached(const uint32_t *flag, uint32_t value) { return reached(flag, value); }
 
 int hfe_flag_wait(const uint32_t *flag, uint32_t value, double timeout_s)
@@ -249,13 +248,8 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
         uint64_t done = 0;
         while (done < p->len) {
             if (!c || used == cap) {
-                if (n == capn) {
-                    capn = capn ? 2 * capn : 16;
-                    chunk_t **grown = realloc(chunks, (size_t)capn * sizeof(*chunks));
-                    if (!grown)
-                        goto fail;
-                    chunks = grown;
-                }
+                if (reserve((void **)&chunks, &capn, n, sizeof(*chunks)))
+                    goto fail;
                 c = calloc(1, sizeof(*c));
                 if (!c)
                     goto fail;

@@ -140,7 +140,7 @@ HFC_EXPORT hipError_t hipMemcpyBatchAsync(void **dsts, void **srcs, size_t *size
 {
     struct hfc_memcpy_attributes order = {1, 0, 0, 0, 0, 0};
     size_t order_idx = 0;
-    int version = 0;
+    static int version = -1;   /* the runtime's, asked once */
     if (fail_idx)
         *fail_idx = SIZE_MAX;
     if (count == 0 || !dsts || !srcs || !sizes)
@@ -151,7 +151,13 @@ HFC_EXPORT hipError_t hipMemcpyBatchAsync(void **dsts, void **srcs, size_t *size
         attrs_idxs = &order_idx;
         num_attrs = 1;
     }
-    if (R->cudaRuntimeGetVersion(&version) == 0 && version >= 13000)
+    if (__atomic_load_n(&version, __ATOMIC_ACQUIRE) < 0) {
+        int v = 0;
+        if (R->cudaRuntimeGetVersion(&v) != 0)
+            v = 0;
+        __atomic_store_n(&version, v, __ATOMIC_RELEASE);
+    }
+    if (__atomic_load_n(&version, __ATOMIC_ACQUIRE) >= 13000)
         return from_cuda(((hfc_memcpy_batch13_fn)(void (*)(void))R->cudaMemcpyBatchAsync)(
             dsts, srcs, sizes, count, attrs, attrs_idxs, num_attrs, (cudaStream_t)stream));
     return from_cuda(R->cudaMemcpyBatchAsync(dsts, srcs, sizes, count, attrs, attrs_idxs,
