@@ -171,6 +171,65 @@ def test_scatter_reads_paged_blocks_as_one_operation(tmp_path, stream, copy_call
             "blocks contiguous in the file take one read per chunk"
 
 
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32])
+def test_ranges_as_an_integer_array(tmp_path, stream, dtype):
+    """A block table as numpy computes it: an (N, 3) integer array of
+    ``(size, file_offset, buffer_offset)`` rows, for the scatter form and
+    the one-handle-per-range form alike."""
+    nblocks = 64
+    path = tmp_path / "kv.bin"
+    data = random_file(path, nblocks * BLOCK, seed=41)
+    ranges = scattered_blocks(nblocks, BLOCK, seed=9)
+    table = np.array(ranges, dtype=dtype)
+    with device_array(nblocks * BLOCK) as dev, FileHandle(path) as fh:
+        h = fh.pread_async_scatter(dev, table, stream)
+        assert h.ranges == nblocks
+        assert h.wait(timeout=30) == nblocks * BLOCK
+        assert_ranges_equal(from_device(dev, nblocks * BLOCK), data, ranges)
+        check(hip.hipMemset(dev, 0, nblocks * BLOCK))
+        hs = fh.pread_async_ranges(dev, table[:8], stream)
+        assert [x.wait(timeout=30) for x in hs] == [BLOCK] * 8
+        assert [(x.size, x.file_offset, x.buffer_offset) for x in hs] == ranges[:8]
+        assert_ranges_equal(from_device(dev, nblocks * BLOCK), data, ranges[:8])
+
+
+def test_an_array_of_ranges_is_checked_as_tuples_are(data_file, stream):
+    """Every row is checked before anything is submitted, with the message a
+    tuple gets; an array of another kind or shape is refused by name."""
+    path, _ = data_file
+    good = [(4096, 0, 0), (4096, 4096, 8192)]
+    with device_array(N) as dev, FileHandle(path) as fh:
+        cases = [
+            (np.array([*good, (4096, -1, 0)]), ValueError, "file_offset must be >= 0"),
+            (np.array([*good, (-5, 0, 0)]), ValueError, "size must be >= 0"),
+            (np.array([*good, (8192, 0, N - 4096)]), ValueError, "overruns the"),
+            (np.array([*good, (1, 0, N + 1)]), ValueError, "is past the"),
+            (np.array([(1 << 63, 0, 0)], dtype=np.uint64), ValueError, "below 2\\*\\*63"),
+            (np.array(good, dtype=np.float64), TypeError, "must hold integers"),
+            (np.array(good, dtype=bool), TypeError, "must hold integers"),
+            (np.zeros((2, 2), dtype=np.int64), ValueError, "shape \\(N, 3\\)"),
+            (np.zeros(6, dtype=np.int64), ValueError, "shape \\(N, 3\\)"),
+        ]
+        for table, exc, message in cases:
+            with pytest.raises(exc, match=message):
+                fh.pread_async_scatter(dev, table, stream)
+            with pytest.raises(exc, match=message):
+                fh.pread_async_ranges(dev, table, stream)
+        # tuples: the same words, and other 3-sequences and integer types pass
+        with pytest.raises(ValueError, match="file_offset must be >= 0"):
+            fh.pread_async_scatter(dev, [*good, (4096, -1, 0)], stream)
+        with pytest.raises(TypeError, match="each range must be a"):
+            fh.pread_async_scatter(dev, [*good, (4096, 0)], stream)
+        h = fh.pread_async_scatter(dev, iter([[4096, 0, 0], (np.int32(4096), 4096, 8192),
+                                              (None, N - 4096, N - 4096)]), stream)
+        assert h.wait(timeout=30) == 3 * 4096
+        assert fh.pread_async_ranges(dev, np.zeros((0, 3), np.int64), stream) == []
+        with pytest.raises(ValueError, match="at least one range"):
+            fh.pread_async_scatter(dev, np.zeros((0, 3), np.int64), stream)
+        with pytest.raises(ValueError, match="at least one range"):
+            fh.pwrite_async_gather(dev, [], stream)
+
+
 def test_gather_writes_paged_blocks_and_reads_them_back(tmp_path, stream, copy_calls):
     nblocks = 64
     data = random_bytes(nblocks * BLOCK, seed=37)

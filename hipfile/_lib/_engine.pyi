@@ -6,7 +6,7 @@ from hipfile._lib._core import _FileCore
 from hipfile._lib._engine_handle import StreamIOHandle
 
 def engine_submit(
-    f: _FileCore, opcode: int, buffer: Any, ranges: list[tuple[Any, Any, Any]],
+    f: _FileCore, opcode: int, buffer: Any, ranges: Any,
     stream: Any = 0, task_size: int | None = None, fd: int = -1, ordered: bool = True,
     grouped: bool = False, prefetch: bool = False,
 ) -> list[StreamIOHandle]: ...

@@ -5,7 +5,9 @@ forms (see _engine_ops.pyx for the invariants)."""
 
 import os
 
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc
 
@@ -31,11 +33,118 @@ cdef void *_get_io(int opcode) except NULL:
     return <void *>p_hipFileWrite if p_hipFileWrite != NULL else bind(b"hipFileWrite")
 
 
+cdef struct _rng:
+    size_t n
+    hoff_t f
+    hoff_t b
+
+
+cdef object _numpy = None
+
+
+cdef inline bint _in_buffer(long long n, long long f, long long b, size_t length) nogil:
+    return (f >= 0 and b >= 0 and n >= 0 and <unsigned long long>b <= length
+            and <unsigned long long>n <= length - <size_t>b)
+
+
+cdef int _check_slow(object r, size_t length, _rng *out) except -1:
+    """One range as any object: a 3-sequence (not a dict or a string) of
+    ints or ``None`` for the size, checked by the one range check."""
+    cdef size_t nbytes
+    cdef hoff_t foff, boff
+    t = None if isinstance(r, (dict, str, bytes)) else tuple(r)
+    if t is None or len(t) != 3:
+        raise TypeError("each range must be a (size, file_offset, buffer_offset) tuple, "
+                        f"got {type(r).__name__} {r!r}")
+    _io_range(length, t[0], t[1], t[2], &nbytes, &foff, &boff)
+    out.n = nbytes
+    out.f = foff
+    out.b = boff
+    return 0
+
+
+cdef _rng *_parse_ranges(object ranges, size_t length, Py_ssize_t *count) except NULL:
+    """Every range checked against ``length`` into a C array (freed by the
+    caller; ``count`` its length). ``ranges``: an iterable of
+    ``(size, file_offset, buffer_offset)`` tuples, or an integer array of
+    shape (N, 3), read without a Python object per range."""
+    global _numpy
+    cdef Py_ssize_t i, n
+    cdef _rng *out = NULL
+    cdef long long a0, a1, a2
+    cdef int o0 = 0, o1 = 0, o2 = 0
+    cdef const long long[:, ::1] view
+    cdef PyObject *item
+    if hasattr(ranges, "__array_interface__") and not isinstance(ranges, (list, tuple)):
+        if _numpy is None:
+            import numpy
+            _numpy = numpy
+        arr = _numpy.asarray(ranges)
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"ranges given as an array must hold integers, got {arr.dtype}")
+        if arr.ndim != 2 or arr.shape[1] != 3:
+            raise ValueError("ranges given as an array must have shape (N, 3): "
+                             f"(size, file_offset, buffer_offset) rows, got {arr.shape}")
+        if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= (1 << 63):
+            raise ValueError(f"a range holds {int(arr.max())}, out of range (a size or "
+                             "offset must be below 2**63)")
+        view = _numpy.ascontiguousarray(arr, dtype=_numpy.int64)
+        n = view.shape[0]
+        out = <_rng *>malloc((n if n > 0 else 1) * sizeof(_rng))
+        if out == NULL:
+            raise MemoryError()
+        try:
+            for i in range(n):
+                a0 = view[i, 0]
+                a1 = view[i, 1]
+                a2 = view[i, 2]
+                if _in_buffer(a0, a1, a2, length):
+                    out[i].n = <size_t>a0
+                    out[i].f = a1
+                    out[i].b = a2
+                else:
+                    _check_slow((a0, a1, a2), length, &out[i])
+        except BaseException:
+            free(out)
+            raise
+        count[0] = n
+        return out
+    if not isinstance(ranges, (list, tuple)):
+        ranges = list(ranges)
+    n = len(ranges)
+    out = <_rng *>malloc((n if n > 0 else 1) * sizeof(_rng))
+    if out == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            r = ranges[i]
+            if type(r) is tuple and PyTuple_GET_SIZE(r) == 3:
+                item = PyTuple_GET_ITEM(r, 0)
+                if (type(<object>item) is int and type(<object>PyTuple_GET_ITEM(r, 1)) is int
+                        and type(<object>PyTuple_GET_ITEM(r, 2)) is int):
+                    a0 = PyLong_AsLongLongAndOverflow(<object>item, &o0)
+                    a1 = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(r, 1), &o1)
+                    a2 = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(r, 2), &o2)
+                    if not (o0 or o1 or o2) and _in_buffer(a0, a1, a2, length):
+                        out[i].n = <size_t>a0
+                        out[i].f = a1
+                        out[i].b = a2
+                        continue
+            _check_slow(r, length, &out[i])
+    except BaseException:
+        free(out)
+        raise
+    count[0] = n
+    return out
+
+
 def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=None,
                   int fd=-1, bint ordered=True, bint grouped=False, bint prefetch=False):
     """Submit stream-ordered ranges ``(size, file_offset, buffer_offset)`` of
     ``buffer`` to the engine; returns one :class:`StreamIOHandle` per range
-    (``grouped``: one for all of them).
+    (``grouped``: one for all of them). ``ranges`` is an iterable of tuples
+    (a size of None: the rest of the buffer), or an integer array of shape
+    (N, 3), which is read without a Python object per range.
 
     The ranges start together once ``stream`` passes the submit point
     (``prefetch``: a read on the staging path reads the file at once, and
@@ -56,15 +165,10 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
         The runtime refused a stream operation of the submission.
     """
     cdef uintptr_t base, sh
-    cdef size_t length, nbytes, task
-    cdef hoff_t foff, boff
+    cdef size_t length, task
     cdef _BufferCore bc = None
     cdef object buf_owner, stream_owner = None
-    cdef int device, i, n, ng
-    cdef long long t
-    cdef _FlagPool pool
-    cdef StreamIOHandle hd
-    cdef bint is_device = 0
+    cdef int n
     cdef PyObject *state = NULL
 
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
@@ -77,16 +181,26 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
         task = _eng_task_default
     else:
         task = <size_t>_as_positive(task_size, "task_size")
-    checked = []
-    for r in ranges:
-        if not isinstance(r, tuple) or len(r) != 3:
-            raise TypeError(f"each range must be a tuple (size, file_offset, buffer_offset), "
-                            f"got {r!r}")
-        _io_range(length, r[0], r[1], r[2], &nbytes, &foff, &boff)
-        checked.append((nbytes, foff, boff))
-    n = len(checked)
-    if n == 0:
-        return []
+    cdef Py_ssize_t count = 0
+    cdef _rng *checked = _parse_ranges(ranges, length, &count)
+    try:
+        n = <int>count
+        if n == 0:
+            return []
+        return _submit_checked(f, opcode, base, length, bc, buf_owner, checked, n, sh,
+                               stream_owner, task, fd, ordered, grouped, prefetch)
+    finally:
+        free(checked)
+
+
+cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length,
+                          _BufferCore bc, object buf_owner, _rng *checked, int n,
+                          uintptr_t sh, object stream_owner, size_t task, int fd,
+                          bint ordered, bint grouped, bint prefetch):
+    cdef int device, ng
+    cdef _FlagPool pool
+    cdef StreamIOHandle hd
+    cdef bint is_device = 0
 
     _eng_sweep()
     _eng_start()
@@ -97,10 +211,10 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
         device = bc._device
     pool = _pool_for(device)
     if _staged_path(fd, pool, is_device):
-        handles = _submit_staged(f, opcode, fd, base, checked, sh, device, pool, task,
+        handles = _submit_staged(f, opcode, fd, base, checked, n, sh, device, pool, task,
                                  ordered, grouped, prefetch)
     else:
-        handles = _submit_workers(f, opcode, base, checked, sh, device, pool, task, grouped)
+        handles = _submit_workers(f, opcode, base, checked, n, sh, device, pool, task, grouped)
         if ordered and handles:
             _order_after(handles, sh)
     # submitted: the handles now hold the file, buffer and stream
@@ -143,11 +257,12 @@ cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t b
     return hd
 
 
-cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list checked,
+cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, _rng *checked, int n,
                          uintptr_t sh, int device, _FlagPool pool, size_t task, bint ordered,
                          bint grouped, bint prefetch):
     cdef _Ring ring = _ring_for(device)
-    cdef int n = len(checked), ng = 1 if grouped else n, i, rc = 0, qerr
+    cdef int ng = 1 if grouped else n, i, rc = 0, qerr
+    cdef long long wend
     cdef size_t nbytes, total = 0
     cdef hoff_t foff, boff
     cdef long long end = -1
@@ -168,12 +283,15 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list c
         # read of the same bytes, in stream order).
         end = max(os.fstat(fd).st_size, getattr(f, "_staged_write_end", 0))
     else:
-        for nbytes, foff, boff in checked:
-            if nbytes and foff + <long long>nbytes > getattr(f, "_staged_write_end", 0):
-                try:
-                    f._staged_write_end = foff + <long long>nbytes
-                except AttributeError:
-                    pass
+        wend = 0
+        for i in range(n):
+            if checked[i].n and checked[i].f + <long long>checked[i].n > wend:
+                wend = checked[i].f + <long long>checked[i].n
+        if wend > getattr(f, "_staged_write_end", 0):
+            try:
+                f._staged_write_end = wend
+            except AttributeError:
+                pass
     pieces = <hfe_piece *>malloc(n * sizeof(hfe_piece))
     groups = <hfe_op **>calloc(ng, sizeof(hfe_op *))
     cdev = <uint64_t *>calloc(ng, sizeof(uint64_t))
@@ -183,7 +301,9 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, list c
         if pieces == NULL or groups == NULL or cdev == NULL or cval == NULL:
             raise MemoryError()
         for i in range(n):
-            nbytes, foff, boff = checked[i]
+            nbytes = checked[i].n
+            foff = checked[i].f
+            boff = checked[i].b
             if end >= 0:
                 nbytes = 0 if foff >= end else <size_t>min(<long long>nbytes, end - foff)
             pieces[i].file_offset = foff
@@ -272,14 +392,14 @@ cdef int _submitted_anyway(_FileCore f, list handles) except -1:
     return 0
 
 
-cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, list checked, uintptr_t sh,
-                          int device, _FlagPool pool, size_t task, bint grouped):
+cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked, int n,
+                          uintptr_t sh, int device, _FlagPool pool, size_t task, bint grouped):
     """The worker path: each range's chunks run as hipFileRead/hipFileWrite
     calls on the engine's threads (no staging ring: no POSIX descriptor, no
     stream waits, or ``HIPFILE_ENGINE_DATA_PATH=hipfile``)."""
     cdef size_t nbytes
     cdef hoff_t foff, boff
-    cdef int sdev, i, n = len(checked), rc
+    cdef int sdev, i, rc
     cdef hfe_io_fn fn = <hfe_io_fn>_get_io(opcode)
     cdef hfe_op **ops = NULL
     cdef uintptr_t gate_event = 0
@@ -297,7 +417,9 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, list checked,
     handles = []
     try:
         for i in range(n):
-            nbytes, foff, boff = checked[i]
+            nbytes = checked[i].n
+            foff = checked[i].f
+            boff = checked[i].b
             hd = _new_handle(opcode, nbytes, foff, boff, device, sh, pool, 1)
             hd._op = eng.op_new(opcode, fn, <void *>f._fh, <void *>base, nbytes, foff, boff,
                                 device, task, hd._flag.ptr, hd._value)

@@ -1,12 +1,18 @@
 """The arguments of FileHandle and :func:`hipfile.open`: mode strings and
-``os.open`` flags, and the range lists of the stream-ordered calls."""
+``os.open`` flags, and the range type of the stream-ordered calls."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
-__all__ = ["MODES", "O_DIRECT", "fourth_argument", "mode_string", "parse_mode", "range_tuples"]
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    import numpy as np
+    from numpy.typing import NDArray
+
+__all__ = ["MODES", "O_DIRECT", "Ranges", "fourth_argument", "mode_string", "parse_mode"]
 
 #: ``os.O_DIRECT`` where the platform has it (0 elsewhere).
 O_DIRECT: int = getattr(os, "O_DIRECT", 0)
@@ -24,16 +30,10 @@ def fourth_argument(name: str, legacy: tuple[Any, ...], buffer_offset: Any) -> A
         f"task_size={legacy[0]!r} or buffer_offset={legacy[0]!r} by keyword")
 
 
-def range_tuples(ranges: Any) -> list[tuple[Any, Any, Any]]:
-    out = []
-    for r in ranges:
-        # a dict or a str would unpack into its keys or characters
-        t = None if isinstance(r, (dict, str, bytes)) else tuple(r)
-        if t is None or len(t) != 3:
-            raise TypeError("each range must be a (size, file_offset, buffer_offset) tuple, "
-                            f"got {type(r).__name__} {r!r}")
-        out.append(t)
-    return out
+#: The ranges of the stream-ordered calls: ``(size, file_offset,
+#: buffer_offset)`` tuples, or an integer array of shape (N, 3) (numpy),
+#: which the engine reads without a Python object per range.
+Ranges = Union["Iterable[tuple[int | None, int, int]]", "NDArray[np.integer[Any]]"]
 
 
 #: ``hipfile.open`` mode strings and their ``os.open`` flags. ``"a"`` opens

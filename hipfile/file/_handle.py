@@ -18,10 +18,9 @@ from hipfile._lifetime import ClosesWhenCollected, exit_block, finalize, wait_id
 from hipfile._transfer import host_transfer, transfer
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError
-from hipfile.file._args import O_DIRECT, fourth_argument, mode_string, parse_mode, range_tuples
+from hipfile.file._args import O_DIRECT, Ranges, fourth_argument, mode_string, parse_mode
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
     from concurrent.futures import Executor
 
     from hipfile.engine import StreamIOHandle
@@ -30,6 +29,13 @@ if TYPE_CHECKING:
 __all__ = ["FileHandle"]
 
 _twin_lock = threading.Lock()
+
+
+def _one_group(handles: list[StreamIOHandle], name: str) -> StreamIOHandle:
+    """The one handle of a grouped submission (none: no range was given)."""
+    if not handles:
+        raise ValueError(f"{name} needs at least one range")
+    return handles[0]
 
 
 class FileHandle(_FileCore, ClosesWhenCollected):
@@ -610,7 +616,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         return self.pwrite_async_ranges(buffer, [(size, file_offset, buffer_offset)], stream,
                                         task_size=task_size, ordered=ordered)[0]
 
-    def pread_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
+    def pread_async_ranges(self, buffer: Any, ranges: Ranges,
                            stream: Any = 0, *, task_size: int | None = None,
                            ordered: bool = True, prefetch: bool = False
                            ) -> list[StreamIOHandle]:
@@ -628,11 +634,11 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return list(_engine.engine_submit(self, 0, buffer, range_tuples(ranges), stream,
+        return list(_engine.engine_submit(self, 0, buffer, ranges, stream,
                                            task_size, self._engine_fd(), ordered,
                                            prefetch=prefetch))
 
-    def pwrite_async_ranges(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
+    def pwrite_async_ranges(self, buffer: Any, ranges: Ranges,
                             stream: Any = 0, *, task_size: int | None = None,
                             ordered: bool = True) -> list[StreamIOHandle]:
         """Write many ``(size, file_offset, buffer_offset)`` ranges of one
@@ -643,10 +649,10 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return list(_engine.engine_submit(self, 1, buffer, range_tuples(ranges), stream,
+        return list(_engine.engine_submit(self, 1, buffer, ranges, stream,
                                            task_size, self._engine_fd(), ordered))
 
-    def pread_async_scatter(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
+    def pread_async_scatter(self, buffer: Any, ranges: Ranges,
                             stream: Any = 0, *, task_size: int | None = None,
                             ordered: bool = True, prefetch: bool = False) -> StreamIOHandle:
         """Read many ``(size, file_offset, buffer_offset)`` ranges of one
@@ -664,9 +670,10 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         Raises
         ------
         TypeError, ValueError
-            A bad buffer, stream, range or task size (nothing is submitted);
-            a file or device the staging path cannot serve (a descriptor-less
-            handle type, a device without stream waits).
+            A bad buffer, stream, range or task size, or no range at all
+            (nothing is submitted); a file or device the staging path cannot
+            serve (a descriptor-less handle type, a device without stream
+            waits).
         ClosedFileError
             The file is closed.
 
@@ -674,10 +681,11 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return _engine.engine_submit(self, 0, buffer, range_tuples(ranges), stream, task_size,
-                                      self._engine_fd(), ordered, True, prefetch)[0]
+        return _one_group(_engine.engine_submit(self, 0, buffer, ranges, stream, task_size,
+                                                self._engine_fd(), ordered, True, prefetch),
+                          "pread_async_scatter")
 
-    def pwrite_async_gather(self, buffer: Any, ranges: Iterable[tuple[int | None, int, int]],
+    def pwrite_async_gather(self, buffer: Any, ranges: Ranges,
                             stream: Any = 0, *, task_size: int | None = None,
                             ordered: bool = True) -> StreamIOHandle:
         """Write many ``(size, file_offset, buffer_offset)`` ranges of one
@@ -689,8 +697,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return _engine.engine_submit(self, 1, buffer, range_tuples(ranges), stream, task_size,
-                                      self._engine_fd(), ordered, True)[0]
+        return _one_group(_engine.engine_submit(self, 1, buffer, ranges, stream, task_size,
+                                                self._engine_fd(), ordered, True),
+                          "pwrite_async_gather")
 
     def _engine_fd(self) -> int:
         """The POSIX descriptor the engine's staged path uses, or -1 when
