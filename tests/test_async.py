@@ -392,6 +392,37 @@ def test_upstream_contract(driver, data_file):
         assert np.array_equal(from_device(dev, N), data)
 
 
+def test_a_stream_registered_before_serves_unregistered_buffers(driver, data_file):
+    """A stream that was registered and deregistered again, and a new stream
+    created after it was destroyed, still move the bytes of a read into a
+    buffer that is not registered, at an offset into the allocation
+    (cuFile 1.15's compatibility mode reported the full count and wrote
+    nothing there)."""
+    path, data = data_file
+    chunk = N // 16
+    s = check(hip.hipStreamCreate())
+    try:
+        with device_array(N) as dev, FileHandle(path) as fh:
+            with Stream(s):
+                h = fh.read_async(Buffer(dev), N, 0, 0, s)
+                assert h.wait() == N
+            for k, fresh in enumerate((False, True)):
+                if fresh:
+                    check(hip.hipStreamDestroy(s))
+                    s = None
+                    s = check(hip.hipStreamCreate())
+                check(hip.hipMemset(dev, 0, N))
+                h = fh.read_async(Buffer(int(dev), 16), chunk, chunk * (k + 1), 5 * chunk, s)
+                assert h.wait() == chunk
+                got = from_device(dev, N)
+                assert np.array_equal(got[5 * chunk:6 * chunk],
+                                      data[chunk * (k + 1):chunk * (k + 2)]), fresh
+                assert np.count_nonzero(got[:5 * chunk]) == 0
+    finally:
+        if s is not None:
+            check(hip.hipStreamDestroy(s))
+
+
 @concurrent_submitters
 def test_pool_grows_safely_under_threads(driver, data_file):
     """Threads that grow the slot pool at once never get the same slot."""
