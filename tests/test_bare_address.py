@@ -99,24 +99,37 @@ def test_a_base_inside_the_allocation(driver: Any, dev: Any, data_path: Path,
     assert np.array_equal(from_device(dev, CHUNK, N - CHUNK), payload[:CHUNK])
 
 
-def test_the_other_bare_forms_and_read_async(driver: Any, dev: Any, data_path: Path,
-                                             payload: np.ndarray) -> None:
-    """An int and a sizeless HIP-Python ``Pointer`` are bare addresses too;
-    ``read_async`` (upstream's 1:1 call) follows the same rule."""
+def test_the_other_bare_forms(driver: Any, dev: Any, data_path: Path,
+                              payload: np.ndarray) -> None:
+    """An int and a sizeless HIP-Python ``Pointer`` are bare addresses too."""
     check(hip.hipMemset(dev, 0, N))
     pointer = _hip.Pointer.fromObj(int(dev))
-    with hipfile.FileHandle(data_path) as fh, hip_stream() as s:
+    with hipfile.FileHandle(data_path) as fh:
         for bare in (int(dev), pointer):
             buf = Buffer(bare, 16)
             assert buf.bare
             assert fh.read(buf, CHUNK, 0, 2 * CHUNK) == CHUNK
+    host = from_device(dev, N)
+    assert np.array_equal(host[2 * CHUNK:3 * CHUNK], payload[:CHUNK])
+
+
+@pytest.mark.cufile_differs(
+    "a stream that cuFile 1.15's compatibility mode registered and deregistered "
+    "(or a new stream at its address) reports full counts and writes nothing for "
+    "buffers that are not registered, so this fails there after any test that "
+    "registers a stream (docs/platform-cuda.md)")
+def test_read_async_follows_the_same_rule(driver: Any, dev: Any, data_path: Path,
+                                          payload: np.ndarray) -> None:
+    """``read_async`` (upstream's 1:1 call) follows the same rule."""
+    check(hip.hipMemset(dev, 0, N))
+    with hipfile.FileHandle(data_path) as fh, hip_stream() as s:
         h = fh.read_async(Buffer(int(dev), 16), CHUNK, CHUNK, 5 * CHUNK, s)
         assert h.wait() == CHUNK
         with pytest.raises(ValueError, match="overruns the device allocation"):
             fh.read_async(Buffer(int(dev), 16), CHUNK, 0, N - 1, s)
     host = from_device(dev, N)
-    assert np.array_equal(host[2 * CHUNK:3 * CHUNK], payload[:CHUNK])
     assert np.array_equal(host[5 * CHUNK:6 * CHUNK], payload[CHUNK:2 * CHUNK])
+    assert not host[:5 * CHUNK].any()
 
 
 def test_a_registered_buffer_keeps_its_registration(driver: Any, dev: Any,

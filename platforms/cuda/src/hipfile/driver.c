@@ -64,14 +64,15 @@ int is_registered(struct ptr_set *s, const void *p)
 }
 
 /* Ends in cuFile one registration of the kind that set `s` holds (a file
- * handle, batch or buffer), where cuFile has the function. Streams are not
- * registered with cuFile (see hipFileStreamRegister). */
+ * handle, batch, stream or buffer), where cuFile has the function. */
 void cufile_release(const struct hfc_cufile *F, const struct ptr_set *s, void *p)
 {
     if (s == &handles && F->cuFileHandleDeregister)
         F->cuFileHandleDeregister(p);
     else if (s == &batches && F->cuFileBatchIODestroy)
         F->cuFileBatchIODestroy(p);
+    else if (s == &streams && F->cuFileStreamDeregister)
+        F->cuFileStreamDeregister((CUstream)p);
     else if (s == &buffers) {
         if (F->cuFileBufDeregister)
             F->cuFileBufDeregister(p);

@@ -207,25 +207,25 @@ HFC_EXPORT ssize_t hipFileWrite(hipFileHandle_t fh, const void *buffer_base, siz
 
 /* ---- stream-ordered I/O -------------------------------------------------- */
 
-/* Stream registration is kept here and not passed to cuFile. cuFile 1.15's
- * compatibility mode leaves a stream it has registered and deregistered
- * broken for buffers that are not registered: a later cuFileReadAsync on it
- * (or on a new stream at the same address) reports the full count and
- * writes nothing (measured on an H200, see docs/platform-cuda.md). The
- * registration is only a hint to cuFile (the parameters are fixed or
- * aligned); this platform already takes what it needs at submit. */
 HFC_EXPORT hipFileError_t hipFileStreamRegister(hipStream_t stream, unsigned flags)
 {
+    CUfileError_t e;
     if (flags & ~HIPFILE_STREAM_FLAGS_MASK)
         return make_error(hipFileInvalidValue);
     NEED_OPEN(cuFileStreamRegister);
     pthread_mutex_lock(&reg_lock);
-    int known = set_find(&streams, stream) >= 0;
-    int added = known ? 0 : set_add(&streams, stream);
-    pthread_mutex_unlock(&reg_lock);
-    if (known)
+    if (set_find(&streams, stream) >= 0) {
+        pthread_mutex_unlock(&reg_lock);
         return make_error(hipFileInvalidValue);
-    return make_error(added == 0 ? hipFileSuccess : hipFileInternalError);
+    }
+    e = F->cuFileStreamRegister((CUstream)stream, flags);
+    if (e.err == CU_FILE_SUCCESS && set_add(&streams, stream) != 0) {
+        pthread_mutex_unlock(&reg_lock);
+        cufile_release(F, &streams, stream);
+        return make_error(hipFileInternalError);
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return from_cufile(e);
 }
 
 HFC_EXPORT hipFileError_t hipFileStreamDeregister(hipStream_t stream)
@@ -233,7 +233,7 @@ HFC_EXPORT hipFileError_t hipFileStreamDeregister(hipStream_t stream)
     NEED_OPEN(cuFileStreamDeregister);
     if (!forget(&streams, stream))
         return make_error(hipFileInvalidValue);
-    return make_error(hipFileSuccess);
+    return from_cufile(F->cuFileStreamDeregister((CUstream)stream));
 }
 
 /* ---- stream-ordered I/O ------------------------------------------------
