@@ -21,7 +21,9 @@ in the page cache into one device buffer, and writes them back, timing:
   ``pread_async_scatter`` per layer and released to the compute stream, side
   by side with the contiguous layers (the same bytes), and
   ``pread_async_ranges`` with one range per block, and the scatter with
-  ``prefetch=True`` (each layer's file reads start at submit);
+  ``prefetch=True`` (each layer's file reads start at submit) beside the
+  contiguous layers loaded the same way (one ``pread_async`` per layer,
+  ``prefetch=True``);
 * ``--batch``: ``batch_read`` of ``--batch-blocks`` of those blocks against
   the engine's scatter read of the same blocks (``bench_batch.py`` runs the
   same comparison with time limits);
@@ -297,6 +299,13 @@ def main() -> int:
                       for i in range(layers)]
                 assert sum(h.wait() for h in hs) == total
 
+            def contiguous_prefetch() -> None:
+                # the same bytes as one range per layer, one call each, prefetch
+                # (the like-for-like reference of paged_scatter_prefetch)
+                hs = [fh.pread_async(kv_obj, chunk, i * chunk, i * chunk, io_h, prefetch=True)
+                      for i in range(layers)]
+                assert sum(h.wait() for h in hs) == total
+
             def paged_ranges() -> None:
                 hs = [h for i in range(layers)
                       for h in fh.pread_async_ranges(kv_obj, layer_blocks[i], io_h)]
@@ -319,6 +328,7 @@ def main() -> int:
                 "save_engine": save_engine, "save_pwrite": save_pwrite,
                 "both_contiguous_bare": both_contiguous, "both_paged_scatter": both_paged_scatter,
                 "paged_scatter": paged_scatter, "paged_scatter_prefetch": paged_scatter_prefetch,
+                "contiguous_prefetch": contiguous_prefetch,
                 "paged_ranges": paged_ranges,
             }
             times = time_interleaved(cases, args.repeats, sync_all)
@@ -449,6 +459,8 @@ def main() -> int:
     ratios["paged_scatter_vs_contiguous_load"] = c["engine"] / c["paged_scatter"]
     ratios["paged_scatter_prefetch_vs_contiguous_load"] = (c["engine"]
                                                            / c["paged_scatter_prefetch"])
+    ratios["paged_scatter_prefetch_vs_contiguous_prefetch"] = (c["contiguous_prefetch"]
+                                                               / c["paged_scatter_prefetch"])
     ratios["paged_ranges_vs_contiguous_load"] = c["engine"] / c["paged_ranges"]
     if "blocks" in results:
         ratios["batch_read_vs_engine_same_blocks"] = (
