@@ -38,6 +38,9 @@ def test_builtin_defaults() -> None:
         "engine_threads": max(4, min(16, (os.cpu_count() or 8) // 2)),
         "engine_staging_size": 256 << 20,
         "engine_copy_streams": 1,
+        "engine_batch_copies": True,
+        "engine_release": "auto",
+        "engine_data_path": "auto",
     }
     getters = {name: getattr(defaults, name) for name in defaults.SETTINGS}
     for name, getter in getters.items():
@@ -85,6 +88,9 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HIPFILE_ENGINE_THREADS", "2")
     monkeypatch.setenv("HIPFILE_ENGINE_STAGING_SIZE", "64M")
     monkeypatch.setenv("HIPFILE_ENGINE_COPY_STREAMS", "4")
+    monkeypatch.setenv("HIPFILE_ENGINE_BATCH_COPIES", "0")
+    monkeypatch.setenv("HIPFILE_ENGINE_RELEASE", " Host ")
+    monkeypatch.setenv("HIPFILE_ENGINE_DATA_PATH", "hipfile")
     assert dict(defaults.items()) == {
         "num_threads": 5,
         "task_size": 256 << 10,
@@ -96,6 +102,9 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
         "engine_threads": 2,
         "engine_staging_size": 64 << 20,
         "engine_copy_streams": 4,
+        "engine_batch_copies": False,
+        "engine_release": "host-waits",
+        "engine_data_path": "hipfile",
     }
     # set() wins over the environment, and reset() gives it back
     defaults.set("task_size", 4096)
@@ -120,6 +129,11 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     ("engine_threads", "1.5", "HIPFILE_ENGINE_THREADS"),
     ("engine_staging_size", "1K", "HIPFILE_ENGINE_STAGING_SIZE"),
     ("engine_copy_streams", "9", "HIPFILE_ENGINE_COPY_STREAMS"),
+    ("engine_batch_copies", "2", "HIPFILE_ENGINE_BATCH_COPIES='2' is not a valid "
+                                 "engine_batch_copies"),
+    ("engine_release", "device", "HIPFILE_ENGINE_RELEASE='device' is not a valid engine_release"),
+    ("engine_data_path", "posix", "HIPFILE_ENGINE_DATA_PATH='posix' is not a valid "
+                                  "engine_data_path"),
 ])
 def test_bad_environment_values(monkeypatch: pytest.MonkeyPatch, name: str, text: str,
                                 match: str) -> None:
@@ -141,6 +155,11 @@ def test_bad_environment_values(monkeypatch: pytest.MonkeyPatch, name: str, text
     ("wait_timeout", "1", TypeError, "seconds or None"),
     ("allow_host_buffers", 1, TypeError, "must be a bool"),
     ("engine_threads", None, TypeError, "must be an int"),
+    ("engine_batch_copies", 0, TypeError, "engine_batch_copies must be a bool"),
+    ("engine_release", "stream", ValueError, "engine_release must be one of 'auto'"),
+    ("engine_release", None, TypeError, "engine_release must be a str"),
+    ("engine_data_path", "staged", ValueError, "engine_data_path must be one of 'auto', "
+                                               "'hipfile'"),
 ])
 def test_bad_values(name: str, value: object, exc: type[Exception], match: str) -> None:
     before = defaults.get(name)

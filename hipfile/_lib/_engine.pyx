@@ -115,7 +115,6 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
         hd._bcore = bc
         hd._buffer = buf_owner
         hd._stream_owner = stream_owner
-        hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
     return handles
 
 
@@ -140,6 +139,7 @@ cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t b
     hd._device = device
     hd._stream = sh
     hd._count = count
+    hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
     return hd
 
 
