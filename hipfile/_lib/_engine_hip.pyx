@@ -12,8 +12,8 @@ from libc.string cimport memset
 
 from hipfile._lib._engine_c cimport eng, hfe_event_fn, hfe_runtime
 from hipfile._lib._runtime cimport (
-    HIP_SUCCESS, _c_event_free, _c_event_query, _c_event_rec, _capsule_fn, _current_device,
-    _hip_fail, _hipapi, _load_hip_capi, hip_handle_fn_t)
+    HIP_SUCCESS, _c_event_free, _c_event_query, _c_event_rec, _current_device, _hip_fail,
+    _hip_fn, _hipapi, _load_hip_capi, hip_handle_fn_t)
 from hipfile._lib._runtime import on_device
 
 _eng_capi_tried = 0
@@ -48,40 +48,28 @@ cdef int _load_engine_capi() except -1:
     # the event entry points _runtime looked up already
     _c_event_destroy = _c_event_free
     _c_event_record = <hip_record_fn_t>_c_event_rec
-    import sys
-    for mod in list(sys.modules.values()):
-        capi = getattr(mod, "__pyx_capi__", None)
-        if not isinstance(capi, dict) or "hipSetDevice" not in capi:
-            continue
-        _c_set_device = <hip_int_fn_t>_capsule_fn(capi, "hipSetDevice", b"enum hipError_t (int)")
-        _c_wait_value32 = <hip_wait32_t>_capsule_fn(
-            capi, "hipStreamWaitValue32",
-            b"enum hipError_t (hipStream_t, void *, uint32_t, unsigned int, uint32_t)")
-        _c_write_value32 = <hip_write32_t>_capsule_fn(
-            capi, "hipStreamWriteValue32",
-            b"enum hipError_t (hipStream_t, void *, uint32_t, unsigned int)")
-        _c_stream_wait_event = <hip_wait_event_t>_capsule_fn(
-            capi, "hipStreamWaitEvent", b"enum hipError_t (hipStream_t, hipEvent_t, unsigned int)")
-        for sig in (b"enum hipError_t (void *, void const *, size_t, enum hipMemcpyKind, "
-                    b"hipStream_t)",
-                    b"enum hipError_t (void *, const void *, size_t, enum hipMemcpyKind, "
-                    b"hipStream_t)"):
-            _c_memcpy_async = <hip_memcpy_async_t>_capsule_fn(capi, "hipMemcpyAsync", sig)
-            if _c_memcpy_async != NULL:
-                break
-        # HIP-Python declares every entry point; the runtime it loads may
-        # predate hipMemcpyBatchAsync (ROCm 7), so ask the library itself,
-        # once a first call has made HIP-Python load it.
-        count_fn = <hip_count_fn_t>_capsule_fn(capi, "hipGetDeviceCount",
-                                               b"enum hipError_t (int *)")
-        if count_fn != NULL:
-            count_fn(&ndev)
-        if eng.runtime_exports(b"libamdhip64", b"hipMemcpyBatchAsync"):
-            _c_memcpy_batch = <hip_memcpy_batch_t>_capsule_fn(
-                capi, "hipMemcpyBatchAsync",
-                b"enum hipError_t (void **, void **, size_t *, size_t, "
-                b"struct hipMemcpyAttributes *, size_t *, size_t, size_t *, hipStream_t)")
-        break
+    _c_set_device = <hip_int_fn_t>_hip_fn("hipSetDevice", b"int")
+    _c_wait_value32 = <hip_wait32_t>_hip_fn(
+        "hipStreamWaitValue32", b"hipStream_t, void *, uint32_t, unsigned int, uint32_t")
+    _c_write_value32 = <hip_write32_t>_hip_fn(
+        "hipStreamWriteValue32", b"hipStream_t, void *, uint32_t, unsigned int")
+    _c_stream_wait_event = <hip_wait_event_t>_hip_fn(
+        "hipStreamWaitEvent", b"hipStream_t, hipEvent_t, unsigned int")
+    for src in (b"void const *", b"const void *"):   # as HIP-Python versions spell it
+        _c_memcpy_async = <hip_memcpy_async_t>_hip_fn(
+            "hipMemcpyAsync", b"void *, " + src + b", size_t, enum hipMemcpyKind, hipStream_t")
+        if _c_memcpy_async != NULL:
+            break
+    # HIP-Python declares every entry point; the runtime it loads may
+    # predate hipMemcpyBatchAsync (ROCm 7), so ask the library itself,
+    # once a first call has made HIP-Python load it.
+    count_fn = <hip_count_fn_t>_hip_fn("hipGetDeviceCount", b"int *")
+    if count_fn != NULL:
+        count_fn(&ndev)
+    if eng.runtime_exports(b"libamdhip64", b"hipMemcpyBatchAsync"):
+        _c_memcpy_batch = <hip_memcpy_batch_t>_hip_fn(
+            "hipMemcpyBatchAsync", b"void **, void **, size_t *, size_t, "
+            b"struct hipMemcpyAttributes *, size_t *, size_t, size_t *, hipStream_t")
     _eng_rt.wait_value32 = _c_wait_value32
     _eng_rt.write_value32 = _c_write_value32
     _eng_rt.memcpy_async = _c_memcpy_async
