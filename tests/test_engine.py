@@ -631,6 +631,31 @@ def test_engine_options_from_the_environment():
     assert "ValueError" in proc.stderr
 
 
+NO_RUNTIME_SCRIPT = r"""
+import warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import hipfile
+from hipfile._lib import _hipfile
+_hipfile._engine_batch_copies()
+"""
+
+
+def test_engine_without_a_hip_runtime_raises_the_load_error(tmp_path):
+    """Where HIP-Python cannot load the HIP runtime, the engine's lookup of
+    its C functions raises HIP-Python's error (not a SystemError for an
+    exception left pending)."""
+    from _util import run_python
+
+    proc = run_python(NO_RUNTIME_SCRIPT, clear=("HIPFILE_PLATFORM", "HIPFILE_LIBRARY",
+                                                "LD_LIBRARY_PATH", "HIPFILE_EMULATED_PREFIX"),
+                      ROCM_PATH=str(tmp_path))
+    if proc.returncode == 0:
+        pytest.skip("this machine has a HIP runtime of its own")
+    assert "SystemError" not in proc.stderr, proc.stderr
+    assert "RuntimeError" in proc.stderr and "libamdhip64" in proc.stderr, proc.stderr
+
+
 def test_shutdown_and_restart(drv, layers_file):
     path, _data = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:

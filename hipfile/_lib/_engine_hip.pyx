@@ -7,6 +7,7 @@ engine's C source but through ``eng``."""
 
 import os
 
+from cpython.exc cimport PyErr_Occurred
 from libc.stdint cimport uint32_t, uintptr_t
 from libc.string cimport memset
 
@@ -66,6 +67,8 @@ cdef int _load_engine_capi() except -1:
     count_fn = <hip_count_fn_t>_hip_fn("hipGetDeviceCount", b"int *")
     if count_fn != NULL:
         count_fn(&ndev)
+        if PyErr_Occurred() != NULL:
+            return -1       # HIP-Python could not load the runtime: its error, raised
     if eng.runtime_exports(b"libamdhip64", b"hipMemcpyBatchAsync"):
         _c_memcpy_batch = <hip_memcpy_batch_t>_hip_fn(
             "hipMemcpyBatchAsync", b"void **, void **, size_t *, size_t, "
