@@ -31,6 +31,9 @@ setting                   environment variable             default
 ``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``cpus / 2, 4..16``
 ``engine_staging_size``   ``HIPFILE_ENGINE_STAGING_SIZE``  256 MiB
 ``engine_copy_streams``   ``HIPFILE_ENGINE_COPY_STREAMS``  1
+``engine_batch_copies``   ``HIPFILE_ENGINE_BATCH_COPIES``  True
+``engine_release``        ``HIPFILE_ENGINE_RELEASE``       ``"auto"``
+``engine_data_path``      ``HIPFILE_ENGINE_DATA_PATH``     ``"auto"``
 ========================  ===============================  ====================
 
 The stream-ordered engine (:mod:`hipfile.engine`) reads ``engine_threads``
@@ -40,6 +43,27 @@ the next one (a new thread count once the engine is idle).
 and ``engine_copy_streams`` the streams its copies are spread over, both
 read when the ring is made (at the first submission on a device, and again
 after :func:`hipfile.trim_pool`).
+
+Three more choose how the engine works, and are read once, not at each
+submission: when the engine first needs them, again after every
+:func:`set` or :func:`reset` (and on leaving a ``with`` block of
+:func:`set`), and after :func:`hipfile.trim_pool`. A change of the
+environment variable in between is not seen.
+
+* ``engine_batch_copies`` (bool): the staged path hands each chunk's copies
+  to the stream in one ``hipMemcpyBatchAsync`` where the runtime has it
+  (``False``: one ``hipMemcpyAsync`` per block). The variable takes
+  ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``.
+* ``engine_release``: how completion reaches GPU streams. ``"auto"``:
+  stream waits on a flag (``hipStreamWaitValue32``) where the device can
+  use them, else waits on the host; ``"host-waits"`` (also spelt
+  ``"host"`` or ``"host-functions"``; read back as ``"host-waits"``):
+  always wait on the host. It applies to the next submission; operations
+  submitted before keep the way they were submitted with.
+* ``engine_data_path``: ``"auto"``: device buffers of POSIX files go
+  through the engine's pinned staging ring where streams can wait on a
+  flag; ``"hipfile"``: every range goes through hipFile's own
+  ``hipFileRead``/``hipFileWrite`` on the engine's threads.
 
 Sizes take binary units, in environment variables and in :func:`set`
 alike: ``4M``, ``512KiB``, ``1G``, ``65536`` or ``0x10000``
@@ -71,7 +95,10 @@ __all__ = [
     "allow_host_buffers",
     "batch_max_entries",
     "close_timeout",
+    "engine_batch_copies",
     "engine_copy_streams",
+    "engine_data_path",
+    "engine_release",
     "engine_staging_size",
     "engine_task_size",
     "engine_threads",
@@ -141,6 +168,24 @@ def _check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
     return value
+
+
+def _choice_check(choices: Mapping[str, str]) -> Callable[[str, Any], str]:
+    """One of the names ``choices`` maps (case and surrounding blanks
+    ignored), answered as the name it maps to."""
+    def check(name: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+        try:
+            return choices[value.strip().lower()]
+        except KeyError:
+            raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}, "
+                             f"got {value!r}") from None
+    return check
+
+
+def _parse_text(text: str) -> str:
+    return text
 
 
 def _parse_int(text: str) -> int:
@@ -253,12 +298,42 @@ SETTINGS: dict[str, Setting] = {
                 _size_check(1, 8), _parse_int,
                 "Streams of each device over which the stream-ordered engine spreads its "
                 "copies (1: the submitting stream only).", "1"),
+        Setting("engine_batch_copies", "HIPFILE_ENGINE_BATCH_COPIES", lambda: True,
+                _check_bool, _parse_bool,
+                "Whether the stream-ordered engine's staged path hands a chunk's copies to "
+                "the stream in one hipMemcpyBatchAsync (where the runtime has it).", "True"),
+        Setting("engine_release", "HIPFILE_ENGINE_RELEASE", lambda: "auto",
+                _choice_check({"auto": "auto", "host-waits": "host-waits",
+                               "host": "host-waits", "host-functions": "host-waits"}),
+                _parse_text,
+                "How the stream-ordered engine releases GPU streams: 'auto' (stream waits "
+                "on a flag where the device can) or 'host-waits'.", "'auto'"),
+        Setting("engine_data_path", "HIPFILE_ENGINE_DATA_PATH", lambda: "auto",
+                _choice_check({"auto": "auto", "hipfile": "hipfile"}), _parse_text,
+                "How the stream-ordered engine moves data: 'auto' (the pinned staging ring "
+                "where it can) or 'hipfile' (hipFile's own calls).", "'auto'"),
     )
 }
 
 _lock = threading.RLock()
 _explicit: dict[str, Any] = {}
 _MISSING = object()
+_watchers: list[Callable[[], None]] = []
+
+
+def _watch(callback: Callable[[], None]) -> None:
+    """Call ``callback()`` after every change made by :func:`set`,
+    :func:`reset` or the end of a ``with`` block of :func:`set` (the engine
+    keeps the settings it reads once; this tells it to read them again).
+    The callback must be cheap and must not raise."""
+    with _lock:
+        if callback not in _watchers:
+            _watchers.append(callback)
+
+
+def _notify() -> None:
+    for callback in list(_watchers):
+        callback()
 
 
 def _setting(name: str) -> Setting:
@@ -300,10 +375,11 @@ class _Restore:
     ``with`` block restores the previous ones."""
 
     def __init__(self, store: dict[str, Any], lock: threading.RLock | threading.Lock,
-                 previous: dict[str, Any]) -> None:
+                 previous: dict[str, Any], notify: Callable[[], None] | None = None) -> None:
         self._store = store
         self._lock = lock
         self._previous = previous
+        self._notify = notify
 
     def __enter__(self) -> _Restore:
         return self
@@ -316,16 +392,21 @@ class _Restore:
                     self._store.pop(name, None)
                 else:
                     self._store[name] = value
+        if self._notify is not None:
+            self._notify()
 
 
 def _apply(store: dict[str, Any], lock: threading.RLock | threading.Lock,
-           values: Mapping[str, Any]) -> _Restore:
-    """Put checked ``values`` into ``store`` (under ``lock``); returns what
-    puts back the values before (also for :mod:`hipfile.compat.kvikio`)."""
+           values: Mapping[str, Any], notify: Callable[[], None] | None = None) -> _Restore:
+    """Put checked ``values`` into ``store`` (under ``lock``), then call
+    ``notify`` (when given); returns what puts back the values before (and
+    calls ``notify`` again) (also for :mod:`hipfile.compat.kvikio`)."""
     with lock:
         previous = {name: store.get(name, _MISSING) for name in values}
         store.update(values)
-    return _Restore(store, lock, previous)
+    if notify is not None:
+        notify()
+    return _Restore(store, lock, previous, notify)
 
 
 def set(*args: Any, **kwargs: Any) -> _Restore:
@@ -364,7 +445,7 @@ def set(*args: Any, **kwargs: Any) -> _Restore:
     checked = {}
     for name, value in updates.items():
         checked[name] = _setting(name).check(name, value)
-    return _apply(_explicit, _lock, checked)
+    return _apply(_explicit, _lock, checked, _notify)
 
 
 def reset(*names: str) -> None:
@@ -384,6 +465,7 @@ def reset(*names: str) -> None:
                 _explicit.pop(name, None)
         else:
             _explicit.clear()
+    _notify()
 
 
 def items() -> Iterator[tuple[str, Any]]:
@@ -431,3 +513,6 @@ engine_task_size = _getter("engine_task_size", int)
 engine_threads = _getter("engine_threads", int)
 engine_copy_streams = _getter("engine_copy_streams", int)
 engine_staging_size = _getter("engine_staging_size", int)
+engine_batch_copies = _getter("engine_batch_copies", bool)
+engine_release = _getter("engine_release", str)
+engine_data_path = _getter("engine_data_path", str)

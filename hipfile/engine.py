@@ -36,15 +36,19 @@ paged KV cache)::
 Where a device cannot use stream waits (``hipDeviceAttributeCanUseStreamWaitValue``
 is 0) the engine's threads call ``hipFileRead``/``hipFileWrite`` and streams
 are released by waiting on the host; :func:`mechanism` says which is in use.
-``HIPFILE_ENGINE_RELEASE=host`` forces it.
+The ``engine_release`` setting ``"host-waits"`` of :mod:`hipfile.defaults`
+(``HIPFILE_ENGINE_RELEASE=host``) forces it.
 
-Settings: ``engine_threads`` (worker threads, default
-``half the CPUs, 4 to 16``), ``engine_task_size`` (bytes per chunk,
-default 8 MiB) and ``engine_staging_size`` (pinned staging per device,
-default 256 MiB) of :mod:`hipfile.defaults`, read at every submission: set
-them with ``hipfile.defaults.set`` (or, before the process starts, the
-variables ``HIPFILE_ENGINE_THREADS`` and ``HIPFILE_ENGINE_TASK_SIZE``, which
-``hipfile.defaults`` reads). :func:`configure` is deprecated.
+Settings, all in :mod:`hipfile.defaults` (set them with
+``hipfile.defaults.set``; each has its ``HIPFILE_ENGINE_*`` variable, which
+``hipfile.defaults`` reads): ``engine_threads`` (worker threads, default
+half the CPUs, 4 to 16) and ``engine_task_size`` (bytes per chunk, default
+2 MiB), read at every submission; ``engine_staging_size`` (pinned staging
+per device, default 256 MiB) and ``engine_copy_streams``, read when a
+device's staging ring is made; ``engine_batch_copies``, ``engine_release``
+and ``engine_data_path``, read once and again after each change made by
+``set``/``reset`` (and after :func:`hipfile.trim_pool`). :func:`configure`
+is deprecated.
 """
 
 from __future__ import annotations

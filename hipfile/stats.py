@@ -28,6 +28,7 @@ from typing import Any
 
 from hipfile._interop import as_timeout, wait_event
 from hipfile._lib import _hipfile
+from hipfile._lib._enums import _member_or_int
 
 __all__ = [
     "PathStats",
@@ -78,10 +79,7 @@ class StatsError(Exception):
     @property
     def status(self) -> StatsStatus | int:
         """The status as a :class:`StatsStatus` where it is one."""
-        try:
-            return StatsStatus(self._status)
-        except ValueError:
-            return self._status
+        return _member_or_int(StatsStatus, self._status)
 
     @property
     def func(self) -> str:

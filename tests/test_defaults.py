@@ -38,6 +38,9 @@ def test_builtin_defaults() -> None:
         "engine_threads": max(4, min(16, (os.cpu_count() or 8) // 2)),
         "engine_staging_size": 256 << 20,
         "engine_copy_streams": 1,
+        "engine_batch_copies": True,
+        "engine_release": "auto",
+        "engine_data_path": "auto",
     }
     getters = {name: getattr(defaults, name) for name in defaults.SETTINGS}
     for name, getter in getters.items():
@@ -75,28 +78,27 @@ def test_context_manager_restores_after_an_exception() -> None:
 
 
 def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HIPFILE_TASK_SIZE", "256K")
-    monkeypatch.setenv("HIPFILE_NTHREADS", "5")
-    monkeypatch.setenv("HIPFILE_BATCH_MAX_ENTRIES", "32")
-    monkeypatch.setenv("HIPFILE_CLOSE_TIMEOUT", "1.5")
-    monkeypatch.setenv("HIPFILE_WAIT_TIMEOUT", "none")
-    monkeypatch.setenv("HIPFILE_ALLOW_HOST_BUFFERS", "off")
-    monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "0x10000")
-    monkeypatch.setenv("HIPFILE_ENGINE_THREADS", "2")
-    monkeypatch.setenv("HIPFILE_ENGINE_STAGING_SIZE", "64M")
-    monkeypatch.setenv("HIPFILE_ENGINE_COPY_STREAMS", "4")
-    assert dict(defaults.items()) == {
-        "num_threads": 5,
-        "task_size": 256 << 10,
-        "batch_max_entries": 32,
-        "close_timeout": 1.5,
-        "wait_timeout": None,
-        "allow_host_buffers": False,
-        "engine_task_size": 1 << 16,
-        "engine_threads": 2,
-        "engine_staging_size": 64 << 20,
-        "engine_copy_streams": 4,
+    # each setting's variable as text, and the value it gives
+    texts_and_values = {
+        "num_threads": ("5", 5),
+        "task_size": ("256K", 256 << 10),
+        "batch_max_entries": ("32", 32),
+        "close_timeout": ("1.5", 1.5),
+        "wait_timeout": ("none", None),
+        "allow_host_buffers": ("off", False),
+        "engine_task_size": ("0x10000", 1 << 16),
+        "engine_threads": ("2", 2),
+        "engine_staging_size": ("64M", 64 << 20),
+        "engine_copy_streams": ("4", 4),
+        "engine_batch_copies": ("0", False),
+        "engine_release": (" Host ", "host-waits"),
+        "engine_data_path": ("hipfile", "hipfile"),
     }
+    assert set(texts_and_values) == set(defaults.SETTINGS)
+    for name, (text, _) in texts_and_values.items():
+        monkeypatch.setenv(ENV[name], text)
+    assert dict(defaults.items()) == {name: value for name, (_, value) in
+                                      texts_and_values.items()}
     # set() wins over the environment, and reset() gives it back
     defaults.set("task_size", 4096)
     assert defaults.task_size() == 4096
@@ -106,20 +108,34 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     assert defaults.task_size() == 4 << 20
 
 
+# A text that no setting of each kind accepts (by how its variable is parsed).
+NOT_PARSED = {defaults._parse_int: "1.5", defaults.parse_size: "lots",
+              defaults._parse_timeout: "soon", defaults._parse_bool: "maybe",
+              defaults._parse_text: "posix"}
+
+
+@pytest.mark.parametrize("name", list(ENV))
+def test_unparsable_environment_values(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Every setting's variable refuses a text of the wrong kind, naming the
+    variable and the setting."""
+    text = NOT_PARSED[defaults.SETTINGS[name].parse]
+    monkeypatch.setenv(ENV[name], text)
+    match = f"{ENV[name]}={text!r} is not a valid {name}"
+    with pytest.raises(ValueError, match=match):
+        defaults.get(name)
+    with pytest.raises(ValueError, match=match):
+        getattr(defaults, name)()
+
+
 @pytest.mark.parametrize(("name", "text", "match"), [
-    ("num_threads", "zero", "HIPFILE_NTHREADS='zero' is not a valid num_threads"),
     ("num_threads", "0", "at least 1"),
-    ("task_size", "lots", "HIPFILE_TASK_SIZE='lots'"),
     ("task_size", "-4", "not a byte count"),
     ("task_size", "0", "at least 1"),
     ("batch_max_entries", "256", "between 1 and 128"),
     ("close_timeout", "-1", "HIPFILE_CLOSE_TIMEOUT"),
-    ("wait_timeout", "soon", "HIPFILE_WAIT_TIMEOUT"),
-    ("allow_host_buffers", "maybe", "1/true/yes/on"),
-    ("engine_task_size", "4X", "HIPFILE_ENGINE_TASK_SIZE"),
-    ("engine_threads", "1.5", "HIPFILE_ENGINE_THREADS"),
     ("engine_staging_size", "1K", "HIPFILE_ENGINE_STAGING_SIZE"),
     ("engine_copy_streams", "9", "HIPFILE_ENGINE_COPY_STREAMS"),
+    ("engine_release", "device", "engine_release must be one of 'auto'"),
 ])
 def test_bad_environment_values(monkeypatch: pytest.MonkeyPatch, name: str, text: str,
                                 match: str) -> None:
@@ -141,6 +157,11 @@ def test_bad_environment_values(monkeypatch: pytest.MonkeyPatch, name: str, text
     ("wait_timeout", "1", TypeError, "seconds or None"),
     ("allow_host_buffers", 1, TypeError, "must be a bool"),
     ("engine_threads", None, TypeError, "must be an int"),
+    ("engine_batch_copies", 0, TypeError, "engine_batch_copies must be a bool"),
+    ("engine_release", "stream", ValueError, "engine_release must be one of 'auto'"),
+    ("engine_release", None, TypeError, "engine_release must be a str"),
+    ("engine_data_path", "staged", ValueError, "engine_data_path must be one of 'auto', "
+                                               "'hipfile'"),
 ])
 def test_bad_values(name: str, value: object, exc: type[Exception], match: str) -> None:
     before = defaults.get(name)

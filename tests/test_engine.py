@@ -44,18 +44,16 @@ def layers_file(tmp_path: Path) -> tuple[Path, np.ndarray]:
 
 
 @pytest.fixture(params=["stream-memory-operations", "host-waits"])
-def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def mechanism(request: pytest.FixtureRequest) -> Iterator[str]:
     """Run a test with each way of releasing streams (stream waits on a flag,
-    the default where the device supports them, and waits on the host)."""
-    hipfile.trim_pool()   # the next flag pool is made under this setting
-    if request.param == "host-waits":
-        monkeypatch.setenv("HIPFILE_ENGINE_RELEASE", "host")
-    elif hipfile.engine.mechanism() != request.param:
-        hipfile.trim_pool()
+    the default where the device supports them, and waits on the host, by the
+    ``engine_release`` setting)."""
+    if request.param == "stream-memory-operations" and hipfile.engine.mechanism() != request.param:
         pytest.skip("this device cannot use stream waits")
-    hipfile.trim_pool()
-    yield request.param
-    _wait_idle()
+    release = "host-waits" if request.param == "host-waits" else "auto"
+    with hipfile.defaults.set("engine_release", release):
+        yield request.param
+        _wait_idle()
     hipfile.trim_pool()
 
 
@@ -250,11 +248,10 @@ def test_wait_on_releases_another_stream(drv, layers_file, nb_stream, mechanism)
         check(hip.hipStreamDestroy(other))
 
 
-def test_host_waits_wait_on_blocks(drv, layers_file, nb_stream, monkeypatch):
+def test_host_waits_wait_on_blocks(drv, layers_file, nb_stream):
     """Without stream waits, wait_on waits on the host (no host function is
     enqueued) and an ordered submission returns once its data has landed."""
-    monkeypatch.setenv("HIPFILE_ENGINE_RELEASE", "host")
-    hipfile.trim_pool()
+    restore = hipfile.defaults.set("engine_release", "host")
     path, data = layers_file
     other = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
     try:
@@ -272,6 +269,7 @@ def test_host_waits_wait_on_blocks(drv, layers_file, nb_stream, monkeypatch):
     finally:
         check(hip.hipStreamDestroy(other))
         _wait_idle()
+        restore.__exit__(None, None, None)
         hipfile.trim_pool()
 
 
@@ -298,16 +296,18 @@ def test_mechanism_is_reported(drv, layers_file, mechanism):
 
 
 @pytest.fixture(params=["staged", "hipfile"])
-def data_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """Each data path of the engine, with a fault injector for its file calls:
-    the staged path's own POSIX calls, or (emulated) the library's."""
+def data_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each data path of the engine (the ``engine_data_path`` setting), with
+    a fault injector for its file calls: the staged path's own POSIX calls,
+    or (emulated) the library's."""
     if request.param == "hipfile":
         if hipfile.platforms.active() != "emulated":
             pytest.skip("faults of the library are injected on the emulated platform")
-        monkeypatch.setenv("HIPFILE_ENGINE_DATA_PATH", "hipfile")
     elif hipfile.engine.mechanism() != "stream-memory-operations":
         pytest.skip("the staged path needs stream waits")
-    yield request.param
+    with hipfile.defaults.set("engine_data_path", "auto" if request.param == "staged"
+                              else "hipfile"):
+        yield request.param
     _hipfile._engine_inject_faults()
 
 
@@ -533,6 +533,132 @@ def test_settings_come_from_hipfile_defaults(engine_settings, monkeypatch, drv, 
         defaults.set("engine_task_size", 4096)
         h = fh.pread_async(dev, 65536)
         assert h.wait(timeout=30) == 65536 and h.calls == 16
+
+
+@pytest.fixture
+def engine_options() -> Iterator[None]:
+    """The three options the engine reads once, at their defaults
+    (environment included) before and after."""
+    names = ("engine_batch_copies", "engine_release", "engine_data_path")
+    with hipfile.defaults.set(engine_batch_copies=True, engine_release="auto",
+                              engine_data_path="auto"):
+        yield
+    hipfile.defaults.reset(*names)
+
+
+def test_set_changes_engine_batch_copies(engine_options):
+    # the hook reports what the staged path will do: set() turns it off at once
+    has_batch = _hipfile._engine_batch_copies()
+    with hipfile.defaults.set("engine_batch_copies", False):
+        assert _hipfile._engine_batch_copies() is False
+    assert _hipfile._engine_batch_copies() is has_batch
+    hipfile.defaults.set("engine_batch_copies", False)
+    assert _hipfile._engine_batch_copies() is False
+    hipfile.defaults.reset("engine_batch_copies")   # back to the environment or True
+    if os.environ.get("HIPFILE_ENGINE_BATCH_COPIES", "").strip() in ("", "1"):
+        assert _hipfile._engine_batch_copies() is has_batch
+
+
+def test_set_changes_engine_release(engine_options, drv, layers_file):
+    """engine_release reaches the next submission without trim_pool; an
+    operation submitted before keeps the mechanism it was submitted with."""
+    path, _ = layers_file
+    if hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("this device cannot use stream waits")
+    with device_array(N) as dev, FileHandle(path) as fh:
+        before = fh.pread_async(dev, 4096)
+        with hipfile.defaults.set("engine_release", "host-functions"):
+            assert hipfile.engine.mechanism() == "host-waits"
+            h = fh.pread_async(dev, 4096)
+            assert h.mechanism == "host-waits"
+            assert h.wait(timeout=30) == 4096
+            assert before.mechanism == "stream-memory-operations"
+            assert hipfile.engine.info()["devices"][0]["mechanism"] == "host-waits"
+        assert hipfile.engine.mechanism() == "stream-memory-operations"
+        h = fh.pread_async(dev, 4096)
+        assert h.mechanism == "stream-memory-operations"
+        assert h.wait(timeout=30) == 4096 and before.wait(timeout=30) == 4096
+    _wait_idle()
+
+
+def test_set_changes_engine_data_path(engine_options, drv, layers_file):
+    """engine_data_path="hipfile" takes the next submission off the staged
+    path: a fault injected into the staged path's file calls is not met."""
+    path, data = layers_file
+    if hipfile.platforms.active() != "emulated":
+        # hipFile's data path enters the runtime from the engine's threads,
+        # which a later hipFree can deadlock with (see the stream-engine
+        # guide); the emulated library's does not
+        pytest.skip("hipFile's data path is exercised on the emulated platform")
+    if hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("the staged path needs stream waits")
+    with device_array(N) as dev, FileHandle(path) as fh:
+        try:
+            _hipfile._engine_inject_faults(errno.EIO, 1)
+            with hipfile.defaults.set("engine_data_path", "hipfile"):
+                assert fh.pread_async(dev, 65536).wait(timeout=30) == 65536
+            assert np.array_equal(from_device(dev, 65536), data[:65536])
+            with pytest.raises(OSError) as err:     # the staged path meets it
+                fh.pread_async(dev, 65536).wait(timeout=30)
+            assert err.value.errno == errno.EIO
+        finally:
+            _hipfile._engine_inject_faults()
+    _wait_idle()
+
+
+ENGINE_OPTIONS_SCRIPT = r"""
+import warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import hipfile
+from hipfile._lib import _hipfile
+print(_hipfile._engine_batch_copies(), hipfile.engine.mechanism(),
+      hipfile.defaults.engine_data_path())
+hipfile.defaults.set(engine_batch_copies=True, engine_release="auto")
+print(hipfile.engine.mechanism())
+"""
+
+
+def test_engine_options_from_the_environment():
+    """The environment variables still choose, in a new process (set()
+    wins over them); a bad value is refused naming the setting."""
+    from _util import run_python
+
+    proc = run_python(ENGINE_OPTIONS_SCRIPT, HIPFILE_ENGINE_BATCH_COPIES="0",
+                      HIPFILE_ENGINE_RELEASE="host", HIPFILE_ENGINE_DATA_PATH="hipfile")
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.splitlines()
+    assert first == "False host-waits hipfile"
+    assert second in ("stream-memory-operations", "host-waits")
+    proc = run_python(ENGINE_OPTIONS_SCRIPT, HIPFILE_ENGINE_RELEASE="device")
+    assert proc.returncode != 0
+    assert "HIPFILE_ENGINE_RELEASE='device' is not a valid engine_release" in proc.stderr
+    assert "ValueError" in proc.stderr
+
+
+NO_RUNTIME_SCRIPT = r"""
+import warnings
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    import hipfile
+from hipfile._lib import _hipfile
+_hipfile._engine_batch_copies()
+"""
+
+
+def test_engine_without_a_hip_runtime_raises_the_load_error(tmp_path):
+    """Where HIP-Python cannot load the HIP runtime, the engine's lookup of
+    its C functions raises HIP-Python's error (not a SystemError for an
+    exception left pending)."""
+    from _util import run_python
+
+    proc = run_python(NO_RUNTIME_SCRIPT, clear=("HIPFILE_PLATFORM", "HIPFILE_LIBRARY",
+                                                "LD_LIBRARY_PATH", "HIPFILE_EMULATED_PREFIX"),
+                      ROCM_PATH=str(tmp_path))
+    if proc.returncode == 0:
+        pytest.skip("this machine has a HIP runtime of its own")
+    assert "SystemError" not in proc.stderr, proc.stderr
+    assert "RuntimeError" in proc.stderr and "libamdhip64" in proc.stderr, proc.stderr
 
 
 def test_shutdown_and_restart(drv, layers_file):

@@ -143,13 +143,10 @@ def test_unordered_leaves_the_stream_free(data_file, stream):
 def copy_calls(request):
     """The staged path's copies as one hipMemcpyBatchAsync per chunk (where
     the runtime has it) and as one hipMemcpyAsync per block."""
-    was = _hipfile._engine_batch_copies()
-    if request.param == "batched" and not _hipfile._engine_batch_copies(True):
-        pytest.skip("the runtime has no hipMemcpyBatchAsync")
-    if request.param == "one-by-one":
-        _hipfile._engine_batch_copies(False)
-    yield request.param
-    _hipfile._engine_batch_copies(was)
+    with hipfile.defaults.set("engine_batch_copies", request.param == "batched"):
+        if request.param == "batched" and not _hipfile._engine_batch_copies():
+            pytest.skip("the runtime has no hipMemcpyBatchAsync")
+        yield request.param
 
 
 def test_scatter_reads_paged_blocks_as_one_operation(tmp_path, stream, copy_calls):

@@ -281,34 +281,36 @@ def _with_header(header: bytes, data: bytes) -> bytes:
     return struct.pack("<Q", len(header)) + header + data
 
 
+def _u8(key: bytes = b"a", shape: bytes = b"2", offsets: bytes = b"0,2", extra: bytes = b""
+        ) -> bytes:
+    """One header entry of a U8 tensor (``"a":{...}``), its fields as text."""
+    return (b'"' + key + b'":{"dtype":"U8","shape":[' + shape + b'],"data_offsets":['
+            + offsets + b"]" + extra + b"}")
+
+
+def _obj(*members: bytes) -> bytes:
+    return b"{" + b",".join(members) + b"}"
+
+
+VALID = _obj(_u8())   # two bytes named "a"
+
 VERDICTS = [
-    ("valid", _with_header(b'{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}', b"ab")),
-    ("trailing spaces", _with_header(b'{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}  ',
-                                     b"ab")),
-    ("leading spaces", _with_header(b'  {"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}',
-                                    b"ab")),
-    ("extra field", _with_header(b'{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2],"x":1}}',
-                                 b"ab")),
-    ("null metadata", _with_header(b'{"__metadata__":null,"a":{"dtype":"U8","shape":[2],'
-                                   b'"data_offsets":[0,2]}}', b"ab")),
-    ("unordered offsets", _with_header(b'{"b":{"dtype":"U8","shape":[1],"data_offsets":[1,2]},'
-                                       b'"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}',
+    ("valid", _with_header(VALID, b"ab")),
+    ("trailing spaces", _with_header(VALID + b"  ", b"ab")),
+    ("leading spaces", _with_header(b"  " + VALID, b"ab")),
+    ("extra field", _with_header(_obj(_u8(extra=b',"x":1')), b"ab")),
+    ("null metadata", _with_header(_obj(b'"__metadata__":null', _u8()), b"ab")),
+    ("unordered offsets", _with_header(_obj(_u8(b"b", b"1", b"1,2"), _u8(b"a", b"1", b"0,1")),
                                        b"ab")),
-    ("short data", _with_header(b'{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}', b"a")),
-    ("long data", _with_header(b'{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}',
-                               b"abc")),
-    ("float shape", _with_header(b'{"a":{"dtype":"U8","shape":[2.0],"data_offsets":[0,2]}}',
-                                 b"ab")),
-    ("negative offset", _with_header(b'{"a":{"dtype":"U8","shape":[0],'
-                                     b'"data_offsets":[-1,-1]}}', b"")),
+    ("short data", _with_header(VALID, b"a")),
+    ("long data", _with_header(VALID, b"abc")),
+    ("float shape", _with_header(_obj(_u8(shape=b"2.0")), b"ab")),
+    ("negative offset", _with_header(_obj(_u8(shape=b"0", offsets=b"-1,-1")), b"")),
     ("metadata number", _with_header(b'{"__metadata__":{"a":1}}', b"")),
-    ("infinity", _with_header(b'{"a":{"dtype":"U8","shape":[Infinity],"data_offsets":[0,2]}}',
-                              b"ab")),
+    ("infinity", _with_header(_obj(_u8(shape=b"Infinity")), b"ab")),
     ("zero length", struct.pack("<Q", 0)),
-    ("bad utf-8", _with_header(b'{"\xff":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}',
-                               b"ab")),
-    ("three offsets", _with_header(b'{"a":{"dtype":"U8","shape":[2],"data_offsets":[0,1,2]}}',
-                                   b"ab")),
+    ("bad utf-8", _with_header(_obj(_u8(b"\xff")), b"ab")),
+    ("three offsets", _with_header(_obj(_u8(offsets=b"0,1,2")), b"ab")),
     ("empty object", _with_header(b"{}", b"")),
 ]
 

@@ -14,7 +14,7 @@ from libc.stdlib cimport calloc, free, malloc
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
 from hipfile._lib._core cimport _as_positive, _BufferCore, _FileCore, _io_range, submit_preamble
-from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece
+from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime
 from hipfile._lib._engine_handle cimport _GateRef, StreamIOHandle
 from hipfile._lib._engine_hip cimport (
     _destroy_event_handle, _eng_defaults, _eng_rt, _eng_task_default, _Flag, _FlagPool,
@@ -229,7 +229,6 @@ cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length
         hd._bcore = bc
         hd._buffer = buf_owner
         hd._stream_owner = stream_owner
-        hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
     return handles
 
 
@@ -254,6 +253,7 @@ cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t b
     hd._device = device
     hd._stream = sh
     hd._count = count
+    hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
     return hd
 
 
@@ -277,6 +277,7 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, _rng *
     cdef uintptr_t target = sh
     cdef StreamIOHandle hd
     cdef int sdev
+    cdef hfe_runtime rt
     if opcode == 0:
         # Reads stop at the end of the file: as it is now, or as the staged
         # writes submitted on this file before will leave it (a write then a
@@ -351,8 +352,9 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, _rng *
         if not ordered:
             target = <uintptr_t>int(_internal_stream(pool))
             _stream_after(target, sh, device)
+        rt = _eng_rt      # a copy: set() may change the table while the GIL is released
         with nogil:
-            rc = eng.stage_submit(ring.ring, &_eng_rt, opcode, fd, pieces, n, groups, ng,
+            rc = eng.stage_submit(ring.ring, &rt, opcode, fd, pieces, n, groups, ng,
                                   cdev, cval, <void *>target, gate, gvalue, task)
         if rc < 0:
             raise OSError(-rc, f"the stream engine refused the submission: {os.strerror(-rc)}")
@@ -396,7 +398,7 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked
                           uintptr_t sh, int device, _FlagPool pool, size_t task, bint grouped):
     """The worker path: each range's chunks run as hipFileRead/hipFileWrite
     calls on the engine's threads (no staging ring: no POSIX descriptor, no
-    stream waits, or ``HIPFILE_ENGINE_DATA_PATH=hipfile``)."""
+    stream waits, or the ``engine_data_path`` setting ``"hipfile"``)."""
     cdef size_t nbytes
     cdef hoff_t foff, boff
     cdef int sdev, i, rc

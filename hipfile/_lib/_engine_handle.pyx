@@ -12,6 +12,7 @@ from hipfile._lib._core cimport _stream_handle
 from hipfile._lib._decode import check_stream_handle
 from hipfile._lib._engine_c cimport eng
 from hipfile._lib._engine_hip cimport _Flag, _FlagPool, _internal_stream, _pool_for, _wait_value32
+from hipfile._lib._engine_hip import MECHANISM_STREAM_MEMOPS
 from hipfile._lib._engine_ops cimport _eng_parked, _ParkedOp, _unhold
 from hipfile._lib._errors import raise_result
 from hipfile._lib._runtime cimport (
@@ -294,7 +295,7 @@ cdef class StreamIOHandle(_Completion):
     cdef int _release_to(self, uintptr_t sh) except -1:
         if self.done():
             return 0      # nothing left to wait for
-        if self._flag.pool.memops:
+        if self._mechanism == MECHANISM_STREAM_MEMOPS:   # as it was submitted
             _wait_value32(sh, self._flag.devptr, self._value)
             return 0
         self.wait()

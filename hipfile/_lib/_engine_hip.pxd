@@ -34,6 +34,11 @@ cdef hip_memcpy_batch_t _c_memcpy_batch
 # the same, as the engine's C source takes them
 cdef hfe_runtime _eng_rt
 cdef bint _eng_capi_tried
+# the options read once (see _eng_options), and whether to read them again
+cdef bint _eng_options_stale
+cdef bint _eng_batch_copies
+cdef bint _eng_release_host
+cdef bint _eng_data_hipfile
 
 cdef class _Flag:
     cdef uint32_t *ptr        # host view
@@ -44,7 +49,8 @@ cdef class _Flag:
 
 cdef class _FlagPool:
     cdef readonly int device
-    cdef readonly bint memops         # stream memory operations usable
+    cdef readonly bint can_memops     # the device can use stream memory operations
+    cdef readonly bint memops         # ... and engine_release lets the next submission
     cdef list free
     cdef list mems                    # HIP-Python pointers of the pages to free
     cdef object stream                # internal stream for record_event
@@ -67,6 +73,7 @@ cdef bint _staged_path(int fd, _FlagPool pool, bint is_device) except -1
 cdef object _internal_stream(_FlagPool pool)
 cdef int _stream_after(uintptr_t target, uintptr_t stream, int device) except -1
 cdef object _settings_module()
+cdef int _eng_options() except -1
 cdef int _eng_defaults() except -1
 cdef uintptr_t _gate_event(uintptr_t stream, int device) except? 0
 cdef void _destroy_event_handle(uintptr_t ev)

@@ -7,30 +7,33 @@ engine's C source but through ``eng``."""
 
 import os
 
+from cpython.exc cimport PyErr_Occurred
 from libc.stdint cimport uint32_t, uintptr_t
 from libc.string cimport memset
 
 from hipfile._lib._engine_c cimport eng, hfe_event_fn, hfe_runtime
 from hipfile._lib._runtime cimport (
-    HIP_SUCCESS, _c_event_free, _c_event_query, _c_event_rec, _capsule_fn, _current_device,
-    _hip_fail, _hipapi, _load_hip_capi, hip_handle_fn_t)
+    HIP_SUCCESS, _c_event_free, _c_event_query, _c_event_rec, _current_device, _hip_fail,
+    _hip_fn, _hipapi, _load_hip_capi, hip_handle_fn_t)
 from hipfile._lib._runtime import on_device
 
 _eng_capi_tried = 0
+_eng_options_stale = 1
+_eng_batch_copies = 1
+_eng_release_host = 0
+_eng_data_hipfile = 0
 
 #: Mechanisms by which completion reaches GPU streams.
 MECHANISM_STREAM_MEMOPS = "stream-memory-operations"
 MECHANISM_HOST_FUNCTIONS = "host-waits"
 
 
-def _engine_batch_copies(enable=None):
+def _engine_batch_copies():
     """Whether the staged path hands a chunk's copies to the stream in one
-    hipMemcpyBatchAsync (the runtime has it and it is not switched off).
-    ``enable``: switch it on (where the runtime has it) or off; None: only
-    report. Test hook."""
+    hipMemcpyBatchAsync: the runtime has it and the ``engine_batch_copies``
+    setting is on. Test hook."""
+    _eng_options()
     _load_engine_capi()
-    if enable is not None:
-        _eng_rt.memcpy_batch_async = _c_memcpy_batch if enable else NULL
     return _eng_rt.memcpy_batch_async != NULL
 
 
@@ -46,47 +49,36 @@ cdef int _load_engine_capi() except -1:
     # the event entry points _runtime looked up already
     _c_event_destroy = _c_event_free
     _c_event_record = <hip_record_fn_t>_c_event_rec
-    import sys
-    for mod in list(sys.modules.values()):
-        capi = getattr(mod, "__pyx_capi__", None)
-        if not isinstance(capi, dict) or "hipSetDevice" not in capi:
-            continue
-        _c_set_device = <hip_int_fn_t>_capsule_fn(capi, "hipSetDevice", b"enum hipError_t (int)")
-        _c_wait_value32 = <hip_wait32_t>_capsule_fn(
-            capi, "hipStreamWaitValue32",
-            b"enum hipError_t (hipStream_t, void *, uint32_t, unsigned int, uint32_t)")
-        _c_write_value32 = <hip_write32_t>_capsule_fn(
-            capi, "hipStreamWriteValue32",
-            b"enum hipError_t (hipStream_t, void *, uint32_t, unsigned int)")
-        _c_stream_wait_event = <hip_wait_event_t>_capsule_fn(
-            capi, "hipStreamWaitEvent", b"enum hipError_t (hipStream_t, hipEvent_t, unsigned int)")
-        for sig in (b"enum hipError_t (void *, void const *, size_t, enum hipMemcpyKind, "
-                    b"hipStream_t)",
-                    b"enum hipError_t (void *, const void *, size_t, enum hipMemcpyKind, "
-                    b"hipStream_t)"):
-            _c_memcpy_async = <hip_memcpy_async_t>_capsule_fn(capi, "hipMemcpyAsync", sig)
-            if _c_memcpy_async != NULL:
-                break
-        # HIP-Python declares every entry point; the runtime it loads may
-        # predate hipMemcpyBatchAsync (ROCm 7), so ask the library itself,
-        # once a first call has made HIP-Python load it.
-        count_fn = <hip_count_fn_t>_capsule_fn(capi, "hipGetDeviceCount",
-                                               b"enum hipError_t (int *)")
-        if count_fn != NULL:
-            count_fn(&ndev)
-        if eng.runtime_exports(b"libamdhip64", b"hipMemcpyBatchAsync"):
-            _c_memcpy_batch = <hip_memcpy_batch_t>_capsule_fn(
-                capi, "hipMemcpyBatchAsync",
-                b"enum hipError_t (void **, void **, size_t *, size_t, "
-                b"struct hipMemcpyAttributes *, size_t *, size_t, size_t *, hipStream_t)")
-        break
+    _c_set_device = <hip_int_fn_t>_hip_fn("hipSetDevice", b"int")
+    _c_wait_value32 = <hip_wait32_t>_hip_fn(
+        "hipStreamWaitValue32", b"hipStream_t, void *, uint32_t, unsigned int, uint32_t")
+    _c_write_value32 = <hip_write32_t>_hip_fn(
+        "hipStreamWriteValue32", b"hipStream_t, void *, uint32_t, unsigned int")
+    _c_stream_wait_event = <hip_wait_event_t>_hip_fn(
+        "hipStreamWaitEvent", b"hipStream_t, hipEvent_t, unsigned int")
+    for src in (b"void const *", b"const void *"):   # as HIP-Python versions spell it
+        _c_memcpy_async = <hip_memcpy_async_t>_hip_fn(
+            "hipMemcpyAsync", b"void *, " + src + b", size_t, enum hipMemcpyKind, hipStream_t")
+        if _c_memcpy_async != NULL:
+            break
+    # HIP-Python declares every entry point; the runtime it loads may
+    # predate hipMemcpyBatchAsync (ROCm 7), so ask the library itself,
+    # once a first call has made HIP-Python load it.
+    count_fn = <hip_count_fn_t>_hip_fn("hipGetDeviceCount", b"int *")
+    if count_fn != NULL:
+        count_fn(&ndev)
+        if PyErr_Occurred() != NULL:
+            return -1       # HIP-Python could not load the runtime: its error, raised
+    if eng.runtime_exports(b"libamdhip64", b"hipMemcpyBatchAsync"):
+        _c_memcpy_batch = <hip_memcpy_batch_t>_hip_fn(
+            "hipMemcpyBatchAsync", b"void **, void **, size_t *, size_t, "
+            b"struct hipMemcpyAttributes *, size_t *, size_t, size_t *, hipStream_t")
     _eng_rt.wait_value32 = _c_wait_value32
     _eng_rt.write_value32 = _c_write_value32
     _eng_rt.memcpy_async = _c_memcpy_async
     _eng_rt.event_record = <int (*)(void *, void *) noexcept nogil>_c_event_record
     _eng_rt.stream_wait_event = _c_stream_wait_event
-    if os.environ.get("HIPFILE_ENGINE_BATCH_COPIES", "").strip() != "0":
-        _eng_rt.memcpy_batch_async = _c_memcpy_batch
+    _eng_rt.memcpy_batch_async = _c_memcpy_batch if _eng_batch_copies else NULL
     _eng_capi_tried = 1
     if _c_event_query != NULL and _c_event_destroy != NULL:
         eng.set_event_fns(<hfe_event_fn>_c_event_query, <hfe_event_fn>_c_event_destroy)
@@ -195,19 +187,19 @@ cdef _FlagPool _pool_for(int device):
     o = _flag_pools.get(device)
     if o is not None:
         return <_FlagPool>o
-    cdef bint memops = _memops_supported(device)   # HIP calls: other threads may run
+    cdef bint can = _memops_supported(device)   # HIP calls: other threads may run
     cdef _FlagPool p = _FlagPool.__new__(_FlagPool)
     p.device = device
     p.free = []
     p.mems = []
-    p.memops = memops
+    p.can_memops = can
+    p.memops = can and not _eng_release_host
     return <_FlagPool>_flag_pools.setdefault(device, p)
 
 
 cdef bint _memops_supported(int device) except -1:
-    forced = os.environ.get("HIPFILE_ENGINE_RELEASE", "").strip().lower()
-    if forced in ("host", "host-waits", "host-functions"):
-        return 0
+    """Whether streams of ``device`` can wait on a flag (whatever the
+    ``engine_release`` setting says)."""
     if os.environ.get("GPU_STREAMOPS_CP_WAIT", "").strip().lower() in ("1", "true", "yes"):
         return 0      # AMD's runtime then waits on signal memory only
     _load_engine_capi()
@@ -228,9 +220,7 @@ cdef bint _staged_path(int fd, _FlagPool pool, bint is_device) except -1:
     """Whether a submission takes the staged path: a POSIX descriptor, stream
     waits on the buffer's device, the runtime's copy entry point, and device
     memory (anything else goes to hipFile, which gives its own verdict)."""
-    if fd < 0 or not pool.memops or not is_device:
-        return 0
-    if os.environ.get("HIPFILE_ENGINE_DATA_PATH", "").strip().lower() == "hipfile":
+    if fd < 0 or not pool.memops or not is_device or _eng_data_hipfile:
         return 0
     _load_engine_capi()
     return (_c_memcpy_async != NULL and _c_wait_value32 != NULL
@@ -297,9 +287,51 @@ def use_settings(source):
     """Take the engine's settings from ``source`` (``hipfile.defaults``,
     which the package hands over when it is imported): an object with
     ``engine_threads()``, ``engine_task_size()``, ``engine_staging_size()``,
-    ``engine_copy_streams()`` and ``set(values)``."""
-    global _settings
+    ``engine_copy_streams()``, ``engine_batch_copies()``,
+    ``engine_release()``, ``engine_data_path()``, ``set(values)`` and
+    ``_watch(callback)``, which calls ``callback()`` after each change."""
+    global _settings, _eng_options_stale
     _settings = source
+    _eng_options_stale = 1
+    source._watch(_eng_options_changed)
+
+
+def _eng_options_changed():
+    """The settings changed: read the engine's options again before they
+    are next used (a flag, nothing else: it runs inside ``set()``)."""
+    global _eng_options_stale
+    _eng_options_stale = 1
+
+
+cdef int _eng_options() except -1:
+    """Bring the options the engine reads once (``engine_batch_copies``,
+    ``engine_release``, ``engine_data_path``) up to date, when a change of
+    the settings (or ``trim_pool``) has made them stale: one C flag to test
+    on a submission, no lookup of the environment."""
+    global _eng_options_stale, _eng_batch_copies, _eng_release_host, _eng_data_hipfile
+    cdef _FlagPool p
+    if not _eng_options_stale:
+        return 0
+    d = _settings_module()
+    _eng_options_stale = 0      # a change while these are read marks them again
+    try:
+        batch = bool(d.engine_batch_copies())
+        host = d.engine_release() == "host-waits"
+        hipfile_path = d.engine_data_path() == "hipfile"
+    except BaseException:
+        _eng_options_stale = 1
+        raise
+    _eng_batch_copies = batch
+    _eng_release_host = host
+    _eng_data_hipfile = hipfile_path
+    if _eng_capi_tried:
+        _eng_rt.memcpy_batch_async = _c_memcpy_batch if batch else NULL
+    for o in _flag_pools.values():
+        # operations submitted before keep their mechanism (each handle has
+        # its own); the next submission takes the new one
+        p = <_FlagPool>o
+        p.memops = p.can_memops and not host
+    return 0
 
 
 cdef object _settings_module():
@@ -313,6 +345,7 @@ cdef int _eng_defaults() except -1:
     ``hipfile.defaults`` (set(), else the environment, else the default),
     the one source of the engine's settings; called at every submission."""
     global _eng_threads_wanted, _eng_task_default
+    _eng_options()
     d = _settings_module()
     _eng_threads_wanted = <int>d.engine_threads()
     _eng_task_default = <size_t>d.engine_task_size()
@@ -324,6 +357,7 @@ def engine_mechanism(int device=-1):
     device): ``"stream-memory-operations"`` (hipStreamWaitValue32 on a flag)
     or ``"host-waits"`` (the device cannot wait on a flag: ``wait_on`` and
     stream-ordered submissions wait on the host)."""
+    _eng_options()
     if device < 0:
         device = _current_device()
     return MECHANISM_STREAM_MEMOPS if _pool_for(device).memops else MECHANISM_HOST_FUNCTIONS

@@ -41,7 +41,8 @@ from hipfile._lib._engine_hip cimport (
     HIP_HOST_MALLOC_MAPPED, _c_event_record, _c_memcpy_batch, _c_set_device, _c_stream_wait_event,
     _eng_defaults, _eng_rt, _eng_task_default, _eng_threads_wanted, _flag_pools, _Flag, _FlagPool,
     _load_engine_capi, _settings_module)
-from hipfile._lib._engine_hip import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
+from hipfile._lib._engine_hip import (
+    MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS, _eng_options_changed)
 from hipfile._lib._runtime cimport _as_timeout, _hipapi
 from hipfile._lib._runtime import on_device
 
@@ -256,7 +257,9 @@ cdef int _eng_sweep() except -1:
 
 
 cdef int _eng_trim() except -1:
-    """Free the flags and internal streams once nothing is outstanding."""
+    """Free the flags and internal streams once nothing is outstanding; the
+    options read once are read again (environment included) before next used."""
+    _eng_options_changed()
     _eng_sweep()
     if _eng_parked or eng.outstanding():
         return 0

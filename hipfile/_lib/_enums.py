@@ -4,6 +4,19 @@ prefix stripped (``hipFileInvalidValue`` -> ``OpError.INVALID_VALUE``)."""
 from __future__ import annotations
 
 from enum import IntEnum, IntFlag
+from typing import TypeVar
+
+_E = TypeVar("_E", bound=IntEnum)
+
+
+def _member_or_int(kind: type[_E], value: int) -> _E | int:
+    """``kind(value)`` where ``value`` is one of its members, else ``value``
+    itself (a code that a newer library added stays readable)."""
+    try:
+        return kind(value)
+    except ValueError:
+        return value
+
 
 #: First hipFile error number (``HIPFILE_BASE_ERR``).
 BASE_ERR = 5000

@@ -45,7 +45,7 @@ cdef hip_handle_fn_t _c_event_free
 cdef object _PointerType
 cdef object _EventType
 
-cdef void *_capsule_fn(dict capi, str name, bytes signature)
+cdef void *_hip_fn(str name, bytes params)
 cdef int _load_hip_capi() except -1
 cdef object _hipapi()
 cdef int _stream_query(uintptr_t stream) except? -1

@@ -67,68 +67,80 @@ cdef void *_capsule_fn(dict capi, str name, bytes signature):
     return PyCapsule_GetPointer(cap, sig)
 
 
+cdef object _hip_capi = None    # HIP-Python's C entry points, once found
+
+
+cdef dict _find_hip_capi():
+    """HIP-Python's table of C entry points (the ``__pyx_capi__`` of its
+    loaded module that exports ``hipLaunchHostFunc`` as expected); None
+    while HIP-Python is not loaded, or where it has no such table."""
+    global _hip_capi
+    if _hip_capi is None:
+        import sys
+        for mod in list(sys.modules.values()):
+            capi = getattr(mod, "__pyx_capi__", None)
+            if isinstance(capi, dict) and _capsule_fn(
+                    capi, "hipLaunchHostFunc",
+                    b"enum hipError_t (hipStream_t, hipHostFn_t, void *)") != NULL:
+                _hip_capi = capi
+                break
+    return _hip_capi
+
+
+cdef void *_hip_fn(str name, bytes params):
+    """HIP-Python's C function ``name``, which takes ``params`` (its C
+    parameter list as HIP-Python declares it) and returns ``hipError_t``;
+    NULL where HIP-Python has no such function."""
+    capi = _find_hip_capi()
+    if capi is None:
+        return NULL
+    return _capsule_fn(capi, name, b"enum hipError_t (" + params + b")")
+
+
 cdef int _load_hip_capi() except -1:
     global _capi_tried, _c_launch_host_func, _c_stream_query, _c_event_query
     global _c_host_malloc, _c_host_free, _c_event_create, _c_event_rec, _c_event_free
     if _capi_tried:
         return 0
     _capi_tried = 1
-    import sys
     _hipapi()
-    for mod in list(sys.modules.values()):
-        capi = getattr(mod, "__pyx_capi__", None)
-        if not isinstance(capi, dict) or "hipLaunchHostFunc" not in capi:
-            continue
-        _c_launch_host_func = <hip_launch_host_func_t>_capsule_fn(
-            capi, "hipLaunchHostFunc", b"enum hipError_t (hipStream_t, hipHostFn_t, void *)")
-        _c_stream_query = <hip_handle_fn_t>_capsule_fn(
-            capi, "hipStreamQuery", b"enum hipError_t (hipStream_t)")
-        _c_event_query = <hip_handle_fn_t>_capsule_fn(
-            capi, "hipEventQuery", b"enum hipError_t (hipEvent_t)")
-        _c_host_malloc = <hip_host_malloc_t>_capsule_fn(
-            capi, "hipHostMalloc", b"enum hipError_t (void **, size_t, unsigned int)")
-        _c_host_free = <hip_handle_fn_t>_capsule_fn(
-            capi, "hipHostFree", b"enum hipError_t (void *)")
-        _c_event_create = <hip_event_create_t>_capsule_fn(
-            capi, "hipEventCreateWithFlags", b"enum hipError_t (hipEvent_t *, unsigned int)")
-        _c_event_rec = <hip_event_record_t>_capsule_fn(
-            capi, "hipEventRecord", b"enum hipError_t (hipEvent_t, hipStream_t)")
-        _c_event_free = <hip_handle_fn_t>_capsule_fn(
-            capi, "hipEventDestroy", b"enum hipError_t (hipEvent_t)")
-        if _c_launch_host_func != NULL:
-            break
+    _c_launch_host_func = <hip_launch_host_func_t>_hip_fn(
+        "hipLaunchHostFunc", b"hipStream_t, hipHostFn_t, void *")
+    _c_stream_query = <hip_handle_fn_t>_hip_fn("hipStreamQuery", b"hipStream_t")
+    _c_event_query = <hip_handle_fn_t>_hip_fn("hipEventQuery", b"hipEvent_t")
+    _c_host_malloc = <hip_host_malloc_t>_hip_fn("hipHostMalloc", b"void **, size_t, unsigned int")
+    _c_host_free = <hip_handle_fn_t>_hip_fn("hipHostFree", b"void *")
+    _c_event_create = <hip_event_create_t>_hip_fn("hipEventCreateWithFlags",
+                                                  b"hipEvent_t *, unsigned int")
+    _c_event_rec = <hip_event_record_t>_hip_fn("hipEventRecord", b"hipEvent_t, hipStream_t")
+    _c_event_free = <hip_handle_fn_t>_hip_fn("hipEventDestroy", b"hipEvent_t")
     return 0
 
 
-cdef int _stream_query(uintptr_t stream) except? -1:
+cdef int _query(hip_handle_fn_t fn, str name, uintptr_t handle) except? -1:
+    """``name`` (hipStreamQuery or hipEventQuery) of ``handle``: HIP-Python's
+    C function ``fn`` without the GIL, or its Python function where there is
+    no C one."""
     cdef int err
-    _load_hip_capi()
-    if _c_stream_query != NULL:
+    if fn != NULL:
         with nogil:
-            err = _c_stream_query(<void *>stream)
+            err = fn(<void *>handle)
         return err
-    return int(_hipapi().hip.hipStreamQuery(stream)[0])
+    return int(getattr(_hipapi().hip, name)(handle)[0])
+
+
+cdef int _stream_query(uintptr_t stream) except? -1:
+    _load_hip_capi()
+    return _query(_c_stream_query, "hipStreamQuery", stream)
 
 
 cdef int _event_query(object event) except? -1:
-    cdef int err
-    cdef uintptr_t ev = int(event)
-    _load_hip_capi()
-    if _c_event_query != NULL:
-        with nogil:
-            err = _c_event_query(<void *>ev)
-        return err
-    return int(_hipapi().hip.hipEventQuery(event)[0])
+    return _event_query_h(<uintptr_t>int(event))
 
 
 cdef int _event_query_h(uintptr_t ev) except? -1:
-    cdef int err
     _load_hip_capi()
-    if _c_event_query != NULL:
-        with nogil:
-            err = _c_event_query(<void *>ev)
-        return err
-    return int(_hipapi().hip.hipEventQuery(ev)[0])
+    return _query(_c_event_query, "hipEventQuery", ev)
 
 
 # --------------------------------------------------------------------------

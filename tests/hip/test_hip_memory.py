@@ -215,3 +215,21 @@ def test_memcpy_batch_refuses_before_enqueueing_any(stream: object, dmem: object
     assert not out.any(), "a refused batch moved bytes"
     err, _ = _memcpy_batch([d], [p], [512], stream, count=0)
     assert err == int(E.hipErrorInvalidValue)
+
+
+@pytest.mark.emulated  # the emulated runtime's own answer for a destroyed stream
+def test_memcpy_batch_on_a_destroyed_stream_queues_none(dmem: object, pinned: object) -> None:
+    """Good copies on a stream that no longer exists: the batch is refused
+    as a whole (no copy is to blame, so the fail index is SIZE_MAX), and
+    zero-byte copies among them are accepted and skipped."""
+    d, p = int(dmem), int(pinned)
+    host_view(pinned, 4096)[:] = 9
+    ok(hip.hipMemset(dmem, 0, 4096))
+    gone = ok(hip.hipStreamCreate())
+    ok(hip.hipStreamDestroy(gone))
+    err, fail = _memcpy_batch([d, d + 1024, d + 2048], [p, p, p], [512, 0, 512], gone)
+    assert err == int(E.hipErrorContextIsDestroyed) and fail == 2**64 - 1
+    ok(hip.hipDeviceSynchronize())
+    out = np.empty(4096, np.uint8)
+    ok(hip.hipMemcpy(out, dmem, 4096, K.hipMemcpyDeviceToHost))
+    assert not out.any(), "a refused batch moved bytes"

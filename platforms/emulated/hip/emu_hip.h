@@ -185,8 +185,10 @@ long long emu_stream_count_locked(void);
 long long emu_event_count_locked(void);
 
 /* ---- streams.c ----------------------------------------------------------- */
-/* Queues a copy or fill (memory.c has validated it) on a stream and, with
- * wait, returns once it has run. Takes the lock itself. */
+/* Queues a copy or fill (memory.c has validated it) on a stream, with the
+ * operations linked after it by `next` (a batch, queued under one hold of
+ * the lock), and, with wait, returns once they have run. Takes the lock
+ * itself; the operations are its to free, queued or not. */
 hipError_t emu_submit_memory_op(hipStream_t stream, struct emu_op *op, int wait);
 
 /* ---- events.c ------------------------------------------------------------ */

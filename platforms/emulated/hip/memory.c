@@ -432,9 +432,11 @@ EMU_EXPORT hipError_t hipMemcpyAsync(void *dst, const void *src, size_t bytes, i
 
 /* A batch of 1D copies (hipMemcpyBatchAsync): in stream order as a whole,
  * in no order among themselves, the direction taken from the pointers.
- * Every copy is checked before any is enqueued; *fail_idx names the first
- * one refused (SIZE_MAX: none in particular). The attributes are accepted
- * and not used, as on ROCm. */
+ * Each copy is checked once, as its operation is made; the operations are
+ * queued only once all of them are made, so a copy refused anywhere refuses
+ * the whole batch with nothing queued. *fail_idx names the first copy
+ * refused (SIZE_MAX: none in particular). The attributes are accepted and
+ * not used, as on ROCm. */
 EMU_EXPORT hipError_t hipMemcpyBatchAsync(void **dsts, void **srcs, size_t *sizes, size_t count,
                                           void *attrs, size_t *attrs_idxs, size_t num_attrs,
                                           size_t *fail_idx, hipStream_t stream) {
@@ -444,20 +446,29 @@ EMU_EXPORT hipError_t hipMemcpyBatchAsync(void **dsts, void **srcs, size_t *size
   if (fail_idx != NULL) *fail_idx = SIZE_MAX;
   if (count == 0 || dsts == NULL || srcs == NULL || sizes == NULL)
     return emu_ret(hipErrorInvalidValue);
+  struct emu_op *first = NULL, **tail = &first;
   hipError_t status = hipSuccess;
-  size_t i;
-  for (i = 0; i < count; i++) {
-    status = emu_copy_ok(dsts[i], srcs[i], sizes[i], 0, 0);
-    if (status != hipSuccess) break;
-  }
-  for (size_t j = 0; status == hipSuccess && j < count; j++) {
+  for (size_t i = 0; i < count && status == hipSuccess; i++) {
     struct emu_op *op = NULL;
-    status = emu_prepare_copy(dsts[j], srcs[j], sizes[j], hipMemcpyDefault, &op);
-    if (status == hipSuccess && op != NULL) status = emu_submit_memory_op(stream, op, 0);
-    i = j;
+    status = emu_prepare_copy(dsts[i], srcs[i], sizes[i], hipMemcpyDefault, &op);
+    if (status != hipSuccess && fail_idx != NULL) *fail_idx = i;
+    if (op != NULL) {     /* NULL: nothing to copy */
+      *tail = op;
+      tail = &op->next;
+    }
   }
-  if (status != hipSuccess && fail_idx != NULL) *fail_idx = i;
-  return emu_ret(status);
+  if (status != hipSuccess) {
+    emu_lock_acquire();
+    while (first != NULL) {
+      struct emu_op *next = first->next;
+      emu_op_release_locked(first);
+      first = next;
+    }
+    emu_lock_release();
+    return emu_ret(status);
+  }
+  if (first == NULL) return emu_ret(hipSuccess);
+  return emu_ret(emu_submit_memory_op(stream, first, 0));
 }
 
 EMU_EXPORT hipError_t hipMemcpyWithStream(void *dst, const void *src, size_t bytes, int kind,

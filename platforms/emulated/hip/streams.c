@@ -205,13 +205,16 @@ hipError_t emu_submit_memory_op(hipStream_t stream, struct emu_op *op, int wait)
   struct ihipStream_t *s = NULL;
   hipError_t status = emu_stream_resolve_locked(stream, &s);
   if (status == hipSuccess && wait && emu_tls_worker != NULL) status = hipErrorNotSupported;
-  if (status != hipSuccess) {
-    emu_op_release_locked(op);
-    emu_lock_release();
-    emu_api_leave();
-    return status;
+  while (op != NULL) {
+    struct emu_op *next = op->next;
+    op->next = NULL;
+    if (status == hipSuccess) {
+      status = emu_enqueue_locked(s, op);   /* releases op when it fails */
+    } else {
+      emu_op_release_locked(op);
+    }
+    op = next;
   }
-  status = emu_enqueue_locked(s, op);
   emu_api_leave();
   if (status == hipSuccess && wait) emu_wait_seq_locked(s, s->enqueued);
   emu_lock_release();

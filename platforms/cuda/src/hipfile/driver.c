@@ -31,16 +31,23 @@ int set_find(const struct ptr_set *s, const void *p)
     return -1;
 }
 
+void *hfc_grow(void *items, size_t count, size_t *cap, size_t size)
+{
+    if (count < *cap)
+        return items;
+    size_t grown = *cap ? *cap * 2 : 16;
+    void *moved = realloc(items, grown * size);
+    if (moved != NULL)
+        *cap = grown;
+    return moved;
+}
+
 int set_add(struct ptr_set *s, void *p)
 {
-    if (s->count == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        void **items = realloc(s->items, cap * sizeof *items);
-        if (items == NULL)
-            return -1;
-        s->items = items;
-        s->cap = cap;
-    }
+    void **items = hfc_grow(s->items, s->count, &s->cap, sizeof *items);
+    if (items == NULL)
+        return -1;
+    s->items = items;
     s->items[s->count++] = p;
     return 0;
 }

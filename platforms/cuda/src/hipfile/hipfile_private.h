@@ -95,6 +95,10 @@ extern HFC_HIDDEN struct ptr_set handles, batches, streams, buffers;
 
 /* hipFileDriverOpen/Close reference count of this process is above 0. */
 HFC_HIDDEN int driver_is_open(void);
+/* Room for one more item of `size` bytes in `items`, an array of `count`
+ * items and capacity *cap: the array itself, or one moved and grown
+ * (doubling *cap, 16 at first), or NULL (no memory; `items` is as it was). */
+HFC_HIDDEN void *hfc_grow(void *items, size_t count, size_t *cap, size_t size);
 /* Set operations; the caller holds reg_lock. set_find gives the index or
  * -1, set_add 0 or -1 (no memory), set_remove whether p was there. */
 HFC_HIDDEN int set_find(const struct ptr_set *s, const void *p);

@@ -10,64 +10,89 @@
 
 #include "hipfile_private.h"
 
+/* ---- tables keyed by pointer ------------------------------------------- */
+
+/* A small table from a pointer (a file handle, a buffer's base) to what
+ * the platform keeps for it, with its own lock: the descriptor of each
+ * handle registered from one, the last operation on each buffer. */
+struct ptr_map_entry {
+    const void *key;
+    union {
+        int fd;
+        hipEvent_t event;
+    } v;
+};
+struct ptr_map {
+    pthread_mutex_t lock;
+    struct ptr_map_entry *entries;
+    size_t count, cap;
+};
+#define PTR_MAP_INIT {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0}
+
+/* The entry of `key`, or NULL; the caller holds m->lock (and an entry is
+ * valid only while it does: adding may move the entries). */
+static struct ptr_map_entry *map_find(struct ptr_map *m, const void *key)
+{
+    for (size_t i = 0; i < m->count; i++)
+        if (m->entries[i].key == key)
+            return &m->entries[i];
+    return NULL;
+}
+
+/* A new entry of `key` (the caller has found none), its value zeroed, or
+ * NULL when the table cannot grow; the caller holds m->lock. */
+static struct ptr_map_entry *map_add(struct ptr_map *m, const void *key)
+{
+    struct ptr_map_entry *entries = hfc_grow(m->entries, m->count, &m->cap, sizeof *entries);
+    if (entries == NULL)
+        return NULL;
+    m->entries = entries;
+    struct ptr_map_entry *e = &m->entries[m->count++];
+    memset(e, 0, sizeof *e);
+    e->key = key;
+    return e;
+}
+
+/* Removes an entry found by map_find; the caller holds m->lock. */
+static void map_remove(struct ptr_map *m, struct ptr_map_entry *e)
+{
+    *e = m->entries[--m->count];
+}
+
 /* ---- file handles ------------------------------------------------------ */
 
 /* The descriptor of each handle registered from one (for the end-of-file
  * cut of synchronous reads). */
-struct handle_fd {
-    const void *fh;
-    int fd;
-};
-static pthread_mutex_t fd_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct handle_fd *handle_fds;
-static size_t n_handle_fds, cap_handle_fds;
+static struct ptr_map handle_fds = PTR_MAP_INIT;
 
 static void fd_remember(const void *fh, int fd)
 {
-    pthread_mutex_lock(&fd_lock);
-    for (size_t i = 0; i < n_handle_fds; i++)
-        if (handle_fds[i].fh == fh) {   /* a handle value used again */
-            handle_fds[i].fd = fd;
-            pthread_mutex_unlock(&fd_lock);
-            return;
-        }
-    if (n_handle_fds == cap_handle_fds) {
-        size_t cap = cap_handle_fds ? 2 * cap_handle_fds : 16;
-        struct handle_fd *grown = realloc(handle_fds, cap * sizeof(*grown));
-        if (grown == NULL) {   /* no cut for this handle: cuFile's own result */
-            pthread_mutex_unlock(&fd_lock);
-            return;
-        }
-        handle_fds = grown;
-        cap_handle_fds = cap;
-    }
-    handle_fds[n_handle_fds++] = (struct handle_fd){fh, fd};
-    pthread_mutex_unlock(&fd_lock);
+    pthread_mutex_lock(&handle_fds.lock);
+    struct ptr_map_entry *e = map_find(&handle_fds, fh);   /* found: a handle value used again */
+    if (e == NULL)
+        e = map_add(&handle_fds, fh);   /* NULL: no cut for this handle, cuFile's own result */
+    if (e != NULL)
+        e->v.fd = fd;
+    pthread_mutex_unlock(&handle_fds.lock);
 }
 
 static void fd_forget(const void *fh)
 {
-    pthread_mutex_lock(&fd_lock);
-    for (size_t i = 0; i < n_handle_fds; i++)
-        if (handle_fds[i].fh == fh) {
-            handle_fds[i] = handle_fds[--n_handle_fds];
-            break;
-        }
-    pthread_mutex_unlock(&fd_lock);
+    pthread_mutex_lock(&handle_fds.lock);
+    struct ptr_map_entry *e = map_find(&handle_fds, fh);
+    if (e != NULL)
+        map_remove(&handle_fds, e);
+    pthread_mutex_unlock(&handle_fds.lock);
 }
 
 /* The handle's file size, or -1 when it is not known. */
 static off_t fd_file_size(const void *fh)
 {
-    int fd = -1;
     struct stat st;
-    pthread_mutex_lock(&fd_lock);
-    for (size_t i = 0; i < n_handle_fds; i++)
-        if (handle_fds[i].fh == fh) {
-            fd = handle_fds[i].fd;
-            break;
-        }
-    pthread_mutex_unlock(&fd_lock);
+    pthread_mutex_lock(&handle_fds.lock);
+    struct ptr_map_entry *e = map_find(&handle_fds, fh);
+    int fd = e != NULL ? e->v.fd : -1;
+    pthread_mutex_unlock(&handle_fds.lock);
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
         return -1;
     return st.st_size;
@@ -259,66 +284,47 @@ hipError_t hipStreamGetDevice(hipStream_t stream, int *device);
 hipError_t hipGetDevice(int *device);
 hipError_t hipSetDevice(int device);
 
-/* The last operation submitted on each registered buffer (under order_lock). */
-struct buf_order {
-    const void *base;
-    hipEvent_t last;
-};
-static pthread_mutex_t order_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct buf_order *orders;
-static size_t n_orders, cap_orders;
-
-static struct buf_order *order_find(const void *base)
-{
-    for (size_t i = 0; i < n_orders; i++)
-        if (orders[i].base == base)
-            return &orders[i];
-    return NULL;
-}
+/* The last operation submitted on each registered buffer: an event
+ * recorded behind it (under orders.lock). */
+static struct ptr_map orders = PTR_MAP_INIT;
 
 /* Forget a buffer's order (on deregistration); its event may still be
  * pending, which hipEventDestroy allows. */
 void order_forget(const void *base)
 {
-    pthread_mutex_lock(&order_lock);
-    struct buf_order *o = order_find(base);
-    if (o != NULL) {
-        if (o->last != NULL)
-            hipEventDestroy(o->last);
-        *o = orders[--n_orders];
+    pthread_mutex_lock(&orders.lock);
+    struct ptr_map_entry *e = map_find(&orders, base);
+    if (e != NULL) {
+        if (e->v.event != NULL)
+            hipEventDestroy(e->v.event);
+        map_remove(&orders, e);
     }
-    pthread_mutex_unlock(&order_lock);
+    pthread_mutex_unlock(&orders.lock);
 }
 
-/* Called with order_lock held: the record of `base`, created on first use
+/* Called with orders.lock held: the entry of `base`, created on first use
  * with its event on the device of `stream` (an event is recorded only on
  * streams of its own device; a buffer's streams share its device); NULL when
  * memory or an event cannot be had. */
-static struct buf_order *order_get(const void *base, hipStream_t stream)
+static struct ptr_map_entry *order_get(const void *base, hipStream_t stream)
 {
-    struct buf_order *o = order_find(base);
-    if (o != NULL)
-        return o;
-    if (n_orders == cap_orders) {
-        size_t cap = cap_orders ? cap_orders * 2 : 16;
-        struct buf_order *grown = realloc(orders, cap * sizeof *grown);
-        if (grown == NULL)
-            return NULL;
-        orders = grown;
-        cap_orders = cap;
-    }
-    o = &orders[n_orders];
-    o->base = base;
+    struct ptr_map_entry *e = map_find(&orders, base);
+    if (e != NULL)
+        return e;
+    e = map_add(&orders, base);
+    if (e == NULL)
+        return NULL;
     int device, current;
     int switched = hipStreamGetDevice(stream, &device) == 0 && hipGetDevice(&current) == 0 &&
                    device != current && hipSetDevice(device) == 0;
-    hipError_t made = hipEventCreateWithFlags(&o->last, hipEventDisableTiming);
+    hipError_t made = hipEventCreateWithFlags(&e->v.event, hipEventDisableTiming);
     if (switched)
         hipSetDevice(current);
-    if (made != 0)
+    if (made != 0) {
+        map_remove(&orders, e);
         return NULL;
-    n_orders++;
-    return o;
+    }
+    return e;
 }
 
 static const off_t zero_offset = 0;
@@ -339,21 +345,21 @@ static hipFileError_t submit_async(hfc_cuFileReadAsync_fn fn, hipFileHandle_t fh
         return from_cufile(fn(fh, (char *)base + *buffer_offset_p, size_p,
                               (off_t *)file_offset_p, (off_t *)&zero_offset, bytes_p,
                               (CUstream)stream));
-    pthread_mutex_lock(&order_lock);
-    struct buf_order *o = order_get(base, stream);
+    pthread_mutex_lock(&orders.lock);
+    struct ptr_map_entry *o = order_get(base, stream);
     if (o == NULL) {
-        pthread_mutex_unlock(&order_lock);
+        pthread_mutex_unlock(&orders.lock);
         return make_error(hipFileInternalError);
     }
-    if (hipStreamWaitEvent(stream, o->last, 0) != 0) {
-        pthread_mutex_unlock(&order_lock);
+    if (hipStreamWaitEvent(stream, o->v.event, 0) != 0) {
+        pthread_mutex_unlock(&orders.lock);
         return make_error(hipFileHipDriverError);
     }
     hipFileError_t e = from_cufile(fn(fh, base, size_p, (off_t *)file_offset_p,
                                       (off_t *)buffer_offset_p, bytes_p, (CUstream)stream));
-    if (e.err == hipFileSuccess && hipEventRecord(o->last, stream) != 0)
+    if (e.err == hipFileSuccess && hipEventRecord(o->v.event, stream) != 0)
         e = make_error(hipFileHipDriverError);
-    pthread_mutex_unlock(&order_lock);
+    pthread_mutex_unlock(&orders.lock);
     return e;
 }
 
