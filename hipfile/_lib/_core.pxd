@@ -60,6 +60,15 @@ cdef long long _as_index(object value, str name) except? -1
 cdef long long _as_positive(object value, str name) except? -1
 cdef int _io_range(size_t length, object size, object file_offset, object buffer_offset,
                    size_t *nbytes, hoff_t *foff, hoff_t *boff, object buf=*) except -1
+
+
+cdef inline bint _range_fits(size_t length, long long n, long long f, long long b) noexcept nogil:
+    # The accept case of _io_range for a caller that holds C integers: every
+    # size and offset >= 0 and [b, b + n) inside the ``length`` bytes. Any
+    # other range goes to _io_range, which raises (or, for a bare address,
+    # checks the allocation).
+    return (f >= 0 and b >= 0 and n >= 0 and <unsigned long long>b <= length
+            and <unsigned long long>n <= length - <size_t>b)
 cdef int _check_file(_FileCore f) except -1
 cdef object _buffer_info(object obj, uintptr_t *base, size_t *length)
 cdef uintptr_t _stream_handle(object obj) except? 0

@@ -13,7 +13,8 @@ from libc.stdlib cimport calloc, free, malloc
 
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
-from hipfile._lib._core cimport _as_positive, _BufferCore, _FileCore, _io_range, submit_preamble
+from hipfile._lib._core cimport (
+    _as_positive, _BufferCore, _FileCore, _io_range, _range_fits, submit_preamble)
 from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime
 from hipfile._lib._engine_handle cimport _GateRef, StreamIOHandle
 from hipfile._lib._engine_hip cimport (
@@ -42,25 +43,26 @@ cdef struct _rng:
 cdef object _numpy = None
 
 
-cdef inline bint _in_buffer(long long n, long long f, long long b, size_t length) nogil:
-    return (f >= 0 and b >= 0 and n >= 0 and <unsigned long long>b <= length
-            and <unsigned long long>n <= length - <size_t>b)
-
-
 cdef int _check_slow(object r, size_t length, _rng *out) except -1:
     """One range as any object: a 3-sequence (not a dict or a string) of
     ints or ``None`` for the size, checked by the one range check."""
-    cdef size_t nbytes
-    cdef hoff_t foff, boff
     t = None if isinstance(r, (dict, str, bytes)) else tuple(r)
     if t is None or len(t) != 3:
         raise TypeError("each range must be a (size, file_offset, buffer_offset) tuple, "
                         f"got {type(r).__name__} {r!r}")
-    _io_range(length, t[0], t[1], t[2], &nbytes, &foff, &boff)
-    out.n = nbytes
-    out.f = foff
-    out.b = boff
-    return 0
+    return _io_range(length, t[0], t[1], t[2], &out.n, &out.f, &out.b)
+
+
+cdef inline bint _take_fitting(long long n, long long f, long long b, size_t length,
+                               _rng *out) noexcept:
+    """Store a range that fits the buffer; False (nothing stored) for any
+    other, which then goes through the one range check."""
+    if not _range_fits(length, n, f, b):
+        return 0
+    out.n = <size_t>n
+    out.f = f
+    out.b = b
+    return 1
 
 
 cdef _rng *_parse_ranges(object ranges, size_t length, Py_ssize_t *count) except NULL:
@@ -98,11 +100,7 @@ cdef _rng *_parse_ranges(object ranges, size_t length, Py_ssize_t *count) except
                 a0 = view[i, 0]
                 a1 = view[i, 1]
                 a2 = view[i, 2]
-                if _in_buffer(a0, a1, a2, length):
-                    out[i].n = <size_t>a0
-                    out[i].f = a1
-                    out[i].b = a2
-                else:
+                if not _take_fitting(a0, a1, a2, length, &out[i]):
                     _check_slow((a0, a1, a2), length, &out[i])
         except BaseException:
             free(out)
@@ -125,10 +123,7 @@ cdef _rng *_parse_ranges(object ranges, size_t length, Py_ssize_t *count) except
                     a0 = PyLong_AsLongLongAndOverflow(<object>item, &o0)
                     a1 = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(r, 1), &o1)
                     a2 = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(r, 2), &o2)
-                    if not (o0 or o1 or o2) and _in_buffer(a0, a1, a2, length):
-                        out[i].n = <size_t>a0
-                        out[i].f = a1
-                        out[i].b = a2
+                    if not (o0 or o1 or o2) and _take_fitting(a0, a1, a2, length, &out[i]):
                         continue
             _check_slow(r, length, &out[i])
     except BaseException:
