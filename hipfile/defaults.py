@@ -184,10 +184,6 @@ def _choice_check(choices: Mapping[str, str]) -> Callable[[str, Any], str]:
     return check
 
 
-def _parse_text(text: str) -> str:
-    return text
-
-
 def _parse_int(text: str) -> int:
     return int(text.strip(), 0)
 
@@ -305,11 +301,11 @@ SETTINGS: dict[str, Setting] = {
         Setting("engine_release", "HIPFILE_ENGINE_RELEASE", lambda: "auto",
                 _choice_check({"auto": "auto", "host-waits": "host-waits",
                                "host": "host-waits", "host-functions": "host-waits"}),
-                _parse_text,
+                str,
                 "How the stream-ordered engine releases GPU streams: 'auto' (stream waits "
                 "on a flag where the device can) or 'host-waits'.", "'auto'"),
         Setting("engine_data_path", "HIPFILE_ENGINE_DATA_PATH", lambda: "auto",
-                _choice_check({"auto": "auto", "hipfile": "hipfile"}), _parse_text,
+                _choice_check({"auto": "auto", "hipfile": "hipfile"}), str,
                 "How the stream-ordered engine moves data: 'auto' (the pinned staging ring "
                 "where it can) or 'hipfile' (hipFile's own calls).", "'auto'"),
     )

@@ -111,7 +111,7 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
 # A text that no setting of each kind accepts (by how its variable is parsed).
 NOT_PARSED = {defaults._parse_int: "1.5", defaults.parse_size: "lots",
               defaults._parse_timeout: "soon", defaults._parse_bool: "maybe",
-              defaults._parse_text: "posix"}
+              str: "posix"}
 
 
 @pytest.mark.parametrize("name", list(ENV))
