@@ -102,6 +102,27 @@ def test_register_faults(
 
 
 @pytest.mark.emulated
+def test_a_refused_registration_takes_no_fault(
+    lib: ctypes.CDLL, driver: None, files: Files, devmem: Alloc, stream: int,
+) -> None:
+    # The armed fault stays for the first registration that passes its own
+    # checks: a second registration of the stream, file or memory is refused first.
+    fd = files(b"abc")
+    buf = devmem(4096)
+    rc, fh = register(lib, fd)
+    assert rc == SUCCESS
+    assert code(lib.hipFileBufRegister(buf, 4096, 0)) == SUCCESS
+    with stream_registered(lib, stream, 0):
+        emulated.inject_fault("register", errno.ENOMEM, count=1)
+        assert code(lib.hipFileStreamRegister(stream, 0)) == INVALID_VALUE
+        assert register(lib, fd)[0] == HANDLE_ALREADY_REGISTERED
+        assert code(lib.hipFileBufRegister(buf + 1024, 1024, 0)) == MEMORY_ALREADY_REGISTERED
+        assert code(lib.hipFileBufRegister(devmem(4096), 4096, 0)) == INTERNAL_ERROR
+    assert code(lib.hipFileBufDeregister(buf)) == SUCCESS
+    lib.hipFileHandleDeregister(fh)
+
+
+@pytest.mark.emulated
 def test_batch_faults(lib: ctypes.CDLL, opened: Opened, batches: Alloc) -> None:
     fh, buf = opened(pattern(1000), 4096)
     batch = batches(4)
