@@ -158,9 +158,11 @@ def pattern(size: int, seed: int = 1) -> bytes:
     return bytes((i * 7 + seed) % 251 for i in range(size))
 
 
-def assert_landed(slots: Any, where: int, expected: bytes) -> None:
-    """A stream-ordered read reported ``len(expected)`` bytes in its slots,
-    and device memory at ``where`` holds ``expected``."""
+def assert_landed(stream: int | None, slots: Any, where: int, expected: bytes) -> None:
+    """Once ``stream`` has finished, a stream-ordered read reported
+    ``len(expected)`` bytes in its slots, and device memory at ``where``
+    holds ``expected``."""
+    sync(stream)
     assert slots.bytes.value == len(expected)
     assert get(where, len(expected)) == expected
 

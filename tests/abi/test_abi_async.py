@@ -47,8 +47,7 @@ def test_async_on_the_null_stream(lib: ctypes.CDLL, opened: Opened) -> None:
     fh, buf = opened(data, 4096)
     slots = Slots(3000)
     assert read_async(lib, fh, buf, slots, None) == SUCCESS
-    sync(None)
-    assert_landed(slots, buf, data)
+    assert_landed(None, slots, buf, data)
 
 
 @pytest.mark.emulated
@@ -79,11 +78,10 @@ def test_fixed_slots_are_copied_at_submit(
         slots = Slots(2000, file_offset=100, buffer_offset=16)
         assert read_async(lib, fh, buf, slots, stream) == SUCCESS
         slots.size.value, slots.file_offset.value, slots.buffer_offset.value = 50, 3000, 40
-        sync(stream)
-    size = 2000 if flag == FIXED_FILE_SIZE else 50
-    foff = 100 if flag == FIXED_FILE_OFFSET else 3000
-    boff = 16 if flag == FIXED_BUF_OFFSET else 40
-    assert_landed(slots, buf + boff, data[foff : foff + size])
+        size = 2000 if flag == FIXED_FILE_SIZE else 50
+        foff = 100 if flag == FIXED_FILE_OFFSET else 3000
+        boff = 16 if flag == FIXED_BUF_OFFSET else 40
+        assert_landed(stream, slots, buf + boff, data[foff : foff + size])
 
 
 @pytest.mark.emulated
@@ -98,8 +96,7 @@ def test_all_fixed_flags_ignore_every_change(
         slots.size.value = 10**9  # even growth is ignored: the value was copied
         slots.file_offset.value = -5
         slots.buffer_offset.value = -5
-        sync(stream)
-    assert_landed(slots, buf + 20, data[10:1010])
+        assert_landed(stream, slots, buf + 20, data[10:1010])
 
 
 @pytest.mark.emulated
@@ -212,8 +209,7 @@ def test_page_aligned_inputs_are_checked(lib: ctypes.CDLL, opened: Opened, strea
         assert read_async(lib, fh, buf, Slots(4096, file_offset=10), stream) == INVALID_VALUE
         slots = Slots(4096, file_offset=8192, buffer_offset=4096)
         assert read_async(lib, fh, buf, slots, stream) == SUCCESS
-        sync(stream)
-    assert_landed(slots, buf + 4096, data[8192:12288])
+        assert_landed(stream, slots, buf + 4096, data[8192:12288])
 
 
 @pytest.mark.emulated

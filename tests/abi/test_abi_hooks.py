@@ -98,6 +98,16 @@ def test_register_faults(
     assert register(lib, fd)[0] == HANDLE_ALREADY_REGISTERED
     rc, fh = register(lib, fd)
     assert rc == SUCCESS
+    # A registration its own checks refuse takes no fault: the armed one
+    # stays for the first that passes them.
+    assert code(lib.hipFileBufRegister(buf, 4096, 0)) == SUCCESS
+    with stream_registered(lib, stream, 0):
+        emulated.inject_fault("register", errno.ENOMEM, count=1)
+        assert code(lib.hipFileStreamRegister(stream, 0)) == INVALID_VALUE
+        assert register(lib, fd)[0] == HANDLE_ALREADY_REGISTERED
+        assert code(lib.hipFileBufRegister(buf + 1024, 1024, 0)) == MEMORY_ALREADY_REGISTERED
+        assert code(lib.hipFileBufRegister(devmem(4096), 4096, 0)) == INTERNAL_ERROR
+    assert code(lib.hipFileBufDeregister(buf)) == SUCCESS
     lib.hipFileHandleDeregister(fh)
 
 

@@ -121,15 +121,13 @@ EMU_EXPORT hipFileError_t hipFileHandleRegister(hipFileHandle_t *fh, hipFileDesc
     rec->direct = has_direct && !force;
 
     hipFileOpError_t e = hipFileSuccess;
-    int fault = 0;
     pthread_mutex_lock(&emu_lock);
     if (emu_closing)
         e = hipFileDriverClosing;
     for (emu_handle_t *h = handles; h != NULL && e == hipFileSuccess; h = h->next)
         if (h->fd == fd)
             e = hipFileHandleAlreadyRegistered;
-    if (e == hipFileSuccess)
-        fault = emu_fault_take(HIPFILE_EMU_OP_REGISTER);
+    int fault = emu_register_fault(e);
     if (e == hipFileSuccess && !fault && has_direct) {
         /* The buffered path (unaligned I/O, compat mode) reads and writes
          * through a second descriptor of the same file, opened without
@@ -245,15 +243,13 @@ EMU_EXPORT hipFileError_t hipFileBufRegister(const void *buffer_base, size_t len
         return emu_err(hipFileInternalError);
     rec->base = lo;
     rec->length = length;
-    int fault = 0;
     pthread_mutex_lock(&emu_lock);
     if (emu_closing)
         e = hipFileDriverClosing;
     for (emu_buffer_t *b = buffers; b != NULL && e == hipFileSuccess; b = b->next)
         if (lo < b->base + b->length && b->base < lo + length)
             e = hipFileMemoryAlreadyRegistered;
-    if (e == hipFileSuccess)
-        fault = emu_fault_take(HIPFILE_EMU_OP_REGISTER);
+    int fault = emu_register_fault(e);
     if (e == hipFileSuccess && !fault) {
         rec->next = buffers;
         buffers = rec;

@@ -76,6 +76,9 @@ EMU_HIDDEN uintptr_t emu_new_token(uintptr_t tag);
 /* Fault injection and the other hooks. */
 /* Consumes one call of `op`: returns the injected error or 0. */
 EMU_HIDDEN int emu_fault_take(int op);
+/* The error injected into a registration whose own checks gave `e` (0 if
+ * none): a registration already refused consumes no fault. */
+EMU_HIDDEN int emu_register_fault(hipFileOpError_t e);
 /* What a registration returns, called after emu_lock is released: success
  * when `e` is hipFileSuccess and no error was injected; otherwise `rec` (the
  * record that was not linked) is freed and the injected error (the hipFile

@@ -56,6 +56,11 @@ int emu_fault_take(int op)
     return e;
 }
 
+int emu_register_fault(hipFileOpError_t e)
+{
+    return e == hipFileSuccess ? emu_fault_take(HIPFILE_EMU_OP_REGISTER) : 0;
+}
+
 hipFileError_t emu_register_result(hipFileOpError_t e, int fault, void *rec)
 {
     if (e == hipFileSuccess && !fault)

@@ -156,13 +156,9 @@ EMU_EXPORT hipFileError_t hipFileStreamRegister(hipStream_t stream, unsigned fla
         return emu_err(hipFileInternalError);
     rec->stream = stream;
     rec->flags = flags;
-    hipFileOpError_t e = hipFileSuccess;
-    int fault = 0;
     pthread_mutex_lock(&emu_lock);
-    if (stream_find_locked(stream) != NULL)
-        e = hipFileInvalidValue;
-    else
-        fault = emu_fault_take(HIPFILE_EMU_OP_REGISTER);
+    hipFileOpError_t e = stream_find_locked(stream) != NULL ? hipFileInvalidValue : hipFileSuccess;
+    int fault = emu_register_fault(e);
     if (e == hipFileSuccess && !fault) {
         rec->next = streams;
         streams = rec;

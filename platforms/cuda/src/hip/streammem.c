@@ -131,56 +131,49 @@ static hipError_t stream_mem(enum stream_mem_op op, hipStream_t stream, void *pt
     status = drv_enter(stream, &previous);
     if (status != hipSuccess)
         return record(status);
-#define HFC_CALL(v2, v1, type)                                                             \
-    do {                                                                                   \
-        if (D->v2 != NULL)                                                                 \
-            r = D->v2((CUstream)stream, (CUdeviceptr)(uintptr_t)ptr, (type)value, flags);  \
-        else if (D->v1 != NULL)                                                            \
-            r = D->v1((CUstream)stream, (CUdeviceptr)(uintptr_t)ptr, (type)value, flags);  \
-        else                                                                               \
-            status = missing(#v2);                                                         \
-    } while (0)
-    switch (op) {
-    case OP_WAIT32:
-        HFC_CALL(cuStreamWaitValue32_v2, cuStreamWaitValue32, uint32_t);
-        break;
-    case OP_WAIT64:
-        HFC_CALL(cuStreamWaitValue64_v2, cuStreamWaitValue64, uint64_t);
-        break;
-    case OP_WRITE32:
-        HFC_CALL(cuStreamWriteValue32_v2, cuStreamWriteValue32, uint32_t);
-        break;
-    case OP_WRITE64:
-        HFC_CALL(cuStreamWriteValue64_v2, cuStreamWriteValue64, uint64_t);
-        break;
+    /* The operation's function of libcuda: the _v2 symbol where the driver
+     * has it, else the original; the 32- and 64-bit ones differ in the type
+     * of the value, a wait and a write of one width share their signature. */
+#define HFC_NEWEST(name) (D->name##_v2 != NULL ? D->name##_v2 : D->name)
+    if (wide) {
+        hfc_cuStreamWaitValue64_fn fn = wait ? HFC_NEWEST(cuStreamWaitValue64)
+                                             : HFC_NEWEST(cuStreamWriteValue64);
+        if (fn != NULL)
+            r = fn((CUstream)stream, (CUdeviceptr)(uintptr_t)ptr, value, flags);
+        else
+            status = missing(wait ? "cuStreamWaitValue64_v2" : "cuStreamWriteValue64_v2");
+    } else {
+        hfc_cuStreamWaitValue32_fn fn = wait ? HFC_NEWEST(cuStreamWaitValue32)
+                                             : HFC_NEWEST(cuStreamWriteValue32);
+        if (fn != NULL)
+            r = fn((CUstream)stream, (CUdeviceptr)(uintptr_t)ptr, (uint32_t)value, flags);
+        else
+            status = missing(wait ? "cuStreamWaitValue32_v2" : "cuStreamWriteValue32_v2");
     }
-#undef HFC_CALL
+#undef HFC_NEWEST
     drv_leave(previous);
     if (status != hipSuccess)
         return status;
     return from_cu(r);
 }
 
-HFC_EXPORT hipError_t hipStreamWaitValue32(hipStream_t stream, void *ptr, uint32_t value,
-                                           unsigned flags, uint32_t mask)
-{
-    return stream_mem(OP_WAIT32, stream, ptr, value, flags, mask);
-}
-
-HFC_EXPORT hipError_t hipStreamWaitValue64(hipStream_t stream, void *ptr, uint64_t value,
-                                           unsigned flags, uint64_t mask)
-{
-    return stream_mem(OP_WAIT64, stream, ptr, value, flags, mask);
-}
-
-HFC_EXPORT hipError_t hipStreamWriteValue32(hipStream_t stream, void *ptr, uint32_t value,
-                                            unsigned flags)
-{
-    return stream_mem(OP_WRITE32, stream, ptr, value, flags, 0);
-}
-
-HFC_EXPORT hipError_t hipStreamWriteValue64(hipStream_t stream, void *ptr, uint64_t value,
-                                            unsigned flags)
-{
-    return stream_mem(OP_WRITE64, stream, ptr, value, flags, 0);
-}
+/* The four exports, hipStream{Wait,Write}Value{32,64}: a write takes no mask. */
+#define HFC_WAIT_VALUE(bits)                                                               \
+    HFC_EXPORT hipError_t hipStreamWaitValue##bits(hipStream_t stream, void *ptr,          \
+                                                   uint##bits##_t value, unsigned flags,   \
+                                                   uint##bits##_t mask)                    \
+    {                                                                                      \
+        return stream_mem(OP_WAIT##bits, stream, ptr, value, flags, mask);                 \
+    }
+#define HFC_WRITE_VALUE(bits)                                                              \
+    HFC_EXPORT hipError_t hipStreamWriteValue##bits(hipStream_t stream, void *ptr,         \
+                                                    uint##bits##_t value, unsigned flags)  \
+    {                                                                                      \
+        return stream_mem(OP_WRITE##bits, stream, ptr, value, flags, 0);                   \
+    }
+HFC_WAIT_VALUE(32)
+HFC_WAIT_VALUE(64)
+HFC_WRITE_VALUE(32)
+HFC_WRITE_VALUE(64)
+#undef HFC_WAIT_VALUE
+#undef HFC_WRITE_VALUE
