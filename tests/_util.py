@@ -24,28 +24,13 @@ def check(result: Any) -> Any:
     return result[1] if len(result) == 2 else result[1:] if len(result) > 2 else None
 
 
-#: Device memory the tests keep until exit on the cuda platform (at most
-#: _KEPT_LIMIT bytes): cuFile 1.15's compatibility mode keeps state for device
-#: memory that a registered stream has served, and a later allocation at the
-#: same address inherits it (docs/platform-cuda.md). Keeping the allocations
-#: gives every test fresh addresses, so no test depends on the one before.
-_kept: list[Any] = []
-_kept_bytes = 0
-_KEPT_LIMIT = 16 << 30
-
-
 @contextlib.contextmanager
 def device_array(nbytes: int) -> Iterator[Any]:
-    global _kept_bytes
     ptr = check(hip.hipMalloc(nbytes))
     try:
         yield ptr
     finally:
-        if os.environ.get("HIPFILE_PLATFORM") == "cuda" and _kept_bytes + nbytes <= _KEPT_LIMIT:
-            _kept.append(ptr)
-            _kept_bytes += nbytes
-        else:
-            check(hip.hipFree(ptr))
+        check(hip.hipFree(ptr))
 
 
 @contextlib.contextmanager
