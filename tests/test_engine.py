@@ -166,7 +166,8 @@ def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechani
         with StreamBlocker(nb_stream):
             h = fh.pread_async(dev, N, 0, 0, nb_stream, ordered=False)
             time.sleep(0.2)
-            assert not h.done()
+            flags = h._flag_values()     # before done(), which gives them back
+            assert not h.done(), f"done before the stream passed (flags: {flags})"
             assert h.bytes_done is None
             assert h.calls == 0, "the engine touched the file before the stream passed"
         assert h.wait(timeout=30) == N

@@ -180,6 +180,21 @@ cdef class StreamIOHandle(_Completion):
             return None
         return eng.op_result(self._op, NULL)
 
+    def _flag_values(self):
+        """For diagnosis: the values now in the completion flag and in the
+        gate flag, each with the value that opens it, as
+        ``{"complete": (now, opens_at), "gate": (now, opens_at) or None}``;
+        ``None`` once the handle has given its flags back (observed done)."""
+        cdef _Flag g
+        if self._flag is None:
+            return None
+        gate = None
+        if self._gate is not None:
+            g = (<_GateRef>self._gate).flag
+            if g is not None:
+                gate = (g.ptr[0], g.value)
+        return {"complete": (self._flag.ptr[0], self._value), "gate": gate}
+
     # -- completion -----------------------------------------------------
 
     cdef bint _complete(self):
