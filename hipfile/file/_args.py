@@ -1,8 +1,10 @@
 """The arguments of FileHandle and :func:`hipfile.open`: mode strings and
-``os.open`` flags, and the range type of the stream-ordered calls."""
+``os.open`` flags, descriptors, and the range type of the stream-ordered
+calls."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 from typing import TYPE_CHECKING, Any, Union
 
@@ -12,7 +14,10 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["MODES", "O_DIRECT", "Ranges", "fourth_argument", "mode_string", "parse_mode"]
+    from hipfile.engine import StreamIOHandle
+
+__all__ = ["MODES", "O_DIRECT", "Ranges", "buffered_twin", "fourth_argument", "is_direct",
+           "is_read_only", "mode_string", "one_group", "parse_mode"]
 
 #: ``os.O_DIRECT`` where the platform has it (0 elsewhere).
 O_DIRECT: int = getattr(os, "O_DIRECT", 0)
@@ -94,3 +99,32 @@ def mode_string(flags: int) -> str:
     else:
         kind = "r"
     return kind + ("+" if access == os.O_RDWR else "")
+
+
+def is_direct(fd: int) -> bool:
+    """Whether ``fd`` was opened with ``O_DIRECT``."""
+    return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & O_DIRECT)
+
+
+def buffered_twin(fd: int) -> int:
+    """A new descriptor of ``fd``'s file without ``O_DIRECT`` (same access
+    mode, close on exec), opened through ``/proc/self/fd``; the caller
+    closes it."""
+    flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+    return os.open(f"/proc/self/fd/{fd}", (flags & os.O_ACCMODE) | os.O_CLOEXEC)
+
+
+def is_read_only(fd: int) -> bool:
+    """Whether ``fd`` was opened for reading only (False when it cannot be
+    asked: a closed descriptor)."""
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
+    except OSError:
+        return False
+
+
+def one_group(handles: list[StreamIOHandle], name: str) -> StreamIOHandle:
+    """The one handle of a grouped submission (none: no range was given)."""
+    if not handles:
+        raise ValueError(f"{name} needs at least one range")
+    return handles[0]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
 import threading
@@ -18,7 +17,16 @@ from hipfile._lifetime import ClosesWhenCollected, exit_block, finalize, wait_id
 from hipfile._transfer import host_transfer, transfer
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError
-from hipfile.file._args import O_DIRECT, Ranges, fourth_argument, mode_string, parse_mode
+from hipfile.file._args import (
+    Ranges,
+    buffered_twin,
+    fourth_argument,
+    is_direct,
+    is_read_only,
+    mode_string,
+    one_group,
+    parse_mode,
+)
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -28,14 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FileHandle"]
 
-_twin_lock = threading.Lock()
-
-
-def _one_group(handles: list[StreamIOHandle], name: str) -> StreamIOHandle:
-    """The one handle of a grouped submission (none: no range was given)."""
-    if not handles:
-        raise ValueError(f"{name} needs at least one range")
-    return handles[0]
+_TWIN_LOCK = threading.Lock()
 
 
 class FileHandle(_FileCore, ClosesWhenCollected):
@@ -357,18 +358,14 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         ClosedFileError
             The file is closed.
         """
-        twin = self._buffered_fd
-        if twin is not None:
-            return twin
-        fd = self.fileno()
-        flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-        if not flags & O_DIRECT:
-            return fd
-        with _twin_lock:
-            if self._buffered_fd is None:
-                self._buffered_fd = os.open(f"/proc/self/fd/{fd}",
-                                            (flags & os.O_ACCMODE) | os.O_CLOEXEC)
-            return self._buffered_fd
+        if self._buffered_fd is None:
+            fd = self.fileno()
+            if not is_direct(fd):
+                return fd
+            with _TWIN_LOCK:
+                if self._buffered_fd is None:
+                    self._buffered_fd = buffered_twin(fd)
+        return self._buffered_fd
 
     def _io(self, write: bool, buffer: Any, size: int | None, file_offset: int,
             buffer_offset: int) -> int:
@@ -399,14 +396,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         """A write failed: if the descriptor is read-only, raise an
         ``EBADF`` :class:`OSError` that says so (the library's own error,
         which may be another errno, is its cause)."""
-        fd = self._fd
-        if fd is None:
-            return
-        try:
-            access = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
-        except OSError:
-            return
-        if access == os.O_RDONLY:
+        if self._fd is not None and is_read_only(self._fd):
             raise OSError(errno.EBADF, f"cannot write: the file was opened read-only "
                           f"(mode {self.mode!r}); open it with 'r+' or 'w' to write",
                           os.fspath(self._path) if self._path is not None else None) from exc
@@ -681,7 +671,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return _one_group(_engine.engine_submit(self, 0, buffer, ranges, stream, task_size,
+        return one_group(_engine.engine_submit(self, 0, buffer, ranges, stream, task_size,
                                                 self._engine_fd(), ordered, True, prefetch),
                           "pread_async_scatter")
 
@@ -697,7 +687,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return _one_group(_engine.engine_submit(self, 1, buffer, ranges, stream, task_size,
+        return one_group(_engine.engine_submit(self, 1, buffer, ranges, stream, task_size,
                                                 self._engine_fd(), ordered, True),
                           "pwrite_async_gather")
 
