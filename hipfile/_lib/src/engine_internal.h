@@ -65,6 +65,7 @@ typedef struct run {          /* file side: one pread/pwrite loop */
     uint64_t len;
     hfe_op *group;
     int gidx;                 /* the group's index in its submission */
+    int64_t got;              /* bytes moved (set by hfe__run_staged) */
 } run_t;
 
 typedef struct copy {         /* device side: one copy */

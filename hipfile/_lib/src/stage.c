@@ -197,11 +197,11 @@ void hfe__run_staged(chunk_t *c)
             size_t keep = got > 0 ? (size_t)got : 0;
             memset(slot + u->staging_off + keep, 0, u->len - keep);
         }
-        /* a read's group is done on the host only once its stream has
-         * copied, after the store below; a write's once its runs are */
-        group_account(u->group, got > 0 ? got : 0);
+        u->got = got > 0 ? got : 0;
     }
-    /* Release the slot's other side. */
+    /* Release the slot's other side, before any group is accounted: once
+     * every operation is done, no chunk touches the ring's memory again
+     * (trim_pool may then free it). */
     int expected = CHUNK_PENDING;
     int was_pending = __atomic_compare_exchange_n(&c->state, &expected, CHUNK_DONE, 0,
                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -212,6 +212,10 @@ void hfe__run_staged(chunk_t *c)
     } else {
         __atomic_store_n(drained, c->gen, __ATOMIC_RELEASE);
     }
+    /* a read's group is done on the host only once its stream has copied
+     * (after the store above); a write's once its runs are */
+    for (i = 0; i < c->nruns; i++)
+        group_account(c->runs[i].group, c->runs[i].got);
     for (i = 0; i < c->nruns; i++)
         hfe_op_decref(c->runs[i].group);   /* the chunk's reference */
     chunk_decref(c);
