@@ -429,7 +429,8 @@ def test_trim_right_after_a_write_frees_no_slot_in_use(tmp_path, stream):
     work on the machine's two cores."""
     data = random_bytes(64 << 10, seed=21)
     out = tmp_path / "w.bin"
-    with device_array(64 << 10) as src, FileHandle(out, os.O_RDWR | os.O_CREAT) as fo:
+    with device_array(64 << 10) as src, FileHandle(out, os.O_RDWR | os.O_CREAT) as fo, \
+            hipfile.defaults.set("engine_staging_size", 1 << 20):   # a ring made quickly
         to_device(src, data)
         for _ in range(2000):
             assert fo.pwrite_async(src, 64 << 10, 0, 0, stream).wait(30) == 64 << 10
