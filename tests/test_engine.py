@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import gc
 import os
 import subprocess
 import sys
@@ -16,7 +17,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, random_bytes, random_file, to_device
+from _util import (
+    assert_ranges_equal,
+    check,
+    device_array,
+    from_device,
+    random_bytes,
+    random_file,
+    scattered_blocks,
+    to_device,
+)
 from hip import hip
 
 import hipfile
@@ -736,3 +746,68 @@ def test_inherited_operation_raises_in_a_forked_child(drv, layers_file, nb_strea
             os._exit(code)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.parametrize("setting", [{}, {"engine_release": "host-waits"},
+                                     {"engine_data_path": "hipfile"}],
+                         ids=["auto", "host-waits", "hipfile-data-path"])
+def test_scatter_and_gather_on_every_data_path(drv, tmp_path, nb_stream, setting):
+    """pread_async_scatter and pwrite_async_gather are one operation on
+    every data path: the staged path, and the worker path (hipFile's calls)
+    where stream waits are not used or the hipfile data path is asked for.
+    Scattered blocks land where they belong; a range past the end of the
+    file moves nothing and one across it moves what is there, on both
+    paths alike; a gather writes every block."""
+    nblocks, block = 64, 4096
+    path = tmp_path / "blocks.bin"
+    data = random_file(path, nblocks * block, seed=31)
+    ranges = scattered_blocks(nblocks, block, seed=13)
+    with hipfile.defaults.set(**setting), device_array(nblocks * block) as dev, \
+            FileHandle(path) as fh:
+        check(hip.hipMemset(dev, 0, nblocks * block))
+        h = fh.pread_async_scatter(dev, ranges, nb_stream, task_size=3 * block + 100)
+        assert isinstance(h, StreamIOHandle)
+        assert (h.ranges, h.size) == (nblocks, nblocks * block)
+        if setting:
+            assert h.data_path == "hipfile"
+        assert h.wait(timeout=30) == nblocks * block
+        assert_ranges_equal(from_device(dev, nblocks * block), data, ranges)
+        end = nblocks * block
+        edge = fh.pread_async_scatter(dev, [(block, end - 100, 0), (block, end + 10, block),
+                                            (block, 0, 2 * block)], nb_stream)
+        assert edge.wait(timeout=30) == 100 + block
+        out = tmp_path / "gathered.bin"
+        with FileHandle(out, "w") as fw:
+            g = fw.pwrite_async_gather(dev, [(b, f, f) for b, f, _ in ranges][::-1], nb_stream)
+            assert g.wait(timeout=30) == nblocks * block
+        written = np.frombuffer(out.read_bytes(), np.uint8)
+        assert np.array_equal(written, from_device(dev, nblocks * block))
+        with FileHandle(path) as ro, pytest.raises(OSError):
+            # waiting on the host (host-waits), an ordered submission
+            # returns once done, so the error may come from the call itself
+            ro.pwrite_async_gather(dev, ranges[:4], nb_stream).wait(timeout=30)
+
+
+def test_an_ordered_submission_failing_in_its_wait_still_owns_its_handle(drv, tmp_path,
+                                                                          nb_stream):
+    """Waiting on the host (``host-waits``), an ordered submission returns
+    once its ranges are done, so their error comes from the call itself.
+    The handle still owns the operation then: dropped, it gives its flag
+    back, and ``trim_pool()`` frees the engine's memory."""
+    path = tmp_path / "read-only.bin"
+    path.write_bytes(bytes(N))
+    with hipfile.defaults.set("engine_release", "host-waits"), device_array(N) as dev, \
+            FileHandle(path) as ro:
+        blocker = StreamBlocker(nb_stream)     # the write starts once released
+        timer = threading.Timer(0.3, blocker.release)
+        timer.start()
+        try:
+            with pytest.raises(OSError):
+                ro.pwrite_async(dev, N, 0, 0, nb_stream)
+        finally:
+            blocker.release()
+            timer.join()
+    gc.collect()
+    _wait_idle()
+    hipfile.trim_pool()
+    assert not hipfile.engine.info()["devices"], "the failed submission kept a flag"

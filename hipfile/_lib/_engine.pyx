@@ -15,7 +15,7 @@ from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
 from hipfile._lib._core cimport (
     _as_positive, _BufferCore, _FileCore, _io_range, _range_fits, submit_preamble)
-from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime
+from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime, hfe_span
 from hipfile._lib._engine_handle cimport _GateRef, StreamIOHandle
 from hipfile._lib._engine_hip cimport (
     _destroy_event_handle, _eng_defaults, _eng_rt, _eng_task_default, _Flag, _FlagPool,
@@ -195,7 +195,7 @@ cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length
     cdef int device, ng
     cdef _FlagPool pool
     cdef StreamIOHandle hd
-    cdef bint is_device = 0
+    cdef bint is_device = 0, staged
 
     _eng_sweep()
     _eng_start()
@@ -205,14 +205,14 @@ cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length
             bc._device = device
         device = bc._device
     pool = _pool_for(device)
-    if _staged_path(fd, pool, is_device):
+    staged = _staged_path(fd, pool, is_device)
+    if staged:
         handles = _submit_staged(f, opcode, fd, base, checked, n, sh, device, pool, task,
                                  ordered, grouped, prefetch)
     else:
         handles = _submit_workers(f, opcode, base, checked, n, sh, device, pool, task, grouped)
-        if ordered and handles:
-            _order_after(handles, sh)
-    # submitted: the handles now hold the file, buffer and stream
+    # submitted: the handles now hold the file, buffer and stream (before any
+    # wait below, which may raise the operation's error: they still own it)
     ng = len(handles)
     f._held += ng
     if bc is not None:
@@ -224,6 +224,8 @@ cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length
         hd._bcore = bc
         hd._buffer = buf_owner
         hd._stream_owner = stream_owner
+    if not staged and ordered and handles:
+        _order_after(handles, sh)
     return handles
 
 
@@ -393,7 +395,8 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked
                           uintptr_t sh, int device, _FlagPool pool, size_t task, bint grouped):
     """The worker path: each range's chunks run as hipFileRead/hipFileWrite
     calls on the engine's threads (no staging ring: no POSIX descriptor, no
-    stream waits, or the ``engine_data_path`` setting ``"hipfile"``)."""
+    stream waits, or the ``engine_data_path`` setting ``"hipfile"``). A
+    grouped submission is one operation whose chunks walk its ranges."""
     cdef size_t nbytes
     cdef hoff_t foff, boff
     cdef int sdev, i, rc
@@ -405,22 +408,23 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked
     cdef _FlagPool spool
     cdef StreamIOHandle hd
     cdef int qerr
-    if grouped:
-        raise ValueError("a grouped submission needs the staged path: a file opened with a "
-                         "POSIX descriptor, on a device that can use stream waits")
-    ops = <hfe_op **>malloc(n * sizeof(hfe_op *))
+    cdef int m = 1 if grouped else n     # operations: a group is one, over its ranges
+    ops = <hfe_op **>malloc(m * sizeof(hfe_op *))
     if ops == NULL:
         raise MemoryError()
     handles = []
     try:
-        for i in range(n):
+        for i in range(m):
             nbytes = checked[i].n
             foff = checked[i].f
             boff = checked[i].b
-            hd = _new_handle(opcode, nbytes, foff, boff, device, sh, pool, 1)
+            hd = _new_handle(opcode, nbytes, foff, boff, device, sh, pool, n if grouped else 1)
             hd._op = eng.op_new(opcode, fn, <void *>f._fh, <void *>base, nbytes, foff, boff,
                                 device, task, hd._flag.ptr, hd._value)
-            if hd._op == NULL:
+            if hd._op == NULL or (grouped and _group_spans(hd, checked, n)):
+                if hd._op != NULL:
+                    eng.op_decref(hd._op)
+                    hd._op = NULL
                 pool.free.append(hd._flag)
                 hd._flag = None
                 raise MemoryError()
@@ -430,7 +434,7 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked
         # the gate: start at once when the caller's stream is idle
         qerr = _stream_query(sh)
         if qerr == HIP_SUCCESS:
-            rc = eng.submit(ops, n, NULL, 0, NULL)
+            rc = eng.submit(ops, m, NULL, 0, NULL)
         elif qerr != HIP_ERROR_NOT_READY:
             _hip_fail(qerr, "hipStreamQuery")
         else:
@@ -441,7 +445,7 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked
                 gflag = spool.take()
                 gvalue = gflag.next_value()
                 if _write_value32(sh, gflag.devptr, gvalue) == HIP_SUCCESS:
-                    rc = eng.submit(ops, n, gflag.ptr, gvalue, NULL)
+                    rc = eng.submit(ops, m, gflag.ptr, gvalue, NULL)
                 else:
                     spool.free.append(gflag)
                     gflag = None
@@ -449,7 +453,7 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked
                 # an event the gate thread polls (no host function)
                 gate_event = _gate_event(sh, sdev)
                 if gate_event:
-                    rc = eng.submit(ops, n, NULL, 0, <void *>gate_event)
+                    rc = eng.submit(ops, m, NULL, 0, <void *>gate_event)
                     if rc:
                         _destroy_event_handle(gate_event)
                 else:
@@ -457,7 +461,7 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked
                     qerr = wait_interruptible(WAIT_STREAM, sh, -1.0)
                     if qerr != HIP_SUCCESS:
                         _hip_fail(qerr, "hipStreamQuery")
-                    rc = eng.submit(ops, n, NULL, 0, NULL)
+                    rc = eng.submit(ops, m, NULL, 0, NULL)
         if rc:
             if gflag is not None:
                 spool.free.append(gflag)
@@ -470,6 +474,25 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked
         free(ops)
     _share_gate(handles, gflag, 0)
     return handles
+
+
+cdef int _group_spans(StreamIOHandle hd, _rng *checked, int n) noexcept:
+    """Give a grouped operation its ranges (hfe_op_set_spans); the handle's
+    size becomes their total. Returns 0, or -1 without memory."""
+    cdef hfe_span *spans = <hfe_span *>malloc(n * sizeof(hfe_span))
+    cdef int i, rc
+    cdef size_t total = 0
+    if spans == NULL:
+        return -1
+    for i in range(n):
+        spans[i].len = checked[i].n
+        spans[i].file_offset = checked[i].f
+        spans[i].buffer_offset = checked[i].b
+        total += checked[i].n
+    rc = eng.op_set_spans(hd._op, spans, n)
+    free(spans)
+    hd._size = total
+    return -1 if rc else 0
 
 
 cdef int _share_gate(list handles, _Flag gflag, bint staged) except -1:

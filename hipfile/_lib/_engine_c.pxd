@@ -20,6 +20,11 @@ cdef extern from "engine.h" nogil:
                        size_t task_size, uint32_t *flag, uint32_t flag_value)
     void hfe_op_incref(hfe_op *op)
     void hfe_op_decref(hfe_op *op)
+    ctypedef struct hfe_span:
+        uint64_t len
+        int64_t file_offset
+        int64_t buffer_offset
+    int hfe_op_set_spans(hfe_op *op, const hfe_span *spans, int n)
     ctypedef int (*hfe_event_fn)(void *) noexcept nogil
     void hfe_set_event_fns(hfe_event_fn query, hfe_event_fn destroy)
     int hfe_submit(hfe_op **ops, int n, const uint32_t *gate, uint32_t gate_value,
@@ -69,6 +74,7 @@ ctypedef struct EngineC:
                       int64_t file_offset, int64_t buffer_offset, int device,
                       size_t task_size, uint32_t *flag, uint32_t flag_value) noexcept nogil
     void (*op_decref)(hfe_op *op) noexcept nogil
+    int (*op_set_spans)(hfe_op *op, const hfe_span *spans, int n) noexcept nogil
     void (*set_event_fns)(hfe_event_fn query, hfe_event_fn destroy) noexcept nogil
     int (*submit)(hfe_op **ops, int n, const uint32_t *gate, uint32_t gate_value,
                   void *gate_event) noexcept nogil

@@ -19,6 +19,7 @@ eng.threads = hfe_threads
 eng.outstanding = hfe_outstanding
 eng.op_new = hfe_op_new
 eng.op_decref = hfe_op_decref
+eng.op_set_spans = hfe_op_set_spans
 eng.set_event_fns = hfe_set_event_fns
 eng.submit = hfe_submit
 eng.op_done = hfe_op_done

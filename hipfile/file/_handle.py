@@ -655,21 +655,21 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         adjacent in the file are read with one call and ranges adjacent in
         both file and buffer are copied with one copy; one completion flag
         releases the streams that ``wait_on`` the layer. ``ordered`` and
-        ``prefetch`` as in :meth:`pread_async`.
+        ``prefetch`` as in :meth:`pread_async`. Where the staging path cannot
+        serve (no POSIX descriptor, no stream waits, the ``engine_data_path``
+        setting ``"hipfile"``) the ranges are one operation of
+        ``hipFileRead`` calls on the engine's threads.
 
         Raises
         ------
         TypeError, ValueError
-            A bad buffer, stream, range or task size, or no range at all
-            (nothing is submitted); a file or device the staging path cannot
-            serve (a descriptor-less handle type, a device without stream
-            waits).
+            A bad buffer, stream, range or task size, or no range (nothing is submitted).
         ClosedFileError
             The file is closed.
 
         See Also
         --------
-        hipStreamWaitValue32, hipMemcpyAsync
+        hipStreamWaitValue32, hipMemcpyAsync, hipFileRead
         """
         return one_group(_engine.engine_submit(self, 0, buffer, ranges, stream, task_size,
                                                 self._engine_fd(), ordered, True, prefetch),
@@ -685,7 +685,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
         See Also
         --------
-        hipStreamWaitValue32, hipMemcpyAsync
+        hipStreamWaitValue32, hipMemcpyAsync, hipFileWrite
         """
         return one_group(_engine.engine_submit(self, 1, buffer, ranges, stream, task_size,
                                                 self._engine_fd(), ordered, True),

@@ -75,8 +75,36 @@ void hfe_op_incref(hfe_op *op) { __atomic_add_fetch(&op->refs, 1, __ATOMIC_RELAX
 
 void hfe_op_decref(hfe_op *op)
 {
-    if (op && __atomic_sub_fetch(&op->refs, 1, __ATOMIC_ACQ_REL) == 0)
+    if (op && __atomic_sub_fetch(&op->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+        free(op->spans);
+        free(op->span_start);
         free(op);
+    }
+}
+
+int hfe_op_set_spans(hfe_op *op, const hfe_span *spans, int n)
+{
+    hfe_span *copy = malloc((size_t)(n > 0 ? n : 1) * sizeof(*copy));
+    uint64_t *start = malloc((size_t)(n > 0 ? n : 1) * sizeof(*start));
+    if (!copy || !start) {
+        free(copy);
+        free(start);
+        return ENOMEM;
+    }
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        copy[i] = spans[i];
+        start[i] = total;
+        total += spans[i].len;
+    }
+    free(op->spans);
+    free(op->span_start);
+    op->spans = copy;
+    op->span_start = start;
+    op->nspans = n;
+    op->size = (size_t)total;
+    op->chunks_left = total ? (long)((total + op->task - 1) / op->task) : 1;
+    return 0;
 }
 
 int hfe_op_done(const hfe_op *op)
@@ -148,9 +176,60 @@ void hfe__finish(hfe_op *op)
     hfe_op_decref(op);   /* the engine's reference */
 }
 
+/* A failed call: keep the operation's first error. */
+static void op_error(hfe_op *op, int64_t r, int err_no)
+{
+    int64_t expected = 0;
+    if (__atomic_compare_exchange_n(&op->error, &expected, r, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        op->err_no = err_no;
+}
+
+/* A grouped operation's chunk: the part of each range that falls in
+ * off..off+len, range by range; returns the bytes moved. */
+static size_t run_spans(hfe_op *op, size_t off, size_t len)
+{
+    size_t moved = 0;
+    uint64_t v = off, end = (uint64_t)off + len;
+    int lo = 0, hi = op->nspans - 1, i;
+    while (lo < hi) {              /* the last range starting at or before v */
+        int mid = (lo + hi + 1) / 2;
+        if (op->span_start[mid] <= v)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    for (i = lo; i < op->nspans && v < end; i++) {
+        const hfe_span *s = &op->spans[i];
+        uint64_t first = op->span_start[i], stop = first + s->len;
+        if (stop <= v)
+            continue;
+        if (stop > end)
+            stop = end;
+        while (v < stop) {
+            errno = 0;
+            ssize_t r = op->fn(op->fh, op->base, (size_t)(stop - v),
+                               s->file_offset + (int64_t)(v - first),
+                               s->buffer_offset + (int64_t)(v - first));
+            __atomic_add_fetch(&op->calls, 1, __ATOMIC_RELAXED);
+            if (r < 0 || (r == 0 && op->opcode == 1)) {
+                op_error(op, r < 0 ? (int64_t)r : -1, r < 0 ? errno : EIO);
+                return moved;
+            }
+            if (r == 0)
+                break;             /* end of file in this range: the next one */
+            v += (uint64_t)r;
+            moved += (size_t)r;
+        }
+        v = stop;
+    }
+    return moved;
+}
+
 /* One chunk: the transfer loop. Keep calling until the chunk is done; a 0
  * ends it (end of file for a read; for a write the library made no
- * progress, which is an error); a negative result is the chunk's error. */
+ * progress, which is an error); a negative result is the chunk's error.
+ * A grouped operation walks its ranges (run_spans). */
 static void run_chunk(hfe_op *op, size_t off, size_t len)
 {
     size_t done = 0;
@@ -159,29 +238,20 @@ static void run_chunk(hfe_op *op, size_t off, size_t len)
             if (set_device_fn(op->device) == 0)
                 thread_device = op->device;
         }
-        while (done < len) {
+        if (op->nspans)
+            done = run_spans(op, off, len);
+        while (!op->nspans && done < len) {
             errno = 0;
             ssize_t r = op->fn(op->fh, op->base, len - done,
                                op->file_offset + (int64_t)(off + done),
                                op->buffer_offset + (int64_t)(off + done));
             __atomic_add_fetch(&op->calls, 1, __ATOMIC_RELAXED);
-            if (r < 0) {
-                int64_t expected = 0;
-                int saved = errno;
-                if (__atomic_compare_exchange_n(&op->error, &expected, (int64_t)r, 0,
-                                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-                    op->err_no = saved;
+            if (r < 0 || (r == 0 && op->opcode == 1)) {
+                op_error(op, r < 0 ? (int64_t)r : -1, r < 0 ? errno : EIO);
                 break;
             }
-            if (r == 0) {
-                if (op->opcode == 1) {
-                    int64_t expected = 0;
-                    if (__atomic_compare_exchange_n(&op->error, &expected, (int64_t)-1, 0,
-                                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-                        op->err_no = EIO;
-                }
-                break;
-            }
+            if (r == 0)
+                break;             /* end of file */
             done += (size_t)r;
         }
         __atomic_add_fetch(&op->bytes, (int64_t)done, __ATOMIC_ACQ_REL);

@@ -56,6 +56,20 @@ hfe_op *hfe_op_new(int opcode, hfe_io_fn fn, void *fh, void *base, size_t size,
 void hfe_op_incref(hfe_op *op);
 void hfe_op_decref(hfe_op *op);
 
+/* One range of a grouped operation on the worker path. */
+typedef struct hfe_span {
+    uint64_t len;
+    int64_t file_offset;
+    int64_t buffer_offset;
+} hfe_span;
+
+/* Make a new operation (not yet submitted) one group of `n` ranges: its
+ * size becomes their total and its chunks walk them in order, each range
+ * through its own file and buffer offsets (the operation's own offsets
+ * are then unused). A read that meets the end of the file in one range
+ * goes on with the next. Returns 0 or ENOMEM. */
+int hfe_op_set_spans(hfe_op *op, const hfe_span *spans, int n);
+
 typedef int (*hfe_event_fn)(void *event);
 /* The runtime's hipEventQuery and hipEventDestroy, for event gates. */
 void hfe_set_event_fns(hfe_event_fn query, hfe_event_fn destroy);

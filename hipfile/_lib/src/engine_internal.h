@@ -35,6 +35,11 @@ struct hfe_op {
     int err_no;
     int state;
     int stream_completes;     /* a staged read: its stream writes the flag */
+    /* a grouped operation on the worker path: its ranges, and where each
+     * starts in the operation's 0..size (NULL, 0: one range) */
+    hfe_span *spans;
+    uint64_t *span_start;
+    int nspans;
 };
 
 /* ---------------------------------------------------------- staged path */
