@@ -15,18 +15,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import _util
 import numpy as np
 import pytest
-from _util import (
-    assert_ranges_equal,
-    check,
-    device_array,
-    from_device,
-    random_bytes,
-    random_file,
-    scattered_blocks,
-    to_device,
-)
+from _util import check, device_array, from_device, random_bytes, random_file, to_device
 from hip import hip
 
 import hipfile
@@ -761,7 +753,7 @@ def test_scatter_and_gather_on_every_data_path(drv, tmp_path, nb_stream, setting
     nblocks, block = 64, 4096
     path = tmp_path / "blocks.bin"
     data = random_file(path, nblocks * block, seed=31)
-    ranges = scattered_blocks(nblocks, block, seed=13)
+    ranges = _util.scattered_blocks(nblocks, block, seed=13)
     with hipfile.defaults.set(**setting), device_array(nblocks * block) as dev, \
             FileHandle(path) as fh:
         check(hip.hipMemset(dev, 0, nblocks * block))
@@ -771,7 +763,7 @@ def test_scatter_and_gather_on_every_data_path(drv, tmp_path, nb_stream, setting
         if setting:
             assert h.data_path == "hipfile"
         assert h.wait(timeout=30) == nblocks * block
-        assert_ranges_equal(from_device(dev, nblocks * block), data, ranges)
+        _util.assert_ranges_equal(from_device(dev, nblocks * block), data, ranges)
         end = nblocks * block
         edge = fh.pread_async_scatter(dev, [(block, end - 100, 0), (block, end + 10, block),
                                             (block, 0, 2 * block)], nb_stream)
