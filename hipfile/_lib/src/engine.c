@@ -176,17 +176,34 @@ void hfe__finish(hfe_op *op)
     hfe_op_decref(op);   /* the engine's reference */
 }
 
-/* A failed call: keep the operation's first error. */
-static void op_error(hfe_op *op, int64_t r, int err_no)
+/* Move `want` bytes between the file at foff and the buffer at boff with
+ * as many calls as it takes, adding them to *moved. A 0 ends it (end of
+ * file for a read; for a write the library made no progress, which is an
+ * error). Returns -1 once the operation has its error, else 0. */
+static int move_range(hfe_op *op, size_t want, int64_t foff, int64_t boff, size_t *moved)
 {
-    int64_t expected = 0;
-    if (__atomic_compare_exchange_n(&op->error, &expected, r, 0, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE))
-        op->err_no = err_no;
+    size_t done = 0;
+    while (done < want) {
+        errno = 0;
+        ssize_t r = op->fn(op->fh, op->base, want - done, foff + (int64_t)done,
+                           boff + (int64_t)done);
+        __atomic_add_fetch(&op->calls, 1, __ATOMIC_RELAXED);
+        if (r < 0 || (r == 0 && op->opcode == 1)) {
+            hfe__set_error(op, r < 0 ? (int64_t)r : -1, r < 0 ? errno : EIO);
+            *moved += done;
+            return -1;
+        }
+        if (r == 0)
+            break;                 /* end of file */
+        done += (size_t)r;
+    }
+    *moved += done;
+    return 0;
 }
 
 /* A grouped operation's chunk: the part of each range that falls in
- * off..off+len, range by range; returns the bytes moved. */
+ * off..off+len, range by range (a range that meets the end of the file
+ * gives way to the next); returns the bytes moved. */
 static size_t run_spans(hfe_op *op, size_t off, size_t len)
 {
     size_t moved = 0;
@@ -206,30 +223,16 @@ static size_t run_spans(hfe_op *op, size_t off, size_t len)
             continue;
         if (stop > end)
             stop = end;
-        while (v < stop) {
-            errno = 0;
-            ssize_t r = op->fn(op->fh, op->base, (size_t)(stop - v),
-                               s->file_offset + (int64_t)(v - first),
-                               s->buffer_offset + (int64_t)(v - first));
-            __atomic_add_fetch(&op->calls, 1, __ATOMIC_RELAXED);
-            if (r < 0 || (r == 0 && op->opcode == 1)) {
-                op_error(op, r < 0 ? (int64_t)r : -1, r < 0 ? errno : EIO);
-                return moved;
-            }
-            if (r == 0)
-                break;             /* end of file in this range: the next one */
-            v += (uint64_t)r;
-            moved += (size_t)r;
-        }
+        if (move_range(op, (size_t)(stop - v), s->file_offset + (int64_t)(v - first),
+                       s->buffer_offset + (int64_t)(v - first), &moved))
+            break;
         v = stop;
     }
     return moved;
 }
 
-/* One chunk: the transfer loop. Keep calling until the chunk is done; a 0
- * ends it (end of file for a read; for a write the library made no
- * progress, which is an error); a negative result is the chunk's error.
- * A grouped operation walks its ranges (run_spans). */
+/* One chunk: its bytes moved (move_range; a grouped operation walks its
+ * ranges, run_spans), then the operation's count of chunks goes down. */
 static void run_chunk(hfe_op *op, size_t off, size_t len)
 {
     size_t done = 0;
@@ -240,20 +243,9 @@ static void run_chunk(hfe_op *op, size_t off, size_t len)
         }
         if (op->nspans)
             done = run_spans(op, off, len);
-        while (!op->nspans && done < len) {
-            errno = 0;
-            ssize_t r = op->fn(op->fh, op->base, len - done,
-                               op->file_offset + (int64_t)(off + done),
-                               op->buffer_offset + (int64_t)(off + done));
-            __atomic_add_fetch(&op->calls, 1, __ATOMIC_RELAXED);
-            if (r < 0 || (r == 0 && op->opcode == 1)) {
-                op_error(op, r < 0 ? (int64_t)r : -1, r < 0 ? errno : EIO);
-                break;
-            }
-            if (r == 0)
-                break;             /* end of file */
-            done += (size_t)r;
-        }
+        else
+            move_range(op, len, op->file_offset + (int64_t)off,
+                       op->buffer_offset + (int64_t)off, &done);
         __atomic_add_fetch(&op->bytes, (int64_t)done, __ATOMIC_ACQ_REL);
     }
     if (__atomic_sub_fetch(&op->chunks_left, 1, __ATOMIC_ACQ_REL) == 0)

@@ -42,6 +42,15 @@ struct hfe_op {
     int nspans;
 };
 
+/* A failed call: keep the operation's first error (and its errno). */
+static inline void hfe__set_error(hfe_op *op, int64_t r, int err_no)
+{
+    int64_t expected = 0;
+    if (__atomic_compare_exchange_n(&op->error, &expected, r, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        op->err_no = err_no;
+}
+
 /* ---------------------------------------------------------- staged path */
 /* The staged path (see engine.h). Ownership: a chunk has two references,
  * the engine's (dropped by run_staged) and the submitter's (dropped at the

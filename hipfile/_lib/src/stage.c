@@ -82,14 +82,6 @@ void hfe_ring_free(hfe_ring *ring)
 
 size_t hfe_ring_slot_size(const hfe_ring *ring) { return ring->slot_size; }
 
-static void set_error(hfe_op *g, int64_t r, int err_no)
-{
-    int64_t expected = 0;
-    if (__atomic_compare_exchange_n(&g->error, &expected, r, 0, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_ACQUIRE))
-        g->err_no = err_no;
-}
-
 /* One of a group's runs (or the submitter's hold) has ended. */
 static void group_account(hfe_op *g, int64_t bytes)
 {
@@ -190,7 +182,7 @@ void hfe__run_staged(chunk_t *c)
         if (!abandoned && __atomic_load_n(&u->group->error, __ATOMIC_ACQUIRE) == 0) {
             got = run_io(c, u, &err_no);
             if (got < 0)
-                set_error(u->group, -1, err_no);
+                hfe__set_error(u->group, -1, err_no);
         }
         if (c->opcode == 0 && (uint64_t)(got > 0 ? got : 0) < u->len) {
             /* a stream never copies stale staging bytes into device memory */
@@ -537,7 +529,7 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
          * their waiters from here. */
         for (i = 0; i < ngroups; i++) {
             if (last_chunk[i] >= failed_at || (opcode == 0 && last_chunk[i] < 0 && failed_at == 0)) {
-                set_error(groups[i], -1, EIO);
+                hfe__set_error(groups[i], -1, EIO);
                 if (opcode == 0 && complete_dev[i] && groups[i]->flag)
                     __atomic_store_n(groups[i]->flag, groups[i]->flag_value, __ATOMIC_RELEASE);
             }
