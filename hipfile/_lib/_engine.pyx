@@ -34,45 +34,40 @@ cdef void *_get_io(int opcode) except NULL:
     return <void *>p_hipFileWrite if p_hipFileWrite != NULL else bind(b"hipFileWrite")
 
 
-cdef struct _rng:
-    size_t n
-    hoff_t f
-    hoff_t b
-
-
 cdef object _numpy = None
 
 
-cdef int _check_slow(object r, size_t length, _rng *out) except -1:
+cdef int _check_slow(object r, size_t length, hfe_span *out) except -1:
     """One range as any object: a 3-sequence (not a dict or a string) of
     ints or ``None`` for the size, checked by the one range check."""
     t = None if isinstance(r, (dict, str, bytes)) else tuple(r)
     if t is None or len(t) != 3:
         raise TypeError("each range must be a (size, file_offset, buffer_offset) tuple, "
                         f"got {type(r).__name__} {r!r}")
-    return _io_range(length, t[0], t[1], t[2], &out.n, &out.f, &out.b)
+    return _io_range(length, t[0], t[1], t[2], <size_t *>&out.len,
+                     <hoff_t *>&out.file_offset, <hoff_t *>&out.buffer_offset)
 
 
 cdef inline bint _take_fitting(long long n, long long f, long long b, size_t length,
-                               _rng *out) noexcept:
+                               hfe_span *out) noexcept:
     """Store a range that fits the buffer; False (nothing stored) for any
     other, which then goes through the one range check."""
     if not _range_fits(length, n, f, b):
         return 0
-    out.n = <size_t>n
-    out.f = f
-    out.b = b
+    out.len = <uint64_t>n
+    out.file_offset = f
+    out.buffer_offset = b
     return 1
 
 
-cdef _rng *_parse_ranges(object ranges, size_t length, Py_ssize_t *count) except NULL:
+cdef hfe_span *_parse_ranges(object ranges, size_t length, Py_ssize_t *count) except NULL:
     """Every range checked against ``length`` into a C array (freed by the
     caller; ``count`` its length). ``ranges``: an iterable of
     ``(size, file_offset, buffer_offset)`` tuples, or an integer array of
     shape (N, 3), read without a Python object per range."""
     global _numpy
     cdef Py_ssize_t i, n
-    cdef _rng *out = NULL
+    cdef hfe_span *out = NULL
     cdef long long a0, a1, a2
     cdef int o0 = 0, o1 = 0, o2 = 0
     cdef const long long[:, ::1] view
@@ -92,7 +87,7 @@ cdef _rng *_parse_ranges(object ranges, size_t length, Py_ssize_t *count) except
                              "offset must be below 2**63)")
         view = _numpy.ascontiguousarray(arr, dtype=_numpy.int64)
         n = view.shape[0]
-        out = <_rng *>malloc((n if n > 0 else 1) * sizeof(_rng))
+        out = <hfe_span *>malloc((n if n > 0 else 1) * sizeof(hfe_span))
         if out == NULL:
             raise MemoryError()
         try:
@@ -110,7 +105,7 @@ cdef _rng *_parse_ranges(object ranges, size_t length, Py_ssize_t *count) except
     if not isinstance(ranges, (list, tuple)):
         ranges = list(ranges)
     n = len(ranges)
-    out = <_rng *>malloc((n if n > 0 else 1) * sizeof(_rng))
+    out = <hfe_span *>malloc((n if n > 0 else 1) * sizeof(hfe_span))
     if out == NULL:
         raise MemoryError()
     try:
@@ -177,7 +172,7 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     else:
         task = <size_t>_as_positive(task_size, "task_size")
     cdef Py_ssize_t count = 0
-    cdef _rng *checked = _parse_ranges(ranges, length, &count)
+    cdef hfe_span *checked = _parse_ranges(ranges, length, &count)
     try:
         n = <int>count
         if n == 0:
@@ -189,7 +184,7 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
 
 
 cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length,
-                          _BufferCore bc, object buf_owner, _rng *checked, int n,
+                          _BufferCore bc, object buf_owner, hfe_span *checked, int n,
                           uintptr_t sh, object stream_owner, size_t task, int fd,
                           bint ordered, bint grouped, bint prefetch):
     cdef int device, ng
@@ -254,7 +249,7 @@ cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t b
     return hd
 
 
-cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, _rng *checked, int n,
+cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
                          uintptr_t sh, int device, _FlagPool pool, size_t task, bint ordered,
                          bint grouped, bint prefetch):
     cdef _Ring ring = _ring_for(device)
@@ -283,8 +278,8 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, _rng *
     else:
         wend = 0
         for i in range(n):
-            if checked[i].n and checked[i].f + <long long>checked[i].n > wend:
-                wend = checked[i].f + <long long>checked[i].n
+            if checked[i].len and checked[i].file_offset + <long long>checked[i].len > wend:
+                wend = checked[i].file_offset + <long long>checked[i].len
         if wend > getattr(f, "_staged_write_end", 0):
             try:
                 f._staged_write_end = wend
@@ -299,9 +294,9 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, _rng *
         if pieces == NULL or groups == NULL or cdev == NULL or cval == NULL:
             raise MemoryError()
         for i in range(n):
-            nbytes = checked[i].n
-            foff = checked[i].f
-            boff = checked[i].b
+            nbytes = checked[i].len
+            foff = checked[i].file_offset
+            boff = checked[i].buffer_offset
             if end >= 0:
                 nbytes = 0 if foff >= end else <size_t>min(<long long>nbytes, end - foff)
             pieces[i].file_offset = foff
@@ -391,7 +386,7 @@ cdef int _submitted_anyway(_FileCore f, list handles) except -1:
     return 0
 
 
-cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked, int n,
+cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, hfe_span *checked, int n,
                           uintptr_t sh, int device, _FlagPool pool, size_t task, bint grouped):
     """The worker path: each range's chunks run as hipFileRead/hipFileWrite
     calls on the engine's threads (no staging ring: no POSIX descriptor, no
@@ -415,9 +410,9 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked
     handles = []
     try:
         for i in range(m):
-            nbytes = checked[i].n
-            foff = checked[i].f
-            boff = checked[i].b
+            nbytes = checked[i].len
+            foff = checked[i].file_offset
+            boff = checked[i].buffer_offset
             hd = _new_handle(opcode, nbytes, foff, boff, device, sh, pool, n if grouped else 1)
             hd._op = eng.op_new(opcode, fn, <void *>f._fh, <void *>base, nbytes, foff, boff,
                                 device, task, hd._flag.ptr, hd._value)
@@ -476,23 +471,17 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, _rng *checked
     return handles
 
 
-cdef int _group_spans(StreamIOHandle hd, _rng *checked, int n) noexcept:
+cdef int _group_spans(StreamIOHandle hd, hfe_span *checked, int n) noexcept:
     """Give a grouped operation its ranges (hfe_op_set_spans); the handle's
     size becomes their total. Returns 0, or -1 without memory."""
-    cdef hfe_span *spans = <hfe_span *>malloc(n * sizeof(hfe_span))
-    cdef int i, rc
+    cdef int i
     cdef size_t total = 0
-    if spans == NULL:
+    if eng.op_set_spans(hd._op, checked, n):
         return -1
     for i in range(n):
-        spans[i].len = checked[i].n
-        spans[i].file_offset = checked[i].f
-        spans[i].buffer_offset = checked[i].b
-        total += checked[i].n
-    rc = eng.op_set_spans(hd._op, spans, n)
-    free(spans)
+        total += checked[i].len
     hd._size = total
-    return -1 if rc else 0
+    return 0
 
 
 cdef int _share_gate(list handles, _Flag gflag, bint staged) except -1:
