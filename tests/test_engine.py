@@ -66,10 +66,12 @@ class StreamBlocker:
     def __init__(self, stream: object) -> None:
         self.release_event = threading.Event()
         self.entered = threading.Event()
+        self.returned = threading.Event()      # for diagnosis: the hold ended
 
         def body(_arg: int | None) -> None:
             self.entered.set()
             self.release_event.wait(30)
+            self.returned.set()
 
         self._fn = _HOST_FN(body)
         addr = ctypes.cast(self._fn, ctypes.c_void_p).value
@@ -165,11 +167,15 @@ def test_write_then_read_back(drv, tmp_path, nb_stream):
 def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechanism):
     path, data = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
-        with StreamBlocker(nb_stream):
+        with StreamBlocker(nb_stream) as blocker:
             h = fh.pread_async(dev, N, 0, 0, nb_stream, ordered=False)
             time.sleep(0.2)
             flags = h._flag_values()     # before done(), which gives them back
-            assert not h.done(), f"done before the stream passed (flags: {flags})"
+            query = hip.hipStreamQuery(nb_stream)[0]
+            held = not blocker.returned.is_set()
+            assert not h.done(), (f"done before the stream passed (flags: {flags}, "
+                                  f"host function still holding: {held}, "
+                                  f"hipStreamQuery: {query!r})")
             assert h.bytes_done is None
             assert h.calls == 0, "the engine touched the file before the stream passed"
         assert h.wait(timeout=30) == N
