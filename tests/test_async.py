@@ -19,6 +19,7 @@ from _util import (
     emu,
     from_device,
     hip_stream,
+    lost_first_write,
     random_bytes,
     random_file,
     to_device,
@@ -52,18 +53,10 @@ def test_write_async_round_trip(driver, tmp_path):
         h = fh.write_async(Buffer(dev), N, 0, 0, s)
         got = h.result(timeout=10)
         if got != N:
-            # for diagnosis: what the slots hold now, what reached the file,
-            # and whether the same write succeeds again
-            seen = (h.size, h.file_offset, h.buffer_offset)
-            on_disk = path.read_bytes()
-            landed = on_disk == data.tobytes()
-            again = fh.write_async(Buffer(dev), N, 0, 0, s).result(timeout=10)
-            with hip_stream() as s2:
-                fresh = fh.write_async(Buffer(dev), N, 0, 0, s2).result(timeout=10)
-            pytest.fail(f"write_async reported {got} of {N} bytes; slots (size, file "
-                        f"offset, buffer offset) {seen}; file {len(on_disk)} bytes, "
-                        f"data landed: {landed}; the same write again: {again}, "
-                        f"on a new stream: {fresh}")
+            lost_first_write(got, (h.size, h.file_offset, h.buffer_offset), (N, 0, 0),
+                             path.read_bytes(),
+                             lambda: fh.write_async(Buffer(dev), N, 0, 0, s).result(timeout=10),
+                             path, data.tobytes())
     assert path.read_bytes() == data.tobytes()
 
 

@@ -622,6 +622,50 @@ def test_direct_follows_the_page_cache(tmp_path: Path) -> None:
 
 
 
+def _dropped_file(tmp_path: Path, nbytes: int) -> Path:
+    """A file of ``nbytes`` out of the page cache (skips where the file
+    system keeps it)."""
+    path = tmp_path / "resident.bin"
+    path.write_bytes(np.random.default_rng(9).integers(0, 256, nbytes, np.uint8).tobytes())
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    if hst.cached_fraction(path) > 0.01:
+        pytest.skip("this file system keeps the file cached")
+    return path
+
+
+def test_sampled_residency_agrees_with_the_full_count(tmp_path: Path) -> None:
+    """cached_fraction(sample_pages=...) asks about windows spread over the
+    whole file: half a file cached reads as about half, and the last window
+    ends at the file's last page."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    path = _dropped_file(tmp_path, 4096 * page)
+    with open(path, "rb") as f:            # only the last 16 pages
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+        os.pread(f.fileno(), 16 * page, 4080 * page)
+    assert 0.1 <= hst.cached_fraction(path, sample_pages=160) < 0.5
+    assert hst.cached_fraction(path) < 0.1
+    with open(path, "rb") as f:            # the first half
+        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_RANDOM)
+        os.pread(f.fileno(), 2048 * page, 0)
+    full = hst.cached_fraction(path)
+    sampled = hst.cached_fraction(path, sample_pages=256)
+    assert 0.45 <= full <= 0.6
+    assert abs(sampled - full) < 0.1, (sampled, full)
+
+
+@pytest.mark.parametrize(("value", "error"), [(15, ValueError), (0, ValueError),
+                                              (-1, ValueError), (True, TypeError),
+                                              (16.0, TypeError), ("64", TypeError)])
+def test_sampled_residency_refuses_bad_counts(tmp_path: Path, value: Any,
+                                              error: type[Exception]) -> None:
+    path = tmp_path / "x.bin"
+    path.write_bytes(b"x" * 100)
+    with pytest.raises(error, match="sample_pages"):
+        hst.cached_fraction(path, sample_pages=value)
+
+
 def test_bare_calls_open_the_driver_once(tmp_path: Path) -> None:
     """A loop of bare calls (no driver held by the caller) opens the driver at
     the first and keeps it: the count never drops to zero between calls."""

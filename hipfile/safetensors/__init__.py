@@ -170,9 +170,9 @@ def load_file(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
         ranges are coalesced); default all.
     direct
         ``None``: ``O_DIRECT`` when the file is mostly not in the page cache
-        (:func:`cached_fraction` below 0.5) and its file system is local
-        (not NFS, Lustre, tmpfs, ...); ``True``: require it; ``False``:
-        buffered.
+        (:func:`cached_fraction` of 1024 sampled pages below 0.5) and its
+        file system is local (not NFS, Lustre, tmpfs, ...); ``True``:
+        require it; ``False``: buffered.
     task_size
         Bytes per parallel task (default ``hipfile.defaults.engine_task_size()``
         for the engine, :func:`hipfile.parallel.default_task_size` for host

@@ -249,12 +249,14 @@ def _fs_type(path: str | os.PathLike[str]) -> str:
 
 def want_direct(path: str | os.PathLike[str], fd: int | None, direct: bool | None) -> bool:
     """Whether ``direct=None`` reads this file with ``O_DIRECT``: when less than
-    half of it is in the page cache and its file system is a local one."""
+    half of it is in the page cache (1024 pages sampled over the file, a
+    fraction of a millisecond whatever its size) and its file system is a
+    local one."""
     if direct is not None:
         return direct
     if not getattr(os, "O_DIRECT", 0):
         return False
-    if cached_fraction(path if fd is None else fd) >= 0.5:
+    if cached_fraction(path if fd is None else fd, sample_pages=1024) >= 0.5:
         return False    # a cached file is read fastest from the cache
     return _fs_type(path) not in _BUFFERED_FS
 

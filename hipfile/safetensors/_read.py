@@ -392,23 +392,37 @@ def _libc() -> Any:
     return _LIBC
 
 
-def cached_fraction(path: str | os.PathLike[str] | int) -> float:
+_WINDOW_PAGES = 16     # pages in one window of a sampled residency check
+
+
+def cached_fraction(path: str | os.PathLike[str] | int, *,
+                    sample_pages: int | None = None) -> float:
     """The fraction of a file's pages in the page cache.
 
     ``mincore`` over a read-only shared mapping of the file (nothing is
-    read: the mapping is never touched), counted with numpy: about a
-    millisecond for a 3.5 GB file.
+    read: the mapping is never touched). The kernel looks up every page it
+    is asked about, about 25 ms for a 3.5 GB file; ``sample_pages`` bounds
+    that: the pages asked about are that many at most, in windows of 16
+    spread evenly over the file, and the fraction is theirs.
 
     Parameters
     ----------
     path
         The file, or an open descriptor of it.
+    sample_pages
+        Ask about at most this many pages (at least 16); None asks about
+        every page.
 
     Returns
     -------
     float
         From 0.0 to 1.0; 1.0 for an empty file, 0.0 when it cannot be told
         (no such file, a file that cannot be mapped).
+
+    Raises
+    ------
+    ValueError
+        ``sample_pages`` is below 16.
 
     See Also
     --------
@@ -418,6 +432,12 @@ def cached_fraction(path: str | os.PathLike[str] | int) -> float:
 
     import numpy as np
 
+    if sample_pages is not None:
+        if isinstance(sample_pages, bool) or not isinstance(sample_pages, int):
+            raise TypeError(f"sample_pages must be an int or None, not "
+                            f"{type(sample_pages).__name__}")
+        if sample_pages < _WINDOW_PAGES:
+            raise ValueError(f"sample_pages must be >= {_WINDOW_PAGES}, got {sample_pages}")
     own = not isinstance(path, int)
     try:
         fd = os.open(path, os.O_RDONLY) if not isinstance(path, int) else path
@@ -428,15 +448,26 @@ def cached_fraction(path: str | os.PathLike[str] | int) -> float:
         if size == 0:
             return 1.0
         libc = _libc()
-        pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+        page = mmap.PAGESIZE
+        pages = (size + page - 1) // page
         addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
         if addr is None or addr == (1 << 64) - 1 or addr == -1:
             return 0.0
         try:
-            vec = np.empty(pages, np.uint8)
-            if libc.mincore(addr, size, vec.ctypes.data) != 0:
-                return 0.0
-            return int(np.count_nonzero(vec & 1)) / pages
+            if sample_pages is None or sample_pages >= pages:
+                vec = np.empty(pages, np.uint8)
+                if libc.mincore(addr, size, vec.ctypes.data) != 0:
+                    return 0.0
+                return int(np.count_nonzero(vec & 1)) / pages
+            windows = sample_pages // _WINDOW_PAGES
+            vec = np.empty((windows, _WINDOW_PAGES), np.uint8)
+            last = pages - _WINDOW_PAGES      # the last window ends at the last page
+            for i in range(windows):
+                first = last * i // max(windows - 1, 1)
+                if libc.mincore(addr + first * page, _WINDOW_PAGES * page,
+                                vec[i].ctypes.data) != 0:
+                    return 0.0
+            return int(np.count_nonzero(vec & 1)) / vec.size
         finally:
             libc.munmap(addr, size)
     except OSError:
