@@ -1,0 +1,110 @@
+"""Run a peer project's own Python tests against hipfile, imports changed.
+
+The drop-in modules promise that code written for safetensors, cufile-python
+or KvikIO runs unchanged but for its imports. This runs that peer's own test
+files to check it: the files are copied to a scratch folder, each import of
+the peer is rewritten to the hipfile module that stands in for it, and
+pytest runs there. A name imported from the peer moves to hipfile's module
+when that module has it; names it does not have (the peer's own helpers)
+stay imported from the peer, and each import is listed. Nothing else in the
+files changes.
+
+    python tools/peer_tests.py safetensors PATH/TO/safetensors/bindings/python/tests \
+        [-k EXPR] [pytest arguments ...]
+
+Prints the rewrites made per file, then pytest's own report; exits with
+pytest's status (2 when the folder holds no test file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# peer -> the hipfile module that stands in for it
+STAND_INS = {
+    "safetensors": "hipfile.safetensors",
+    "cufile": "hipfile.compat.cufile",
+    "kvikio": "hipfile.compat.kvikio",
+}
+
+
+def _has(module: str, name: str) -> bool:
+    try:
+        return hasattr(importlib.import_module(module), name)
+    except ImportError:
+        return False
+
+
+def _spell(names: list[ast.alias]) -> str:
+    return ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in names)
+
+
+def rewrite(text: str, peer: str) -> tuple[str, list[str]]:
+    """``text`` with each ``from <peer>[.sub] import ...`` taking the names
+    hipfile's stand-in module has from it, and only the others from the
+    peer; returns the new text and a line per import changed or kept."""
+    ours = STAND_INS[peer]
+    lines = text.splitlines(keepends=True)
+    notes: list[str] = []
+    edits: list[tuple[int, int, str]] = []
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+            continue
+        if node.module != peer and not node.module.startswith(peer + "."):
+            continue
+        target = ours + node.module[len(peer):]
+        pad = " " * node.col_offset
+        moved = [a for a in node.names if a.name != "*" and _has(target, a.name)]
+        kept = [a for a in node.names if a not in moved]
+        out = ""
+        if moved:
+            out += f"{pad}from {target} import {_spell(moved)}\n"
+        if kept:
+            out += f"{pad}from {node.module} import {_spell(kept)}\n"
+            notes.append(f"line {node.lineno}: kept from {node.module}: {_spell(kept)}")
+        if moved:
+            notes.append(f"line {node.lineno}: from {target}: {_spell(moved)}")
+        edits.append((node.lineno - 1, node.end_lineno or node.lineno, out))
+    for first, last, out in sorted(edits, reverse=True):
+        lines[first:last] = [out]
+    return "".join(lines), notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("peer", choices=sorted(STAND_INS), help="whose tests these are")
+    ap.add_argument("tests", type=Path, help="the peer's folder of test files")
+    args, pytest_args = ap.parse_known_args(argv)
+    if not args.tests.is_dir():
+        ap.error(f"{args.tests} is not a folder")
+    files = sorted(args.tests.rglob("*.py"))
+    if not any(f.name.startswith("test_") for f in files):
+        print(f"no test_*.py under {args.tests}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix=f"{args.peer}-tests-") as scratch:
+        root = Path(scratch)
+        for f in files:
+            dest = root / f.relative_to(args.tests)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            text, notes = rewrite(f.read_text(), args.peer)
+            dest.write_text(text)
+            for note in notes:
+                print(f"{f.relative_to(args.tests)}: {note}")
+        for extra in args.tests.rglob("*"):
+            if extra.is_file() and extra.suffix != ".py":
+                dest = root / extra.relative_to(args.tests)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(extra, dest)
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *pytest_args]
+        return subprocess.call(cmd, cwd=root)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
