@@ -262,7 +262,7 @@ cdef int _eng_trim() except -1:
     for p in _flag_pools.values():
         if len((<_FlagPool>p).free) != (<_FlagPool>p).nflags:
             return 0      # a live handle (or its gate) still holds a flag
-    _release_per_device(_flag_pools)    # synchronizes each device first
+    _release_per_device(_flag_pools)    # a pool holding flags synchronizes its device first
     _release_per_device(_rings)
     return 0
 
