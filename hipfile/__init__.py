@@ -31,7 +31,7 @@ from hipfile import platforms as _platforms
 
 _platforms._activate_from_environment()
 
-from hipfile import defaults, errors  # noqa: E402
+from hipfile import defaults, errors, stats  # noqa: E402
 from hipfile._lib import _engine_hip  # noqa: E402
 
 _engine_hip.use_settings(defaults)   # the engine reads its settings from here
@@ -82,17 +82,22 @@ from hipfile.properties import (  # noqa: E402
     get_version,
     set_parameter,
 )
+
+# The statistics classes, re-exported the PEP 484 way (``X as X``, kept in one
+# statement); __all__ takes their names from stats.__all__.
+# isort: off
 from hipfile.stats import (  # noqa: E402
-    PathStats,
-    StatsContext,
-    StatsError,
-    StatsInvalidArgumentError,
-    StatsReport,
-    StatsReportError,
-    StatsStatus,
-    StatsTargetNotAccessibleError,
-    StatsTargetNotFoundError,
+    PathStats as PathStats,
+    StatsContext as StatsContext,
+    StatsError as StatsError,
+    StatsInvalidArgumentError as StatsInvalidArgumentError,
+    StatsReport as StatsReport,
+    StatsReportError as StatsReportError,
+    StatsStatus as StatsStatus,
+    StatsTargetNotAccessibleError as StatsTargetNotAccessibleError,
+    StatsTargetNotFoundError as StatsTargetNotFoundError,
 )
+# isort: on
 from hipfile.stream import Stream  # noqa: E402
 
 __version__ = "0.1.0"
@@ -116,16 +121,7 @@ __all__ = [
     "IOFuture",
     "OpError",
     "Opcode",
-    "PathStats",
     "SizeTConfigParameter",
-    "StatsContext",
-    "StatsError",
-    "StatsInvalidArgumentError",
-    "StatsReport",
-    "StatsReportError",
-    "StatsStatus",
-    "StatsTargetNotAccessibleError",
-    "StatsTargetNotFoundError",
     "Status",
     "Stream",
     "StreamFlags",
@@ -151,8 +147,11 @@ __all__ = [
     "trim_pool",
     "use_count",
 ]
-# The exceptions are exported as hipfile.errors lists them.
+# The exceptions are exported as hipfile.errors lists them, and the
+# statistics classes as hipfile.stats does (its report() stays
+# hipfile.stats.report).
 __all__ += errors.__all__
+__all__ += [name for name in stats.__all__ if name != "report"]
 
 
 def __dir__() -> list[str]:

@@ -53,6 +53,16 @@ GOOD = """
         return hipfile.get_parameter(hipfile.SizeTConfigParameter.PROFILE_STATS)
 
 
+    def fast_path_bytes(pid: int) -> int:
+        # the statistics classes are the package's names too (re-exported
+        # from hipfile.stats, which a strict caller sees)
+        from hipfile import StatsContext
+
+        with StatsContext(pid) as stats:
+            report: hipfile.StatsReport = stats.report()
+        return report.fastpath_read.bytes
+
+
     def handle(fh: FileHandle) -> int | None:
         reveal_type(fh.read)
         return fh.handle

@@ -40,6 +40,12 @@ cdef bint _eng_batch_copies
 cdef bint _eng_release_host
 cdef bint _eng_data_hipfile
 
+cdef class _PerDevice:
+    cdef readonly int device
+    cdef int release(self) except -1
+
+ctypedef _PerDevice (*per_device_fn)(int device)
+
 cdef class _Flag:
     cdef uint32_t *ptr        # host view
     cdef uintptr_t devptr     # what a stream waits on or writes
@@ -47,8 +53,7 @@ cdef class _Flag:
     cdef _FlagPool pool
     cdef uint32_t next_value(self)
 
-cdef class _FlagPool:
-    cdef readonly int device
+cdef class _FlagPool(_PerDevice):
     cdef readonly bint can_memops     # the device can use stream memory operations
     cdef readonly bint memops         # ... and engine_release lets the next submission
     cdef list free
@@ -67,6 +72,8 @@ cdef size_t _eng_task_default
 cdef int _load_engine_capi() except -1
 cdef int _wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1
 cdef int _write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value)
+cdef _PerDevice _per_device(dict made, int device, per_device_fn make)
+cdef int _release_per_device(dict made) except -1
 cdef _FlagPool _pool_for(int device)
 cdef bint _memops_supported(int device) except -1
 cdef bint _staged_path(int fd, _FlagPool pool, bint is_device) except -1

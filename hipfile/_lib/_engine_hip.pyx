@@ -111,6 +111,43 @@ cdef int _write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value):
 
 
 # --------------------------------------------------------------------------
+# What the engine keeps per device: its flags (here) and its staging ring
+# (_engine_ops)
+# --------------------------------------------------------------------------
+
+cdef class _PerDevice:
+    """What the engine keeps one of per device, made on first use and freed
+    by ``trim_pool`` once nothing is outstanding."""
+
+    cdef int release(self) except -1:
+        """Free what it holds (no operation may be outstanding)."""
+        return 0
+
+
+cdef _PerDevice _per_device(dict made, int device, per_device_fn make):
+    """The device's entry of ``made`` (device -> entry), made by ``make``
+    the first time. Making one calls HIP, which lets other threads in: one
+    of them may have stored the device's entry first, and then that one is
+    kept and this one released."""
+    o = made.get(device)
+    if o is not None:
+        return <_PerDevice>o
+    cdef _PerDevice fresh = make(device)
+    cdef _PerDevice kept = <_PerDevice>made.setdefault(device, fresh)
+    if kept is not fresh:
+        fresh.release()
+    return kept
+
+
+cdef int _release_per_device(dict made) except -1:
+    """Release and forget every entry of ``made``."""
+    for o in list(made.values()):
+        (<_PerDevice>o).release()
+    made.clear()
+    return 0
+
+
+# --------------------------------------------------------------------------
 # Flags
 # --------------------------------------------------------------------------
 
@@ -165,7 +202,11 @@ cdef class _FlagPool:
         return 0
 
     cdef int release(self) except -1:
-        """Free every flag (no operation may be outstanding)."""
+        """Free every flag (no operation may be outstanding), once the device
+        has finished its work; a pool that never held a flag page or a
+        stream holds nothing, and the device is not waited for."""
+        if not self.mems and self.stream is None:
+            return 0
         h = _hipapi()
         with on_device(self.device):
             h.check(h.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
@@ -184,17 +225,18 @@ _flag_pools = {}      # device -> _FlagPool
 
 
 cdef _FlagPool _pool_for(int device):
-    o = _flag_pools.get(device)
-    if o is not None:
-        return <_FlagPool>o
-    cdef bint can = _memops_supported(device)   # HIP calls: other threads may run
+    return <_FlagPool>_per_device(_flag_pools, device, _new_pool)
+
+
+cdef _PerDevice _new_pool(int device):
+    cdef bint can = _memops_supported(device)
     cdef _FlagPool p = _FlagPool.__new__(_FlagPool)
     p.device = device
     p.free = []
     p.mems = []
     p.can_memops = can
     p.memops = can and not _eng_release_host
-    return <_FlagPool>_flag_pools.setdefault(device, p)
+    return p
 
 
 cdef bint _memops_supported(int device) except -1:

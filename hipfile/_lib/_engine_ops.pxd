@@ -4,11 +4,10 @@
 
 from libc.stdint cimport uint32_t
 from hipfile._lib._engine_c cimport hfe_op, hfe_ring
-from hipfile._lib._engine_hip cimport _Flag
+from hipfile._lib._engine_hip cimport _Flag, _PerDevice
 
-cdef class _Ring:
+cdef class _Ring(_PerDevice):
     cdef hfe_ring *ring
-    cdef readonly int device
     cdef readonly size_t slot_size
     cdef readonly int nslots
     cdef object staging_mem

@@ -40,7 +40,7 @@ from hipfile._lib._engine_c cimport eng, hfe_op, hfe_ring, hfe_set_device_fn
 from hipfile._lib._engine_hip cimport (
     HIP_HOST_MALLOC_MAPPED, _c_event_record, _c_memcpy_batch, _c_set_device, _c_stream_wait_event,
     _eng_defaults, _eng_rt, _eng_task_default, _eng_threads_wanted, _flag_pools, _Flag, _FlagPool,
-    _load_engine_capi, _settings_module)
+    _load_engine_capi, _per_device, _PerDevice, _release_per_device, _settings_module)
 from hipfile._lib._engine_hip import (
     MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS, _eng_options_changed)
 from hipfile._lib._runtime cimport _as_timeout, _hipapi
@@ -91,9 +91,10 @@ _rings = {}      # device -> _Ring
 
 
 cdef _Ring _ring_for(int device):
-    o = _rings.get(device)
-    if o is not None:
-        return <_Ring>o
+    return <_Ring>_per_device(_rings, device, _new_ring)
+
+
+cdef _PerDevice _new_ring(int device):
     d = _settings_module()
     cdef size_t total = <size_t>d.engine_staging_size()
     cdef size_t slot = 8 << 20
@@ -150,12 +151,7 @@ cdef _Ring _ring_for(int device):
             je[k] = <void *><uintptr_t>int(r.copy_events[k + 1])
         eng.ring_set_copy_streams(r.ring, ncopy, cs,
                                   <void *><uintptr_t>int(r.copy_events[0]), je)
-    # the HIP calls above let other threads in: one of them may have made
-    # the device's ring first, and then this one is given back
-    kept = <_Ring>_rings.setdefault(device, r)
-    if kept is not r:
-        r.release()
-    return kept
+    return r
 
 
 cdef int _eng_start() except -1:
@@ -266,12 +262,8 @@ cdef int _eng_trim() except -1:
     for p in _flag_pools.values():
         if len((<_FlagPool>p).free) != (<_FlagPool>p).nflags:
             return 0      # a live handle (or its gate) still holds a flag
-    for p in list(_flag_pools.values()):
-        (<_FlagPool>p).release()     # synchronizes the device first
-    _flag_pools.clear()
-    for r in list(_rings.values()):
-        (<_Ring>r).release()
-    _rings.clear()
+    _release_per_device(_flag_pools)    # a pool holding flags synchronizes its device first
+    _release_per_device(_rings)
     return 0
 
 
