@@ -421,6 +421,8 @@ def cached_fraction(path: str | os.PathLike[str] | int, *,
 
     Raises
     ------
+    TypeError
+        ``sample_pages`` is not an int or None.
     ValueError
         ``sample_pages`` is below 16.
 
