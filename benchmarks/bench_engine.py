@@ -32,8 +32,9 @@ in the page cache into one device buffer, and writes them back, timing:
   ``torch.empty`` then ``torch.cuda.empty_cache``; else ``hipMalloc`` and
   ``hipFree``), each of which synchronises the device; the load must
   complete, and its time is compared with the same load alone. The same
-  churn runs beside sync ``pread`` and beside the compute alone, which say
-  how much the process slows whatever it does; a second, paced churn pauses
+  churn runs beside the engine's load without compute, beside sync
+  ``pread`` and beside the compute alone, which say how much the process
+  slows whatever it does; a second, paced churn pauses
   ``--churn-interval-ms`` between rounds.
 
 The new rows pass the framework's tensor and streams as they are, with no
@@ -341,8 +342,8 @@ def main() -> int:
                     **{k: {"median_s": statistics.median(v),
                            "gbps": some_bytes / statistics.median(v) / 1e9}
                        for k, v in blocks_times.items()}}
-            churn_loads = {"engine_with_compute": both_contiguous, "pread": pread,
-                           "compute": compute_only}
+            churn_loads = {"engine_with_compute": both_contiguous, "engine": engine,
+                           "pread": pread, "compute": compute_only}
             results["churn"] = churn_rows(churn_loads, sync_all, args.churn_mib << 20,
                                           args.repeats, lc.uses_torch)
             results["churn_paced"] = churn_rows(churn_loads, sync_all, args.churn_mib << 20,
