@@ -621,7 +621,6 @@ def test_direct_follows_the_page_cache(tmp_path: Path) -> None:
     assert info["direct"] is True
 
 
-
 def _dropped_file(tmp_path: Path, nbytes: int) -> Path:
     """A file of ``nbytes`` out of the page cache (skips where the file
     system keeps it)."""

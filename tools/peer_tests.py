@@ -66,11 +66,10 @@ def rewrite(text: str, peer: str) -> tuple[str, list[str]]:
         out = ""
         if moved:
             out += f"{pad}from {target} import {_spell(moved)}\n"
+            notes.append(f"line {node.lineno}: from {target}: {_spell(moved)}")
         if kept:
             out += f"{pad}from {node.module} import {_spell(kept)}\n"
             notes.append(f"line {node.lineno}: kept from {node.module}: {_spell(kept)}")
-        if moved:
-            notes.append(f"line {node.lineno}: from {target}: {_spell(moved)}")
         edits.append((node.lineno - 1, node.end_lineno or node.lineno, out))
     for first, last, out in sorted(edits, reverse=True):
         lines[first:last] = [out]
@@ -84,24 +83,23 @@ def main(argv: list[str] | None = None) -> int:
     args, pytest_args = ap.parse_known_args(argv)
     if not args.tests.is_dir():
         ap.error(f"{args.tests} is not a folder")
-    files = sorted(args.tests.rglob("*.py"))
-    if not any(f.name.startswith("test_") for f in files):
+    if not any(args.tests.rglob("test_*.py")):
         print(f"no test_*.py under {args.tests}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix=f"{args.peer}-tests-") as scratch:
         root = Path(scratch)
-        for f in files:
+        for f in args.tests.rglob("*"):
+            if not f.is_file():
+                continue
             dest = root / f.relative_to(args.tests)
             dest.parent.mkdir(parents=True, exist_ok=True)
+            if f.suffix != ".py":
+                shutil.copy2(f, dest)
+                continue
             text, notes = rewrite(f.read_text(), args.peer)
             dest.write_text(text)
             for note in notes:
                 print(f"{f.relative_to(args.tests)}: {note}")
-        for extra in args.tests.rglob("*"):
-            if extra.is_file() and extra.suffix != ".py":
-                dest = root / extra.relative_to(args.tests)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(extra, dest)
         cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *pytest_args]
         return subprocess.call(cmd, cwd=root)
 

@@ -672,8 +672,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         hipStreamWaitValue32, hipMemcpyAsync, hipFileRead
         """
         return one_group(_engine.engine_submit(self, 0, buffer, ranges, stream, task_size,
-                                                self._engine_fd(), ordered, True, prefetch),
-                          "pread_async_scatter")
+                                               self._engine_fd(), ordered, True, prefetch),
+                         "pread_async_scatter")
 
     def pwrite_async_gather(self, buffer: Any, ranges: Ranges,
                             stream: Any = 0, *, task_size: int | None = None,
@@ -688,8 +688,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         hipStreamWaitValue32, hipMemcpyAsync, hipFileWrite
         """
         return one_group(_engine.engine_submit(self, 1, buffer, ranges, stream, task_size,
-                                                self._engine_fd(), ordered, True),
-                          "pwrite_async_gather")
+                                               self._engine_fd(), ordered, True),
+                         "pwrite_async_gather")
 
     def _engine_fd(self) -> int:
         """The POSIX descriptor the engine's staged path uses, or -1 when
