@@ -212,6 +212,30 @@ def test_keys_sorted_offset_keys_in_file_order(tmp_path: Path) -> None:
         assert isinstance(info.value, KeyError)
 
 
+def test_backends_and_get_tensors(tmp_path: Path) -> None:
+    """Mirrors test_pread_backend.py: backend="mmap"/"pread" give the same
+    tensors, get_tensors() gives them all, and an unknown backend is refused."""
+    path = tmp_path / "b.safetensors"
+    arrays = {"w": np.arange(12, dtype=np.float32).reshape(3, 4),
+              "e": np.zeros((0, 5), np.float16), "i": np.arange(5, dtype=np.int64)}
+    hnp.save_file(arrays, path, metadata={"foo": "bar"})
+    for backend in (None, "mmap", "pread"):
+        with hst.safe_open(path, framework="np", backend=backend) as f:
+            assert f.metadata() == {"foo": "bar"}
+            got = f.get_tensors()
+        assert sorted(got) == sorted(arrays)
+        for name, want in arrays.items():
+            assert got[name].dtype == want.dtype and np.array_equal(got[name], want), name
+    with pytest.raises(ValueError, match="not_a_backend"):
+        hst.safe_open(path, framework="np", backend="not_a_backend")
+    with pytest.raises(TypeError, match="backend"):
+        hst.safe_open(path, framework="np", backend=1)  # type: ignore[arg-type]
+    with hst.safe_open(path, framework="np") as f:
+        pass
+    with pytest.raises(hst.SafetensorError, match="closed"):
+        f.get_tensors()
+
+
 # --------------------------------------------------------------------------
 # frameworks and devices
 # --------------------------------------------------------------------------
@@ -531,6 +555,11 @@ def test_torch_models(tmp_path: Path) -> None:
                                                      '"b.weight"')):
         ht.load_model(Pair(), path)
     assert ht.load_model(Pair(), path, strict=False) == (["b.bias", "b.weight"], [])
+    assert ht.load_model(Tied(), path, backend="pread") == ([], [])
+    with pytest.raises(ValueError, match="backend"):
+        ht.load_model(Tied(), path, backend="nope")
+    with pytest.raises(ValueError, match="backend"):
+        ht.load_file(path, backend="nope")
 
 
 def test_staged_reader_falls_back_when_direct_reads_are_refused(tmp_path: Path) -> None:

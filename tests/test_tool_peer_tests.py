@@ -57,6 +57,15 @@ def test_runs_pytest_in_a_copy(tool: Any, tmp_path: Path) -> None:
         "    assert safe_open.__module__.startswith('hipfile.safetensors')\n")
     assert tool.main(["safetensors", str(tmp_path)]) == 0
     assert (tmp_path / "test_peer.py").read_text().startswith("from safetensors import")
+    # run from above a copy named tests, as the peers run theirs; a file
+    # named on the command line is found in the copy
+    (tmp_path / "test_cwd.py").write_text(
+        "import os\n"
+        "def test_cwd():\n"
+        "    assert os.path.isdir('./tests/data')\n")
+    (tmp_path / "data").mkdir()
+    assert tool.main(["safetensors", str(tmp_path), "test_cwd.py"]) == 0
+    assert tool.main(["safetensors", str(tmp_path), "test_cwd.py::test_cwd", "-q"]) == 0
     empty = tmp_path / "empty"
     empty.mkdir()
     assert tool.main(["safetensors", str(empty)]) == 2

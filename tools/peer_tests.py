@@ -9,6 +9,10 @@ when that module has it; names it does not have (the peer's own helpers)
 stay imported from the peer, and each import is listed. Nothing else in the
 files changes.
 
+The copy is named ``tests`` and pytest runs from the folder above it, as
+the peers run their suites (safetensors' tests write ``./tests/data/...``);
+a file named on the command line is looked up in the copy.
+
     python tools/peer_tests.py safetensors PATH/TO/safetensors/bindings/python/tests \
         [-k EXPR] [pytest arguments ...]
 
@@ -87,11 +91,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no test_*.py under {args.tests}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix=f"{args.peer}-tests-") as scratch:
-        root = Path(scratch)
+        top = Path(scratch)
+        root = top / "tests"
+        root.mkdir()
         for f in args.tests.rglob("*"):
+            dest = root / f.relative_to(args.tests)
+            if f.is_dir():
+                dest.mkdir(parents=True, exist_ok=True)
             if not f.is_file():
                 continue
-            dest = root / f.relative_to(args.tests)
             dest.parent.mkdir(parents=True, exist_ok=True)
             if f.suffix != ".py":
                 shutil.copy2(f, dest)
@@ -100,8 +108,12 @@ def main(argv: list[str] | None = None) -> int:
             dest.write_text(text)
             for note in notes:
                 print(f"{f.relative_to(args.tests)}: {note}")
-        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *pytest_args]
-        return subprocess.call(cmd, cwd=root)
+        named = [f"tests/{a}" if not a.startswith("-") and (root / a.split("::")[0]).exists()
+                 else a for a in pytest_args]
+        if not any((top / a.split("::")[0]).exists() for a in named if not a.startswith("-")):
+            named.append("tests")
+        cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *named]
+        return subprocess.call(cmd, cwd=top)
 
 
 if __name__ == "__main__":

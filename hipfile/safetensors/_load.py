@@ -47,6 +47,29 @@ _BUFFERED_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "sshfs", "fuse.sshfs", "
                 "beegfs", "glusterfs", "ceph", "9p", "virtiofs", "tmpfs", "ramfs"}
 
 
+BACKENDS = ("mmap", "pread")
+
+
+def check_backend(backend: str | None) -> None:
+    """Check safetensors' ``backend`` keyword (``None``, ``"mmap"`` or
+    ``"pread"``). Either name loads the same way here: hipFile reads the
+    bytes, and no mapping of the file is made.
+
+    Raises
+    ------
+    TypeError
+        Not a string or ``None``.
+    ValueError
+        An unknown name.
+    """
+    if backend is None:
+        return
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a str or None, got {type(backend).__name__}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+
+
 def check_framework(framework: str) -> str:
     """The canonical framework name (``"hip"``, ``"torch"``, ``"numpy"``).
 

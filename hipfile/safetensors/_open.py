@@ -19,6 +19,7 @@ from hipfile.safetensors._header import (
     read_header,
 )
 from hipfile.safetensors._load import (
+    check_backend,
     check_framework,
     load_many,
     open_for_read,
@@ -182,6 +183,17 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         self._open_fh()
         return self._read(list(self._header.tensors.values()))
 
+    def get_tensors(self) -> dict[str, Any]:
+        """Every tensor, by name (safetensors' ``SafeOpen.get_tensors``); the
+        same as :meth:`load_all`.
+
+        Raises
+        ------
+        SafetensorsError
+            The file is closed.
+        """
+        return self.load_all()
+
     def close(self) -> None:
         """Deregister and close the file (idempotent)."""
         self._close_fh()
@@ -200,7 +212,15 @@ def safe_open(path: str | os.PathLike[str], framework: str = "hip", device: Any 
               task_size: int | None = None, reader: str = "auto",
               strict: bool = False) -> SafeOpen:
     """Open a file for lazy tensor access; see :class:`SafeOpen`. ``backend``
-    (safetensors' ``"mmap"``/``"pread"``) is accepted and has no effect."""
+    (safetensors' ``"mmap"``/``"pread"``) is checked and has no other effect:
+    hipFile reads either way.
+
+    Raises
+    ------
+    ValueError, TypeError
+        An unknown ``backend``, or what :class:`SafeOpen` raises.
+    """
+    check_backend(backend)
     return SafeOpen(path, framework, device, direct=direct, task_size=task_size,
                     reader=reader, strict=strict)
 

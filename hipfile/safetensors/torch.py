@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from hipfile.safetensors import load as _load
 from hipfile.safetensors import load_file as _load_file
 from hipfile.safetensors._header import SafetensorError
+from hipfile.safetensors._load import check_backend
 from hipfile.safetensors._save import save_file as _save_file
 from hipfile.safetensors._save import serialize
 
@@ -143,8 +144,9 @@ def load_file(filename: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
               progress: bool | None = None, strict: bool = False) -> dict[str, torch.Tensor]:
     """Tensors of a file, an index ``.json`` or a list of shards, on
     ``device`` (``safetensors.torch.load_file``); ``backend`` (safetensors'
-    ``"mmap"``/``"pread"``) is accepted and has no effect: hipFile reads;
-    the other keywords are :func:`hipfile.safetensors.load_file`'s.
+    ``"mmap"``/``"pread"``) is checked and has no other effect: hipFile
+    reads either way; the other keywords are
+    :func:`hipfile.safetensors.load_file`'s.
 
     Raises
     ------
@@ -153,8 +155,9 @@ def load_file(filename: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     FileNotFoundError, OSError, HipFileException
         A file cannot be read.
     ValueError, TypeError
-        A bad ``device``.
+        A bad ``device`` or ``backend``.
     """
+    check_backend(backend)
     return _load_file(filename, device, "torch", names=names, direct=direct,
                       progress=progress, strict=strict)
 
@@ -224,7 +227,8 @@ def load_model(model: torch.nn.Module, filename: str | os.PathLike[str], strict:
     has, when there is such); the others are not reported missing, and are
     reported unexpected when the file has them too.
 
-    ``backend`` is accepted for safetensors' signature and has no effect.
+    ``backend`` (safetensors' ``"mmap"``/``"pread"``) is checked and has no
+    other effect.
 
     Returns
     -------
@@ -235,8 +239,10 @@ def load_model(model: torch.nn.Module, filename: str | os.PathLike[str], strict:
     ------
     RuntimeError
         ``strict`` and a name is missing or unexpected.
+    ValueError, TypeError
+        A bad ``device`` or ``backend``.
     """
-    state = load_file(filename, device=device)
+    state = load_file(filename, device=device, backend=backend)
     drop = _duplicates(model.state_dict(), preferred=state)
     missing_keys, unexpected_keys = model.load_state_dict(state, strict=False)
     missing = set(missing_keys)
