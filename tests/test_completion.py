@@ -121,3 +121,14 @@ def test_bad_timeout_is_refused_alike(env: dict[str, Any], kind: str) -> None:
             getattr(handle, method)(-1)
         with pytest.raises(TypeError):
             getattr(handle, method)("1")
+
+
+def test_an_async_handle_never_submitted_is_not_waited_on(env: dict[str, Any]) -> None:
+    """An AsyncIOHandle made directly only holds values for the raw layer:
+    done() answers False, and wait, result, get and record_event refuse it
+    with ValueError rather than block or answer a count."""
+    handle = AsyncIOHandle(8, 0, 0)
+    assert handle.submitted is False and handle.done() is False
+    for call in (handle.wait, handle.result, handle.get, handle.record_event):
+        with pytest.raises(ValueError, match="never submitted"):
+            call()

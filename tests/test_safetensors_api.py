@@ -4,6 +4,7 @@ case it mirrors, plus sharded checkpoints, host loads and the staged reader."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -50,6 +51,25 @@ def test_deserialization_from_bytes() -> None:
     out = hnp.load(raw)
     assert list(out) == ["test"]
     assert out["test"].dtype == np.int32 and np.array_equal(out["test"], np.zeros((2, 2)))
+
+
+def test_numpy_load_names_a_dtype_numpy_lacks(tmp_path: Path) -> None:
+    """numpy has no BF16 or F8 type: hipfile.safetensors.numpy's load and
+    load_file raise SafetensorError naming the tensor and its dtype (the
+    reference's numpy loader fails with a bare KeyError there)."""
+    if importlib.util.find_spec("ml_dtypes") is not None:
+        pytest.skip("ml_dtypes is installed: numpy has these dtypes through it")
+    head = json.dumps({"b": {"dtype": "BF16", "shape": [2], "data_offsets": [0, 4]},
+                       "e": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [4, 6]},
+                       "i": {"dtype": "I16", "shape": [1], "data_offsets": [6, 8]}}).encode()
+    raw = struct.pack("<Q", len(head)) + head + bytes(8)
+    with pytest.raises(hnp.SafetensorError, match="tensor 'b': numpy has no dtype for BF16"):
+        hnp.load(raw)
+    path = tmp_path / "bf16.safetensors"
+    path.write_bytes(raw)
+    with pytest.raises(hnp.SafetensorError, match="numpy has no dtype for F8_E4M3"):
+        hnp.load_file(path, names=["e"])
+    assert hnp.load_file(path, names=["i"])["i"].dtype == np.int16
 
 
 def test_deserialization_metadata(tmp_path: Path) -> None:

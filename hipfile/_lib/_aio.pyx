@@ -498,6 +498,18 @@ cdef class AsyncIOHandle(_Completion):
 
         Recorded on first call (behind everything enqueued on the stream so
         far, so record it right after submitting). Owned by the handle.
+
+        Raises
+        ------
+        ValueError
+            The handle was never submitted (one made directly holds values
+            for the raw layer only).
+        ForkedProcessError
+            The operation was submitted in the parent of a ``fork``.
+
+        See Also
+        --------
+        hipEventRecord
         """
         if not self._submitted:
             raise ValueError("the handle was never submitted")
@@ -522,6 +534,8 @@ cdef class AsyncIOHandle(_Completion):
 
         Raises
         ------
+        ValueError
+            The handle was never submitted (as :meth:`record_event`).
         TimeoutError
             Not complete within ``timeout``.
         TypeError, ValueError

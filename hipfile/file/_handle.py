@@ -204,10 +204,18 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
         Raises
         ------
+        IsADirectoryError
+            The path, or the descriptor given to :meth:`from_fd`, is a
+            directory.
         OSError
             ``os.open`` failed.
         HipFileException
-            Registration failed (the descriptor is closed again).
+            Registration failed (a descriptor it opened is closed again; one
+            given to :meth:`from_fd` stays open).
+
+        See Also
+        --------
+        hipFileHandleRegister
         """
         if self.handle is not None:
             return self

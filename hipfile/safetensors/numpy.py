@@ -58,7 +58,8 @@ def load(data: bytes) -> dict[str, np.ndarray]:
     Raises
     ------
     SafetensorError
-        Malformed bytes.
+        Malformed bytes, or a tensor whose dtype numpy has no type for
+        (``BF16`` and the ``F8`` types, unless ``ml_dtypes`` is installed).
     """
     return _load(data, "numpy", "cpu")
 
@@ -73,7 +74,8 @@ def load_file(filename: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     Raises
     ------
     SafetensorError
-        A malformed file.
+        A malformed file, or a tensor read whose dtype numpy has no type
+        for (as :func:`load`).
     FileNotFoundError, OSError
         A file cannot be read.
     """
