@@ -68,9 +68,13 @@ class StreamBlocker:
         self.entered = threading.Event()
         self.returned = threading.Event()      # for diagnosis: the hold ended
 
+        self.hold: tuple[bool, float] | None = None  # for diagnosis: (released, seconds)
+
         def body(_arg: int | None) -> None:
             self.entered.set()
-            self.release_event.wait(30)
+            t0 = time.monotonic()
+            released = self.release_event.wait(30)
+            self.hold = (released, time.monotonic() - t0)
             self.returned.set()
 
         self._fn = _HOST_FN(body)
@@ -175,6 +179,7 @@ def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechani
             held = not blocker.returned.is_set()
             assert not h.done(), (f"done before the stream passed (flags: {flags}, "
                                   f"host function still holding: {held}, "
+                                  f"its wait (released, seconds): {blocker.hold}, "
                                   f"hipStreamQuery: {query!r})")
             assert h.bytes_done is None
             assert h.calls == 0, "the engine touched the file before the stream passed"
