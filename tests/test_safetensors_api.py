@@ -256,6 +256,101 @@ def test_backends_and_get_tensors(tmp_path: Path) -> None:
         f.get_tensors()
 
 
+def _specs(module: Any, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {k: module.TensorSpec(dtype=a.dtype.name, shape=a.shape, data_ptr=a.ctypes.data,
+                                 data_len=a.nbytes) for k, a in arrays.items()}
+
+
+def test_tensor_spec_serializes_as_the_reference(tmp_path: Path) -> None:
+    """Mirrors test_threadable.py and test_simple.py's TensorSpec cases:
+    serialize/serialize_file of TensorSpecs give safetensors' bytes, and
+    deserialize gives its entries."""
+    rng = np.random.default_rng(7)
+    arrays = {"w": rng.standard_normal((33, 7)).astype(np.float32),
+              "i": rng.integers(-9, 9, 13).astype(np.int8),
+              "flag": np.array(True), "empty": np.zeros((0, 4), np.float64),
+              "u": rng.integers(0, 9, (2, 2, 2)).astype(np.uint16)}
+    ours, ref = _specs(hst, arrays), _specs(st, arrays)
+    assert {k: repr(v) for k, v in ours.items()} == {k: repr(v) for k, v in ref.items()}
+    assert ours["w"].dtype == "F32" and ours["w"].shape == [33, 7]
+    assert ours["w"].data_len == arrays["w"].nbytes
+    want = st.serialize(ref, {"k": "v"})
+    assert hst.serialize(ours, {"k": "v"}) == want
+    hst.serialize_file(ours, tmp_path / "s.safetensors", {"k": "v"})
+    assert (tmp_path / "s.safetensors").read_bytes() == want
+    assert dict(hst.deserialize(want)) == dict(st.deserialize(want))
+    names = [n for n, _ in hst.deserialize(want)]
+    assert names == list(hst.read_header(tmp_path / "s.safetensors").tensors)  # file order
+    # packed F4: the storage shape's last axis is doubled, as the reference does
+    f4 = hst.TensorSpec(dtype="float4_e2m1fn_x2", shape=(2, 3), data_ptr=0, data_len=0)
+    assert f4.shape == st.TensorSpec(dtype="float4_e2m1fn_x2", shape=(2, 3), data_ptr=0,
+                                     data_len=0).shape == [2, 6]
+
+
+def test_serialize_file_from_threads(tmp_path: Path) -> None:
+    """Mirrors test_threadable.py: threads serializing the same specs at
+    once each write a whole, correct file."""
+    import threading
+
+    arrays = {"a": np.arange(1 << 18, dtype=np.float32), "b": np.arange(1 << 16, dtype=np.int8)}
+    specs = _specs(hst, arrays)
+    paths = [tmp_path / f"t{i}.safetensors" for i in range(4)]
+    errors: list[BaseException] = []
+
+    def save(p: Path) -> None:
+        try:
+            hst.serialize_file(specs, p)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=save, args=(p,)) for p in paths]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    for p in paths:
+        got = hnp.load_file(p)
+        assert all(np.array_equal(got[k], v) for k, v in arrays.items()), p
+    assert sorted(os.listdir(tmp_path)) == sorted(p.name for p in paths)  # no temporaries
+
+
+def test_tensor_spec_bad_values() -> None:
+    """Mirrors test_simple.py's test_exception: an unknown dtype is refused
+    when the spec is made, a raw dict by serialize; and the other bad values
+    get clear errors rather than a read of a wild address."""
+    a = np.zeros(4, np.float32)
+    with pytest.raises(hst.SafetensorError, match="nonsense"):
+        hst.TensorSpec(dtype="nonsense", shape=[1], data_ptr=0, data_len=0)
+    with pytest.raises(hst.SafetensorError, match="F32"):
+        hst.TensorSpec(dtype="F32", shape=[1], data_ptr=0, data_len=0)  # the file's name
+    with pytest.raises(TypeError, match="dtype"):
+        hst.TensorSpec(dtype=3, shape=[1], data_ptr=0, data_len=0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="shape"):
+        hst.TensorSpec(dtype="float32", shape=[2.0], data_ptr=0, data_len=0)  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="shape"):
+        hst.TensorSpec(dtype="float32", shape=[-1], data_ptr=0, data_len=0)
+    with pytest.raises(ValueError, match="data_ptr"):
+        hst.TensorSpec(dtype="float32", shape=[1], data_ptr=-1, data_len=4)
+    with pytest.raises(TypeError, match="data_len"):
+        hst.TensorSpec(dtype="float32", shape=[1], data_ptr=0, data_len="4")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        hst.TensorSpec("float32", [1], 0, 4)  # type: ignore[misc]  # keywords only
+    with pytest.raises(TypeError, match="TensorSpec"):
+        hst.serialize({"test": {"dtype": "float32", "shape": [1], "data_ptr": 0,
+                                "data_len": 0}})
+    short = hst.TensorSpec(dtype="float32", shape=[4], data_ptr=a.ctypes.data, data_len=12)
+    with pytest.raises(hst.SafetensorError, match="12 bytes"):
+        hst.serialize({"a": short})
+    null = hst.TensorSpec(dtype="float32", shape=[4], data_ptr=0, data_len=16)
+    with pytest.raises(ValueError, match="null"):
+        hst.serialize({"a": null})
+    with pytest.raises(TypeError, match="bytes"):
+        hst.deserialize(bytearray(8))  # type: ignore[arg-type]
+    with pytest.raises(hst.SafetensorError):
+        hst.deserialize(b"abc")
+
+
 # --------------------------------------------------------------------------
 # frameworks and devices
 # --------------------------------------------------------------------------

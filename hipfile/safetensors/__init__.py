@@ -103,7 +103,7 @@ from hipfile.safetensors._read import (
     read_ranges,
     read_ranges_stream,
 )
-from hipfile.safetensors._save import save_file, serialize
+from hipfile.safetensors._save import TensorSpec, save_file, serialize, serialize_file
 
 __all__ = [
     "ALIGNMENT",
@@ -124,8 +124,10 @@ __all__ = [
     "SafetensorsError",
     "TensorInfo",
     "TensorNotFoundError",
+    "TensorSpec",
     "build_header",
     "cached_fraction",
+    "deserialize",
     "load",
     "load_file",
     "parse_device",
@@ -139,6 +141,7 @@ __all__ = [
     "save",
     "save_file",
     "serialize",
+    "serialize_file",
 ]
 
 
@@ -238,8 +241,6 @@ def load(data: bytes | bytearray | memoryview, framework: str = "numpy",
     ValueError
         ``framework="hip"``: use :func:`load_file`.
     """
-    import struct
-
     import numpy as np
 
     fw = check_framework(framework)
@@ -247,14 +248,7 @@ def load(data: bytes | bytearray | memoryview, framework: str = "numpy",
         raise ValueError("load(bytes) returns host tensors: framework must be 'pt' or 'np'")
     dev = parse_device(device, fw)
     view = memoryview(data).cast("B")
-    if len(view) < 8:
-        raise SafetensorsError(f"{len(view)} bytes are too short for a header")
-    (n,) = struct.unpack("<Q", view[:8])
-    if n > MAX_HEADER_SIZE:
-        raise SafetensorsError(f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit")
-    if 8 + n > len(view):
-        raise SafetensorsError(f"header length {n} does not fit in {len(view)} bytes")
-    header = parse_header(bytes(view[8:8 + n]), len(view), strict=strict)
+    header = _header_of_bytes(view, strict)
     flat = np.frombuffer(view, np.uint8)[header.data_offset:].copy()
     out: dict[str, Any] = {}
     owner: Any = flat
@@ -267,6 +261,41 @@ def load(data: bytes | bytearray | memoryview, framework: str = "numpy",
     if fw == "torch" and not dev.is_cpu:
         out = {k: v.to(dev.torch()) for k, v in out.items()}
     return out
+
+
+def _header_of_bytes(view: memoryview, strict: bool) -> Header:
+    import struct
+
+    if len(view) < 8:
+        raise SafetensorsError(f"{len(view)} bytes are too short for a header")
+    (n,) = struct.unpack("<Q", view[:8])
+    if n > MAX_HEADER_SIZE:
+        raise SafetensorsError(f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit")
+    if 8 + n > len(view):
+        raise SafetensorsError(f"header length {n} does not fit in {len(view)} bytes")
+    return parse_header(bytes(view[8:8 + n]), len(view), strict=strict)
+
+
+def deserialize(data: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """The tensors of a file's bytes, as safetensors' ``deserialize`` gives
+    them: ``[(name, {"dtype": "F32", "shape": [2, 3], "data": bytearray}),
+    ...]`` in file order, each ``data`` a copy.
+
+    Raises
+    ------
+    TypeError
+        ``data`` is not ``bytes`` (as safetensors).
+    SafetensorsError
+        Malformed bytes.
+    """
+    if not isinstance(data, bytes):
+        raise TypeError(f"data must be bytes, got {type(data).__name__}")
+    view = memoryview(data)
+    header = _header_of_bytes(view, False)
+    base = header.data_offset
+    return [(t.name, {"dtype": t.dtype.name, "shape": list(t.shape),
+                      "data": bytearray(view[base + t.begin:base + t.end])})
+            for t in header.tensors.values()]
 
 
 def save(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> bytes:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
+import operator
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hipfile.buffer import Buffer
@@ -24,6 +27,95 @@ from hipfile.safetensors._read import (
 # --------------------------------------------------------------------------
 # What a tensor is
 # --------------------------------------------------------------------------
+
+_BY_FRAMEWORK_NAME = {d.torch: d for d in DTYPES.values() if d.torch is not None}
+
+
+def _count(what: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{what} must be an int, got bool")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}") from None
+    if n < 0:
+        raise ValueError(f"{what} must be >= 0, got {n}")
+    return n
+
+
+class TensorSpec:
+    """A tensor given by the address of its bytes in host memory, for
+    :func:`serialize` and :func:`serialize_file` (safetensors'
+    ``TensorSpec``; keyword arguments only, as there).
+
+    Parameters
+    ----------
+    dtype
+        The dtype as frameworks name it (``"float32"``, ``"bfloat16"``,
+        ``"float8_e4m3fn"``, ``"float4_e2m1fn_x2"``, ...); :attr:`dtype`
+        gives the file's name (``"F32"``).
+    shape
+        Elements along each axis. For ``"float4_e2m1fn_x2"`` (two values per
+        byte) the storage shape a framework reports is taken and the last
+        axis doubled, as safetensors does.
+    data_ptr
+        Address of the bytes, in host memory. They are read when the spec is
+        serialized, so they must stay alive until then.
+    data_len
+        Bytes at ``data_ptr``; serializing checks it against dtype and shape.
+
+    Raises
+    ------
+    SafetensorsError
+        An unknown dtype name.
+    TypeError
+        A dtype that is not a string, or a count that is not an int.
+    ValueError
+        A negative count.
+    """
+
+    __slots__ = ("_data_len", "_data_ptr", "_dtype", "_shape")
+
+    def __init__(self, *, dtype: str, shape: Iterable[int], data_ptr: int,
+                 data_len: int) -> None:
+        if not isinstance(dtype, str):
+            raise TypeError(f"dtype must be a str, got {type(dtype).__name__}")
+        found = _BY_FRAMEWORK_NAME.get(dtype)
+        if found is None:
+            raise SafetensorsError(f"Unknown dtype {dtype!r}. Supported dtypes: "
+                                   f"{', '.join(_BY_FRAMEWORK_NAME)}")
+        dims = [_count("shape", n) for n in shape]
+        if found.name == "F4" and dims:
+            dims[-1] *= 2
+        self._dtype = found
+        self._shape = tuple(dims)
+        self._data_ptr = _count("data_ptr", data_ptr)
+        self._data_len = _count("data_len", data_len)
+
+    @property
+    def dtype(self) -> str:
+        """The dtype's name in the file (``"F32"``)."""
+        return self._dtype.name
+
+    @property
+    def shape(self) -> list[int]:
+        """Elements along each axis, as the header records them."""
+        return list(self._shape)
+
+    @property
+    def data_ptr(self) -> int:
+        """Address of the bytes."""
+        return self._data_ptr
+
+    @property
+    def data_len(self) -> int:
+        """Bytes at :attr:`data_ptr`."""
+        return self._data_len
+
+    def __repr__(self) -> str:
+        return (f"TensorSpec(dtype={self.dtype!r}, shape={self.shape}, "
+                f"data_ptr={self._data_ptr}, data_len={self._data_len})")
+
 
 
 def _torch_dtype(name: str, obj: Any) -> Dtype:
@@ -54,9 +146,20 @@ def describe(name: str, obj: Any) -> tuple[Dtype, tuple[int, ...], int, Any, Any
     ------
     SafetensorsError
         A dtype that cannot be told, a non-contiguous torch tensor.
+    TypeError
+        A dict (safetensors before 0.8 took one; now a :class:`TensorSpec`).
     """
     if isinstance(obj, DeviceTensor):
         return obj.dtype, obj.shape, obj.nbytes, obj, None
+    if isinstance(obj, TensorSpec):
+        n = obj.data_len
+        if n and not obj.data_ptr:
+            raise ValueError(f"tensor {name!r}: data_ptr is null with {n} bytes to read")
+        host = memoryview((ctypes.c_char * n).from_address(obj.data_ptr)).cast("B") if n else b""
+        return obj._dtype, obj._shape, n, None, host
+    if isinstance(obj, Mapping):
+        raise TypeError(f"tensor {name!r}: a dict is not a tensor; describe raw bytes with "
+                        "TensorSpec(dtype=..., shape=..., data_ptr=..., data_len=...)")
     mod = type(obj).__module__
     if mod.startswith("torch"):
         d = _torch_dtype(name, obj)
@@ -134,7 +237,7 @@ def serialize(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = N
 
     Raises
     ------
-    SafetensorsError
+    SafetensorsError, TypeError, ValueError
         As :func:`save_file`.
     """
     head, sources = _prepare(tensors, metadata)
@@ -176,8 +279,9 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
     ----------
     tensors
         Name to :class:`DeviceTensor`, ``torch.Tensor`` (GPU or CPU),
-        ``numpy.ndarray``, or any device array with an unambiguous
-        ``__cuda_array_interface__`` typestr.
+        ``numpy.ndarray``, :class:`TensorSpec` (host bytes by address), or
+        any device array with an unambiguous ``__cuda_array_interface__``
+        typestr.
     path
         The file to write.
     metadata
@@ -188,7 +292,12 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
     Raises
     ------
     SafetensorsError
-        A tensor whose dtype or shape cannot be told, a bad name or metadata.
+        A tensor whose dtype or shape cannot be told, a size that does not
+        match its dtype and shape, a bad name or metadata.
+    TypeError
+        A value that is a dict (see :class:`TensorSpec`).
+    ValueError
+        A :class:`TensorSpec` with a null address and bytes to read.
     OSError, HipFileException
         The file cannot be written.
 
@@ -198,7 +307,7 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
     """
     head, sources = _prepare(tensors, metadata)
     task = _task_size(task_size)
-    tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+    tmp = f"{os.fspath(path)}.tmp{os.getpid()}.{threading.get_ident()}"
     on_device = any(dev is not None and nbytes for nbytes, dev, _ in sources)
     try:
         fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -236,6 +345,20 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
         except OSError:
             pass
         raise
+
+
+def serialize_file(tensor_dict: Mapping[str, Any], filename: str | os.PathLike[str],
+                   metadata: Mapping[str, str] | None = None) -> None:
+    """safetensors' ``serialize_file``: :func:`save_file` under its name
+    and argument names (values are usually :class:`TensorSpec`; tensors are
+    taken too). The writes release the GIL, so threads save at once.
+
+    Raises
+    ------
+    SafetensorsError, TypeError, ValueError, OSError, HipFileException
+        As :func:`save_file`.
+    """
+    save_file(tensor_dict, filename, metadata)
 
 
 def _pwrite_all(fd: int, data: Any, pos: int) -> None:
