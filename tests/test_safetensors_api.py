@@ -342,6 +342,8 @@ def test_tensor_spec_bad_values() -> None:
     short = hst.TensorSpec(dtype="float32", shape=[4], data_ptr=a.ctypes.data, data_len=12)
     with pytest.raises(hst.SafetensorError, match="12 bytes"):
         hst.serialize({"a": short})
+    with pytest.raises(AttributeError, match="immutable"):
+        short.data_len = 16  # type: ignore[misc]
     null = hst.TensorSpec(dtype="float32", shape=[4], data_ptr=0, data_len=16)
     with pytest.raises(ValueError, match="null"):
         hst.serialize({"a": null})

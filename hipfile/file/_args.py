@@ -4,6 +4,7 @@ calls."""
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from typing import TYPE_CHECKING, Any, Union
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from hipfile.engine import StreamIOHandle
 
 __all__ = ["MODES", "O_DIRECT", "Ranges", "buffered_twin", "fourth_argument", "is_direct",
-           "is_read_only", "mode_string", "one_group", "parse_mode"]
+           "is_read_only", "mode_string", "one_group", "parse_mode", "raise_if_read_only"]
 
 #: ``os.O_DIRECT`` where the platform has it (0 elsewhere).
 O_DIRECT: int = getattr(os, "O_DIRECT", 0)
@@ -121,6 +122,16 @@ def is_read_only(fd: int) -> bool:
         return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE == os.O_RDONLY
     except OSError:
         return False
+
+
+def raise_if_read_only(fd: int | None, mode: str, path: Any, exc: OSError) -> None:
+    """A write failed with ``exc``: if ``fd`` is read-only, raise an
+    ``EBADF`` :class:`OSError` that says so, with ``exc`` (the library's own
+    error, which may be another errno) as its cause; else return."""
+    if fd is not None and is_read_only(fd):
+        raise OSError(errno.EBADF, f"cannot write: the file was opened read-only "
+                      f"(mode {mode!r}); open it with 'r+' or 'w' to write",
+                      os.fspath(path) if path is not None else None) from exc
 
 
 def one_group(handles: list[StreamIOHandle], name: str) -> StreamIOHandle:

@@ -22,10 +22,10 @@ from hipfile.file._args import (
     buffered_twin,
     fourth_argument,
     is_direct,
-    is_read_only,
     mode_string,
     one_group,
     parse_mode,
+    raise_if_read_only,
 )
 
 if TYPE_CHECKING:
@@ -387,7 +387,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
                                      buffer_offset)
             except OSError as exc:
                 if write and exc.errno == errno.EBADF:
-                    self._raise_if_read_only(exc)
+                    raise_if_read_only(self._fd, self.mode, self._path, exc)
                 raise
         handle = self.handle
         assert handle is not None
@@ -397,17 +397,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         except OSError as exc:
             # EBADF from POSIX; libraries answer otherwise (cuFile: EIO)
             if write:
-                self._raise_if_read_only(exc)
+                raise_if_read_only(self._fd, self.mode, self._path, exc)
             raise
-
-    def _raise_if_read_only(self, exc: OSError) -> None:
-        """A write failed: if the descriptor is read-only, raise an
-        ``EBADF`` :class:`OSError` that says so (the library's own error,
-        which may be another errno, is its cause)."""
-        if self._fd is not None and is_read_only(self._fd):
-            raise OSError(errno.EBADF, f"cannot write: the file was opened read-only "
-                          f"(mode {self.mode!r}); open it with 'r+' or 'w' to write",
-                          os.fspath(self._path) if self._path is not None else None) from exc
 
     def read(self, buffer: Any, size: int | None = None, file_offset: int = 0,
              buffer_offset: int = 0, *, task_size: int | None = None) -> int:

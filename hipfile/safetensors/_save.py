@@ -64,6 +64,13 @@ class TensorSpec:
     data_len
         Bytes at ``data_ptr``; serializing checks it against dtype and shape.
 
+    Attributes
+    ----------
+    dtype : str
+        The dtype's name in the file (``"F32"``).
+    data_ptr, data_len : int
+        As given.
+
     Raises
     ------
     SafetensorsError
@@ -74,7 +81,13 @@ class TensorSpec:
         A negative count.
     """
 
-    __slots__ = ("_data_len", "_data_ptr", "_dtype", "_shape")
+    __slots__ = ("_dtype", "_shape", "data_len", "data_ptr", "dtype")
+
+    dtype: str
+    data_ptr: int
+    data_len: int
+    _dtype: Dtype
+    _shape: tuple[int, ...]
 
     def __init__(self, *, dtype: str, shape: Iterable[int], data_ptr: int,
                  data_len: int) -> None:
@@ -87,34 +100,22 @@ class TensorSpec:
         dims = [_count("shape", n) for n in shape]
         if found.name == "F4" and dims:
             dims[-1] *= 2
-        self._dtype = found
-        self._shape = tuple(dims)
-        self._data_ptr = _count("data_ptr", data_ptr)
-        self._data_len = _count("data_len", data_len)
+        for name, value in (("_dtype", found), ("_shape", tuple(dims)), ("dtype", found.name),
+                            ("data_ptr", _count("data_ptr", data_ptr)),
+                            ("data_len", _count("data_len", data_len))):
+            object.__setattr__(self, name, value)
 
-    @property
-    def dtype(self) -> str:
-        """The dtype's name in the file (``"F32"``)."""
-        return self._dtype.name
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"TensorSpec is immutable (cannot set {name!r})")
 
     @property
     def shape(self) -> list[int]:
-        """Elements along each axis, as the header records them."""
+        """Elements along each axis, as the header records them (a new list)."""
         return list(self._shape)
-
-    @property
-    def data_ptr(self) -> int:
-        """Address of the bytes."""
-        return self._data_ptr
-
-    @property
-    def data_len(self) -> int:
-        """Bytes at :attr:`data_ptr`."""
-        return self._data_len
 
     def __repr__(self) -> str:
         return (f"TensorSpec(dtype={self.dtype!r}, shape={self.shape}, "
-                f"data_ptr={self._data_ptr}, data_len={self._data_len})")
+                f"data_ptr={self.data_ptr}, data_len={self.data_len})")
 
 
 
