@@ -287,6 +287,30 @@ def test_tensor_spec_serializes_as_the_reference(tmp_path: Path) -> None:
                                      data_len=0).shape == [2, 6]
 
 
+def test_tensor_spec_of_device_memory(tmp_path: Path) -> None:
+    """Beyond the reference (which reads every address on the host): a
+    TensorSpec of device memory is copied or written from the device."""
+    from _util import device_array, to_device
+
+    data = np.random.default_rng(3).standard_normal(4096).astype(np.float32)
+    host = np.arange(10, dtype=np.int16)
+    want = stn.save({"d": data, "h": host})
+    with device_array(data.nbytes) as dev:
+        to_device(dev, data.view(np.uint8))
+        specs = {"d": hst.TensorSpec(dtype="float32", shape=[4096], data_ptr=int(dev),
+                                     data_len=data.nbytes),
+                 "h": hst.TensorSpec(dtype="int16", shape=[10], data_ptr=host.ctypes.data,
+                                     data_len=host.nbytes)}
+        # the route: device bytes through the runtime (on a GPU, a host read
+        # of that address would fault), host bytes read in place
+        from hipfile.safetensors._save import _device_memory
+
+        assert _device_memory(int(dev)) and not _device_memory(host.ctypes.data)
+        assert hst.serialize(specs) == want
+        hst.serialize_file(specs, tmp_path / "d.safetensors")
+    assert (tmp_path / "d.safetensors").read_bytes() == want
+
+
 def test_serialize_file_from_threads(tmp_path: Path) -> None:
     """Mirrors test_threadable.py: threads serializing the same specs at
     once each write a whole, correct file."""

@@ -44,9 +44,9 @@ def _count(what: str, value: Any) -> int:
 
 
 class TensorSpec:
-    """A tensor given by the address of its bytes in host memory, for
-    :func:`serialize` and :func:`serialize_file` (safetensors'
-    ``TensorSpec``; keyword arguments only, as there).
+    """A tensor given by the address of its bytes, for :func:`serialize`
+    and :func:`serialize_file` (safetensors' ``TensorSpec``; keyword
+    arguments only, as there).
 
     Parameters
     ----------
@@ -59,8 +59,11 @@ class TensorSpec:
         byte) the storage shape a framework reports is taken and the last
         axis doubled, as safetensors does.
     data_ptr
-        Address of the bytes, in host memory. They are read when the spec is
-        serialized, so they must stay alive until then.
+        Address of the bytes: host memory, or device memory (the HIP
+        runtime's pointer attributes tell them apart; device bytes are
+        written with hipFile, where safetensors would read the address on
+        the host). They are read when the spec is serialized, so they must
+        stay alive until then.
     data_len
         Bytes at ``data_ptr``; serializing checks it against dtype and shape.
 
@@ -119,6 +122,24 @@ class TensorSpec:
 
 
 
+def _device_memory(ptr: int) -> bool:
+    """Whether the HIP runtime knows ``ptr`` as device memory (which the host
+    cannot read); False when there is no runtime to ask.
+
+    See Also
+    --------
+    hipPointerGetAttributes
+    """
+    try:
+        from hipfile import _hip
+
+        hip: Any = _hip.hip
+        err, attrs = hip.hipPointerGetAttributes(ptr)
+        return bool(err == hip.hipError_t.hipSuccess and int(attrs.type) == 2)
+    except Exception:  # no runtime, or one that cannot tell: host memory
+        return False
+
+
 def _torch_dtype(name: str, obj: Any) -> Dtype:
     tname = str(obj.dtype).removeprefix("torch.")
     for d in DTYPES.values():
@@ -156,6 +177,8 @@ def describe(name: str, obj: Any) -> tuple[Dtype, tuple[int, ...], int, Any, Any
         n = obj.data_len
         if n and not obj.data_ptr:
             raise ValueError(f"tensor {name!r}: data_ptr is null with {n} bytes to read")
+        if n and _device_memory(obj.data_ptr):
+            return obj._dtype, obj._shape, n, (Buffer(obj.data_ptr, n), obj), None
         host = memoryview((ctypes.c_char * n).from_address(obj.data_ptr)).cast("B") if n else b""
         return obj._dtype, obj._shape, n, None, host
     if isinstance(obj, Mapping):
