@@ -28,8 +28,27 @@ import hipfile
 from hipfile import platforms
 from hipfile._lib import _hipfile
 
-cufile: Any = pytest.importorskip("cuda.bindings.cufile",
-                                  reason="hip-python-interop is not installed")
+
+def _interop_installed() -> bool:
+    """Whether ``cuda.bindings.cufile`` is hip-python-interop's (NVIDIA's own
+    cuda-python, which CUDA builds of torch install, loads CUDA's libraries)."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        dist = importlib.metadata.distribution("hip-python-interop")
+        spec = importlib.util.find_spec("cuda.bindings.cufile")
+    except (importlib.metadata.PackageNotFoundError, ImportError):
+        return False
+    if spec is None or spec.origin is None:
+        return False
+    origin = Path(spec.origin).resolve()
+    return any(Path(str(dist.locate_file(f))).resolve() == origin for f in dist.files or [])
+
+
+if not _interop_installed():
+    pytest.skip("hip-python-interop is not installed", allow_module_level=True)
+cufile: Any = pytest.importorskip("cuda.bindings.cufile")
 cuda: Any = pytest.importorskip("cuda.bindings.driver")
 
 pytestmark = pytest.mark.skipif(platforms.active() == "cuda",
