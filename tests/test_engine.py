@@ -66,16 +66,14 @@ class StreamBlocker:
     def __init__(self, stream: object) -> None:
         self.release_event = threading.Event()
         self.entered = threading.Event()
-        self.returned = threading.Event()      # for diagnosis: the hold ended
-
-        self.hold: tuple[bool, float] | None = None  # for diagnosis: (released, seconds)
+        # for diagnosis: (released, seconds held) once the hold has ended
+        self.hold: tuple[bool, float] | None = None
 
         def body(_arg: int | None) -> None:
             self.entered.set()
             t0 = time.monotonic()
             released = self.release_event.wait(30)
             self.hold = (released, time.monotonic() - t0)
-            self.returned.set()
 
         self._fn = _HOST_FN(body)
         addr = ctypes.cast(self._fn, ctypes.c_void_p).value
@@ -176,7 +174,7 @@ def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechani
             time.sleep(0.2)
             flags = h._flag_values()     # before done(), which gives them back
             query = hip.hipStreamQuery(nb_stream)[0]
-            held = not blocker.returned.is_set()
+            held = blocker.hold is None
             assert not h.done(), (f"done before the stream passed (flags: {flags}, "
                                   f"host function still holding: {held}, "
                                   f"its wait (released, seconds): {blocker.hold}, "

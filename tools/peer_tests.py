@@ -93,21 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix=f"{args.peer}-tests-") as scratch:
         top = Path(scratch)
         root = top / "tests"
-        root.mkdir()
-        for f in args.tests.rglob("*"):
-            dest = root / f.relative_to(args.tests)
-            if f.is_dir():
-                dest.mkdir(parents=True, exist_ok=True)
-            if not f.is_file():
-                continue
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if f.suffix != ".py":
-                shutil.copy2(f, dest)
-                continue
+        shutil.copytree(args.tests, root)
+        for f in sorted(root.rglob("*.py")):
             text, notes = rewrite(f.read_text(), args.peer)
-            dest.write_text(text)
+            f.write_text(text)
             for note in notes:
-                print(f"{f.relative_to(args.tests)}: {note}")
+                print(f"{f.relative_to(root)}: {note}")
         named = [f"tests/{a}" if not a.startswith("-") and (root / a.split("::")[0]).exists()
                  else a for a in pytest_args]
         if not any((top / a.split("::")[0]).exists() for a in named if not a.startswith("-")):

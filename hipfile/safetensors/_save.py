@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import ctypes
-import operator
 import os
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from hipfile._interop import as_int, pointer_view
 from hipfile.buffer import Buffer
 from hipfile.driver import process_driver
 from hipfile.file import FileHandle
@@ -32,12 +31,7 @@ _BY_FRAMEWORK_NAME = {d.torch: d for d in DTYPES.values() if d.torch is not None
 
 
 def _count(what: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{what} must be an int, got bool")
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{what} must be an int, got {type(value).__name__}") from None
+    n = as_int(value, what)
     if n < 0:
         raise ValueError(f"{what} must be >= 0, got {n}")
     return n
@@ -121,7 +115,6 @@ class TensorSpec:
                 f"data_ptr={self.data_ptr}, data_len={self.data_len})")
 
 
-
 def _device_memory(ptr: int) -> bool:
     """Whether the HIP runtime knows ``ptr`` as device memory (which the host
     cannot read); False when there is no runtime to ask.
@@ -135,7 +128,8 @@ def _device_memory(ptr: int) -> bool:
 
         hip: Any = _hip.hip
         err, attrs = hip.hipPointerGetAttributes(ptr)
-        return bool(err == hip.hipError_t.hipSuccess and int(attrs.type) == 2)
+        return bool(err == hip.hipError_t.hipSuccess
+                    and int(attrs.type) == int(hip.hipMemoryType.hipMemoryTypeDevice))
     except Exception:  # no runtime, or one that cannot tell: host memory
         return False
 
@@ -170,6 +164,8 @@ def describe(name: str, obj: Any) -> tuple[Dtype, tuple[int, ...], int, Any, Any
         A dtype that cannot be told, a non-contiguous torch tensor.
     TypeError
         A dict (safetensors before 0.8 took one; now a :class:`TensorSpec`).
+    ValueError
+        A :class:`TensorSpec` with a null address and bytes to read.
     """
     if isinstance(obj, DeviceTensor):
         return obj.dtype, obj.shape, obj.nbytes, obj, None
@@ -179,8 +175,7 @@ def describe(name: str, obj: Any) -> tuple[Dtype, tuple[int, ...], int, Any, Any
             raise ValueError(f"tensor {name!r}: data_ptr is null with {n} bytes to read")
         if n and _device_memory(obj.data_ptr):
             return obj._dtype, obj._shape, n, (Buffer(obj.data_ptr, n), obj), None
-        host = memoryview((ctypes.c_char * n).from_address(obj.data_ptr)).cast("B") if n else b""
-        return obj._dtype, obj._shape, n, None, host
+        return obj._dtype, obj._shape, n, None, pointer_view(obj.data_ptr, n) if n else b""
     if isinstance(obj, Mapping):
         raise TypeError(f"tensor {name!r}: a dict is not a tensor; describe raw bytes with "
                         "TensorSpec(dtype=..., shape=..., data_ptr=..., data_len=...)")
