@@ -356,6 +356,10 @@ def test_tensor_spec_bad_values() -> None:
         hst.TensorSpec(dtype="float32", shape=[-1], data_ptr=0, data_len=0)
     with pytest.raises(ValueError, match="data_ptr"):
         hst.TensorSpec(dtype="float32", shape=[1], data_ptr=-1, data_len=4)
+    with pytest.raises(ValueError, match="out of range"):
+        hst.TensorSpec(dtype="uint8", shape=[1 << 63], data_ptr=4096, data_len=1 << 63)
+    with pytest.raises(ValueError, match=r"data_ptr .* out of range"):
+        hst.TensorSpec(dtype="uint8", shape=[1], data_ptr=1 << 64, data_len=1)
     with pytest.raises(TypeError, match="data_len"):
         hst.TensorSpec(dtype="float32", shape=[1], data_ptr=0, data_len="4")  # type: ignore[arg-type]
     with pytest.raises(TypeError):

@@ -30,10 +30,12 @@ from hipfile.safetensors._read import (
 _BY_FRAMEWORK_NAME = {d.torch: d for d in DTYPES.values() if d.torch is not None}
 
 
-def _count(what: str, value: Any) -> int:
+def _count(what: str, value: Any, bits: int = 63) -> int:
     n = as_int(value, what)
     if n < 0:
         raise ValueError(f"{what} must be >= 0, got {n}")
+    if n >> bits:
+        raise ValueError(f"{what} {n} is out of range (below 2**{bits})")
     return n
 
 
@@ -75,7 +77,8 @@ class TensorSpec:
     TypeError
         A dtype that is not a string, or a count that is not an int.
     ValueError
-        A negative count.
+        A negative count, an address of 2**64 or more, or a size of 2**63
+        or more.
     """
 
     __slots__ = ("_dtype", "_shape", "data_len", "data_ptr", "dtype")
@@ -98,7 +101,7 @@ class TensorSpec:
         if found.name == "F4" and dims:
             dims[-1] *= 2
         for name, value in (("_dtype", found), ("_shape", tuple(dims)), ("dtype", found.name),
-                            ("data_ptr", _count("data_ptr", data_ptr)),
+                            ("data_ptr", _count("data_ptr", data_ptr, 64)),
                             ("data_len", _count("data_len", data_len))):
             object.__setattr__(self, name, value)
 
