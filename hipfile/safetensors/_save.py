@@ -301,7 +301,7 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
     ----------
     tensors
         Name to :class:`DeviceTensor`, ``torch.Tensor`` (GPU or CPU),
-        ``numpy.ndarray``, :class:`TensorSpec` (host bytes by address), or
+        ``numpy.ndarray``, :class:`TensorSpec` (bytes by address), or
         any device array with an unambiguous ``__cuda_array_interface__``
         typestr.
     path
