@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import faulthandler
 import gc
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -61,13 +63,24 @@ def mechanism(request: pytest.FixtureRequest) -> Iterator[str]:
 
 class StreamBlocker:
     """Holds a stream in a host function until released, at the latest on
-    leaving its with-block (an earlier, slow operation on the caller's stream)."""
+    leaving its with-block (an earlier, slow operation on the caller's stream).
+
+    While it holds, the main thread must not enter a runtime call that waits
+    for the device (``hipFree``, ``hipHostFree``, a synchronisation): that
+    call would wait for this host function, which waits for the main thread.
+    For diagnosis it records the collector's runs during the hold (a
+    finalizer may free memory) and, if the hold lasts 5 s, every thread's
+    stack: :meth:`diagnosis` says both."""
 
     def __init__(self, stream: object) -> None:
         self.release_event = threading.Event()
         self.entered = threading.Event()
         # for diagnosis: (released, seconds held) once the hold has ended
         self.hold: tuple[bool, float] | None = None
+        self.collections: list[int] = []
+        self._stacks = tempfile.TemporaryFile("w+")
+        self._stacks_text = ""
+        self._lock = threading.Lock()
 
         def body(_arg: int | None) -> None:
             self.entered.set()
@@ -75,13 +88,42 @@ class StreamBlocker:
             released = self.release_event.wait(30)
             self.hold = (released, time.monotonic() - t0)
 
+        def collected(phase: str, info: dict[str, int]) -> None:
+            if phase == "start":
+                self.collections.append(info["generation"])
+
+        self._collected = collected
+        gc.callbacks.append(collected)
+        faulthandler.dump_traceback_later(5, file=self._stacks)
         self._fn = _HOST_FN(body)
         addr = ctypes.cast(self._fn, ctypes.c_void_p).value
         check(hip.hipLaunchHostFunc(stream, addr, 0))
         assert self.entered.wait(10), "the host function never ran"
 
     def release(self) -> None:
+        """Let the stream go (from any thread; again is a no-op)."""
         self.release_event.set()
+        with self._lock:
+            if self._stacks.closed:
+                return
+            faulthandler.cancel_dump_traceback_later()
+            with contextlib.suppress(ValueError):
+                gc.callbacks.remove(self._collected)
+            self._stacks.seek(0)
+            self._stacks_text = self._stacks.read()
+            self._stacks.close()
+
+    def diagnosis(self) -> str:
+        """The hold's record, the collector's runs during it, and the
+        stacks dumped if it lasted 5 s."""
+        with self._lock:
+            if not self._stacks.closed:
+                self._stacks.seek(0)
+                self._stacks_text = self._stacks.read()
+        return (f"host function still holding: {self.hold is None}, "
+                f"its wait (released, seconds): {self.hold}, "
+                f"collections during the hold (generation): {self.collections}"
+                + (f", stacks after 5 s:\n{self._stacks_text}" if self._stacks_text else ""))
 
     def __enter__(self) -> StreamBlocker:
         return self
@@ -170,15 +212,15 @@ def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechani
     path, data = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
         with StreamBlocker(nb_stream) as blocker:
+            t0 = time.monotonic()
             h = fh.pread_async(dev, N, 0, 0, nb_stream, ordered=False)
+            submit_s = time.monotonic() - t0
             time.sleep(0.2)
             flags = h._flag_values()     # before done(), which gives them back
             query = hip.hipStreamQuery(nb_stream)[0]
-            held = blocker.hold is None
             assert not h.done(), (f"done before the stream passed (flags: {flags}, "
-                                  f"host function still holding: {held}, "
-                                  f"its wait (released, seconds): {blocker.hold}, "
-                                  f"hipStreamQuery: {query!r})")
+                                  f"submit took {submit_s:.3f} s, "
+                                  f"hipStreamQuery: {query!r}, {blocker.diagnosis()})")
             assert h.bytes_done is None
             assert h.calls == 0, "the engine touched the file before the stream passed"
         assert h.wait(timeout=30) == N

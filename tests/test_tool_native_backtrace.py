@@ -1,6 +1,7 @@
 """tools/native_backtrace.c: preloaded into a Python process that crashes,
-it prints the native frames after faulthandler's Python stack, and the
-process still dies of the signal."""
+it prints the native frames first, then the handler the process installed
+(faulthandler's Python stack) runs, and the process still dies of the
+signal."""
 
 from __future__ import annotations
 
@@ -23,14 +24,17 @@ def preload(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("no C compiler")
     out = tmp_path_factory.mktemp("native") / "native_backtrace.so"
     subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-o", str(out),
-                    str(SOURCE)], check=True)
+                    str(SOURCE), "-ldl"], check=True)
     return out
 
 
-def _crash(preload: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+SEGV = "import ctypes; ctypes.string_at(0)"
+
+
+def _crash(preload: Path, *flags: str, code: str = SEGV) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     env["LD_PRELOAD"] = str(preload)
-    return subprocess.run([sys.executable, *flags, "-c", "import ctypes; ctypes.string_at(0)"],
+    return subprocess.run([sys.executable, *flags, "-c", code],
                           env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -44,11 +48,40 @@ def test_prints_native_frames_and_dies_of_the_signal(preload: Path) -> None:
     assert " r-xp " in got.stderr.split("[native] code mappings:")[1]
 
 
-def test_runs_after_faulthandler(preload: Path) -> None:
+def test_runs_before_faulthandler_then_chains_to_it(preload: Path) -> None:
+    """faulthandler installs its handler after the preload; the native
+    frames still come first, and faulthandler's Python stack follows."""
     got = _crash(preload, "-X", "faulthandler")
     assert got.returncode == -signal.SIGSEGV, got.stderr
-    python_stack = got.stderr.find("Fatal Python error: Segmentation fault")
     native = got.stderr.find("[native] signal 11")
-    assert 0 <= python_stack < native, got.stderr
-    # the faulting frames are still below faulthandler's re-raise
-    assert "_ctypes" in got.stderr[native:], got.stderr
+    python_stack = got.stderr.find("Fatal Python error: Segmentation fault")
+    assert 0 <= native < python_stack, got.stderr
+    assert "_ctypes" in got.stderr[native:python_stack], got.stderr
+    assert got.stderr.count("[native] signal") == 1, got.stderr
+
+
+def test_a_later_handler_is_reported_as_the_current_one(preload: Path) -> None:
+    """Enabling then disabling faulthandler puts back what it found: the
+    native handler keeps running and no Python stack is printed."""
+    got = _crash(preload, code="import faulthandler; faulthandler.enable(); "
+                               "faulthandler.disable(); " + SEGV)
+    assert got.returncode == -signal.SIGSEGV, got.stderr
+    assert "[native] signal 11" in got.stderr, got.stderr
+    assert "Fatal Python error" not in got.stderr, got.stderr
+
+
+def test_abort_prints_who_called_it(preload: Path) -> None:
+    got = _crash(preload, "-X", "faulthandler", code="import os; os.abort()")
+    assert got.returncode == -signal.SIGABRT, got.stderr
+    native = got.stderr.find("[native] signal 6")
+    assert 0 <= native < got.stderr.find("Fatal Python error: Aborted"), got.stderr
+    assert "libc.so" in got.stderr[native:], got.stderr
+
+
+def test_other_signals_are_left_alone(preload: Path) -> None:
+    got = _crash(preload, code="import signal, os\n"
+                               "signal.signal(signal.SIGUSR1, lambda *a: print('usr1'))\n"
+                               "os.kill(os.getpid(), signal.SIGUSR1)\n")
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == "usr1\n"
+    assert "[native]" not in got.stderr

@@ -1,26 +1,40 @@
 /* A native backtrace for a crash in a Python process, for platforms where no
  * debugger is installed.
  *
- *     gcc -shared -fPIC -O1 -o /tmp/native_backtrace.so tools/native_backtrace.c
+ *     gcc -shared -fPIC -O1 -o /tmp/native_backtrace.so tools/native_backtrace.c -ldl
  *     LD_PRELOAD=/tmp/native_backtrace.so python -X faulthandler -m pytest ...
  *
- * On SIGSEGV or SIGBUS it writes to stderr the faulting address, the
- * instruction pointer, the thread id, the native frames (library and offset,
- * for addr2line) and the executable mappings, then lets the signal take its
- * course. Python's faulthandler, enabled after this library loads, runs
- * first and prints the Python stack; it then re-raises the signal and this
- * handler runs with the faulting frames below the two signal frames. */
+ * On SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT it writes to stderr the
+ * signal, the faulting address, the instruction pointer, the thread id, the
+ * native frames (library and offset, for addr2line) and the executable
+ * mappings. It then calls the handler the program installed for that signal
+ * (Python's faulthandler prints the Python stack) and lets the signal take
+ * its course: the process still dies of it.
+ *
+ * It stays first whoever installs a handler later (faulthandler, a GPU
+ * runtime, a file library): sigaction() and signal() are interposed for
+ * those signals, so a later handler is recorded and chained to rather than
+ * put in its place, and sigaction() reports the recorded one as current. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
-static struct sigaction previous_segv, previous_bus;
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+
+static sigaction_fn real_sigaction;
+static struct sigaction chained[NSIG]; /* what the program believes is installed */
+static volatile sig_atomic_t watched[NSIG];
+static volatile int printing;          /* one thread prints at a time */
+
+static const int WATCHED[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
 
 static void put(const char *s, size_t n)
 {
@@ -57,30 +71,100 @@ static void put_code_mappings(void)
     close(fd);
 }
 
+static void lock_printing(void)
+{
+    /* a second thread faulting at the same time waits up to 2 s, then
+     * prints anyway: interleaved output beats none */
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 200 && __atomic_exchange_n(&printing, 1, __ATOMIC_ACQUIRE); i++)
+        nanosleep(&nap, NULL);
+}
+
 static void on_fault(int sig, siginfo_t *info, void *context)
 {
     const ucontext_t *uc = context;
-    char head[192];
-    int n = snprintf(head, sizeof head, "\n[native] signal %d at address %p, ip %p, thread %ld\n",
-                     sig, info->si_addr, (void *)uc->uc_mcontext.gregs[REG_RIP],
-                     (long)syscall(SYS_gettid));
+    char head[224];
+    lock_printing();
+    int n = snprintf(head, sizeof head,
+                     "\n[native] signal %d at address %p, ip %p, thread %ld, code %d\n", sig,
+                     info->si_addr, (void *)uc->uc_mcontext.gregs[REG_RIP],
+                     (long)syscall(SYS_gettid), info->si_code);
     if (n > 0)
         put(head, (size_t)n < sizeof head ? (size_t)n : sizeof head - 1);
     void *frames[128];
     backtrace_symbols_fd(frames, backtrace(frames, 128), 2);
     put_code_mappings();
-    sigaction(sig, sig == SIGSEGV ? &previous_segv : &previous_bus, NULL);
-    raise(sig);
+    put("[native] end\n", 13);
+    __atomic_store_n(&printing, 0, __ATOMIC_RELEASE);
+
+    /* the program's own handler next (it may re-raise: the signal is
+     * blocked here, so that stays pending until this handler returns) */
+    struct sigaction then = chained[sig];
+    if ((then.sa_flags & SA_SIGINFO) && then.sa_sigaction != NULL)
+        then.sa_sigaction(sig, info, context);
+    else if (!(then.sa_flags & SA_SIGINFO) && then.sa_handler != SIG_DFL
+             && then.sa_handler != SIG_IGN)
+        then.sa_handler(sig);
+    /* then the default action: a fault re-executes and dies, an abort is
+     * raised again */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    real_sigaction(sig, &dfl, NULL);
+    if (sig == SIGABRT || info->si_code <= 0)
+        raise(sig);
+}
+
+static int is_watched(int sig)
+{
+    return sig > 0 && sig < NSIG && watched[sig];
+}
+
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+    if (real_sigaction == NULL)
+        real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+    if (!is_watched(sig))
+        return real_sigaction(sig, act, old);
+    if (old != NULL)
+        *old = chained[sig];
+    if (act != NULL)
+        chained[sig] = *act;
+    return 0;
+}
+
+sighandler_t signal(int sig, sighandler_t handler)
+{
+    if (!is_watched(sig)) {
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = handler;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sig, &sa, &old) != 0)
+            return SIG_ERR;
+        return old.sa_handler;
+    }
+    sighandler_t before = (chained[sig].sa_flags & SA_SIGINFO)
+                              ? (sighandler_t)(void *)chained[sig].sa_sigaction
+                              : chained[sig].sa_handler;
+    memset(&chained[sig], 0, sizeof chained[sig]);
+    chained[sig].sa_handler = handler;
+    return before;
 }
 
 __attribute__((constructor)) static void install(void)
 {
+    real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_fault;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
-    sigaction(SIGSEGV, &sa, &previous_segv);
-    sigaction(SIGBUS, &sa, &previous_bus);
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof WATCHED / sizeof WATCHED[0]; i++) {
+        real_sigaction(WATCHED[i], &sa, &chained[WATCHED[i]]);
+        watched[WATCHED[i]] = 1;
+    }
     void *warm[1];
     backtrace(warm, 1); /* loads the unwinder now rather than inside the handler */
 }
