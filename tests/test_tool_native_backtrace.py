@@ -85,3 +85,30 @@ def test_other_signals_are_left_alone(preload: Path) -> None:
     assert got.returncode == 0, got.stderr
     assert got.stdout == "usr1\n"
     assert "[native]" not in got.stderr
+
+
+def test_writes_to_the_stderr_it_found_at_load(preload: Path, tmp_path: Path) -> None:
+    """pytest points descriptor 2 at a capture file during a test; the
+    report still reaches the process's stderr."""
+    captured = tmp_path / "captured.txt"
+    got = _crash(preload, code=f"import os; fd = os.open({str(captured)!r}, os.O_WRONLY | "
+                               f"os.O_CREAT); os.dup2(fd, 2); " + SEGV)
+    assert got.returncode == -signal.SIGSEGV, got.stderr
+    assert "[native] signal 11" in got.stderr, got.stderr
+    assert "the instruction pointer is in: " in got.stderr and "libc.so" in got.stderr
+    assert "[native]" not in captured.read_text()
+
+
+def test_report_file_and_installs(preload: Path, tmp_path: Path) -> None:
+    report = tmp_path / "report.txt"
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env.update(LD_PRELOAD=str(preload), NATIVE_BACKTRACE_FILE=str(report),
+               NATIVE_BACKTRACE_INSTALLS="1")
+    got = subprocess.run([sys.executable, "-c", "import faulthandler; faulthandler.enable(); "
+                          + SEGV], env=env, capture_output=True, text=True, timeout=60)
+    assert got.returncode == -signal.SIGSEGV, got.stderr
+    text = report.read_text()
+    assert "[native] signal 11 at address" in text
+    # faulthandler's installation, then its Python stack on stderr
+    assert "[native] signal 11: " in text and " installs handler 0x" in text, text
+    assert "Fatal Python error: Segmentation fault" in got.stderr
