@@ -31,8 +31,15 @@ def preload(tmp_path_factory: pytest.TempPathFactory) -> Path:
 SEGV = "import ctypes; ctypes.string_at(0)"
 
 
+def _clean_env() -> dict[str, str]:
+    """This environment without the tool's own variables (a suite run with
+    the tool preloaded sets them)."""
+    return {k: v for k, v in os.environ.items()
+            if k != "LD_PRELOAD" and not k.startswith("NATIVE_BACKTRACE_")}
+
+
 def _crash(preload: Path, *flags: str, code: str = SEGV) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env = _clean_env()
     env["LD_PRELOAD"] = str(preload)
     return subprocess.run([sys.executable, *flags, "-c", code],
                           env=env, capture_output=True, text=True, timeout=60)
@@ -101,7 +108,7 @@ def test_writes_to_the_stderr_it_found_at_load(preload: Path, tmp_path: Path) ->
 
 def test_report_file_and_installs(preload: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.txt"
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env = _clean_env()
     env.update(LD_PRELOAD=str(preload), NATIVE_BACKTRACE_FILE=str(report),
                NATIVE_BACKTRACE_INSTALLS="1")
     got = subprocess.run([sys.executable, "-c", "import faulthandler; faulthandler.enable(); "

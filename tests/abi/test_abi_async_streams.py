@@ -44,6 +44,11 @@ def _submit_all(lib: ctypes.CDLL, fn: str, fh: int, buf: int, slots: np.ndarray,
         sync(s)
 
 
+@pytest.mark.cufile_differs(
+    "cuFile 1.15's compatibility mode segfaults now and then inside "
+    "cuFileReadAsync/cuFileWriteAsync when three streams submit in turn "
+    "(native frames: libcuda's cuLaunchHostFunc or cuLaunchKernel, called by "
+    "libcufile; docs/platform-cuda.md)")
 @pytest.mark.parametrize("register_buffer", [False, True], ids=["buffer", "registered-buffer"])
 @pytest.mark.parametrize("stream_flags", [None, 0, FIXED_BUF_OFFSET | FIXED_FILE_OFFSET
                                           | FIXED_FILE_SIZE], ids=["plain", "flags0", "fixed"])
