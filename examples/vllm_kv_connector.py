@@ -177,8 +177,9 @@ class HipFileKVConnector:
     # -- registration ---------------------------------------------------------------------
 
     def register_kv_caches(self, kv_caches: dict[str, Any]) -> None:
-        """Register every layer's paged KV buffer with hipFile once, and
-        create the load stream.
+        """Register every layer's paged KV buffer with hipFile once, create
+        the load stream, and allocate the engine's staging
+        (:func:`hipfile.engine.prepare`).
 
         Parameters
         ----------
@@ -204,6 +205,10 @@ class HipFileKVConnector:
             if self.path == "read_async":
                 self._hip_stream = hipfile.Stream(self._load_stream)
                 self._hip_stream.register()
+            else:
+                # the engine's pinned staging and flags, allocated now: a
+                # pinned allocation during serving could wait for the GPU
+                hipfile.engine.prepare()
         except BaseException:
             self._release()
             raise

@@ -60,7 +60,8 @@ from typing import Any
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import StreamIOHandle
 
-__all__ = ["StreamIOHandle", "configure", "info", "mechanism", "settings", "shutdown"]
+__all__ = ["StreamIOHandle", "configure", "info", "mechanism", "prepare", "settings",
+           "shutdown"]
 
 
 def configure(threads: int | None = None, task_size: int | None = None) -> None:
@@ -120,6 +121,34 @@ def mechanism(device: int = -1) -> str:
     hipDeviceGetAttribute
     """
     return str(_hipfile.engine_mechanism(device))
+
+
+def prepare(device: int = -1) -> None:
+    """Allocate now what the engine's first submission on ``device`` (-1:
+    the current device) would: its threads, a page of completion flags, its
+    internal stream and its staging ring (``engine_staging_size`` of pinned
+    memory, where submissions take the staged path). What is already there
+    is kept; :func:`hipfile.trim_pool` frees it.
+
+    CUDA counts a page-locked host allocation among the operations that
+    synchronise the device implicitly, so a first submission that allocates
+    may wait for all the work in flight on the GPU. A serving process calls
+    this once at start-up, before its first load.
+
+    Raises
+    ------
+    TypeError
+        ``device`` is not an int (bools refused).
+    ValueError
+        No such device.
+    HipRuntimeError
+        The runtime refused an allocation.
+
+    See Also
+    --------
+    hipHostMalloc, hipStreamCreateWithFlags
+    """
+    _hipfile.engine_prepare(device)
 
 
 def shutdown(timeout: float | None = None) -> None:

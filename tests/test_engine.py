@@ -212,10 +212,9 @@ def test_write_then_read_back(drv, tmp_path, nb_stream):
 def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechanism):
     path, data = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
-        # the first submission after trim_pool() allocates the engine's
-        # flags and staging (pinned memory): made here, not while the stream
-        # is held, in case the runtime's allocation waits for the device
-        assert fh.pread_async(dev, 4096, 0, 0, nb_stream, ordered=False).wait(30) == 4096
+        # the first submission after trim_pool() allocates pinned memory,
+        # which CUDA may make wait for the device, so for the held stream
+        hipfile.engine.prepare()
         with StreamBlocker(nb_stream) as blocker:
             t0 = time.monotonic()
             h = fh.pread_async(dev, N, 0, 0, nb_stream, ordered=False)
@@ -859,3 +858,32 @@ def test_an_ordered_submission_failing_in_its_wait_still_owns_its_handle(drv, tm
     _wait_idle()
     hipfile.trim_pool()
     assert not hipfile.engine.info()["devices"], "the failed submission kept a flag"
+
+
+def test_prepare_allocates_what_the_first_submission_would(drv, layers_file, nb_stream):
+    path, data = layers_file
+    _wait_idle()
+    hipfile.trim_pool()
+    assert not hipfile.engine.info()["devices"]
+    hipfile.engine.prepare()
+    made = hipfile.engine.info()["devices"]
+    device = check(hip.hipGetDevice())
+    assert made[device]["flags"] > 0
+    if hipfile.engine.mechanism() == "stream-memory-operations":
+        assert made[device]["staging_bytes"] == hipfile.defaults.get("engine_staging_size")
+    hipfile.engine.prepare(device)          # again: nothing more
+    assert hipfile.engine.info()["devices"] == made
+    with device_array(N) as dev, FileHandle(path) as fh:
+        assert fh.pread_async(dev, N, 0, 0, nb_stream).wait(timeout=30) == N
+        assert np.array_equal(from_device(dev, N), data[:N])
+    assert hipfile.engine.info()["devices"] == made, "the submission allocated more"
+    _wait_idle()
+    hipfile.trim_pool()
+    assert not hipfile.engine.info()["devices"]
+
+
+@pytest.mark.parametrize("bad, error", [(True, TypeError), ("0", TypeError), (0.0, TypeError),
+                                        (None, TypeError), (-2, ValueError), (1 << 20, ValueError)])
+def test_prepare_refuses_a_bad_device(bad, error):
+    with pytest.raises(error):
+        hipfile.engine.prepare(bad)

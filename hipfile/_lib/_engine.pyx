@@ -23,8 +23,8 @@ from hipfile._lib._engine_hip cimport (
     _write_value32)
 from hipfile._lib._engine_ops cimport _eng_start, _eng_sweep, _ring_for, _Ring
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, _hip_fail, _pointer_device, _stream_device,
-    _stream_query, wait_interruptible)
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, _current_device, _hip_fail, _hipapi,
+    _pointer_device, _stream_device, _stream_query, wait_interruptible)
 from hipfile._lib._engine_hip import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
 
 
@@ -495,3 +495,44 @@ cdef int _share_gate(list handles, _Flag gflag, bint staged) except -1:
         (<StreamIOHandle>o)._gate = gate_ref
         (<StreamIOHandle>o)._staged = staged
     return 0
+
+
+def engine_prepare(device=-1):
+    """Allocate now what the engine's first submission on ``device`` (-1:
+    the current device) would allocate: its threads, a page of completion
+    flags (mapped pinned host memory), its internal stream and, where
+    submissions take the staged path, its staging ring (pinned host memory).
+    Does nothing that is already there; ``trim_pool()`` frees it again.
+
+    CUDA lists a page-locked host allocation among the operations that
+    synchronise the device implicitly, so a submission that allocates may
+    wait for the work in flight on every stream; a serving process calls
+    this at start-up instead.
+
+    Raises
+    ------
+    TypeError
+        ``device`` is not an int (bools refused).
+    ValueError
+        No such device.
+    HipRuntimeError
+        The runtime refused an allocation.
+    """
+    if type(device) is bool or not isinstance(device, int):
+        raise TypeError(f"device must be an int, not {type(device).__name__}")
+    h = _hipapi()
+    count = h.check(h.hip.hipGetDeviceCount(), "hipGetDeviceCount")
+    if device < -1 or device >= count:
+        raise ValueError(f"no device {device}: {count} device(s), or -1 for the current one")
+    cdef int dev = <int>device
+    if dev < 0:
+        dev = _current_device()
+    _eng_defaults()
+    _eng_start()
+    cdef _FlagPool pool = _pool_for(dev)
+    if pool.nflags == 0:
+        pool._grow()
+    _internal_stream(pool)
+    if _staged_path(0, pool, 1):
+        _ring_for(dev)
+    return None

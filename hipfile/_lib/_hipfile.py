@@ -54,7 +54,7 @@ from hipfile._lib._bindings import (
 )
 from hipfile._lib._core import _BufferCore, _FileCore, _StreamCore, _StreamState
 from hipfile._lib._decode import hip_layout
-from hipfile._lib._engine import engine_submit
+from hipfile._lib._engine import engine_prepare, engine_submit
 from hipfile._lib._engine_handle import StreamIOHandle
 from hipfile._lib._engine_hip import (
     MECHANISM_HOST_FUNCTIONS,
@@ -122,6 +122,7 @@ __all__ = [
     "engine_configure",
     "engine_info",
     "engine_mechanism",
+    "engine_prepare",
     "engine_settings",
     "engine_shutdown",
     "engine_submit",
