@@ -498,26 +498,9 @@ cdef int _share_gate(list handles, _Flag gflag, bint staged) except -1:
 
 
 def engine_prepare(device=-1):
-    """Allocate now what the engine's first submission on ``device`` (-1:
-    the current device) would allocate: its threads, a page of completion
-    flags (mapped pinned host memory), its internal stream and, where
-    submissions take the staged path, its staging ring (pinned host memory).
-    Does nothing that is already there; ``trim_pool()`` frees it again.
-
-    CUDA lists a page-locked host allocation among the operations that
-    synchronise the device implicitly, so a submission that allocates may
-    wait for the work in flight on every stream; a serving process calls
-    this at start-up instead.
-
-    Raises
-    ------
-    TypeError
-        ``device`` is not an int (bools refused).
-    ValueError
-        No such device.
-    HipRuntimeError
-        The runtime refused an allocation.
-    """
+    """hipfile.engine.prepare: a device's flags, internal stream and staging
+    ring, made now (what is there already is kept). TypeError for a
+    non-int device, ValueError for no such device."""
     if type(device) is bool or not isinstance(device, int):
         raise TypeError(f"device must be an int, not {type(device).__name__}")
     h = _hipapi()
