@@ -116,6 +116,13 @@ def mechanism(device: int = -1) -> str:
     """``"stream-memory-operations"`` or ``"host-waits"``: how completion
     reaches GPU streams on ``device`` (-1: the current device).
 
+    Raises
+    ------
+    TypeError
+        ``device`` is not an int (bools refused).
+    ValueError
+        No such device.
+
     See Also
     --------
     hipDeviceGetAttribute

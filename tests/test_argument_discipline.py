@@ -14,7 +14,9 @@ adding one entry. The rules mirror the standard library's:
   ``concurrent.futures.Future.result``): bools and strings TypeError,
   negative numbers and NaN ValueError;
 * streams and buffers of a type nobody can decode: TypeError; a stream
-  handle outside 0..2**64-1: ValueError.
+  handle outside 0..2**64-1: ValueError;
+* device numbers are integers (bools refused): TypeError; one that names no
+  device (-1 is the current one): ValueError.
 """
 
 from __future__ import annotations
@@ -69,6 +71,17 @@ BAD_STREAMS: list[tuple[Any, type[Exception]]] = [
     (object(), TypeError),
     (-1, ValueError),
     (2**64, ValueError),
+]
+
+#: bad device numbers -> the one exception type (-1: the current device)
+BAD_DEVICES: list[tuple[Any, type[Exception]]] = [
+    (-2, ValueError),
+    (1 << 20, ValueError),
+    (2**64, ValueError),
+    (True, TypeError),
+    (0.0, TypeError),
+    ("0", TypeError),
+    (None, TypeError),
 ]
 
 #: bad buffers -> the one exception type
@@ -270,6 +283,11 @@ BUFFER_CALLS: dict[str, Call] = {
     }.items()
 }
 
+DEVICE_CALLS: dict[str, Call] = {
+    "engine.mechanism": lambda e, v: engine.mechanism(v),
+    "engine.prepare": lambda e, v: engine.prepare(v),
+}
+
 TABLE: list[tuple[str, dict[str, Call], list[tuple[Any, type[Exception]]]]] = [
     ("size", SIZE_CALLS, BAD_INTS),
     ("file_offset", FILE_OFFSET_CALLS, BAD_INTS),
@@ -277,6 +295,7 @@ TABLE: list[tuple[str, dict[str, Call], list[tuple[Any, type[Exception]]]]] = [
     ("timeout", TIMEOUT_CALLS, BAD_TIMEOUTS),
     ("stream", STREAM_CALLS, BAD_STREAMS),
     ("buffer", BUFFER_CALLS, BAD_BUFFERS),
+    ("device", DEVICE_CALLS, BAD_DEVICES),
 ]
 
 
@@ -338,3 +357,4 @@ def test_the_rules_accept_what_they_should(env) -> None:
     with pytest.raises(ValueError, match="past the"):
         env.fh.read_async(env.dev, 8, 0, big, env.stream)   # in range, outside the buffer
     assert env.fh.read_async(env.dev, np.int64(8), np.uint32(0), 0, env.stream).wait() == 8
+    assert engine.mechanism(np.int64(0)) == engine.mechanism(-1)   # device 0 is current

@@ -880,10 +880,3 @@ def test_prepare_allocates_what_the_first_submission_would(drv, layers_file, nb_
     _wait_idle()
     hipfile.trim_pool()
     assert not hipfile.engine.info()["devices"]
-
-
-@pytest.mark.parametrize("bad, error", [(True, TypeError), ("0", TypeError), (0.0, TypeError),
-                                        (None, TypeError), (-2, ValueError), (1 << 20, ValueError)])
-def test_prepare_refuses_a_bad_device(bad, error):
-    with pytest.raises(error):
-        hipfile.engine.prepare(bad)

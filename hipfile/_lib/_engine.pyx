@@ -18,13 +18,13 @@ from hipfile._lib._core cimport (
 from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime, hfe_span
 from hipfile._lib._engine_handle cimport _GateRef, StreamIOHandle
 from hipfile._lib._engine_hip cimport (
-    _destroy_event_handle, _eng_defaults, _eng_rt, _eng_task_default, _Flag, _FlagPool,
+    _destroy_event_handle, _device_arg, _eng_defaults, _eng_rt, _eng_task_default, _Flag, _FlagPool,
     _gate_event, _internal_stream, _pool_for, _staged_path, _stream_after, _wait_value32,
     _write_value32)
 from hipfile._lib._engine_ops cimport _eng_start, _eng_sweep, _ring_for, _Ring
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, _current_device, _hip_fail, _hipapi,
-    _pointer_device, _stream_device, _stream_query, wait_interruptible)
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, _hip_fail, _pointer_device, _stream_device,
+    _stream_query, wait_interruptible)
 from hipfile._lib._engine_hip import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
 
 
@@ -501,15 +501,7 @@ def engine_prepare(device=-1):
     """hipfile.engine.prepare: a device's flags, internal stream and staging
     ring, made now (what is there already is kept). TypeError for a
     non-int device, ValueError for no such device."""
-    if type(device) is bool or not isinstance(device, int):
-        raise TypeError(f"device must be an int, not {type(device).__name__}")
-    h = _hipapi()
-    count = h.check(h.hip.hipGetDeviceCount(), "hipGetDeviceCount")
-    if device < -1 or device >= count:
-        raise ValueError(f"no device {device}: {count} device(s), or -1 for the current one")
-    cdef int dev = <int>device
-    if dev < 0:
-        dev = _current_device()
+    cdef int dev = _device_arg(device)
     _eng_defaults()
     _eng_start()
     cdef _FlagPool pool = _pool_for(dev)

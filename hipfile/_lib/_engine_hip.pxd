@@ -75,6 +75,7 @@ cdef int _write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value)
 cdef _PerDevice _per_device(dict made, int device, per_device_fn make)
 cdef int _release_per_device(dict made) except -1
 cdef _FlagPool _pool_for(int device)
+cdef int _device_arg(object device) except -2
 cdef bint _memops_supported(int device) except -1
 cdef bint _staged_path(int fd, _FlagPool pool, bint is_device) except -1
 cdef object _internal_stream(_FlagPool pool)

@@ -5,6 +5,7 @@ the completion and gate flags (per device, in mapped pinned memory), the
 device's own stream, and the engine's settings. Nothing here calls the
 engine's C source but through ``eng``."""
 
+import operator
 import os
 
 from cpython.exc cimport PyErr_Occurred
@@ -394,15 +395,33 @@ cdef int _eng_defaults() except -1:
     return 0
 
 
-def engine_mechanism(int device=-1):
+cdef int _device_arg(object device) except -2:
+    """``device`` as a device number: an int naming a device, or -1 for the
+    current one (TypeError for anything else, bools too; ValueError for no
+    such device)."""
+    if isinstance(device, bool):
+        raise TypeError("device must be an int, not bool")
+    try:
+        device = operator.index(device)
+    except TypeError:
+        raise TypeError(f"device must be an int, not {type(device).__name__}") from None
+    h = _hipapi()
+    count = h.check(h.hip.hipGetDeviceCount(), "hipGetDeviceCount")
+    if device < -1 or device >= count:
+        raise ValueError(f"no device {device}: {count} device(s), or -1 for the current one")
+    if device == -1:
+        return _current_device()
+    return <int>device
+
+
+def engine_mechanism(device=-1):
     """How completion reaches GPU streams on ``device`` (-1: the current
     device): ``"stream-memory-operations"`` (hipStreamWaitValue32 on a flag)
     or ``"host-waits"`` (the device cannot wait on a flag: ``wait_on`` and
     stream-ordered submissions wait on the host)."""
+    cdef int dev = _device_arg(device)
     _eng_options()
-    if device < 0:
-        device = _current_device()
-    return MECHANISM_STREAM_MEMOPS if _pool_for(device).memops else MECHANISM_HOST_FUNCTIONS
+    return MECHANISM_STREAM_MEMOPS if _pool_for(dev).memops else MECHANISM_HOST_FUNCTIONS
 
 
 cdef uintptr_t _gate_event(uintptr_t stream, int device) except? 0:
