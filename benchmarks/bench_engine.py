@@ -35,8 +35,10 @@ in the page cache into one device buffer, and writes them back, timing:
   churn runs beside the engine's load without compute, beside sync
   ``pread`` and beside the compute alone, which say how much the process
   slows whatever it does (``churn_engine_with_compute_vs_compute``: the
-  load's slowdown over the compute's, 1 when the engine adds none); a
-  second, paced churn pauses ``--churn-interval-ms`` between rounds.
+  load's slowdown over the compute's, 1 when the engine adds none), and
+  beside the compute with the GIL given away once per layer, which says
+  whether the GIL is what slows; a second, paced churn pauses
+  ``--churn-interval-ms`` between rounds.
 
 The new rows pass the framework's tensor and streams as they are, with no
 driver, buffer or stream registration held by the benchmark.
@@ -214,6 +216,15 @@ def main() -> int:
                     compute(i)
                 check(hip.hipStreamSynchronize(comp_h))
 
+            def compute_gil_handoff() -> None:
+                # the compute with the GIL given away once per layer: beside
+                # the churn, as slow as compute_only unless the churn's cost
+                # is the GIL (a thread holding it through each free)
+                for i in range(layers):
+                    time.sleep(0)
+                    compute(i)
+                check(hip.hipStreamSynchronize(comp_h))
+
             def both_layers(target: Any) -> None:
                 """The layer-wise load into ``target``, each layer's compute
                 waiting for its own layer."""
@@ -344,7 +355,8 @@ def main() -> int:
                            "gbps": some_bytes / statistics.median(v) / 1e9}
                        for k, v in blocks_times.items()}}
             churn_loads = {"engine_with_compute": both_contiguous, "engine": engine,
-                           "pread": pread, "compute": compute_only}
+                           "pread": pread, "compute": compute_only,
+                           "compute_gil_handoff": compute_gil_handoff}
             results["churn"] = churn_rows(churn_loads, sync_all, args.churn_mib << 20,
                                           args.repeats, lc.uses_torch)
             results["churn_paced"] = churn_rows(churn_loads, sync_all, args.churn_mib << 20,
@@ -507,7 +519,7 @@ def main() -> int:
     for k, v in results.get("cold_gbps", {}).items():
         print(f"  cold {k:23s} {v:7.2f} GB/s")
     for k, v in ratios.items():
-        print(f"  ratio {k:40s} {v:6.2f}")
+        print(f"  ratio {k:44s} {v:6.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
