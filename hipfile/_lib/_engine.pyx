@@ -18,9 +18,9 @@ from hipfile._lib._core cimport (
 from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime, hfe_span
 from hipfile._lib._engine_handle cimport _GateRef, StreamIOHandle
 from hipfile._lib._engine_hip cimport (
-    _destroy_event_handle, _device_arg, _eng_defaults, _eng_rt, _eng_task_default, _Flag, _FlagPool,
-    _gate_event, _internal_stream, _pool_for, _staged_path, _stream_after, _wait_value32,
-    _write_value32)
+    _destroy_event_handle, _device_arg, _eng_defaults, _eng_rt, _eng_task_default, _Flag,
+    _FlagPool, _gate_event, _internal_stream, _pool_for, _staged_path, _stream_after,
+    _wait_value32, _write_value32)
 from hipfile._lib._engine_ops cimport _eng_start, _eng_sweep, _ring_for, _Ring
 from hipfile._lib._runtime cimport (
     HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, _hip_fail, _pointer_device, _stream_device,
@@ -502,7 +502,6 @@ def engine_prepare(device=-1):
     ring, made now (what is there already is kept). TypeError for a
     non-int device, ValueError for no such device."""
     cdef int dev = _device_arg(device)
-    _eng_defaults()
     _eng_start()
     cdef _FlagPool pool = _pool_for(dev)
     if pool.nflags == 0:
