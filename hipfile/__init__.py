@@ -39,6 +39,7 @@ from hipfile.async_io import (  # noqa: E402
     AsyncIOHandle,
     Completion,
     pool_stats,
+    reserve_pool,
     supports_async,
     trim_pool,
 )
@@ -141,6 +142,7 @@ __all__ = [
     "process_driver",
     "pwrite",
     "release_process_driver",
+    "reserve_pool",
     "set_num_threads",
     "set_parameter",
     "supports_async",

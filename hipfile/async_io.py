@@ -6,10 +6,16 @@ from __future__ import annotations
 from typing import Protocol, TypeVar, runtime_checkable
 
 from hipfile._lib import _hipfile
-from hipfile._lib._hipfile import AsyncIOHandle, pending_handles, pool_stats, trim_pool
+from hipfile._lib._hipfile import (
+    AsyncIOHandle,
+    pending_handles,
+    pool_stats,
+    reserve_pool,
+    trim_pool,
+)
 
-__all__ = ["AsyncIOHandle", "Completion", "pending_handles", "pool_stats", "supports_async",
-           "trim_pool"]
+__all__ = ["AsyncIOHandle", "Completion", "pending_handles", "pool_stats", "reserve_pool",
+           "supports_async", "trim_pool"]
 
 T_co = TypeVar("T_co", covariant=True)
 

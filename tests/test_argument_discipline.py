@@ -192,7 +192,8 @@ def _set_slot(name: str) -> Call:
     return call
 
 
-SIZE_CALLS = _io_calls(_range(0)) | {"AsyncIOHandle.size=": _set_slot("size")}
+SIZE_CALLS = _io_calls(_range(0)) | {"AsyncIOHandle.size=": _set_slot("size"),
+                                     "reserve_pool": lambda e, v: hipfile.reserve_pool(v)}
 FILE_OFFSET_CALLS = _io_calls(_range(1)) | {
     "AsyncIOHandle.file_offset=": _set_slot("file_offset")}
 BUFFER_OFFSET_CALLS = _io_calls(_range(2)) | {

@@ -435,6 +435,33 @@ def test_a_stream_registered_before_serves_unregistered_buffers(driver, data_fil
             check(hip.hipStreamDestroy(s))
 
 
+def test_reserve_pool_grows_the_pool_before_submissions(driver, data_file):
+    """reserve_pool allocates the pages a burst of submissions would, so the
+    burst allocates none; trim_pool frees them again."""
+    path, data = data_file
+    hipfile.trim_pool()
+    before = hipfile.pool_stats()
+    per_page = before["slots_per_page"]
+    want = before["free"] + per_page + 1          # two more pages
+    assert hipfile.reserve_pool(want) == 2
+    reserved = hipfile.pool_stats()
+    assert reserved["pages"] == before["pages"] + 2
+    assert reserved["free"] >= want
+    assert hipfile.reserve_pool(want) == 0        # already there
+    assert hipfile.reserve_pool(0) == 0
+    with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
+        buf = Buffer(dev)
+        handles = [fh.read_async(buf, 16, 16 * i, 16 * i, s) for i in range(per_page + 1)]
+        assert hipfile.pool_stats()["pages"] == reserved["pages"], "the burst allocated"
+        assert [h.wait() for h in handles] == [16] * len(handles)
+        assert np.array_equal(from_device(dev, 16 * len(handles)),
+                              data[:16 * len(handles)])
+        handles.clear()
+    gc.collect()
+    assert hipfile.trim_pool() >= 2
+    assert hipfile.pool_stats()["pages"] <= before["pages"]
+
+
 @concurrent_submitters
 def test_pool_grows_safely_under_threads(driver, data_file):
     """Threads that grow the slot pool at once never get the same slot."""

@@ -73,7 +73,7 @@ from hipfile._lib._loader import (
     load_library,
 )
 from hipfile._lib._observe import pending_handles, settle, wait_for
-from hipfile._lib._pool import defer_release, deferred_releases, pool_stats, trim_pool
+from hipfile._lib._pool import defer_release, deferred_releases, pool_stats, reserve_pool, trim_pool
 from hipfile._lib._runtime import (
     as_timeout,
     driver_close,
@@ -146,6 +146,7 @@ __all__ = [
     "read",
     "read_async",
     "read_raw",
+    "reserve_pool",
     "set_parameter_bool",
     "set_parameter_size_t",
     "set_parameter_string",

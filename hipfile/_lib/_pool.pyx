@@ -22,12 +22,13 @@ Objects whose finalizer found operations in flight are kept here too
 (``defer_release``) and released by the sweep that sees them complete.
 """
 
+from libc.limits cimport INT_MAX
 from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
 
 from hipfile._lib._errors import InFlightError
-from hipfile._lib._core cimport _release_refs
+from hipfile._lib._core cimport _as_index, _release_refs
 from hipfile._lib._runtime cimport (
     HIP_SUCCESS, _c_host_free, _c_host_malloc, _c_launch_host_func, _destroy_event, _exiting,
     _fork_gen, _hip_fail, _hipapi, _load_hip_capi, hipfile_atomic_load_u8, hipfile_atomic_store_u8)
@@ -255,6 +256,41 @@ def trim_pool():
     if first_err:
         _hip_fail(first_err, "hipHostFree")
     return freed
+
+
+def reserve_pool(slots):
+    """Grow the pool of pinned slots (one per ``read_async``/``write_async``
+    in flight) until at least ``slots`` are free; returns the pages
+    allocated (0 when enough are free). :func:`trim_pool` frees them again
+    once unused.
+
+    A submission that finds no free slot allocates a page of pinned host
+    memory, and CUDA counts a page-locked allocation among the operations
+    that synchronise the device implicitly: such a submission may wait for
+    all the work in flight on the GPU. A serving process reserves the slots
+    of its largest burst once at start-up.
+
+    Raises
+    ------
+    TypeError
+        ``slots`` is not an int (bools refused).
+    ValueError
+        ``slots`` is negative, or more than the pool can index.
+    HipRuntimeError
+        ``hipHostMalloc`` failed.
+    """
+    cdef long long want = _as_index(slots, "slots")
+    cdef int pages = 0
+    if want < 0:
+        raise ValueError(f"slots must be >= 0, got {want}")
+    if want > INT_MAX - SLOTS_PER_PAGE:
+        raise ValueError(f"slots {want} is more than the pool can hold "
+                         f"({INT_MAX - SLOTS_PER_PAGE})")
+    _sweep()
+    while _nfree < want:
+        _new_page()
+        pages += 1
+    return pages
 
 
 def pool_stats():
