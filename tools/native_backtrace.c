@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+typedef sighandler_t (*signal_fn)(int, sighandler_t);
 
 static sigaction_fn real_sigaction;
 static struct sigaction chained[NSIG]; /* what the program believes is installed */
@@ -207,14 +208,8 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 sighandler_t signal(int sig, sighandler_t handler)
 {
     if (!is_watched(sig)) {
-        struct sigaction sa, old;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = handler;
-        sa.sa_flags = SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        if (sigaction(sig, &sa, &old) != 0)
-            return SIG_ERR;
-        return old.sa_handler;
+        signal_fn real_signal = (signal_fn)dlsym(RTLD_NEXT, "signal");
+        return real_signal != NULL ? real_signal(sig, handler) : SIG_ERR;
     }
     sighandler_t before = (chained[sig].sa_flags & SA_SIGINFO)
                               ? (sighandler_t)(void *)chained[sig].sa_sigaction
