@@ -118,10 +118,8 @@ def mechanism(device: int = -1) -> str:
 
     Raises
     ------
-    TypeError
-        ``device`` is not an int (bools refused).
-    ValueError
-        No such device.
+    TypeError, ValueError
+        ``device`` is not an int (bools refused), or names no device.
 
     See Also
     --------
