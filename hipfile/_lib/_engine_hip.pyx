@@ -5,13 +5,13 @@ the completion and gate flags (per device, in mapped pinned memory), the
 device's own stream, and the engine's settings. Nothing here calls the
 engine's C source but through ``eng``."""
 
-import operator
 import os
 
 from cpython.exc cimport PyErr_Occurred
 from libc.stdint cimport uint32_t, uintptr_t
 from libc.string cimport memset
 
+from hipfile._lib._core cimport _as_index
 from hipfile._lib._engine_c cimport eng, hfe_event_fn, hfe_runtime
 from hipfile._lib._runtime cimport (
     HIP_SUCCESS, _c_event_free, _c_event_query, _c_event_rec, _current_device, _hip_fail,
@@ -399,19 +399,14 @@ cdef int _device_arg(object device) except -2:
     """``device`` as a device number: an int naming a device, or -1 for the
     current one (TypeError for anything else, bools too; ValueError for no
     such device)."""
-    if isinstance(device, bool):
-        raise TypeError("device must be an int, not bool")
-    try:
-        device = operator.index(device)
-    except TypeError:
-        raise TypeError(f"device must be an int, not {type(device).__name__}") from None
+    cdef long long dev = _as_index(device, "device")
     h = _hipapi()
     count = h.check(h.hip.hipGetDeviceCount(), "hipGetDeviceCount")
-    if device < -1 or device >= count:
-        raise ValueError(f"no device {device}: {count} device(s), or -1 for the current one")
-    if device == -1:
+    if dev < -1 or dev >= count:
+        raise ValueError(f"no device {dev}: {count} device(s), or -1 for the current one")
+    if dev == -1:
         return _current_device()
-    return <int>device
+    return <int>dev
 
 
 def engine_mechanism(device=-1):
