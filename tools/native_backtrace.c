@@ -72,6 +72,13 @@ static unsigned long parse_hex(const char *s, size_t n, size_t *used)
     return v;
 }
 
+/* The text snprintf wrote into buf (of cap bytes), n as it returned. */
+static void put_formatted(const char *buf, int n, size_t cap)
+{
+    if (n > 0)
+        put(buf, (size_t)n < cap ? (size_t)n : cap - 1);
+}
+
 /* The lines of /proc/self/maps that map code, or (at != 0) the one line
  * whose range holds ``at``. */
 static void put_mappings(unsigned long at)
@@ -81,8 +88,6 @@ static void put_mappings(unsigned long at)
         return;
     if (at == 0)
         put("[native] code mappings:\n", 24);
-    else
-        put("[native] the instruction pointer is in: ", 40);
     char chunk[8192], line[512];
     size_t used = 0;
     ssize_t r;
@@ -96,8 +101,10 @@ static void put_mappings(unsigned long at)
                 size_t a, b;
                 unsigned long lo = parse_hex(line, used, &a);
                 unsigned long hi = a < used ? parse_hex(line + a + 1, used - a - 1, &b) : 0;
-                if (lo <= at && at < hi)
+                if (lo <= at && at < hi) {
+                    put("[native] the instruction pointer is in: ", 40);
                     put(line, used);
+                }
             } else if (memmem(line, used, " r-xp ", 6) != NULL) {
                 put(line, used);
             }
@@ -125,8 +132,7 @@ static void on_fault(int sig, siginfo_t *info, void *context)
                      "\n[native] signal %d at address %p, ip %p, thread %ld, code %d\n", sig,
                      info->si_addr, (void *)uc->uc_mcontext.gregs[REG_RIP],
                      (long)syscall(SYS_gettid), info->si_code);
-    if (n > 0)
-        put(head, (size_t)n < sizeof head ? (size_t)n : sizeof head - 1);
+    put_formatted(head, n, sizeof head);
     /* where it happened first: the unwinder may itself fault on a broken
      * stack */
     put_mappings((unsigned long)uc->uc_mcontext.gregs[REG_RIP]);
@@ -139,8 +145,7 @@ static void on_fault(int sig, siginfo_t *info, void *context)
     struct sigaction then = chained[sig];
     void *fn = (then.sa_flags & SA_SIGINFO) ? (void *)then.sa_sigaction : (void *)then.sa_handler;
     n = snprintf(head, sizeof head, "[native] next: the program's handler %p\n", fn);
-    if (n > 0)
-        put(head, (size_t)n < sizeof head ? (size_t)n : sizeof head - 1);
+    put_formatted(head, n, sizeof head);
 
     /* the program's own handler next (it may re-raise: the signal is
      * blocked here, so that stays pending until this handler returns) */
@@ -184,8 +189,7 @@ static void report_install(int sig, const void *handler, const void *caller)
                      handler == (void *)SIG_DFL   ? "SIG_DFL"
                      : handler == (void *)SIG_IGN ? "SIG_IGN"
                                                   : library_of(handler));
-    if (n > 0)
-        put(line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+    put_formatted(line, n, sizeof line);
 }
 
 int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
