@@ -110,17 +110,20 @@ class StreamBlocker:
             faulthandler.cancel_dump_traceback_later()
             with contextlib.suppress(ValueError):
                 gc.callbacks.remove(self._collected)
-            self._stacks.seek(0)
-            self._stacks_text = self._stacks.read()
+            self._read_stacks()
             self._stacks.close()
+
+    def _read_stacks(self) -> None:
+        """What faulthandler dumped so far (under the lock, file open)."""
+        self._stacks.seek(0)
+        self._stacks_text = self._stacks.read()
 
     def diagnosis(self) -> str:
         """The hold's record, the collector's runs during it, and the
         stacks dumped if it lasted 5 s."""
         with self._lock:
             if not self._stacks.closed:
-                self._stacks.seek(0)
-                self._stacks_text = self._stacks.read()
+                self._read_stacks()
         return (f"host function still holding: {self.hold is None}, "
                 f"its wait (released, seconds): {self.hold}, "
                 f"collections during the hold (generation): {self.collections}"
