@@ -189,6 +189,32 @@ CUFILE_LOST_WRITE = ("cuFile 1.15's compatibility mode reported 0 bytes for a st
                      "first write')")
 
 
+CUFILE_UNWRITTEN_READS = ("cuFile 1.15's compatibility mode reported full counts for "
+                          "stream-ordered reads into unregistered device memory and left "
+                          "some chunks untouched (docs/platform-cuda.md, 'cuFile and a "
+                          "stream deregistered before')")
+
+
+def check_chunks(got: np.ndarray, want: np.ndarray, chunk: int) -> None:
+    """Compare stream-ordered reads of ``chunk`` bytes each (``got``, read into
+    device memory zeroed before them, every count already checked full) with
+    ``want``. On the cuda platform, when every wrong chunk is still all zeros
+    (nothing written), the outcome is cuFile's documented one and the test is
+    marked xfail; any other difference fails it, naming the chunks."""
+    import hipfile
+
+    if np.array_equal(got, want):
+        return
+    bad = [i for i in range(0, len(want), chunk)
+           if not np.array_equal(got[i:i + chunk], want[i:i + chunk])]
+    untouched = [i for i in bad if not np.any(got[i:i + chunk])]
+    seen = (f"{len(bad)} of {-(-len(want) // chunk)} chunks wrong, {len(untouched)} of them "
+            f"all zeros; first wrong at byte offsets {bad[:8]}")
+    if hipfile.platforms.active() == "cuda" and untouched == bad:
+        pytest.xfail(f"{CUFILE_UNWRITTEN_READS}: {seen}")
+    pytest.fail(seen)
+
+
 def lost_first_write(got: int, slots: tuple[int, int, int], expected: tuple[int, int, int],
                      on_disk: bytes, again: Callable[[], int], path: Path,
                      want: bytes) -> None:
