@@ -450,6 +450,8 @@ def test_reserve_pool_grows_the_pool_before_submissions(driver, data_file):
     assert reserved["free"] >= want
     assert hipfile.reserve_pool(want) == 0        # already there
     assert hipfile.reserve_pool(0) == 0
+    with pytest.raises(ValueError, match=r"^slots \d+ is out of range \(it must be below 2"):
+        hipfile.reserve_pool(2**70)
     with device_array(N) as dev, hip_stream() as s, FileHandle(path) as fh:
         check(hip.hipMemset(dev, 0, N))
         buf = Buffer(dev)

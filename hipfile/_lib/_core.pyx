@@ -173,8 +173,7 @@ cdef long long _as_index(object value, str name) except? -1:
             raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
     n = PyLong_AsLongLongAndOverflow(value, &overflow)
     if overflow:
-        raise ValueError(f"{name} {value} is out of range (a size or offset must be "
-                         f"below 2**63)")
+        raise ValueError(f"{name} {value} is out of range (it must be below 2**63)")
     return n
 
 
