@@ -196,36 +196,30 @@ CUFILE_LOST_FIRST_READ = ("cuFile 1.15's compatibility mode lost the first strea
 
 
 def check_chunks(counts: list[int], got: np.ndarray, want: np.ndarray, chunk: int,
-                 again: Callable[[int], np.ndarray]) -> None:
+                 again: Callable[[], np.ndarray]) -> None:
     """Check stream-ordered reads of ``chunk`` bytes each, submitted in turn on
     a new stream into device memory zeroed before them: ``counts`` are their
     results, ``got`` the memory afterwards, ``want`` the file's bytes.
 
     On the cuda platform, when the one wrong read is the stream's first, it
     reported 0 or its full count, its chunk is still all zeros, and the same
-    read again (``again(0)`` returns the chunk's bytes after it) is right,
-    the loss is cuFile's and the test is marked xfail. Any other difference
-    fails the test, naming what was seen."""
+    read again (``again()`` returns its chunk's bytes after it) is right, the
+    loss is cuFile's and the test is marked xfail. Any other difference fails
+    the test, naming what was seen."""
     import hipfile
 
-    bad = [k for k, n in enumerate(counts)
-           if n != chunk or not np.array_equal(got[k * chunk:(k + 1) * chunk],
-                                               want[k * chunk:(k + 1) * chunk])]
+    got_rows, want_rows = got.reshape(-1, chunk), want.reshape(-1, chunk)
+    zeros = ~got_rows.any(axis=1)
+    right = (got_rows == want_rows).all(axis=1)
+    bad = [k for k, n in enumerate(counts) if n != chunk or not right[k]]
     if not bad:
         return
-
-    def state(k: int) -> str:
-        part = got[k * chunk:(k + 1) * chunk]
-        if not np.any(part):
-            return "all zeros"
-        right = np.array_equal(part, want[k * chunk:(k + 1) * chunk])
-        return "right bytes" if right else "wrong bytes"
-
-    seen = ", ".join(f"read {k}: count {counts[k]}, {state(k)}" for k in bad[:8])
-    seen = f"{len(bad)} of {len(counts)} reads wrong ({seen})"
-    first_lost = (bad == [0] and counts[0] in (0, chunk) and not np.any(got[:chunk]))
-    if hipfile.platforms.active() == "cuda" and first_lost:
-        if np.array_equal(again(0), want[:chunk]):
+    states = ", ".join(f"read {k}: count {counts[k]}, "
+                       + ("all zeros" if zeros[k] else "right bytes" if right[k] else "wrong bytes")
+                       for k in bad[:8])
+    seen = f"{len(bad)} of {len(counts)} reads wrong ({states})"
+    if hipfile.platforms.active() == "cuda" and bad == [0] and counts[0] in (0, chunk) and zeros[0]:
+        if np.array_equal(again(), want_rows[0]):
             pytest.xfail(f"{CUFILE_LOST_FIRST_READ}: {seen}")
         seen += "; the same read again was wrong too"
     pytest.fail(seen)
