@@ -51,7 +51,7 @@ from hipfile.driver import (  # noqa: E402
     release_process_driver,
     use_count,
 )
-from hipfile.engine import StreamIOHandle  # noqa: E402
+from hipfile.engine import StreamIOHandle, pread_async_scatter, pwrite_async_gather  # noqa: E402
 from hipfile.enums import (  # noqa: E402
     BASE_ERR,
     BatchMode,
@@ -139,8 +139,10 @@ __all__ = [
     "open",
     "pool_stats",
     "pread",
+    "pread_async_scatter",
     "process_driver",
     "pwrite",
+    "pwrite_async_gather",
     "release_process_driver",
     "reserve_pool",
     "set_num_threads",

@@ -3,6 +3,7 @@
 FileHandle.pread_async/pwrite_async and their _ranges, scatter and gather
 forms (see _engine_ops.pyx for the invariants)."""
 
+import errno
 import os
 
 from cpython.long cimport PyLong_AsLongLongAndOverflow
@@ -14,7 +15,7 @@ from libc.stdlib cimport calloc, free, malloc
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
 from hipfile._lib._core cimport (
-    _as_positive, _BufferCore, _FileCore, _io_range, _range_fits, submit_preamble)
+    _as_positive, _BufferCore, _check_file, _FileCore, _io_range, _range_fits, submit_preamble)
 from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime, hfe_span
 from hipfile._lib._engine_handle cimport _GateRef, StreamIOHandle
 from hipfile._lib._engine_hip cimport (
@@ -183,6 +184,151 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
         free(checked)
 
 
+def engine_submit_files(int opcode, buffer, entries, stream=0, task_size=None,
+                        bint ordered=True, bint prefetch=False):
+    """Submit ``(file, size, file_offset, buffer_offset)`` entries (ranges of
+    several open files, one buffer) to the staged path as one operation;
+    returns its one :class:`StreamIOHandle`, which holds every file until
+    completion is observed (closing one meanwhile raises InFlightError).
+
+    Each file is checked (open, current, readable for a read and writable
+    for a write, a POSIX descriptor) and each range against the buffer
+    before anything is submitted; a read stops at each file's end.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad buffer, stream, entry or task size, or no entry.
+    ClosedFileError, HandleNotRegisteredError
+        A file is closed, or its registration was dropped.
+    OSError
+        EBADF: a file is not open for reading (a read) or writing (a write).
+    NotImplementedError
+        The staged path cannot serve the buffer (no stream waits on its
+        device, or the ``engine_data_path`` setting ``"hipfile"``).
+    """
+    cdef uintptr_t base, sh
+    cdef size_t length, task
+    cdef _BufferCore bc = None
+    cdef object buf_owner, stream_owner = None
+    cdef PyObject *state = NULL
+    cdef Py_ssize_t n, i, k
+    cdef hfe_span *checked = NULL
+    cdef int *fds = NULL
+    cdef long long *ends = NULL
+    cdef int device, fd
+    cdef bint is_device = 0
+    cdef _FlagPool pool
+    cdef _FileCore f
+    cdef StreamIOHandle hd
+    if opcode not in (0, 1):
+        raise ValueError(f"opcode must be 0 (read) or 1 (write), got {opcode}")
+    if not isinstance(entries, (list, tuple)):
+        entries = list(entries)
+    n = len(entries)
+    if n == 0:
+        raise ValueError(("pread_async_scatter" if opcode == 0 else "pwrite_async_gather")
+                         + " needs at least one range")
+    files = []            # distinct files, in order of first use
+    where = {}            # id(file) -> its index in files
+    idx = []
+    for e in entries:
+        t = None if isinstance(e, (dict, str, bytes)) else tuple(e)
+        if t is None or len(t) != 4:
+            raise TypeError("each entry must be a (file, size, file_offset, buffer_offset) "
+                            f"tuple, got {type(e).__name__} {e!r}")
+        fo = t[0]
+        if not isinstance(fo, _FileCore):
+            raise TypeError(f"an entry's file must be an open hipfile.FileHandle, not "
+                            f"{type(fo).__name__}")
+        k = where.get(id(fo), -1)
+        if k < 0:
+            k = len(files)
+            where[id(fo)] = k
+            files.append(fo)
+        idx.append(k)
+    buf_owner = submit_preamble(<_FileCore>files[0], buffer, stream, &base, &length, &sh, &state)
+    if isinstance(buffer, _BufferCore):
+        bc = <_BufferCore>buffer
+    if stream is not None and type(stream) is not int:
+        stream_owner = stream
+    _eng_defaults()
+    task = _eng_task_default if task_size is None else <size_t>_as_positive(task_size,
+                                                                             "task_size")
+    file_fds = []
+    file_ends = []
+    import fcntl
+    for fo in files:
+        f = <_FileCore>fo
+        _check_file(f)
+        fd = fo._engine_fd()
+        if fd < 0:
+            raise NotImplementedError("a many-file operation needs files with a POSIX "
+                                      "descriptor")
+        acc = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+        if opcode == 0 and acc == os.O_WRONLY:
+            raise OSError(errno.EBADF, "cannot read: the file was opened write-only",
+                          getattr(fo, "path", None))
+        if opcode == 1 and acc == os.O_RDONLY:
+            raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
+                          "with 'r+' or 'w' to write", getattr(fo, "path", None))
+        file_fds.append(fd)
+        file_ends.append(max(os.fstat(fd).st_size, getattr(fo, "_staged_write_end", 0))
+                         if opcode == 0 else -1)
+    checked = <hfe_span *>malloc(n * sizeof(hfe_span))
+    fds = <int *>malloc(n * sizeof(int))
+    ends = <long long *>malloc(n * sizeof(long long))
+    try:
+        if checked == NULL or fds == NULL or ends == NULL:
+            raise MemoryError()
+        for i in range(n):
+            t = tuple(entries[i])
+            _io_range(length, t[1], t[2], t[3], <size_t *>&checked[i].len,
+                      <hoff_t *>&checked[i].file_offset, <hoff_t *>&checked[i].buffer_offset)
+            fds[i] = file_fds[idx[i]]
+            ends[i] = file_ends[idx[i]]
+        _eng_sweep()
+        _eng_start()
+        device = _pointer_device(base, &is_device)
+        if bc is not None:
+            if bc._device < 0:
+                bc._device = device
+            device = bc._device
+        pool = _pool_for(device)
+        if not _staged_path(fds[0], pool, is_device):
+            raise NotImplementedError(
+                "a many-file operation needs the staging path (device memory on a device "
+                "with stream waits, and the engine_data_path setting 'auto')")
+        if opcode == 1:
+            for k in range(len(files)):
+                wend = 0
+                for i in range(n):
+                    if idx[i] == k and checked[i].len:
+                        wend = max(wend, checked[i].file_offset + <long long>checked[i].len)
+                if wend > getattr(files[k], "_staged_write_end", 0):
+                    try:
+                        files[k]._staged_write_end = wend
+                    except AttributeError:
+                        pass
+        handles = _submit_staged(<_FileCore>files[0], opcode, fds[0], base, checked, <int>n,
+                                 sh, device, pool, task, ordered, True, prefetch, fds, ends)
+    finally:
+        free(checked)
+        free(fds)
+        free(ends)
+    for fo in files:
+        (<_FileCore>fo)._held += 1
+    if bc is not None:
+        bc._held += 1
+    hd = <StreamIOHandle>handles[0]
+    hd._submitted = 1
+    hd._file = tuple(files) if len(files) > 1 else files[0]
+    hd._bcore = bc
+    hd._buffer = buf_owner
+    hd._stream_owner = stream_owner
+    return hd
+
+
 cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length,
                           _BufferCore bc, object buf_owner, hfe_span *checked, int n,
                           uintptr_t sh, object stream_owner, size_t task, int fd,
@@ -203,7 +349,7 @@ cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length
     staged = _staged_path(fd, pool, is_device)
     if staged:
         handles = _submit_staged(f, opcode, fd, base, checked, n, sh, device, pool, task,
-                                 ordered, grouped, prefetch)
+                                 ordered, grouped, prefetch, NULL, NULL)
     else:
         handles = _submit_workers(f, opcode, base, checked, n, sh, device, pool, task, grouped)
     # submitted: the handles now hold the file, buffer and stream (before any
@@ -251,7 +397,10 @@ cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t b
 
 cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
                          uintptr_t sh, int device, _FlagPool pool, size_t task, bint ordered,
-                         bint grouped, bint prefetch):
+                         bint grouped, bint prefetch, const int *fds, const long long *ends):
+    """The staged path. ``fds``/``ends`` (a many-file submission, else
+    NULL): each range's descriptor and, for a read, the end of its file
+    (the caller then keeps the files' write ends itself)."""
     cdef _Ring ring = _ring_for(device)
     cdef int ng = 1 if grouped else n, i, rc = 0, qerr
     cdef long long wend
@@ -270,7 +419,9 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
     cdef StreamIOHandle hd
     cdef int sdev
     cdef hfe_runtime rt
-    if opcode == 0:
+    if fds != NULL:
+        pass
+    elif opcode == 0:
         # Reads stop at the end of the file: as it is now, or as the staged
         # writes submitted on this file before will leave it (a write then a
         # read of the same bytes, in stream order).
@@ -297,12 +448,15 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
             nbytes = checked[i].len
             foff = checked[i].file_offset
             boff = checked[i].buffer_offset
+            if fds != NULL and opcode == 0:
+                end = ends[i]
             if end >= 0:
                 nbytes = 0 if foff >= end else <size_t>min(<long long>nbytes, end - foff)
             pieces[i].file_offset = foff
             pieces[i].device = base + boff
             pieces[i].len = nbytes
             pieces[i].group = 0 if grouped else i
+            pieces[i].fd = fds[i] if fds != NULL else -1
             total += nbytes
             if grouped and i > 0:
                 continue

@@ -49,6 +49,7 @@ cdef extern from "engine.h" nogil:
         uint64_t device
         uint64_t len
         int group
+        int fd
     hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *flags_host,
                            uint64_t flags_dev)
     void hfe_ring_free(hfe_ring *ring)

@@ -125,12 +125,14 @@ typedef struct hfe_runtime {
 } hfe_runtime;
 
 /* One piece of a submission: `len` bytes between the file at file_offset
- * and device memory at `device`, for group `group`. */
+ * and device memory at `device`, for group `group`. `fd` is the piece's
+ * file (a POSIX descriptor); -1: the submission's `fd`. */
 typedef struct hfe_piece {
     int64_t file_offset;
     uint64_t device;
     uint64_t len;
     int group;
+    int fd;
 } hfe_piece;
 
 /* A ring over `nslots` staging slots of `slot_size` bytes at `staging`
@@ -155,7 +157,8 @@ size_t hfe_ring_slot_size(const hfe_ring *ring);
  * stream then writes complete_dev[i] = complete_value[i] after the group's
  * last copy (complete_dev[i] 0: none); for a write, the group's own flag is
  * stored by the engine. Pieces are packed into chunks of at most chunk_cap
- * bytes. The engine starts a read chunk's file I/O once *gate >= gate_value
+ * bytes; a piece's `fd` (else `fd`) is the file it moves (one chunk may
+ * hold the pieces of several files). The engine starts a read chunk's file I/O once *gate >= gate_value
  * (gate NULL: at once). Returns 0, or the hipError_t of an enqueue that
  * failed (then every chunk not enqueued is abandoned, every group not
  * released gets the error -1/EIO, and its flags are set). */

@@ -74,6 +74,7 @@ struct hfe_ring {
 enum { CHUNK_PENDING = 0, CHUNK_DONE = 1, CHUNK_ABANDONED = 2 };
 
 typedef struct run {          /* file side: one pread/pwrite loop */
+    int fd;                   /* the run's file */
     int64_t file_offset;
     uint64_t staging_off;
     uint64_t len;
@@ -97,7 +98,6 @@ struct chunk {
     int slot;
     uint32_t gen;
     int opcode;
-    int fd;
     const uint32_t *gate;
     uint32_t gate_value;
     int state;                /* atomic: CHUNK_* */

@@ -103,7 +103,7 @@ void hfe_inject(int err_no, int count, size_t short_max, int after)
     __atomic_store_n(&fault_short, short_max, __ATOMIC_RELEASE);
 }
 
-static ssize_t file_call(const chunk_t *c, char *buf, size_t len, off_t off)
+static ssize_t file_call(const chunk_t *c, int fd, char *buf, size_t len, off_t off)
 {
     int skip = __atomic_load_n(&fault_after, __ATOMIC_ACQUIRE);
     while (skip > 0) {
@@ -123,7 +123,7 @@ call:;
     size_t cap = __atomic_load_n(&fault_short, __ATOMIC_ACQUIRE);
     if (cap && len > cap)
         len = cap;
-    return c->opcode == 0 ? pread(c->fd, buf, len, off) : pwrite(c->fd, buf, len, off);
+    return c->opcode == 0 ? pread(fd, buf, len, off) : pwrite(fd, buf, len, off);
 }
 
 /* One file run; returns the bytes moved, or -1 with *err_no. */
@@ -132,7 +132,8 @@ static ssize_t run_io(const chunk_t *c, const run_t *u, int *err_no)
     char *buf = c->ring->staging + (size_t)c->slot * c->ring->slot_size + u->staging_off;
     uint64_t done = 0;
     while (done < u->len) {
-        ssize_t n = file_call(c, buf + done, u->len - done, u->file_offset + (off_t)done);
+        ssize_t n = file_call(c, u->fd, buf + done, u->len - done,
+                              u->file_offset + (off_t)done);
         __atomic_add_fetch(&u->group->calls, 1, __ATOMIC_RELAXED);
         if (n < 0) {
             if (errno == EINTR)
@@ -250,7 +251,6 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
                 if (!c)
                     goto fail;
                 c->opcode = opcode;
-                c->fd = fd;
                 c->refs = 2;
                 chunks[n++] = c;
                 used = 0;
@@ -260,15 +260,16 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
             if (len > cap - used)
                 len = cap - used;
             hfe_op *g = groups[p->group];
+            int pfd = p->fd >= 0 ? p->fd : fd;
             int64_t foff = p->file_offset + (int64_t)done;
             run_t *lr = c->nruns ? &c->runs[c->nruns - 1] : NULL;
-            if (lr && lr->group == g && lr->file_offset + (int64_t)lr->len == foff &&
-                lr->staging_off + lr->len == used) {
+            if (lr && lr->group == g && lr->fd == pfd &&
+                lr->file_offset + (int64_t)lr->len == foff && lr->staging_off + lr->len == used) {
                 lr->len += len;
             } else {
                 if (reserve((void **)&c->runs, &runs_cap, c->nruns, sizeof(run_t)))
                     goto fail;
-                c->runs[c->nruns++] = (run_t){foff, used, len, g, p->group};
+                c->runs[c->nruns++] = (run_t){pfd, foff, used, len, g, p->group, 0};
             }
             copy_t *lc = c->ncopies ? &c->copies[c->ncopies - 1] : NULL;
             if (lc && lc->device + lc->len == p->device + done &&
