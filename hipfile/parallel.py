@@ -256,6 +256,27 @@ class IOFuture:
                 self._tasks.append(fut)
             fut.add_done_callback(self._task_done)
 
+    def _run_inline(self, job: _Job, span: tuple[int, int],
+                    release: Callable[[], None]) -> None:
+        """Run the one task of a small request in the calling thread: the
+        future is done on return, with the same outcome the pool gives
+        (an exception from the task is its result, not raised here)."""
+        self._job = job
+        self._release = release
+        self._remaining = self._expected = 1
+        done: Future[int] = Future()
+        try:
+            done.set_result(_run_task(job, *span))
+        except Exception as exc:
+            done.set_exception(exc)
+        except BaseException:
+            self._tasks.append(done)
+            done.cancel()
+            self._finish()
+            raise
+        self._tasks.append(done)
+        self._finish()
+
     def _task_done(self, fut: Future[int]) -> None:
         if not fut.cancelled() and fut.exception() is not None:
             # fail fast: stop the other tasks
@@ -443,11 +464,21 @@ class IOFuture:
         return f"<hipfile.IOFuture {kind} nbytes={self._nbytes} {state}>"
 
 
+#: A request of at most this many bytes, one task, runs in the calling
+#: thread (no hand-off to the pool, whose cost is several such reads).
+INLINE_MAX = 256 << 10
+#: A request of fewer than SPLIT_WAYS default tasks is cut into SPLIT_WAYS
+#: tasks of at least SPLIT_MIN bytes, so that several threads move it.
+SPLIT_MIN = 512 << 10
+SPLIT_WAYS = 4
+
+
 def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: int,
             buffer_offset: int, task_size: int | None, executor: Executor | None) -> IOFuture:
     if not isinstance(fh, _FileCore):
         raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
     tsize = default_task_size() if task_size is None else _positive_int(task_size, "task_size")
+    given_task = task_size is not None
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise TypeError(f"executor must be a concurrent.futures.Executor, not "
                         f"{type(executor).__name__}")
@@ -458,7 +489,6 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
         check_writable(view, write, buffer)
         if host_fd is None:
             raise TypeError(f"{type(fh).__name__} does not support host buffers")
-    pool = executor if executor is not None else _default_executor()
 
     core = owner if isinstance(owner, _BufferCore) else None
     # Hold before checking, so that a close racing with this call either
@@ -482,10 +512,16 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
             core._hold(-1)
         keep.clear()
 
+    if not given_task and SPLIT_MIN < size < SPLIT_WAYS * tsize:
+        tsize = max(SPLIT_MIN, -(-size // SPLIT_WAYS))
     spans = [(start, min(tsize, size - start)) for start in range(0, size, tsize)]
     job = _Job(write, handle, ptr, file_offset, buffer_offset, view, host_fd)
     future = IOFuture(size, write)
-    future._start(pool, job, spans, release)
+    if executor is None and len(spans) == 1 and size <= INLINE_MAX:
+        future._run_inline(job, spans[0], release)
+    else:
+        future._start(executor if executor is not None else _default_executor(), job, spans,
+                      release)
     return future
 
 

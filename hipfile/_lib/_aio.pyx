@@ -30,8 +30,8 @@ from libc.stdint cimport uintptr_t
 from hipfile._lib.chipfile cimport *
 from hipfile._lib._bindings cimport bind, p_hipFileReadAsync, p_hipFileWriteAsync
 from hipfile._lib._core cimport (
-    FIXED_BUF_OFFSET, FIXED_FILE_OFFSET, FIXED_FILE_SIZE, _as_index, _BufferCore, _FileCore,
-    _io_range, _release_refs, _StreamState, submit_preamble)
+    FIXED_BUF_OFFSET, FIXED_FILE_OFFSET, FIXED_FILE_SIZE, _as_index, _BufferCore,
+    _ensure_registered, _FileCore, _io_range, _release_refs, _StreamState, submit_preamble)
 from hipfile._lib cimport _core
 from hipfile._lib._pool cimport (
     SLOT_DONE, SLOT_PARKED, Slots, _give_back, _launch_marker, _lose, _Parked, _parked, _slot_ptr,
@@ -80,6 +80,8 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         st = <_StreamState>state
     _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
 
+    if not f._registered:
+        _ensure_registered(f)
     h = AsyncIOHandle.__new__(AsyncIOHandle)
     h._slot = _take()
     s = _slot_ptr(h._slot)

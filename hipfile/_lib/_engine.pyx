@@ -15,7 +15,8 @@ from libc.stdlib cimport calloc, free, malloc
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
 from hipfile._lib._core cimport (
-    _as_positive, _BufferCore, _check_file, _FileCore, _io_range, _range_fits, submit_preamble)
+    _as_positive, _BufferCore, _check_file, _ensure_registered, _FileCore, _io_range, _range_fits,
+    submit_preamble)
 from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime, hfe_span
 from hipfile._lib._engine_handle cimport _GateRef, StreamIOHandle
 from hipfile._lib._engine_hip cimport (
@@ -36,6 +37,16 @@ cdef void *_get_io(int opcode) except NULL:
 
 
 cdef object _numpy = None
+
+# A lone read chunk of at most this many bytes that the page cache holds is
+# read by the submitting thread (no hand-off to a worker): about the bytes
+# one thread copies from the page cache in the time a hand-off takes.
+cdef size_t INLINE_MAX = 256 << 10
+# A lone submission of less than SPLIT_UNDER default tasks is cut into
+# SPLIT_WAYS chunks of at least SPLIT_MIN bytes, so that several threads
+# read it (one 2 MiB pread is several times slower than four of 512 KiB).
+cdef size_t SPLIT_MIN = 512 << 10
+cdef int SPLIT_WAYS = 4
 
 
 cdef int _check_slow(object r, size_t length, hfe_span *out) except -1:
@@ -172,12 +183,17 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
         task = _eng_task_default
     else:
         task = <size_t>_as_positive(task_size, "task_size")
-    cdef Py_ssize_t count = 0
+    cdef Py_ssize_t count = 0, i
+    cdef size_t total = 0
     cdef hfe_span *checked = _parse_ranges(ranges, length, &count)
     try:
         n = <int>count
         if n == 0:
             return []
+        if task_size is None and n == 1:
+            total = checked[0].len
+            if total > SPLIT_MIN and total < SPLIT_WAYS * task:
+                task = max(SPLIT_MIN, ((total + SPLIT_WAYS - 1) // SPLIT_WAYS + 4095) & ~4095)
         return _submit_checked(f, opcode, base, length, bc, buf_owner, checked, n, sh,
                                stream_owner, task, fd, ordered, grouped, prefetch)
     finally:
@@ -477,16 +493,18 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
                 cval[i] = hd._value
 
         # the gate: a read's file I/O starts once the caller's stream has
-        # passed this point (always a flag the stream writes: a query that
-        # finds the stream idle can race with another thread's enqueue);
-        # a prefetch reads at once (its copies still wait for the stream)
+        # passed this point, a flag the stream writes; a stream found idle
+        # needs none (what it ran before, the writes of this engine
+        # included, is done; its copies are enqueued behind anything
+        # enqueued meanwhile); a prefetch reads at once (its copies still
+        # wait for the stream)
         if opcode == 0:
             sdev = _stream_device(sh)
             spool = _pool_for(sdev)
             if not spool.memops:
                 raise ValueError("the stream's device cannot use stream waits: "
                                  "the buffer and the stream must be on one device")
-        if opcode == 0 and not prefetch:
+        if opcode == 0 and not prefetch and _stream_query(sh) != HIP_SUCCESS:
             gflag = spool.take()
             gvalue = gflag.next_value()
             qerr = _write_value32(sh, gflag.devptr, gvalue)
@@ -501,7 +519,7 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
         rt = _eng_rt      # a copy: set() may change the table while the GIL is released
         with nogil:
             rc = eng.stage_submit(ring.ring, &rt, opcode, fd, pieces, n, groups, ng,
-                                  cdev, cval, <void *>target, gate, gvalue, task)
+                                  cdev, cval, <void *>target, gate, gvalue, task, INLINE_MAX)
         if rc < 0:
             raise OSError(-rc, f"the stream engine refused the submission: {os.strerror(-rc)}")
     except BaseException:
@@ -558,6 +576,7 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, hfe_span *che
     cdef StreamIOHandle hd
     cdef int qerr
     cdef int m = 1 if grouped else n     # operations: a group is one, over its ranges
+    _ensure_registered(f)                # hipFile's own calls move the bytes
     ops = <hfe_op **>malloc(m * sizeof(hfe_op *))
     if ops == NULL:
         raise MemoryError()

@@ -151,7 +151,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
     def closed(self) -> bool:
         """Whether the handle is closed: True before :meth:`open` and after
         :meth:`close`, when :attr:`fd` and :attr:`handle` are None."""
-        return self.handle is None
+        return not self._open
 
     def fileno(self) -> int:
         """The open file descriptor (as :meth:`io.IOBase.fileno`).
@@ -162,7 +162,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             The handle is closed (also a ValueError).
         """
         fd = self._fd
-        if fd is None or self.handle is None:
+        if fd is None or not self._open:
             raise ClosedFileError(self._closed_reason())
         return fd
 
@@ -189,7 +189,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     @handle_type.setter
     def handle_type(self, value: FileHandleType) -> None:
-        if self.handle is not None:
+        if self._open:
             raise RuntimeError("Cannot modify handle_type while FileHandle is open")
         if value not in FileHandleType.__members__.values():
             raise ValueError(f"'{value}' is not a member of enum FileHandleType")
@@ -200,7 +200,14 @@ class FileHandle(_FileCore, ClosesWhenCollected):
     # -- lifetime -------------------------------------------------------
 
     def open(self) -> FileHandle:
-        """Open the file and register it (idempotent); returns ``self``.
+        """Open the file (idempotent); returns ``self``.
+
+        The file is registered with hipFile (``hipFileHandleRegister``,
+        which opens the driver if it is not open) at the first call that
+        goes through hipFile's own data path (:meth:`read`, :meth:`write`,
+        :meth:`read_async`, :meth:`write_async`, batch I/O, :attr:`handle`),
+        not here: a process that moves its bytes with the stream-ordered
+        engine or the safetensors loader never waits for the driver.
 
         Raises
         ------
@@ -209,15 +216,12 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             directory.
         OSError
             ``os.open`` failed.
-        HipFileException
-            Registration failed (a descriptor it opened is closed again; one
-            given to :meth:`from_fd` stays open).
 
         See Also
         --------
         hipFileHandleRegister
         """
-        if self.handle is not None:
+        if self._open:
             return self
         if self._owns_fd:
             assert self._path is not None
@@ -231,15 +235,30 @@ class FileHandle(_FileCore, ClosesWhenCollected):
                 where = self._path if self._path is not None else f"<fd {fd}>"
                 raise IsADirectoryError(errno.EISDIR, "Is a directory: hipfile opens files",
                                         os.fspath(where) if self._path is not None else where)
-            handle = _api.handle_register(fd, int(self._handle_type))
         except BaseException:
             if self._owns_fd:
                 os.close(fd)
             raise
         self._fd = fd
-        self._attach(handle)
+        self._attach_fd()
         self._opened_once = True
         return self
+
+    def _register(self) -> None:
+        """Register the open file with hipFile (the core calls this at the
+        first call that goes through hipFile's own data path).
+
+        Raises
+        ------
+        HipFileException
+            The library refused the registration (the file stays open).
+
+        See Also
+        --------
+        hipFileHandleRegister
+        """
+        assert self._fd is not None
+        self._attach(_api.handle_register(self._fd, int(self._handle_type)))
 
     def _closed_reason(self) -> str:
         """The message of :class:`ClosedFileError` for this handle."""
@@ -288,7 +307,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         limit = as_timeout(timeout)
         if timeout is not None and not wait:
             raise TypeError("close(timeout=...) waits only with wait=True")
-        if wait and self.handle is not None:
+        if wait and self._open:
             self._wait_in_flight(limit)
         handle = self._detach()
         if handle is not None:
@@ -318,7 +337,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         return self.open()
 
     def _left_open(self) -> bool:
-        return self.handle is not None
+        return bool(self._open)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -330,10 +349,10 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         exit_block(exc, lambda: wait_idle(self, self), self.close)
 
     def __del__(self) -> None:
-        finalize(self, "close", lambda: self.handle is not None, "was not closed")
+        finalize(self, "close", lambda: bool(self._open), "was not closed")
 
     def __repr__(self) -> str:
-        state = "closed" if self.handle is None else f"fd={self._fd}"
+        state = "closed" if not self._open else f"fd={self._fd}"
         return f"<hipfile.FileHandle path={self._path!r} {state}>"
 
     # -- synchronous I/O -----------------------------------------------

@@ -12,7 +12,6 @@ from typing import Any
 
 from hipfile._mounts import mount_of
 from hipfile.buffer import Buffer
-from hipfile.driver import process_driver
 from hipfile.file import FileHandle
 from hipfile.safetensors._header import (
     ALIGNMENT,
@@ -299,7 +298,6 @@ def open_for_read(path: str | os.PathLike[str], direct: bool | None) -> FileHand
     o_direct = getattr(os, "O_DIRECT", 0)
     if direct and not o_direct:
         raise NotImplementedError("O_DIRECT is not available on this system")
-    process_driver()
     if want_direct(path, None, direct):
         try:
             return FileHandle(path, os.O_RDONLY | o_direct).open()

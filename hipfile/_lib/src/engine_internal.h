@@ -101,6 +101,7 @@ struct chunk {
     const uint32_t *gate;
     uint32_t gate_value;
     int state;                /* atomic: CHUNK_* */
+    int inline_read;          /* read by the submitting thread (try_inline_read) */
     int nruns, ncopies;
     run_t *runs;
     copy_t *copies;

@@ -265,12 +265,17 @@ class CuFile(QuietFileHolder):
         """
         if self._fh is not None:
             return
+        fh = None
         try:
             process_driver()      # the process's reference: opened once, kept until exit
-            self._fh = FileHandle(self._path, self._flags).open()
+            fh = FileHandle(self._path, self._flags).open()
+            fh.handle             # registered now, as cufile-python's open() does
         except HipFileException as e:
+            if fh is not None:
+                fh.close()
             also(e, RuntimeError)  # in place: a class defined in Python
             raise
+        self._fh = fh
 
     def close(self) -> None:
         """Deregister and close the file (idempotent).
