@@ -269,7 +269,7 @@ class CuFile(QuietFileHolder):
         try:
             process_driver()      # the process's reference: opened once, kept until exit
             fh = FileHandle(self._path, self._flags).open()
-            fh.handle             # registered now, as cufile-python's open() does
+            _ = fh.handle         # registered now, as cufile-python's open() does
         except HipFileException as e:
             if fh is not None:
                 fh.close()
