@@ -467,10 +467,6 @@ class IOFuture:
 #: A request of at most this many bytes, one task, runs in the calling
 #: thread (no hand-off to the pool, whose cost is several such reads).
 INLINE_MAX = 256 << 10
-#: A request of fewer than SPLIT_WAYS default tasks is cut into SPLIT_WAYS
-#: tasks of at least SPLIT_MIN bytes, so that several threads move it.
-SPLIT_MIN = 512 << 10
-SPLIT_WAYS = 4
 
 
 def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: int,
@@ -478,7 +474,6 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     if not isinstance(fh, _FileCore):
         raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
     tsize = default_task_size() if task_size is None else _positive_int(task_size, "task_size")
-    given_task = task_size is not None
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise TypeError(f"executor must be a concurrent.futures.Executor, not "
                         f"{type(executor).__name__}")
@@ -512,8 +507,6 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
             core._hold(-1)
         keep.clear()
 
-    if not given_task and SPLIT_MIN < size < SPLIT_WAYS * tsize:
-        tsize = max(SPLIT_MIN, -(-size // SPLIT_WAYS))
     spans = [(start, min(tsize, size - start)) for start in range(0, size, tsize)]
     job = _Job(write, handle, ptr, file_offset, buffer_offset, view, host_fd)
     future = IOFuture(size, write)

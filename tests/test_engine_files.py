@@ -217,3 +217,45 @@ def test_bad_entries_submit_nothing(tmp_path: Path) -> None:
     finally:
         for fh in (a, b, wo):
             fh.close()
+
+
+def _direct_ok(folder: Path) -> bool:
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return False
+    try:
+        fd = os.open(folder / "probe", os.O_RDWR | os.O_CREAT | flag, 0o644)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+@pytest.mark.parametrize("opened_direct", [False, True])
+def test_cold_large_reads_go_through_o_direct_and_the_unaligned_end_buffered(
+        tmp_path: Path, opened_direct: bool) -> None:
+    """A read of >= 16 MiB of a file the page cache lacks, or any read of a
+    file opened with O_DIRECT, goes through an O_DIRECT descriptor; the
+    file's unaligned end, which O_DIRECT refuses, is read buffered."""
+    if not _direct_ok(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    size = (16 << 20) + 1000
+    data = np.random.default_rng(4).integers(0, 256, size, dtype=np.uint8)
+    path = tmp_path / "cold.bin"
+    path.write_bytes(data.tobytes())
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    fh = hipfile.open(path, direct=True) if opened_direct else hipfile.open(path)
+    try:
+        with device_array(size + 4096) as dev, hip_stream() as s:
+            h = fh.pread_async(dev, size + 4096, 0, 0, s)     # past the end: stops there
+            assert h.wait(timeout=60) == size
+            np.testing.assert_array_equal(from_device(dev, size), data)
+            if not opened_direct:
+                assert fh._direct_fd is not None and fh._direct_fd >= 0
+        fds = len(os.listdir("/proc/self/fd"))
+    finally:
+        fh.close()
+    assert len(os.listdir("/proc/self/fd")) < fds     # the O_DIRECT twin closed too

@@ -496,3 +496,38 @@ def test_compat_mode_disabled_by_parameter(compat_env: pytest.MonkeyPatch,
     compat_env.setenv("HIPFILE_ALLOW_COMPAT_MODE", "true")
     with hipfile.open(data_path) as fh:
         assert not fh.closed and fh.handle is not None
+
+
+@pytest.mark.emulated
+def test_threads_making_their_first_call_at_once_register_once(data_path: Path,
+                                                                payload: np.ndarray) -> None:
+    """The registration happens at the first call through hipFile's data
+    path: threads that make theirs together on a fresh handle register it
+    once, and none of them sees an error."""
+    import threading
+
+    from _util import device_array, from_device
+
+    from hipfile.platforms import emulated
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+    for _ in range(5):
+        with hipfile.open(data_path) as fh, device_array(8 * 4096) as dev:
+
+            def first_call(i: int, fh: hipfile.FileHandle = fh, dev: Any = dev) -> None:
+                try:
+                    start.wait(timeout=30)
+                    assert fh.read(dev, 4096, i * 4096, i * 4096) == 4096
+                except BaseException as e:  # reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=first_call, args=(i,)) for i in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            assert not errors, errors[:3]
+            assert emulated.counters()["handles"] == 1
+            np.testing.assert_array_equal(from_device(dev, 8 * 4096), payload[:8 * 4096])
+        assert emulated.counters()["handles"] == 0

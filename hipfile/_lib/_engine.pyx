@@ -416,8 +416,11 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
                          bint grouped, bint prefetch, const int *fds, const long long *ends):
     """The staged path. ``fds``/``ends`` (a many-file submission, else
     NULL): each range's descriptor and, for a read, the end of its file
-    (the caller then keeps the files' write ends itself)."""
+    (the caller then keeps the files' write ends itself). A one-file read
+    goes through the file's ``O_DIRECT`` descriptor (``fd`` for what that
+    refuses) where :func:`_direct_fd` says so."""
     cdef _Ring ring = _ring_for(device)
+    cdef int direct_fd = -1
     cdef int ng = 1 if grouped else n, i, rc = 0, qerr
     cdef long long wend
     cdef size_t nbytes, total = 0
@@ -442,6 +445,7 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
         # writes submitted on this file before will leave it (a write then a
         # read of the same bytes, in stream order).
         end = max(os.fstat(fd).st_size, getattr(f, "_staged_write_end", 0))
+        direct_fd = _direct_fd(f, checked, n)
     else:
         wend = 0
         for i in range(n):
@@ -472,7 +476,8 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
             pieces[i].device = base + boff
             pieces[i].len = nbytes
             pieces[i].group = 0 if grouped else i
-            pieces[i].fd = fds[i] if fds != NULL else -1
+            pieces[i].fd = fds[i] if fds != NULL else direct_fd
+            pieces[i].fd_alt = fd if fds == NULL and direct_fd >= 0 else -1
             total += nbytes
             if grouped and i > 0:
                 continue
@@ -546,6 +551,26 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
             hd = <StreamIOHandle>o
             _wait_value32(sh, hd._flag.devptr, hd._value)
     return handles
+
+
+# A one-file read of at least DIRECT_MIN bytes from a file the page cache
+# mostly lacks goes to the disk with O_DIRECT (no copy through the page
+# cache, requests the size of a chunk); so does every read of a file opened
+# with O_DIRECT.
+cdef size_t DIRECT_MIN = 16 << 20
+
+
+cdef int _direct_fd(_FileCore f, hfe_span *checked, int n) except -2:
+    """The ``O_DIRECT`` descriptor a read of these ranges should use, or -1
+    (the file's buffered one)."""
+    cdef size_t total = 0
+    cdef int i
+    getter = getattr(f, "_engine_direct_fd", None)
+    if getter is None:
+        return -1
+    for i in range(n):
+        total += checked[i].len
+    return <int>getter(total >= DIRECT_MIN)
 
 
 cdef int _submitted_anyway(_FileCore f, list handles) except -1:

@@ -50,6 +50,7 @@ cdef extern from "engine.h" nogil:
         uint64_t len
         int group
         int fd
+        int fd_alt
     hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *flags_host,
                            uint64_t flags_dev)
     void hfe_ring_free(hfe_ring *ring)

@@ -18,6 +18,7 @@ from hipfile._transfer import host_transfer, transfer
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError
 from hipfile.file._args import (
+    O_DIRECT,
     Ranges,
     buffered_twin,
     fourth_argument,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["FileHandle"]
 
 _TWIN_LOCK = threading.Lock()
+_REGISTER_LOCK = threading.Lock()
 
 
 class FileHandle(_FileCore, ClosesWhenCollected):
@@ -101,6 +103,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         self._owns_fd = fd is None
         self._given_fd = fd
         self._buffered_fd: int | None = None   # see _host_fd
+        self._direct_fd: int | None = None     # see _engine_direct_fd (-1: refused)
         self._handle_type = FileHandleType.OPAQUE_FD
         self.handle_type = handle_type
         if path is None and fd is None:
@@ -257,8 +260,18 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipFileHandleRegister
         """
-        assert self._fd is not None
-        self._attach(_api.handle_register(self._fd, int(self._handle_type)))
+        with _REGISTER_LOCK:    # threads making their first call at once: one registers
+            if self._is_registered:
+                return
+            fd = self._fd
+            if fd is None:
+                raise ClosedFileError(self._closed_reason())
+            handle = _api.handle_register(fd, int(self._handle_type))
+            if not self._open or self._fd != fd:
+                # closed by another thread while the library registered it
+                _bindings.handle_deregister(handle)
+                raise ClosedFileError(self._closed_reason())
+            self._attach(handle)
 
     def _closed_reason(self) -> str:
         """The message of :class:`ClosedFileError` for this handle."""
@@ -319,6 +332,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         twin, self._buffered_fd = self._buffered_fd, None
         if twin is not None:
             os.close(twin)
+        direct, self._direct_fd = self._direct_fd, None
+        if direct is not None and direct >= 0:
+            os.close(direct)
 
     def _wait_in_flight(self, timeout: float | None) -> None:
         """Wait until no operation uses this file, at most ``timeout``
@@ -715,3 +731,29 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         if self._handle_type != FileHandleType.OPAQUE_FD:
             return -1
         return self._posix_fd()
+
+    def _engine_direct_fd(self, large: bool) -> int:
+        """The ``O_DIRECT`` descriptor for an engine read, or -1 for the
+        buffered one: the file's own when it was opened with ``O_DIRECT``;
+        for a ``large`` read of a file the page cache mostly lacks (a
+        sample of its pages, ``mincore``), a second descriptor with
+        ``O_DIRECT``, opened on first use and closed by :meth:`close`
+        (-1 where the file system refuses ``O_DIRECT``)."""
+        fd = self.fileno()
+        if is_direct(fd):
+            return fd
+        if not large or self._direct_fd == -1 or not O_DIRECT:
+            return -1
+        from hipfile.safetensors._read import cached_fraction
+
+        if cached_fraction(fd, sample_pages=256) >= 0.5:
+            return -1
+        with _TWIN_LOCK:
+            if self._direct_fd is None:
+                try:
+                    self._direct_fd = os.open(f"/proc/self/fd/{fd}",
+                                              (self._flags & os.O_ACCMODE) | O_DIRECT
+                                              | os.O_CLOEXEC)
+                except OSError:
+                    self._direct_fd = -1     # no O_DIRECT here (tmpfs): never again
+        return self._direct_fd

@@ -441,11 +441,15 @@ def resolve_reader(reader: str, device: Device) -> str:
 
 def file_reader(reader: str, fh: FileHandle) -> str:
     """The reader of one file into device memory: for ``"auto"``, the
-    stream-ordered engine for a file read through the page cache, the
-    staged reader for one read with ``O_DIRECT`` (from the disk)."""
+    process's stream-ordered engine, which reads a file opened with
+    ``O_DIRECT`` (from the disk) through that descriptor and one read
+    through the page cache with many threads; no thread is started and no
+    pinned memory allocated per call. ``"staged"`` (the older reader with
+    threads and staging of its own per load) is still there to ask for."""
     if reader != "auto":
         return reader
-    return "staged" if fh.flags & getattr(os, "O_DIRECT", 0) else "stream"
+    del fh
+    return "stream"
 
 
 def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorInfo]]],

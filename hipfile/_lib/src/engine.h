@@ -126,13 +126,18 @@ typedef struct hfe_runtime {
 
 /* One piece of a submission: `len` bytes between the file at file_offset
  * and device memory at `device`, for group `group`. `fd` is the piece's
- * file (a POSIX descriptor); -1: the submission's `fd`. */
+ * file (a POSIX descriptor); -1: the submission's `fd`. `fd_alt` (-1: none)
+ * is a second descriptor of the same file that a call refused with EINVAL
+ * is made again on: `fd` may be opened with O_DIRECT (reads from the disk
+ * that skip the page cache), whose alignment rules an unaligned run (the
+ * end of a file) breaks, and `fd_alt` then the buffered one. */
 typedef struct hfe_piece {
     int64_t file_offset;
     uint64_t device;
     uint64_t len;
     int group;
     int fd;
+    int fd_alt;
 } hfe_piece;
 
 /* A ring over `nslots` staging slots of `slot_size` bytes at `staging`

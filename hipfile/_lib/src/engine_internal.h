@@ -75,6 +75,7 @@ enum { CHUNK_PENDING = 0, CHUNK_DONE = 1, CHUNK_ABANDONED = 2 };
 
 typedef struct run {          /* file side: one pread/pwrite loop */
     int fd;                   /* the run's file */
+    int fd_alt;               /* the same file, for calls fd refuses with EINVAL (-1: none) */
     int64_t file_offset;
     uint64_t staging_off;
     uint64_t len;

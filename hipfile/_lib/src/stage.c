@@ -21,19 +21,26 @@ static void chunk_decref(chunk_t *c)
 
 int hfe_flag_reached(const uint32_t *flag, uint32_t value) { return reached(flag, value); }
 
+/* The caller's thread (not an engine thread) has the default timer slack,
+ * 50 us: each of backoff_step's short sleeps would last that long. A wait
+ * on the host yields for its first SPIN_S seconds instead (a copy of a few
+ * MiB lands within them), then backs off. */
+#define SPIN_S 200e-6
+
 int hfe_flag_wait(const uint32_t *flag, uint32_t value, double timeout_s)
 {
     struct timespec t0, now;
     backoff_t b = {0};
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (!reached(flag, value)) {
-        if (timeout_s >= 0) {
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            double spent = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9;
-            if (spent >= timeout_s)
-                return 0;
-        }
-        backoff_step(&b);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double spent = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (timeout_s >= 0 && spent >= timeout_s)
+            return 0;
+        if (spent < SPIN_S)
+            sched_yield();
+        else
+            backoff_step(&b);
     }
     return 1;
 }
@@ -132,13 +139,17 @@ static ssize_t run_io(const chunk_t *c, const run_t *u, int *err_no)
 {
     char *buf = c->ring->staging + (size_t)c->slot * c->ring->slot_size + u->staging_off;
     uint64_t done = 0;
+    int fd = u->fd;
     while (done < u->len) {
-        ssize_t n = file_call(c, u->fd, buf + done, u->len - done,
-                              u->file_offset + (off_t)done);
+        ssize_t n = file_call(c, fd, buf + done, u->len - done, u->file_offset + (off_t)done);
         __atomic_add_fetch(&u->group->calls, 1, __ATOMIC_RELAXED);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
+            if (errno == EINVAL && u->fd_alt >= 0 && fd != u->fd_alt) {
+                fd = u->fd_alt;    /* O_DIRECT's alignment: the buffered descriptor */
+                continue;
+            }
             *err_no = errno;
             return -1;
         }
@@ -339,15 +350,16 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
                 len = cap - used;
             hfe_op *g = groups[p->group];
             int pfd = p->fd >= 0 ? p->fd : fd;
+            int palt = p->fd >= 0 ? p->fd_alt : -1;
             int64_t foff = p->file_offset + (int64_t)done;
             run_t *lr = c->nruns ? &c->runs[c->nruns - 1] : NULL;
-            if (lr && lr->group == g && lr->fd == pfd &&
+            if (lr && lr->group == g && lr->fd == pfd && lr->fd_alt == palt &&
                 lr->file_offset + (int64_t)lr->len == foff && lr->staging_off + lr->len == used) {
                 lr->len += len;
             } else {
                 if (reserve((void **)&c->runs, &runs_cap, c->nruns, sizeof(run_t)))
                     goto fail;
-                c->runs[c->nruns++] = (run_t){pfd, foff, used, len, g, p->group, 0};
+                c->runs[c->nruns++] = (run_t){pfd, palt, foff, used, len, g, p->group, 0};
             }
             copy_t *lc = c->ncopies ? &c->copies[c->ncopies - 1] : NULL;
             if (lc && lc->device + lc->len == p->device + done &&
