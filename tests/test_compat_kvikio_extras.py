@@ -25,7 +25,7 @@ from hip import hip
 
 import hipfile
 from hipfile.compat import kvikio
-from hipfile.compat.kvikio import CompatMode, cufile_driver, defaults
+from hipfile.compat.kvikio import CompatMode, defaults
 
 N = 1 << 16
 ITEMS = 1 << 17          # int64 items of the Mmap test file (1 MiB)
@@ -563,12 +563,16 @@ def test_is_direct_io_supported(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def driver_restored() -> Iterator[None]:
-    yield
+def cufile_driver() -> Iterator[Any]:
+    """``kvikio.cufile_driver``; the values it keeps are forgotten after
+    the test."""
+    from hipfile.compat.kvikio import cufile_driver
+
+    yield cufile_driver
     cufile_driver.properties._set.clear()
 
 
-def test_cufile_driver_properties(driver_restored: None) -> None:
+def test_cufile_driver_properties(cufile_driver: Any) -> None:
     major = cufile_driver.get("major_version")      # opens the driver
     props = hipfile.driver_get_properties()
     assert major == props.nvfs_major_version
@@ -597,7 +601,7 @@ def test_cufile_driver_properties(driver_restored: None) -> None:
     assert cufile_driver.get("max_device_cache_size") == cache
 
 
-def test_cufile_driver_refusals(driver_restored: None) -> None:
+def test_cufile_driver_refusals(cufile_driver: Any) -> None:
     before = cufile_driver.get("poll_thresh_size")
     with pytest.raises(KeyError):
         cufile_driver.get("nonexistent_property")
@@ -617,7 +621,7 @@ def test_cufile_driver_refusals(driver_restored: None) -> None:
     assert cufile_driver.get("poll_thresh_size") == before
 
 
-def test_cufile_driver_open_close() -> None:
+def test_cufile_driver_open_close(cufile_driver: Any) -> None:
     count = hipfile.use_count()
     cufile_driver.driver_open()
     assert hipfile.use_count() == count + 1
