@@ -572,6 +572,7 @@ def cufile_driver() -> Iterator[Any]:
     cufile_driver.properties._set.clear()
 
 
+@pytest.mark.needs("hipFileDriverGetProperties")
 def test_cufile_driver_properties(cufile_driver: Any) -> None:
     major = cufile_driver.get("major_version")      # opens the driver
     props = hipfile.driver_get_properties()
@@ -601,6 +602,7 @@ def test_cufile_driver_properties(cufile_driver: Any) -> None:
     assert cufile_driver.get("max_device_cache_size") == cache
 
 
+@pytest.mark.needs("hipFileDriverGetProperties")
 def test_cufile_driver_refusals(cufile_driver: Any) -> None:
     before = cufile_driver.get("poll_thresh_size")
     with pytest.raises(KeyError):
