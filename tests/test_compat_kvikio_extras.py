@@ -194,6 +194,23 @@ def test_mmap_closed(data: tuple[Path, np.ndarray]) -> None:
     assert m2.closed() and _open_fds() == fds
 
 
+def test_mmap_file_that_shrank(data: tuple[Path, np.ndarray]) -> None:
+    """A read of mapped pages the file no longer has raises instead of
+    taking the process down (SIGBUS)."""
+    path, a = data
+    out = np.zeros_like(a)
+    with kvikio.Mmap(path) as m:
+        os.truncate(path, 4096)
+        assert m.file_size() == 4096
+        with pytest.raises(RuntimeError, match="shrank") as info:
+            m.read(out, 8192, 0)
+        assert isinstance(info.value, OSError)
+        with pytest.raises(RuntimeError, match="shrank"):
+            m.pread(out)
+        assert m.read(out, 4096, 0) == 4096          # what is left still reads
+    assert np.array_equal(out[:512], a[:512])
+
+
 def test_mmap_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "empty.bin"
     path.write_bytes(b"")

@@ -27,6 +27,7 @@ than the buffer :class:`ValueError`.
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap as _mmap
 import os
 import stat
@@ -371,6 +372,12 @@ class Mmap:
             if n > dest.nbytes:
                 raise ValueError(f"Size is greater than the size of the buffer (size {n}, "
                                  f"buffer {dest.nbytes} bytes)")
+            if n and self._map is not None and off + n > self._map.size():
+                # pages past the end of a file that shrank cannot be read
+                # (SIGBUS): refuse instead
+                raise also(OSError(errno.EIO, f"the file shrank to {self._map.size()} bytes "
+                                   f"since it was mapped; cannot read {n} bytes at {off}"),
+                           RuntimeError)
             self._busy += 1
         return dest, n, off
 
@@ -393,7 +400,9 @@ class Mmap:
         OverflowError
             A negative ``size`` or ``offset`` (also a :class:`ValueError`).
         RuntimeError
-            The handle is closed.
+            The handle is closed, or the file shrank since it was mapped
+            and the range is past its end now (also an :class:`OSError`,
+            ``EIO``; reading those pages would kill the process).
         TypeError
             ``buf`` is neither host nor device memory, or is read-only.
 
