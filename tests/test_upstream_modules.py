@@ -143,3 +143,18 @@ def test_program_written_for_upstream_runs_unchanged(tmp_path: Path, direct: boo
     assert f"read {len(data)}" in proc.stdout and f"written {len(data)}" in proc.stdout
     assert "hashes match" in proc.stdout
     assert hashlib.sha256(dst.read_bytes()).digest() == hashlib.sha256(data).digest()
+
+
+def test_readme_says_what_the_index_package_is() -> None:
+    """``pip install hipfile`` must not surprise: the README and the
+    migration guide say that the index's hipfile is AMD's package, how this
+    one is installed, and name this package's version."""
+    root = Path(__file__).resolve().parent.parent
+    readme = " ".join((root / "README.md").read_text().split())
+    guide = " ".join((root / "docs" / "migration.md").read_text().split())
+    for text in (readme, guide):
+        assert "`pip install hipfile`" in text
+        assert "AMD's" in text and "0.4.0.dev0" in text
+        assert f"`hipfile` {hipfile.__version__}" in text
+        assert "`hipfile.get_version()`" in text or "get_version()" in text
+    assert "pip install -e '.[test]'" in readme
