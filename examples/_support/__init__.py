@@ -32,7 +32,7 @@ def positive_int(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
     if n <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive integer")
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
     return n
 
 
