@@ -52,7 +52,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import numpy as np
-from _support import hip_check  # examples/_support: shared by the examples
+from _support import folder, hip_check, positive_int  # examples/_support: shared by the examples
 from hip import hip
 
 import hipfile
@@ -626,10 +626,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description="LMCache-style GDS backend on hipfile: put and get chunks through a "
                     "slab file and verify them.")
-    ap.add_argument("--location", help="directory for the slab (default: a temporary one)")
-    ap.add_argument("--chunks", type=int, default=32, help="number of chunks (32)")
-    ap.add_argument("--chunk-kib", type=int, default=64, help="chunk size in KiB (64)")
-    ap.add_argument("--streams", type=int, default=2, help="copy streams (2)")
+    ap.add_argument("--location", type=folder,
+                    help="directory for the slab (default: a temporary one)")
+    ap.add_argument("--chunks", type=positive_int, default=32, help="number of chunks (32)")
+    ap.add_argument("--chunk-kib", type=positive_int, default=64, help="chunk size in KiB (64)")
+    ap.add_argument("--streams", type=positive_int, default=2, help="copy streams (2)")
     ap.add_argument("--no-direct-io", action="store_true", help="open the slab without O_DIRECT")
     return ap
 

@@ -101,6 +101,10 @@ from hipfile.stats import (  # noqa: E402
 # isort: on
 from hipfile.stream import Stream  # noqa: E402
 
+#: This distribution's version (``importlib.metadata.version("hipfile")``).
+#: Upstream's ``hipfile.__version__`` is the hipFile C library version its
+#: bindings were compiled against; the version of the library loaded here is
+#: :func:`get_version`.
 __version__ = "0.1.0"
 
 __all__ = [

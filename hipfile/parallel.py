@@ -469,7 +469,7 @@ class IOFuture:
 INLINE_MAX = 256 << 10
 
 
-def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: int,
+def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: int | None,
             buffer_offset: int, task_size: int | None, executor: Executor | None) -> IOFuture:
     if not isinstance(fh, _FileCore):
         raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
@@ -477,8 +477,10 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise TypeError(f"executor must be a concurrent.futures.Executor, not "
                         f"{type(executor).__name__}")
+    given = file_offset
     ptr, _, owner, size, file_offset, buffer_offset, view = io_range_or_host(
-        buffer, size, file_offset, buffer_offset)
+        buffer, size, 0 if file_offset is None else file_offset, buffer_offset)
+    appends = write and getattr(fh, "_appends", False)
     host_fd: Callable[[], int] | None = getattr(fh, "_host_fd", None)
     if view is not None:
         check_writable(view, write, buffer)
@@ -494,14 +496,28 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     except BaseException:
         fh._hold(-1)
         raise
-    handle = fh.handle
+    # hipFile moves device memory (the file registers at its first such
+    # call); host memory moves with POSIX calls
+    handle = fh.handle if view is None else 0
     assert handle is not None
+    appender: Any = fh
+    if appends:
+        # an append handle: take the range at the end of the file now
+        try:
+            file_offset = appender._reserve_append(None if given is None else file_offset,
+                                                   size)
+        except BaseException:
+            fh._hold(-1)
+            raise
     if core is not None:
         core._hold(+1)
 
     keep: list[Any] = [fh, owner]
+    start_offset = file_offset
 
     def release() -> None:
+        if appends and (future._exception is not None or future._cancelled):
+            appender._append_failed(start_offset, size)
         fh._hold(-1)
         if core is not None:
             core._hold(-1)
@@ -569,12 +585,19 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
     return _submit(False, fh, buffer, size, file_offset, buffer_offset, task_size, executor)
 
 
-def pwrite(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
+def pwrite(fh: Any, buffer: Any, size: int | None = None, file_offset: int | None = None,
            buffer_offset: int = 0, *, task_size: int | None = None,
            executor: Executor | None = None) -> IOFuture:
     """Write ``size`` bytes from ``buffer`` at ``buffer_offset`` to the file
     at ``file_offset`` in parallel tasks; returns an :class:`IOFuture`. See
     :func:`pread`.
+
+    ``file_offset`` left out (None) is 0, or on an append handle
+    (:attr:`FileHandle.appends`) the end of the file: the range there is
+    taken when the call is made, so later appends go after it (and a
+    failed or cancelled write gives it back when it is still the last). On
+    an append handle a given ``file_offset`` must be that end, else
+    :class:`ValueError`.
 
     Each task calls ``hipFileWrite`` until its part is written; a call that
     writes 0 bytes fails the future with :class:`OSError` (``EIO``), so

@@ -222,12 +222,18 @@ def test_failed_registration_leaves_a_callers_descriptor_open(callers_fd: int) -
 
 @pytest.mark.emulated
 def test_unsupported_files(data_path: Path) -> None:
+    # a descriptor opened with O_APPEND (hipFile refuses it; FileHandle
+    # with O_APPEND in its flags opens without it, as an append handle)
     before = fd_count()
-    fh = FileHandle(data_path, os.O_RDWR | os.O_APPEND).open()
-    with pytest.raises(hipfile.HipFileException) as info:
-        fh.handle  # noqa: B018
-    assert info.value.hipfile_err == OpError.INVALID_FILE_OPEN_FLAG
-    fh.close()
+    fd = os.open(data_path, os.O_RDWR | os.O_APPEND)
+    try:
+        fh = FileHandle.from_fd(fd)      # registered at first need
+        with pytest.raises(hipfile.HipFileException) as info:
+            fh.handle  # noqa: B018
+        assert info.value.hipfile_err == OpError.INVALID_FILE_OPEN_FLAG
+        fh.close()
+    finally:
+        os.close(fd)
     assert fd_count() == before
 
 
@@ -290,7 +296,7 @@ def test_open_modes(tmp_path: Path, payload: np.ndarray) -> None:
         hipfile.open(path, "r")
 
     with hipfile.open(path, "a") as fh:  # creates, does not truncate
-        assert fh.flags == os.O_RDWR | os.O_CREAT
+        assert fh.flags == os.O_RDWR | os.O_CREAT | os.O_APPEND
     assert path.exists()
     path.write_bytes(payload.tobytes())
     with hipfile.open(path, "a"):
@@ -327,8 +333,8 @@ def test_open_rejects_unknown_modes(tmp_path: Path, mode: str) -> None:
     [("r", os.O_RDONLY), ("rb", os.O_RDONLY), ("r+", os.O_RDWR), ("r+b", os.O_RDWR),
      ("rb+", os.O_RDWR), ("w", os.O_RDWR | os.O_CREAT | os.O_TRUNC),
      ("wb", os.O_RDWR | os.O_CREAT | os.O_TRUNC), ("w+", os.O_RDWR | os.O_CREAT | os.O_TRUNC),
-     ("w+b", os.O_RDWR | os.O_CREAT | os.O_TRUNC), ("a", os.O_RDWR | os.O_CREAT),
-     ("ab+", os.O_RDWR | os.O_CREAT), ("x", os.O_RDWR | os.O_CREAT | os.O_EXCL),
+     ("w+b", os.O_RDWR | os.O_CREAT | os.O_TRUNC), ("a", os.O_RDWR | os.O_CREAT | os.O_APPEND),
+     ("ab+", os.O_RDWR | os.O_CREAT | os.O_APPEND), ("x", os.O_RDWR | os.O_CREAT | os.O_EXCL),
      ("xb", os.O_RDWR | os.O_CREAT | os.O_EXCL)],
 )
 def test_open_python_and_kvikio_modes(driver: hipfile.Driver, tmp_path: Path, mode: str,

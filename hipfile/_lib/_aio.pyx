@@ -66,6 +66,7 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     cdef int err_no = 0
     cdef Slots *s
     cdef AsyncIOHandle h
+    cdef long long appended = -1
 
     if opcode == 0:
         fn = p_hipFileReadAsync
@@ -78,6 +79,15 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     if state != NULL:
         st = <_StreamState>state
+    given = file_offset is not None
+    if not given:
+        file_offset = 0
+    if opcode == 1 and f._appends:
+        # an append handle: the range at the end of the file, taken now (a
+        # given offset must be that end; FileHandle.appends)
+        _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
+        appended = f._reserve_append(foff if given else None, nbytes)
+        file_offset = appended
     _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
 
     if not f._registered:
@@ -101,6 +111,8 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         _give_back(h._slot)
         h._slot = -1
         h._s = NULL
+        if appended >= 0:
+            f._append_failed(appended, nbytes)
         if e.err == -1 and err_no:
             raise OSError(err_no, os.strerror(err_no))
         raise_status(e.err, e.hip_drv_err,
@@ -155,10 +167,17 @@ def read_async(_FileCore self, buffer, size=None, file_offset=0, buffer_offset=0
     return _submit(self, 0, buffer, size, file_offset, buffer_offset, stream)
 
 
-def write_async(_FileCore self, buffer, size=None, file_offset=0, buffer_offset=0, stream=0):
+def write_async(_FileCore self, buffer, size=None, file_offset=None, buffer_offset=0,
+                stream=0):
     """Enqueue a write of ``size`` bytes from ``buffer`` at
     ``buffer_offset`` to the file at ``file_offset`` on ``stream``; returns
     an :class:`AsyncIOHandle`. See :meth:`read_async`.
+
+    ``file_offset`` left out (None) is 0, or on an append handle
+    (``FileHandle.appends``) the end of the file, taken when the call is
+    made (the end of earlier appends still in flight through the handle
+    included), where a given ``file_offset`` must be that end
+    (:class:`ValueError` otherwise).
 
     See Also
     --------

@@ -30,6 +30,8 @@ cdef class _BufferCore:
     cdef Py_ssize_t _held
     cdef unsigned long _epoch
     cdef unsigned long _gen
+    # an append handle: writes go to the end of the file (FileHandle.appends)
+    cdef public bint _appends
     cdef bint _bare           # made from a bare address: see _allocation_room
 
 cdef class _StreamCore:

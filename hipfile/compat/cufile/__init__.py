@@ -342,6 +342,11 @@ class CuFile(QuietFileHolder):
         """Write ``size`` bytes from ``src + dev_offset`` to the file at
         ``file_offset``. Arguments and exceptions as :meth:`read`.
 
+        In mode ``"a"`` and ``"a+"`` the bytes go to the end of the file
+        whatever ``file_offset`` says, as ``pwrite`` places them on an
+        ``O_APPEND`` descriptor (the file is an append handle,
+        :attr:`hipfile.FileHandle.appends`).
+
         Returns
         -------
         int
@@ -357,6 +362,8 @@ class CuFile(QuietFileHolder):
         fh = self._open_file()
         buf, size, file_offset, dev_offset = _target(target, size, file_offset, dev_offset)
         try:
+            if write and fh.appends:   # O_APPEND: pwrite's offset is ignored
+                return fh.write(buf, size, None, dev_offset)
             return (fh.write if write else fh.read)(buf, size, file_offset, dev_offset)
         except HipFileException as e:
             also(e, RuntimeError)  # in place: a class defined in Python
