@@ -201,6 +201,11 @@ def _run_task(job: _Job, start: int, size: int) -> int:
                     job.buffer_offset + start, check, job.host_fd)
 
 
+_DONE_LOCK = threading.RLock()
+_DONE_EVENT = threading.Event()
+_DONE_EVENT.set()
+
+
 class IOFuture:
     """The outcome of a :func:`pread` / :func:`pwrite`.
 
@@ -219,7 +224,7 @@ class IOFuture:
         self._remaining = 0
         self._expected = 0
         self._job: _Job | None = None
-        self._release: Callable[[], None] | None = None
+        self._release: Callable[[bool], None] | None = None
         self._callbacks: list[Callable[[IOFuture], Any]] = []
         self._cancel_requested = False
         self._cancelled = False
@@ -229,7 +234,7 @@ class IOFuture:
     # -- set up by pread/pwrite ------------------------------------------
 
     def _start(self, executor: Executor, job: _Job, spans: list[tuple[int, int]],
-               release: Callable[[], None]) -> None:
+               release: Callable[[bool], None]) -> None:
         self._job = job
         self._release = release
         self._remaining = self._expected = len(spans)
@@ -256,26 +261,37 @@ class IOFuture:
                 self._tasks.append(fut)
             fut.add_done_callback(self._task_done)
 
-    def _run_inline(self, job: _Job, span: tuple[int, int],
-                    release: Callable[[], None]) -> None:
-        """Run the one task of a small request in the calling thread: the
-        future is done on return, with the same outcome the pool gives
-        (an exception from the task is its result, not raised here)."""
-        self._job = job
-        self._release = release
-        self._remaining = self._expected = 1
-        done: Future[int] = Future()
+    @classmethod
+    def _run_inline(cls, nbytes: int, write: bool, job: _Job, span: tuple[int, int],
+                    release: Callable[[bool], None]) -> IOFuture:
+        """Run the one task of a small request in the calling thread and
+        return its future, done: the outcome the pool gives (an exception
+        from the task is its result, not raised here; Ctrl-C is raised).
+        A done future shares one set event and lock: nothing waits on
+        them."""
+        self = cls.__new__(cls)
+        self._nbytes = nbytes
+        self._write = write
+        self._lock = _DONE_LOCK
+        self._event = _DONE_EVENT
+        self._tasks = []
+        self._remaining = self._expected = 0
+        self._job = None
+        self._release = None
+        self._callbacks = []
+        self._cancel_requested = False
+        self._cancelled = False
+        self._result = 0
+        self._exception = None
         try:
-            done.set_result(_run_task(job, *span))
+            self._result = _run_task(job, *span)
         except Exception as exc:
-            done.set_exception(exc)
+            self._exception = exc
         except BaseException:
-            self._tasks.append(done)
-            done.cancel()
-            self._finish()
+            release(True)
             raise
-        self._tasks.append(done)
-        self._finish()
+        release(self._exception is not None)
+        return self
 
     def _task_done(self, fut: Future[int]) -> None:
         if not fut.cancelled() and fut.exception() is not None:
@@ -327,7 +343,7 @@ class IOFuture:
             self._job = None
             callbacks, self._callbacks = self._callbacks, []
         if release is not None:
-            release()
+            release(self._exception is not None or self._cancelled)
         self._event.set()
         for fn in callbacks:
             self._invoke(fn)
@@ -473,7 +489,7 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
             buffer_offset: int, task_size: int | None, executor: Executor | None) -> IOFuture:
     if not isinstance(fh, _FileCore):
         raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
-    tsize = default_task_size() if task_size is None else _positive_int(task_size, "task_size")
+    tsize = INLINE_MAX if task_size is None else _positive_int(task_size, "task_size")
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise TypeError(f"executor must be a concurrent.futures.Executor, not "
                         f"{type(executor).__name__}")
@@ -515,22 +531,25 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     keep: list[Any] = [fh, owner]
     start_offset = file_offset
 
-    def release() -> None:
-        if appends and (future._exception is not None or future._cancelled):
+    def release(failed: bool) -> None:
+        if appends and failed:
             appender._append_failed(start_offset, size)
         fh._hold(-1)
         if core is not None:
             core._hold(-1)
         keep.clear()
 
-    spans = [(start, min(tsize, size - start)) for start in range(0, size, tsize)]
     job = _Job(write, handle, ptr, file_offset, buffer_offset, view, host_fd)
+    if executor is None and size <= min(tsize, INLINE_MAX):
+        # one small task: in this thread (no hand-off, no lookup of the
+        # default task size, which it is below)
+        return IOFuture._run_inline(size, write, job, (0, size), release)
+    if task_size is None:
+        tsize = default_task_size()
+    spans = [(start, min(tsize, size - start)) for start in range(0, size, tsize)]
     future = IOFuture(size, write)
-    if executor is None and len(spans) == 1 and size <= INLINE_MAX:
-        future._run_inline(job, spans[0], release)
-    else:
-        future._start(executor if executor is not None else _default_executor(), job, spans,
-                      release)
+    future._start(executor if executor is not None else _default_executor(), job, spans,
+                  release)
     return future
 
 

@@ -114,6 +114,20 @@ def hip_layout():
 
 
 
+cdef object _torch_tensor = None
+
+
+cdef bint _torch_loaded():
+    """Whether torch is imported (never imports it); notes torch.Tensor."""
+    global _torch_tensor
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return 0
+    _torch_tensor = getattr(torch, "Tensor", None)
+    return _torch_tensor is not None
+
+
 cdef object foreign_buffer_info(object obj, uintptr_t *base, size_t *length):
     """Address and size of a buffer object other than the package's own;
     returns the object to keep alive. HIP-Python arrays are read in C,
@@ -139,6 +153,18 @@ cdef object foreign_buffer_info(object obj, uintptr_t *base, size_t *length):
         base[0] = <uintptr_t>int(obj)
         length[0] = <size_t>obj.itemsize * <size_t>obj.size
         return obj
+    if t is _torch_tensor or (_torch_tensor is None and _torch_loaded()
+                              and t is _torch_tensor):
+        # a plain CUDA tensor, as serving code passes it: its address and
+        # size in three calls, the values __cuda_array_interface__ gives
+        # (anything else, requires_grad included, takes that path)
+        if obj.is_cuda and not obj.requires_grad and obj.is_contiguous():
+            n = <size_t>obj.nbytes
+            b = <uintptr_t>obj.data_ptr()
+            if b or not n:
+                base[0] = b
+                length[0] = n
+                return obj
     b, nb, owner = protocol_buffer_info(obj)
     base[0] = b
     length[0] = nb

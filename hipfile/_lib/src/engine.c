@@ -572,7 +572,8 @@ int hfe__queue_chunks(chunk_t *first, chunk_t *last, long ngroups)
         chunk_tail = last;
     }
     outstanding += ngroups;
-    pthread_cond_broadcast(&work_cv);
+    if (first)   /* chunks read at submit (stage.c) wake no worker */
+        pthread_cond_broadcast(&work_cv);
     pthread_mutex_unlock(&lock);
     return 0;
 }
