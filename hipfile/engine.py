@@ -141,7 +141,7 @@ def configure(threads: int | None = None, task_size: int | None = None) -> None:
     """Set the worker thread count and the default task size (bytes); None
     keeps a value.
 
-    .. deprecated:: 0.2
+    .. deprecated:: 0.1.0
         Use ``hipfile.defaults.set(engine_threads=threads,
         engine_task_size=task_size)``, the one way to change a setting; this
         function does exactly that, after a :class:`DeprecationWarning`.

@@ -91,7 +91,7 @@ def get_num_threads() -> int:
 def set_num_threads(n: int) -> None:
     """Use ``n`` threads in the default pool from now on.
 
-    .. deprecated:: 0.2
+    .. deprecated:: 0.1.0
         Use ``hipfile.defaults.set("num_threads", n)``, the one way to change
         a setting; this function does that, after a
         :class:`DeprecationWarning`.
