@@ -23,9 +23,9 @@ int hfe_flag_reached(const uint32_t *flag, uint32_t value) { return reached(flag
 
 /* The caller's thread (not an engine thread) has the default timer slack,
  * 50 us: each of backoff_step's short sleeps would last that long. A wait
- * on the host yields for its first SPIN_S seconds instead (a copy of a few
- * MiB lands within them), then backs off. */
-#define SPIN_S 200e-6
+ * on the host yields for its first SPIN_S seconds instead (the copies of a
+ * few MiB land within them), then backs off. */
+#define SPIN_S 1e-3
 
 int hfe_flag_wait(const uint32_t *flag, uint32_t value, double timeout_s)
 {
