@@ -47,7 +47,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import numpy as np
-from _support import hip_check  # examples/_support: shared by the examples
+from _support import hip_check, require_runtime  # examples/_support: shared by the examples
 from hip import hip
 
 import hipfile
@@ -587,4 +587,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    require_runtime(__file__)  # one line saying what to set, without a GPU runtime
     sys.exit(main())

@@ -1,7 +1,10 @@
-"""What the examples share: checking HIP-Python's results."""
+"""What the examples share: checking HIP-Python's results, and saying what to
+set when there is no GPU runtime to run on."""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from hip import hip
@@ -19,3 +22,35 @@ def hip_check(result: Any) -> Any:
     if isinstance(result, tuple) and len(result) > 1:
         return result[1]
     return None
+
+
+def require_runtime(program: str | None = None) -> None:
+    """Exit with one line saying what to set when the HIP runtime, a GPU or
+    libhipfile cannot be found (a machine without ROCm, where
+    ``hip.hipMalloc`` would fail with "failed to dlopen libamdhip64.so").
+
+    Raises
+    ------
+    SystemExit
+        With that line (exit status 1).
+    """
+    import hipfile
+
+    if "-h" in sys.argv[1:] or "--help" in sys.argv[1:]:
+        return                          # the usage needs no GPU
+    name = os.path.basename(program or sys.argv[0]) or "this example"
+    hint = (f"no ROCm GPU here? run it on the CPU with the emulated platform: "
+            f"HIPFILE_PLATFORM=emulated python examples/{name}")
+    try:
+        result = hip.hipGetDeviceCount()
+    except RuntimeError:                # HIP-Python could not dlopen the runtime
+        raise SystemExit(f"{name}: cannot load the HIP runtime (libamdhip64.so); {hint}"
+                         ) from None
+    err, count = result if isinstance(result, tuple) else (result, 0)
+    if err != hip.hipError_t.hipSuccess or not count:
+        raise SystemExit(f"{name}: no GPU found ({getattr(err, 'name', err)}); {hint}")
+    try:
+        hipfile.get_version()           # loads libhipfile
+    except hipfile.HipFileLibraryNotFound:
+        raise SystemExit(f"{name}: libhipfile not found (set ROCM_PATH or HIPFILE_LIBRARY); "
+                         f"{hint}") from None
