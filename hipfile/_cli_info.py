@@ -337,4 +337,6 @@ def cmd_info(args: argparse.Namespace) -> int:
         print()
     else:
         _print_info(rep, sys.stdout)
-    return 0 if "error" not in rep["library"] else 1
+    # a folder that cannot be examined fails the command, as the library does
+    bad = "error" in rep["library"] or any("error" in p for p in rep["paths"])
+    return 1 if bad else 0
