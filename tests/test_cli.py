@@ -476,3 +476,52 @@ def test_stats_ctrl_c_prints_no_traceback(silent_process: subprocess.Popen[str])
     assert "hipfile stats: interrupted" in err
     assert "Traceback" not in err
     assert out == ""
+
+
+def _fake_distribution(site: Path, name: str, files: dict[str, bytes],
+                       write: bool) -> None:
+    """An installed distribution's record (dist-info with RECORD hashes) in
+    ``site``; its files are written only when ``write``."""
+    import base64
+    import hashlib
+
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("cuda\n")
+    rows = []
+    for rel, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{rel},sha256={digest},{len(data)}")
+        if write:
+            target = site / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+    rows.append(f"{info.name}/RECORD,,")
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+@pytest.mark.parametrize("both", [False, True], ids=["one", "both"])
+def test_info_reports_who_writes_cuda_bindings_cufile(tmp_path: Path, both: bool) -> None:
+    """hipfile info names the installed packages that write
+    cuda/bindings/cufile and, when hip-python-interop and NVIDIA's
+    cuda-bindings both do, says CONFLICT and whose copy is on disk."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _fake_distribution(site, "hip-python-interop",
+                       {"cuda/bindings/cufile.py": b"# over hipFile\n",
+                        "cuda/bindings/driver.py": b"# hip\n"}, write=True)
+    if both:   # installed first, then overwritten by the interop package above
+        _fake_distribution(site, "cuda-bindings",
+                           {"cuda/bindings/cufile.py": b"# over cuFile\n"}, write=False)
+    extra = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    rep = json.loads(hipfile_cmd("info", "--json", **extra).stdout)["cuda_bindings"]
+    want = ["cuda-bindings", "hip-python-interop"] if both else ["hip-python-interop"]
+    assert rep == {"owners": want, "in_place": "hip-python-interop", "conflict": both}
+    text = hipfile_cmd("info", **extra).stdout
+    line = next(x for x in text.splitlines() if x.startswith("cuda.bindings"))
+    if both:
+        assert "CONFLICT" in line and "cuda-bindings and hip-python-interop" in line
+        assert "hip-python-interop's" in line and "nvidia-cufile.md" in line
+    else:
+        assert "CONFLICT" not in line and "hip-python-interop" in line

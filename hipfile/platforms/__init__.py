@@ -291,8 +291,10 @@ def _is_command() -> bool:
     argv0 = os.path.basename(sys.argv[0]) if sys.argv else ""
     if argv0 in ("hipfile", "__main__.py") and "hipfile" in sys.argv[0]:
         return True
+    from itertools import pairwise
+
     orig = list(getattr(sys, "orig_argv", []))
-    return any(a == "-m" and b == "hipfile" for a, b in zip(orig, orig[1:]))
+    return any(a == "-m" and b == "hipfile" for a, b in pairwise(orig))
 
 
 def _activate_from_environment() -> None:

@@ -75,6 +75,14 @@ from hipfile.file import FileHandle
 __all__ = ["MODES", "CuFile", "CuFileDriver", "InvalidModeError"]
 
 
+def __dir__() -> list[str]:
+    """The public names (cufile-python's), the submodule ``bindings`` and
+    the module's own attributes: not the names this module imports for its
+    own use (``os``, ``ctypes``, ``Any``, ...)."""
+    own = [n for n in globals() if n.startswith("__") and n.endswith("__")]
+    return sorted({*__all__, *own, *(["bindings"] if "bindings" in globals() else [])})
+
+
 class InvalidModeError(ValueError, KeyError):
     """An unknown ``mode`` string: a :class:`ValueError`, and the
     :class:`KeyError` that cufile-python raises for it."""
