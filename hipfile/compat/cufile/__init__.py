@@ -20,9 +20,12 @@ The same names as cufile-python, with the same meanings:
   then checked against its own length.
 * ``mode`` is one of ``"r"``, ``"r+"``, ``"w"``, ``"w+"``, ``"a"``, ``"a+"``;
   ``use_direct_io=True`` adds ``O_DIRECT``. ``"a"`` and ``"a+"`` open with
-  ``O_APPEND``, as cufile-python does; hipFile refuses to register such a
-  file (``INVALID_FILE_OPEN_FLAG``, 5019), and the error says so and how to
-  append instead (``"r+"`` and a ``file_offset`` at the end of the file).
+  ``O_APPEND``, as cufile-python does. A library that refuses to register
+  such a file (``INVALID_FILE_OPEN_FLAG``, 5019: the emulated platform, as
+  cuFile) raises that error saying so and how to append instead (``"r+"``
+  and a ``file_offset`` at the end of the file); AMD's libhipfile 0.2
+  registers it, and the kernel then appends every write whatever its
+  ``file_offset`` (``pwrite`` on an ``O_APPEND`` descriptor).
 * A bare address (``ctypes.c_void_p`` or int) carries no size: a transfer
   that runs past the end of its device allocation fails in hipFile with
   ``INVALID_VALUE`` (5022), and the error names the size, the offset and the
