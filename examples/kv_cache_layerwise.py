@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import numpy as np
-from _support import hip_check, require_runtime  # examples/_support: shared by the examples
+from _support import hip_check, new_file, positive_int, require_runtime  # examples/_support
 from hip import hip
 
 import hipfile
@@ -28,10 +28,11 @@ import hipfile
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--layers", type=int, default=8, help="layers of KV blocks (default: 8)")
-    ap.add_argument("--chunk-kib", type=int, default=256,
+    ap.add_argument("--layers", type=positive_int, default=8,
+                    help="layers of KV blocks (default: 8)")
+    ap.add_argument("--chunk-kib", type=positive_int, default=256,
                     help="KV bytes per layer, KiB (default: 256)")
-    ap.add_argument("--file", help="KV file to create (default: a temporary file)")
+    ap.add_argument("--file", type=new_file, help="KV file to create (default: a temporary file)")
     return ap
 
 

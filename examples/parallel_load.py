@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import numpy as np
-from _support import hip_check, require_runtime  # examples/_support: shared by the examples
+from _support import hip_check, positive_int, require_runtime  # examples/_support
 from hip import hip
 
 import hipfile
@@ -62,12 +62,12 @@ def load_batch(path: str, dev: object, size: int, chunk: int) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", type=int, default=SIZE,
+    ap.add_argument("--size", type=positive_int, default=SIZE,
                     help=f"file size in bytes (default: {SIZE}, not a multiple of the "
                          "chunk sizes on purpose)")
-    ap.add_argument("--task-size", type=int, default=TASK_SIZE,
+    ap.add_argument("--task-size", type=positive_int, default=TASK_SIZE,
                     help=f"bytes per pread task (default: {TASK_SIZE})")
-    ap.add_argument("--chunk", type=int, default=CHUNK,
+    ap.add_argument("--chunk", type=positive_int, default=CHUNK,
                     help=f"bytes per batch entry (default: {CHUNK})")
     return ap
 

@@ -60,7 +60,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from _support import require_runtime  # noqa: E402
+from _support import folder_to_make, positive_int, require_runtime  # noqa: E402 (beside this file)
 from _vllm_kv.model import FakeModel, collect_finished, forward_pass, pattern, write_request_file  # noqa: E402
 from _vllm_kv.stand_ins import (  # noqa: E402
     AttentionLayer,
@@ -575,23 +575,23 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         description="A layer-wise vLLM KV connector on hipfile's stream-ordered engine: "
                     "a fake model loads and saves KV per layer; --bench times the workload.")
-    ap.add_argument("--layers", type=int, default=8, help="model layers (default: 8)")
-    ap.add_argument("--blocks", type=int, default=16,
+    ap.add_argument("--layers", type=positive_int, default=8, help="model layers (default: 8)")
+    ap.add_argument("--blocks", type=positive_int, default=16,
                     help="KV blocks per layer in the paged buffers (default: 16)")
-    ap.add_argument("--block-kib", type=int, default=64,
+    ap.add_argument("--block-kib", type=positive_int, default=64,
                     help="bytes of one block of one layer, KiB (default: 64)")
-    ap.add_argument("--task-size", type=int, default=None,
+    ap.add_argument("--task-size", type=positive_int, default=None,
                     help="engine chunk size in bytes (default: hipfile.defaults)")
-    ap.add_argument("--dir", default=None,
+    ap.add_argument("--dir", type=folder_to_make, default=None,
                     help="folder of the request files (default: a temporary folder)")
     ap.add_argument("--bench", action="store_true",
                     help="time loads, compute and both, engine against read_async + events "
                          "(for a GPU; see --allow-emulated)")
-    ap.add_argument("--dim", type=int, default=4096,
+    ap.add_argument("--dim", type=positive_int, default=4096,
                     help="--bench: matrix size of the model's products (default: 4096)")
-    ap.add_argument("--matmuls", type=int, default=4,
+    ap.add_argument("--matmuls", type=positive_int, default=4,
                     help="--bench: matrix products (or memsets) per layer (default: 4)")
-    ap.add_argument("--repeats", type=int, default=5,
+    ap.add_argument("--repeats", type=positive_int, default=5,
                     help="--bench: interleaved repeats per case (default: 5)")
     ap.add_argument("--allow-emulated", action="store_true",
                     help="--bench: run on the emulated platform (correctness only, "

@@ -55,7 +55,7 @@ from hipfile.driver import (  # noqa: E402
     release_process_driver,
     use_count,
 )
-from hipfile.engine import StreamIOHandle  # noqa: E402
+from hipfile.engine import StreamIOHandle, pread_async_scatter, pwrite_async_gather  # noqa: E402
 from hipfile.enums import (  # noqa: E402
     BASE_ERR,
     BatchMode,
@@ -105,6 +105,10 @@ from hipfile.stats import (  # noqa: E402
 # isort: on
 from hipfile.stream import Stream  # noqa: E402
 
+#: This distribution's version (``importlib.metadata.version("hipfile")``).
+#: Upstream's ``hipfile.__version__`` is the hipFile C library version its
+#: bindings were compiled against; the version of the library loaded here is
+#: :func:`get_version`.
 __version__ = "0.1.0"
 
 __all__ = [
@@ -143,8 +147,10 @@ __all__ = [
     "open",
     "pool_stats",
     "pread",
+    "pread_async_scatter",
     "process_driver",
     "pwrite",
+    "pwrite_async_gather",
     "release_process_driver",
     "reserve_pool",
     "set_num_threads",

@@ -173,17 +173,97 @@ def _bench_folder(parent: str | None) -> Iterator[str]:
             signal.signal(signal.SIGTERM, old)
 
 
-def _fill(path: str, size: int) -> None:
-    """A file of ``size`` bytes of incompressible data."""
-    block = os.urandom(1 << 20)
-    with open(path, "wb") as f:
-        left = size
-        while left > 0:
-            n = min(left, len(block))
-            f.write(block[:n])
-            left -= n
-        f.flush()
-        os.fsync(f.fileno())
+#: The benchmark's file is written in chunks of this size, so that Ctrl-C acts
+#: between two chunks, and flushed to the disk every _FILL_SYNC bytes, so
+#: that no flush at the end (which Ctrl-C cannot cut short) lasts long.
+_FILL_CHUNK = 1 << 20
+_FILL_SYNC = 64 << 20
+
+
+class BenchRefused(Exception):
+    """The benchmark cannot run as asked (too little device memory or free
+    disk space); nothing was written. Its message is the one line
+    ``hipfile bench`` prints."""
+
+
+def _approx(n: int) -> str:
+    """``n`` bytes to one decimal in the largest binary unit that fits."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} B"
+
+
+def _device_memory() -> tuple[int, int]:
+    """``(free, total)`` bytes of the current device's memory."""
+    from hipfile import _hip
+
+    hip: Any = _hip.hip
+    free, total = _hip.check(hip.hipMemGetInfo(), "hipMemGetInfo")
+    return int(free), int(total)
+
+
+def preflight(sizes: list[int], folder: str | None) -> None:
+    """Check, before anything is written, that the largest of ``sizes``
+    fits in the device's free memory (``hipMemGetInfo``) and in the free
+    space of ``folder`` (``os.statvfs``; None: the temporary folder).
+
+    Raises
+    ------
+    BenchRefused
+        It does not fit; the message says what is free.
+    """
+    biggest = max(sizes)
+    free, total = _device_memory()
+    if biggest > free:
+        raise BenchRefused(
+            f"--size {_human(biggest)} does not fit in the device's memory ({_approx(free)} "
+            f"free of {_approx(total)}); give a smaller --size")
+    where = folder if folder is not None else tempfile.gettempdir()
+    st = os.statvfs(where)
+    space = st.f_bavail * st.f_frsize
+    if biggest > space:
+        raise BenchRefused(
+            f"--size {_human(biggest)} does not fit in the free space of {where} "
+            f"({_approx(space)} free); give a smaller --size or another --path")
+
+
+def _fill(path: str, size: int, log: TextIO | None = None) -> None:
+    """A file of ``size`` bytes of incompressible data, written in chunks
+    of :data:`_FILL_CHUNK` (Ctrl-C acts between two) and flushed every
+    :data:`_FILL_SYNC` bytes; progress goes to ``log`` (None: quiet): one
+    line updated in place on a terminal, else a line per quarter for files
+    of 256 MiB and more."""
+    block = os.urandom(_FILL_CHUNK)
+    view = memoryview(block)
+    tty = log is not None and log.isatty()
+    step = size // 4 if log is not None and not tty and size >= (256 << 20) else 0
+    shown = 0
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    try:
+        done = 0
+        synced = 0
+        while done < size:
+            n = min(size - done, len(block))
+            done += os.write(fd, view[:n])
+            if done - synced >= _FILL_SYNC:
+                os.fdatasync(fd)
+                synced = done
+                if tty:
+                    assert log is not None
+                    print(f"\rwriting the benchmark's file: {_approx(done)} of "
+                          f"{_approx(size)}", end="", file=log, flush=True)
+            if step and done - shown >= step and done < size:
+                assert log is not None
+                shown = done
+                print(f"writing the benchmark's file: {_approx(done)} of {_approx(size)}",
+                      file=log, flush=True)
+        os.fsync(fd)
+        if tty:
+            assert log is not None
+            print("\r\033[K", end="", file=log, flush=True)
+    finally:
+        os.close(fd)
 
 
 def _runs(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -221,13 +301,14 @@ def run_bench(args: argparse.Namespace, log: TextIO) -> dict[str, Any]:
     biggest = max(args.size)
     bar = _progress(len(runs) * args.repeat, enabled=not args.quiet)
     tag = " [EMULATED]" if emulated else ""
+    preflight(args.size, args.path)
     with _bench_folder(args.path) as folder, hipfile.Driver():
         report["library_version"] = ".".join(map(str, hipfile.get_version()))
         path = os.path.join(folder, "bench.bin")
-        _fill(path, biggest)
         dev = check(hip.hipMalloc(biggest), "hipMalloc")
         stream = None
         try:
+            _fill(path, biggest, None if args.quiet else sys.stderr)
             if any(IO_KINDS[k].needs_stream for k in args.io):
                 stream = check(hip.hipStreamCreate(), "hipStreamCreate")
             with hipfile.FileHandle(path, os.O_RDWR | flags_direct) as fh, \
@@ -293,6 +374,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     try:
         report = run_bench(args, sys.stderr if args.json else sys.stdout)
+    except BenchRefused as exc:
+        print(f"hipfile bench: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("hipfile bench: interrupted; its files were removed", file=sys.stderr)
         return 130

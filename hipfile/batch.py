@@ -154,6 +154,11 @@ class BatchIO(ClosesWhenCollected):
         if not isinstance(fh, _FileCore):
             raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
         fh._check_registered()
+        if opcode == Opcode.WRITE and getattr(fh, "_appends", False):
+            raise ValueError(
+                f"batch writes go to explicit file offsets, and this handle appends (mode "
+                f"{getattr(fh, 'mode', 'a')!r}); append with FileHandle.write or pwrite "
+                f"(file_offset left out), or open the file with 'r+' to write in a batch")
         ptr, _, owner, size, file_offset, buffer_offset = io_range(
             buffer, size, file_offset, buffer_offset)
         if size > _MAX_ENTRY:
@@ -214,6 +219,13 @@ class BatchIO(ClosesWhenCollected):
         -------
         int
             The entry's id.
+
+        Raises
+        ------
+        ValueError
+            As :meth:`read`, or ``fh`` is an append handle
+            (:attr:`FileHandle.appends`), whose writes go to the end of the
+            file rather than to an offset.
         """
         return self._add(Opcode.WRITE, fh, buffer, size, file_offset, buffer_offset, cookie)
 

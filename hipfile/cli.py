@@ -25,6 +25,7 @@ Adding an entry adds a choice to ``--io``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -52,6 +53,10 @@ def _size(text: str) -> int:
     try:
         n = parse_size(text)
     except ValueError as exc:
+        if text.strip().startswith("-"):   # a negative byte count
+            with contextlib.suppress(ValueError):
+                parse_size(text.strip()[1:])
+                raise argparse.ArgumentTypeError(f"{text!r} must be positive") from None
         raise argparse.ArgumentTypeError(str(exc)) from None
     if n <= 0:
         raise argparse.ArgumentTypeError(f"{text!r} must be positive")

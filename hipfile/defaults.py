@@ -36,9 +36,13 @@ setting                   environment variable             default
 ``engine_data_path``      ``HIPFILE_ENGINE_DATA_PATH``     ``"auto"``
 ========================  ===============================  ====================
 
-The stream-ordered engine (:mod:`hipfile.engine`) reads ``engine_threads``
-and ``engine_task_size`` here at every submission: a change takes effect at
-the next one (a new thread count once the engine is idle).
+The stream-ordered engine (:mod:`hipfile.engine`) is told of changes rather
+than reading its settings at each call: ``engine_threads`` and
+``engine_task_size`` are read at its first submission and again after every
+:func:`set` or :func:`reset` (and on leaving a ``with`` block of
+:func:`set`), so a change made that way takes effect at the next submission
+(a new thread count once the engine is idle); a change of the environment
+variable alone is seen after the next :func:`reset`.
 ``engine_staging_size`` is the pinned host memory of a device's staging ring
 and ``engine_copy_streams`` the streams its copies are spread over, both
 read when the ring is made (at the first submission on a device, and again

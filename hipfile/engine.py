@@ -60,8 +60,81 @@ from typing import Any
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import StreamIOHandle
 
-__all__ = ["StreamIOHandle", "configure", "info", "mechanism", "prepare", "settings",
-           "shutdown"]
+__all__ = [
+    "StreamIOHandle",
+    "configure",
+    "info",
+    "mechanism",
+    "pread_async_scatter",
+    "prepare",
+    "pwrite_async_gather",
+    "settings",
+    "shutdown",
+]
+
+#: A range of a many-file operation: ``(file, size, file_offset, buffer_offset)``.
+FileRange = tuple[Any, "int | None", int, int]
+
+
+def pread_async_scatter(buffer: Any, ranges: Iterable[FileRange], stream: Any = 0, *,
+                        task_size: int | None = None, ordered: bool = True,
+                        prefetch: bool = False) -> StreamIOHandle:
+    """Read ranges of several open files into one buffer, in stream order,
+    as one operation; returns its one :class:`StreamIOHandle`.
+
+    ``ranges`` holds ``(file, size, file_offset, buffer_offset)`` tuples,
+    ``file`` an open :class:`~hipfile.FileHandle` (one file may appear in
+    many ranges). It is :meth:`FileHandle.pread_async_scatter
+    <hipfile.FileHandle.pread_async_scatter>` over many files: the chunk
+    files of a KV cache stored one file per chunk land in their scattered
+    slots of one device buffer with one handle, one completion flag and
+    the engine's threads reading all the files at once. ``ordered`` and
+    ``prefetch`` as in :meth:`FileHandle.pread_async
+    <hipfile.FileHandle.pread_async>`; a read stops at the end of its file.
+    Every file is held until completion is observed: closing one meanwhile
+    raises :class:`~hipfile.InFlightError`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad buffer, stream, range or task size, or no range (nothing is
+        submitted).
+    ClosedFileError, HandleNotRegisteredError
+        A file is closed, or its registration was dropped.
+    OSError
+        ``EBADF``: a file was not opened for reading.
+    NotImplementedError
+        The staging path cannot serve the buffer (host memory, a device
+        without stream waits, or the ``engine_data_path`` setting
+        ``"hipfile"``).
+
+    See Also
+    --------
+    hipStreamWaitValue32, hipMemcpyAsync
+    """
+    return _hipfile.engine_submit_files(0, buffer, ranges, stream, task_size, ordered, prefetch)
+
+
+def pwrite_async_gather(buffer: Any, ranges: Iterable[FileRange], stream: Any = 0, *,
+                        task_size: int | None = None, ordered: bool = True) -> StreamIOHandle:
+    """Write ranges of one buffer to several open files, in stream order, as
+    one operation (the counterpart of :func:`pread_async_scatter`: one
+    file per KV chunk saved with one handle). ``ranges`` holds ``(file,
+    size, file_offset, buffer_offset)`` tuples; with ``ordered``, work
+    enqueued on ``stream`` afterwards runs once every byte is in its file.
+
+    Raises
+    ------
+    TypeError, ValueError, ClosedFileError, HandleNotRegisteredError, NotImplementedError
+        As :func:`pread_async_scatter`.
+    OSError
+        ``EBADF``: a file was not opened for writing.
+
+    See Also
+    --------
+    hipStreamWaitValue32, hipMemcpyAsync
+    """
+    return _hipfile.engine_submit_files(1, buffer, ranges, stream, task_size, ordered, False)
 
 
 def configure(threads: int | None = None, task_size: int | None = None) -> None:

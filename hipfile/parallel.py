@@ -256,6 +256,27 @@ class IOFuture:
                 self._tasks.append(fut)
             fut.add_done_callback(self._task_done)
 
+    def _run_inline(self, job: _Job, span: tuple[int, int],
+                    release: Callable[[], None]) -> None:
+        """Run the one task of a small request in the calling thread: the
+        future is done on return, with the same outcome the pool gives
+        (an exception from the task is its result, not raised here)."""
+        self._job = job
+        self._release = release
+        self._remaining = self._expected = 1
+        done: Future[int] = Future()
+        try:
+            done.set_result(_run_task(job, *span))
+        except Exception as exc:
+            done.set_exception(exc)
+        except BaseException:
+            self._tasks.append(done)
+            done.cancel()
+            self._finish()
+            raise
+        self._tasks.append(done)
+        self._finish()
+
     def _task_done(self, fut: Future[int]) -> None:
         if not fut.cancelled() and fut.exception() is not None:
             # fail fast: stop the other tasks
@@ -443,7 +464,12 @@ class IOFuture:
         return f"<hipfile.IOFuture {kind} nbytes={self._nbytes} {state}>"
 
 
-def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: int,
+#: A request of at most this many bytes, one task, runs in the calling
+#: thread (no hand-off to the pool, whose cost is several such reads).
+INLINE_MAX = 256 << 10
+
+
+def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: int | None,
             buffer_offset: int, task_size: int | None, executor: Executor | None) -> IOFuture:
     if not isinstance(fh, _FileCore):
         raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
@@ -451,14 +477,15 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise TypeError(f"executor must be a concurrent.futures.Executor, not "
                         f"{type(executor).__name__}")
+    given = file_offset
     ptr, _, owner, size, file_offset, buffer_offset, view = io_range_or_host(
-        buffer, size, file_offset, buffer_offset)
+        buffer, size, 0 if file_offset is None else file_offset, buffer_offset)
+    appends = write and getattr(fh, "_appends", False)
     host_fd: Callable[[], int] | None = getattr(fh, "_host_fd", None)
     if view is not None:
         check_writable(view, write, buffer)
         if host_fd is None:
             raise TypeError(f"{type(fh).__name__} does not support host buffers")
-    pool = executor if executor is not None else _default_executor()
 
     core = owner if isinstance(owner, _BufferCore) else None
     # Hold before checking, so that a close racing with this call either
@@ -469,14 +496,28 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     except BaseException:
         fh._hold(-1)
         raise
-    handle = fh.handle
+    # hipFile moves device memory (the file registers at its first such
+    # call); host memory moves with POSIX calls
+    handle = fh.handle if view is None else 0
     assert handle is not None
+    appender: Any = fh
+    if appends:
+        # an append handle: take the range at the end of the file now
+        try:
+            file_offset = appender._reserve_append(None if given is None else file_offset,
+                                                   size)
+        except BaseException:
+            fh._hold(-1)
+            raise
     if core is not None:
         core._hold(+1)
 
     keep: list[Any] = [fh, owner]
+    start_offset = file_offset
 
     def release() -> None:
+        if appends and (future._exception is not None or future._cancelled):
+            appender._append_failed(start_offset, size)
         fh._hold(-1)
         if core is not None:
             core._hold(-1)
@@ -485,7 +526,11 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     spans = [(start, min(tsize, size - start)) for start in range(0, size, tsize)]
     job = _Job(write, handle, ptr, file_offset, buffer_offset, view, host_fd)
     future = IOFuture(size, write)
-    future._start(pool, job, spans, release)
+    if executor is None and len(spans) == 1 and size <= INLINE_MAX:
+        future._run_inline(job, spans[0], release)
+    else:
+        future._start(executor if executor is not None else _default_executor(), job, spans,
+                      release)
     return future
 
 
@@ -559,12 +604,19 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
     return _submit(False, fh, buffer, size, file_offset, buffer_offset, task_size, executor)
 
 
-def pwrite(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
+def pwrite(fh: Any, buffer: Any, size: int | None = None, file_offset: int | None = None,
            buffer_offset: int = 0, *, task_size: int | None = None,
            executor: Executor | None = None) -> IOFuture:
     """Write ``size`` bytes from ``buffer`` at ``buffer_offset`` to the file
     at ``file_offset`` in parallel tasks; returns an :class:`IOFuture`. See
     :func:`pread`.
+
+    ``file_offset`` left out (None) is 0, or on an append handle
+    (:attr:`FileHandle.appends`) the end of the file: the range there is
+    taken when the call is made, so later appends go after it (and a
+    failed or cancelled write gives it back when it is still the last). On
+    an append handle a given ``file_offset`` must be that end, else
+    :class:`ValueError`.
 
     Each task calls ``hipFileWrite`` until its part is written; a call that
     writes 0 bytes fails the future with :class:`OSError` (``EIO``), so

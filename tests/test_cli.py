@@ -318,6 +318,41 @@ def test_bench_bad_arguments(args: list[str]) -> None:
     assert "usage: hipfile bench" in proc.stderr
 
 
+def test_bench_negative_size_is_not_positive() -> None:
+    proc = hipfile_cmd("bench", "--allow-emulated", "--size", "-1")
+    assert proc.returncode == 2
+    assert "usage: hipfile bench" in proc.stderr
+    assert "argument --size: '-1' must be positive" in proc.stderr
+
+
+def test_bench_too_large_for_the_device_fails_before_writing(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    proc = hipfile_cmd("bench", "--allow-emulated", "--size", "2G", "--path", str(tmp_path),
+                       HIPFILE_EMU_DEVICE_MEMORY="1G")
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("hipfile bench: --size 2 GiB does not fit in the device's "
+                               "memory (1.0 GiB free of 1.0 GiB)"), lines[0]
+    assert time.monotonic() - t0 < 30
+    assert proc.stdout == "" and bench_leftovers(tmp_path) == []
+
+
+def test_bench_too_large_for_the_disk_fails_before_writing(tmp_path: Path) -> None:
+    st = os.statvfs(tmp_path)
+    size = (st.f_bavail * st.f_frsize >> 30) + 2 << 30   # whole GiB, past the free space
+    t0 = time.monotonic()
+    proc = hipfile_cmd("bench", "--allow-emulated", "--size", str(size), "--path",
+                       str(tmp_path), HIPFILE_EMU_DEVICE_MEMORY=str(2 * size))
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "does not fit in the free space of " + str(tmp_path) in lines[0], lines[0]
+    assert "give a smaller --size or another --path" in lines[0]
+    assert time.monotonic() - t0 < 30
+    assert bench_leftovers(tmp_path) == []
+
+
 def test_bench_bad_folder(tmp_path: Path) -> None:
     proc = hipfile_cmd("bench", "--allow-emulated", "--path", str(tmp_path / "nope"))
     assert proc.returncode == 2
@@ -476,6 +511,38 @@ def test_stats_ctrl_c_prints_no_traceback(silent_process: subprocess.Popen[str])
     assert "hipfile stats: interrupted" in err
     assert "Traceback" not in err
     assert out == ""
+
+
+def test_bench_stops_at_once_when_interrupted_while_writing_its_file(tmp_path: Path) -> None:
+    """Ctrl-C while the benchmark's file is written: the command stops
+    within about a second and removes the file; progress was shown."""
+    def written() -> int:
+        files = list(tmp_path.glob("hipfile-bench-*/bench.bin"))
+        return files[0].stat().st_size if files else 0
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hipfile", "bench", "--allow-emulated", "--size", "2G",
+         "--io", "sync", "--repeat", "1", "--path", str(tmp_path)],
+        env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while written() < (600 << 20) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert proc.poll() is None, "the command ended before it was interrupted"
+        assert written() < 2 << 30, "the file was written before it could be interrupted"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    assert "writing the benchmark's file: 512.0 MiB of 2.0 GiB" in err   # progress
+    assert took < 3, f"the command took {took:.1f} s to stop"
+    assert bench_leftovers(tmp_path) == []
 
 
 def _fake_distribution(site: Path, name: str, files: dict[str, bytes],

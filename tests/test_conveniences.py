@@ -95,7 +95,7 @@ def test_open_mode_table(driver: hipfile.Driver, tmp_path: Path) -> None:
 
     assert MODES == {"r": os.O_RDONLY, "r+": os.O_RDWR,
                      "w": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
-                     "a": os.O_RDWR | os.O_CREAT}
+                     "a": os.O_RDWR | os.O_CREAT | os.O_APPEND}
     path = tmp_path / "f.bin"
     with pytest.raises(FileNotFoundError):
         hipfile.open(path, "r")
@@ -109,10 +109,12 @@ def test_open_mode_table(driver: hipfile.Driver, tmp_path: Path) -> None:
 def test_open_append_writes_at_size(driver: hipfile.Driver, tmp_path: Path) -> None:
     path = tmp_path / "log.bin"
     path.write_bytes(b"abc")
-    with hipfile.open(path, "a") as fh:  # keeps the content, offsets are explicit
-        assert not fh.flags & os.O_APPEND
+    with hipfile.open(path, "a") as fh:  # keeps the content; an offset given is the end
+        assert fh.flags & os.O_APPEND and fh.appends
         assert fh.size() == 3
         fh.write(np.frombuffer(b"defg", np.uint8), file_offset=fh.size())
+        # the descriptor itself has no O_APPEND (hipFile refuses those)
+        assert not fcntl.fcntl(fh.fileno(), fcntl.F_GETFL) & os.O_APPEND
     assert path.read_bytes() == b"abcdefg"
 
 

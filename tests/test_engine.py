@@ -577,15 +577,19 @@ def test_settings_come_from_hipfile_defaults(engine_settings, monkeypatch, drv, 
             assert hipfile.engine.info()["threads"] == 5
             _wait_idle()
         # the environment applies once nothing is set, units included
-        defaults.reset("engine_threads", "engine_task_size")
         monkeypatch.setenv("HIPFILE_ENGINE_THREADS", "2")
         monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "32K")
+        # the engine is told of changes, not polling the environment: the
+        # variables reach it at the next reset()
+        assert hipfile.engine.settings() == {"threads": 3, "task_size": 8192}
+        defaults.reset("engine_threads", "engine_task_size")
         assert hipfile.engine.settings() == {"threads": 2, "task_size": 32 << 10}
         h = fh.pread_async(dev, 65536)
         assert h.wait(timeout=30) == 65536 and h.calls == 2
         assert hipfile.engine.info()["threads"] == 2
         # a bad variable is refused at the submission, which submits nothing
         monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "0")
+        defaults.reset("engine_task_size")
         with pytest.raises(ValueError, match="HIPFILE_ENGINE_TASK_SIZE"):
             fh.pread_async(dev, 4096)
         with pytest.raises(ValueError, match="HIPFILE_ENGINE_TASK_SIZE"):

@@ -30,6 +30,44 @@ def test_examples_exist() -> None:
     assert len(EXAMPLES) >= 2
 
 
+# Bad arguments of every example: usage errors (argparse's message, exit 2),
+# never a traceback.
+BAD_ARGUMENTS = [
+    ("kv_cache_layerwise", ["--layers", "0"], "--layers: '0' must be positive"),
+    ("kv_cache_layerwise", ["--layers", "-3"], "--layers: '-3' must be positive"),
+    ("kv_cache_layerwise", ["--chunk-kib", "0"], "--chunk-kib: '0' must be positive"),
+    ("kv_cache_layerwise", ["--chunk-kib", "lots"], "--chunk-kib: 'lots' is not an integer"),
+    ("kv_cache_layerwise", ["--file", "/nonexistent/kv.bin"], "does not exist"),
+    ("parallel_load", ["--size", "0"], "--size: '0' must be positive"),
+    ("parallel_load", ["--task-size", "-1"], "--task-size: '-1' must be positive"),
+    ("parallel_load", ["--chunk", "0"], "--chunk: '0' must be positive"),
+    ("lmcache_gds_backend", ["--chunks", "0"], "--chunks: '0' must be positive"),
+    ("lmcache_gds_backend", ["--streams", "-1"], "--streams: '-1' must be positive"),
+    ("lmcache_gds_backend", ["--location", "/nonexistent"], "is not a folder"),
+    ("vllm_kv_connector", ["--layers", "0"], "--layers: '0' must be positive"),
+    ("vllm_kv_connector", ["--task-size", "0"], "--task-size: '0' must be positive"),
+    ("vllm_kv_connector", ["--repeats", "x"], "--repeats: 'x' is not an integer"),
+    ("vllm_kv_connector", ["--blocks", "1"], "--blocks must be at least 2"),
+    ("vllm_kv_connector", ["--dir", "/nonexistent/a/b"], "does not exist"),
+]
+
+
+@pytest.mark.parametrize(("name", "args", "message"), BAD_ARGUMENTS,
+                         ids=[f"{n}{' '.join(a)}" for n, a, _ in BAD_ARGUMENTS])
+def test_example_bad_arguments_are_usage_errors(name: str, args: list[str],
+                                                message: str) -> None:
+    script = next(p for p in EXAMPLES if p.stem == name)
+    env = dict(os.environ)
+    if PLATFORM in ("emulated", "cuda"):
+        env["HIPFILE_PLATFORM"] = PLATFORM
+    proc = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "usage: " in proc.stderr and message in proc.stderr, proc.stderr
+    assert proc.stdout == ""
+
+
 def _system_hip_runtime() -> bool:
     """Whether a HIP runtime is reachable without ROCM_PATH (a ROCm machine)."""
     import ctypes.util

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import CudaArray, check, from_device, random_file, to_device
+from _util import CudaArray, check, device_array, from_device, random_file, to_device
 from hip import hip
 
 import hipfile
@@ -349,3 +349,99 @@ def test_error_in_the_middle_of_a_split_transfer(
             fh.read(dev, 5000)
     assert info.value.errno == errno.EIO
     assert len(shim.calls) == 3
+
+
+# -- append handles ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opener", [
+    lambda p: hipfile.open(p, "a"), lambda p: hipfile.open(p, "ab"),
+    lambda p: hipfile.open(p, "a+"), lambda p: hipfile.open(p, mode="ab"),
+    lambda p: FileHandle(p, "a").open(),
+    lambda p: FileHandle(p, os.O_WRONLY | os.O_CREAT | os.O_APPEND).open(),
+    lambda p: FileHandle(p, os.O_RDWR | os.O_APPEND).open(),
+], ids=["a", "ab", "a+", "mode=ab", "FileHandle-a", "O_WRONLY|O_APPEND", "O_RDWR|O_APPEND"])
+def test_append_handle_writes_at_the_end(driver: hipfile.Driver, tmp_path: Path,
+                                         opener: Callable[[Path], FileHandle]) -> None:
+    """A write without a file offset on an append handle goes to the end of
+    the file, as O_APPEND places it, from device and from host memory."""
+    path = tmp_path / "log.bin"
+    path.write_bytes(b"HELLOWORLD")
+    with device_array(16) as dev:
+        to_device(dev, np.frombuffer(b"xyz0123456789abc", np.uint8))
+        with opener(path) as fh:
+            assert fh.appends and fh.mode.startswith("a")
+            assert fh.write(dev, 3) == 3
+            assert fh.write(np.frombuffer(b"HOST", np.uint8)) == 4
+            assert fh.write(dev, 2, buffer_offset=3) == 2
+            assert fh.size() == 19
+            # an offset given must be the end (the old way to append keeps working)
+            assert fh.write(dev, 1, fh.size(), 5) == 1
+    assert path.read_bytes() == b"HELLOWORLDxyzHOST012"
+
+
+def test_append_handle_refuses_an_offset_that_is_not_the_end(driver: hipfile.Driver,
+                                                            tmp_path: Path) -> None:
+    path = tmp_path / "log.bin"
+    path.write_bytes(b"HELLOWORLD")
+    with device_array(16) as dev, hipfile.open(path, "a") as fh:
+        for call in (lambda: fh.write(dev, 3, 0), lambda: fh.write(dev, 3, file_offset=4),
+                     lambda: fh.write(np.zeros(3, np.uint8), 3, 11),
+                     lambda: fh.pwrite(dev, 3, 0),
+                     lambda: fh.write(dev, 3, 0, task_size=1)):
+            with pytest.raises(ValueError, match=r"this handle appends \(mode 'a'\): its "
+                               r"writes go to the end of the file, offset 10"):
+                call()
+        with pytest.raises(TypeError):
+            fh.write(dev, 3, 10.0)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"negative|>= 0"):
+            fh.write(dev, 3, -1)
+        # reads take their offsets as given
+        out = np.zeros(5, np.uint8)
+        assert fh.read(out, 5, 5) == 5 and out.tobytes() == b"WORLD"
+    assert path.read_bytes() == b"HELLOWORLD"
+
+
+def test_append_handle_parallel_writes_do_not_overlap(driver: hipfile.Driver,
+                                                      tmp_path: Path) -> None:
+    """pwrite on an append handle takes its range at the end when it is
+    called: appends in flight together land one after another."""
+    path = tmp_path / "log.bin"
+    path.write_bytes(b"0123")
+    parts = [np.full(4096 + k, 65 + k, np.uint8) for k in range(6)]
+    with hipfile.open(path, "ab") as fh:
+        futures = [fh.pwrite(p, task_size=1024) for p in parts]
+        assert [f.result() for f in futures] == [p.nbytes for p in parts]
+        # a failed append gives its range back: the next one goes where it was
+        with pytest.raises(ValueError):
+            fh.pwrite(parts[0], file_offset=3)
+        fh.write(np.frombuffer(b"END", np.uint8))
+    assert path.read_bytes() == b"0123" + b"".join(p.tobytes() for p in parts) + b"END"
+
+
+def test_append_handle_stream_ordered_writes(driver: hipfile.Driver, tmp_path: Path,
+                                             nb_stream: Any) -> None:
+    """write_async (hipFileWriteAsync) and pwrite_async (the engine) on an
+    append handle take their range at the end when called; the calls of
+    many explicit ranges and batch writes refuse an append handle."""
+    path = tmp_path / "log.bin"
+    path.write_bytes(b"HEAD")
+    with device_array(64) as dev:
+        to_device(dev, np.arange(64, dtype=np.uint8))
+        with hipfile.open(path, "a") as fh, Buffer(dev, 64) as buf, \
+                hipfile.Stream(nb_stream) as st:
+            first = fh.write_async(buf, 8, stream=st)
+            second = fh.pwrite_async(buf, 8, buffer_offset=8, stream=st)
+            third = fh.write_async(buf, 4, 20, 16, st)   # 4 + 8 + 8: the end
+            with pytest.raises(ValueError, match="this handle appends"):
+                fh.write_async(buf, 4, 4, 0, st)
+            with pytest.raises(ValueError, match="this handle appends"):
+                fh.pwrite_async(buf, 4, 0, stream=st)
+            with pytest.raises(ValueError, match="pwrite_async_ranges writes at explicit"):
+                fh.pwrite_async_ranges(buf, [(4, 24, 0)], st)
+            with pytest.raises(ValueError, match="pwrite_async_gather writes at explicit"):
+                fh.pwrite_async_gather(buf, [(4, 24, 0)], st)
+            with hipfile.BatchIO(4) as batch, pytest.raises(ValueError, match="batch writes"):
+                batch.write(fh, buf, 4, 24)
+            assert [first.wait(), second.wait(), third.wait()] == [8, 8, 4]
+    assert path.read_bytes() == b"HEAD" + bytes(range(20))

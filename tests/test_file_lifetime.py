@@ -88,9 +88,33 @@ def test_one_registration_per_open(data_path: Path) -> None:
 
     fh = hipfile.open(data_path)
     fh.open()
+    # registered at the first call through hipFile's data path, not at open
+    assert emulated.counters()["handles"] == 0
+    assert fh.handle is not None and fh.handle == fh.handle
     assert emulated.counters()["handles"] == 1
     fh.close()
     fh.close()
+    assert emulated.counters()["handles"] == 0
+
+
+@pytest.mark.emulated
+def test_open_close_without_io_never_registers_or_opens_the_driver(data_path: Path,
+                                                                   dev: Any) -> None:
+    """The staged engine path moves bytes with POSIX calls: a file opened,
+    read that way and closed costs no registration and no driver open."""
+    from hipfile.platforms import emulated
+
+    opened = hipfile.use_count()
+    fh = hipfile.open(data_path)
+    assert fh.pread_async(dev, 4096).wait(timeout=30) == 4096
+    assert not fh.closed and emulated.counters()["handles"] == 0
+    fh.close()
+    assert fh.closed and emulated.counters()["handles"] == 0
+    assert hipfile.use_count() == opened
+    # hipFile's own read registers it then (and its close deregisters it)
+    with hipfile.open(data_path) as fh:
+        assert fh.read(dev, 4096) == 4096
+        assert emulated.counters()["handles"] == 1
     assert emulated.counters()["handles"] == 0
 
 
@@ -152,9 +176,14 @@ def test_from_fd_leaves_the_descriptor_open(
 
 @pytest.mark.emulated
 def test_same_descriptor_twice_is_refused(callers_fd: int) -> None:
-    with FileHandle.from_fd(callers_fd):
+    # registration happens at the first call through hipFile's data path
+    with FileHandle.from_fd(callers_fd) as first:
+        assert first.handle is not None
+        second = FileHandle.from_fd(callers_fd)
         with pytest.raises(hipfile.HandleAlreadyRegisteredError):
-            FileHandle.from_fd(callers_fd)
+            second.handle  # noqa: B018
+        assert not second.closed
+        second.close()
     os.fstat(callers_fd)
 
 
@@ -164,17 +193,18 @@ def test_failed_registration_closes_the_descriptor_it_opened(data_path: Path) ->
 
     fh = FileHandle(data_path, os.O_RDONLY)
     before = fd_count()
+    fh.open()                       # the descriptor; registration at first need
     emulated.inject_fault("register", errno.EIO)
     with pytest.raises(hipfile.InternalError) as info:
-        fh.open()
+        fh.handle  # noqa: B018
     assert info.value.func == "hipFileHandleRegister"
-    assert fd_count() == before
-    assert fh.closed
-    assert fh.fd is None
+    assert not fh.closed and emulated.counters()["handles"] == 0
     # the next attempt works
-    fh.open()
+    assert fh.handle is not None
     assert fd_count() == before + 1
     fh.close()
+    assert fh.closed
+    assert fh.fd is None
     assert fd_count() == before
 
 
@@ -183,17 +213,27 @@ def test_failed_registration_leaves_a_callers_descriptor_open(callers_fd: int) -
     from hipfile.platforms import emulated
 
     emulated.inject_fault("register", OpError.HANDLE_ALREADY_REGISTERED)
+    fh = FileHandle.from_fd(callers_fd)
     with pytest.raises(hipfile.HandleAlreadyRegisteredError):
-        FileHandle.from_fd(callers_fd)
+        fh.handle  # noqa: B018
+    fh.close()
     os.fstat(callers_fd)
 
 
 @pytest.mark.emulated
 def test_unsupported_files(data_path: Path) -> None:
+    # a descriptor opened with O_APPEND (hipFile refuses it; FileHandle
+    # with O_APPEND in its flags opens without it, as an append handle)
     before = fd_count()
-    with pytest.raises(hipfile.HipFileException) as info:
-        FileHandle(data_path, os.O_RDWR | os.O_APPEND).open()
-    assert info.value.hipfile_err == OpError.INVALID_FILE_OPEN_FLAG
+    fd = os.open(data_path, os.O_RDWR | os.O_APPEND)
+    try:
+        fh = FileHandle.from_fd(fd)      # registered at first need
+        with pytest.raises(hipfile.HipFileException) as info:
+            fh.handle  # noqa: B018
+        assert info.value.hipfile_err == OpError.INVALID_FILE_OPEN_FLAG
+        fh.close()
+    finally:
+        os.close(fd)
     assert fd_count() == before
 
 
@@ -256,7 +296,7 @@ def test_open_modes(tmp_path: Path, payload: np.ndarray) -> None:
         hipfile.open(path, "r")
 
     with hipfile.open(path, "a") as fh:  # creates, does not truncate
-        assert fh.flags == os.O_RDWR | os.O_CREAT
+        assert fh.flags == os.O_RDWR | os.O_CREAT | os.O_APPEND
     assert path.exists()
     path.write_bytes(payload.tobytes())
     with hipfile.open(path, "a"):
@@ -293,8 +333,8 @@ def test_open_rejects_unknown_modes(tmp_path: Path, mode: str) -> None:
     [("r", os.O_RDONLY), ("rb", os.O_RDONLY), ("r+", os.O_RDWR), ("r+b", os.O_RDWR),
      ("rb+", os.O_RDWR), ("w", os.O_RDWR | os.O_CREAT | os.O_TRUNC),
      ("wb", os.O_RDWR | os.O_CREAT | os.O_TRUNC), ("w+", os.O_RDWR | os.O_CREAT | os.O_TRUNC),
-     ("w+b", os.O_RDWR | os.O_CREAT | os.O_TRUNC), ("a", os.O_RDWR | os.O_CREAT),
-     ("ab+", os.O_RDWR | os.O_CREAT), ("x", os.O_RDWR | os.O_CREAT | os.O_EXCL),
+     ("w+b", os.O_RDWR | os.O_CREAT | os.O_TRUNC), ("a", os.O_RDWR | os.O_CREAT | os.O_APPEND),
+     ("ab+", os.O_RDWR | os.O_CREAT | os.O_APPEND), ("x", os.O_RDWR | os.O_CREAT | os.O_EXCL),
      ("xb", os.O_RDWR | os.O_CREAT | os.O_EXCL)],
 )
 def test_open_python_and_kvikio_modes(driver: hipfile.Driver, tmp_path: Path, mode: str,
@@ -437,8 +477,8 @@ def test_compat_mode_disabled_by_environment(compat_env: pytest.MonkeyPatch,
                                              data_path: Path) -> None:
     compat_env.setenv("HIPFILE_ALLOW_COMPAT_MODE", "false")
     before = fd_count()
-    with pytest.raises(hipfile.HipFileException) as info:
-        hipfile.open(data_path)
+    with pytest.raises(hipfile.HipFileException) as info, hipfile.open(data_path) as fh:
+        fh.handle  # noqa: B018
     assert info.value.err is OpError.DIO_NOT_SET
     assert info.value.func == "hipFileHandleRegister"
     assert fd_count() == before
@@ -448,17 +488,52 @@ def test_compat_mode_disabled_by_environment(compat_env: pytest.MonkeyPatch,
     # forcing compat mode wins over disallowing it
     compat_env.setenv("HIPFILE_FORCE_COMPAT_MODE", "true")
     with hipfile.open(data_path) as fh:
-        assert not fh.closed
+        assert not fh.closed and fh.handle is not None
 
 
 @pytest.mark.emulated
 def test_compat_mode_disabled_by_parameter(compat_env: pytest.MonkeyPatch,
                                            data_path: Path) -> None:
     hipfile.set_parameter(BoolConfigParameter.PROPERTIES_ALLOW_COMPAT_MODE, False)
-    with pytest.raises(hipfile.HipFileException) as info:
-        hipfile.open(data_path)
+    with pytest.raises(hipfile.HipFileException) as info, hipfile.open(data_path) as fh:
+        fh.handle  # noqa: B018
     assert info.value.err is OpError.DIO_NOT_SET
     # the environment wins over the parameter
     compat_env.setenv("HIPFILE_ALLOW_COMPAT_MODE", "true")
     with hipfile.open(data_path) as fh:
-        assert not fh.closed
+        assert not fh.closed and fh.handle is not None
+
+
+@pytest.mark.emulated
+def test_threads_making_their_first_call_at_once_register_once(data_path: Path,
+                                                                payload: np.ndarray) -> None:
+    """The registration happens at the first call through hipFile's data
+    path: threads that make theirs together on a fresh handle register it
+    once, and none of them sees an error."""
+    import threading
+
+    from _util import device_array, from_device
+
+    from hipfile.platforms import emulated
+
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+    for _ in range(5):
+        with hipfile.open(data_path) as fh, device_array(8 * 4096) as dev:
+
+            def first_call(i: int, fh: hipfile.FileHandle = fh, dev: Any = dev) -> None:
+                try:
+                    start.wait(timeout=30)
+                    assert fh.read(dev, 4096, i * 4096, i * 4096) == 4096
+                except BaseException as e:  # reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=first_call, args=(i,)) for i in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            assert not errors, errors[:3]
+            assert emulated.counters()["handles"] == 1
+            np.testing.assert_array_equal(from_device(dev, 8 * 4096), payload[:8 * 4096])
+        assert emulated.counters()["handles"] == 0

@@ -50,7 +50,13 @@ PROBE = """
     out["version"] = outcome(hipfile.get_version)
     out["path"] = _hipfile.library_path()
     fds = len(os.listdir("/proc/self/fd"))
-    out["file"] = outcome(lambda: hipfile.open(sys.executable) and None)
+    def open_and_register():
+        # open() needs no library: the registration at first need does
+        with hipfile.open(sys.executable) as fh:
+            return fh.handle and None
+
+    out["opened_without_library"] = outcome(lambda: hipfile.open(sys.executable).close())
+    out["file"] = outcome(open_and_register)
     out["fd_leak"] = len(os.listdir("/proc/self/fd")) - fds
     out["buffer_len"] = len(hipfile.Buffer(0x1000, 16))
     out["message_without_library"] = str(hipfile.InvalidValueError(5022))
@@ -64,6 +70,7 @@ def test_missing_explicit_library(tmp_path: Path) -> None:
     assert out["loaded_by_import"] is False
     assert out["hip_imported"] is False
     assert out["supports_async"] is False
+    assert out["opened_without_library"] == {"value": None}
     for key in ("open", "version", "file"):
         exc = out[key]
         assert isinstance(exc, dict)

@@ -284,7 +284,11 @@ def test_fork_finalizers_do_not_call_the_library(driver, data_file):
             assert emu().counters()["handles"] == 2  # none deregistered by the child
 
         global _keep
-        _keep = (FileHandle(path).open(), buf)
+        kept = FileHandle(path).open()
+        # registered (at first need): the child must not deregister either
+        assert kept.handle is not None and fh.handle is not None
+        _keep = (kept, buf)
+        del kept
         try:
             assert _in_child(child) == 0
         finally:

@@ -579,12 +579,15 @@ def test_safe_open_not_closed_warns_and_releases(tmp_path: Path) -> None:
     path = tmp_path / "u.safetensors"
     write_reference(path, {"a": ("U8", [4], b"abcd")})
     handles = emulated.counters()["handles"]
+    fds = len(os.listdir("/proc/self/fd"))
     f = hst.safe_open(path)
-    assert emulated.counters()["handles"] == handles + 1
+    # the file is open (a descriptor), not registered: the engine reads it
+    assert len(os.listdir("/proc/self/fd")) > fds
     with pytest.warns(ResourceWarning, match="not closed"):
         del f
         gc.collect()
     assert emulated.counters()["handles"] == handles
+    assert len(os.listdir("/proc/self/fd")) == fds
 
 
 def test_bad_device_raises(tmp_path: Path) -> None:
@@ -665,9 +668,11 @@ def test_sampled_residency_refuses_bad_counts(tmp_path: Path, value: Any,
         hst.cached_fraction(path, sample_pages=value)
 
 
-def test_bare_calls_open_the_driver_once(tmp_path: Path) -> None:
-    """A loop of bare calls (no driver held by the caller) opens the driver at
-    the first and keeps it: the count never drops to zero between calls."""
+def test_bare_calls_open_the_driver_once_at_most(tmp_path: Path) -> None:
+    """A loop of bare calls (no driver held by the caller) opens the driver
+    at most once, at the first call that goes through hipFile's data path
+    (the engine's staged loads never do), and keeps it: the count never
+    drops between calls."""
     from hipfile._lib import _hipfile
 
     path = tmp_path / "bare.safetensors"
@@ -676,10 +681,12 @@ def test_bare_calls_open_the_driver_once(tmp_path: Path) -> None:
     base = hipfile.use_count()
     hst.load_file(path)
     epoch = _hipfile.driver_epoch()
-    assert hipfile.use_count() == base + 1
+    first = hipfile.use_count()
+    assert first in (base, base + 1)
     for _ in range(3):
         out = hst.load_file(path)
         with hst.safe_open(path) as f:
             f.get_tensor("a")
         hst.save_file(out, tmp_path / "copy.safetensors")
-    assert _hipfile.driver_epoch() == epoch and hipfile.use_count() == base + 1
+        assert hipfile.use_count() >= first
+    assert _hipfile.driver_epoch() == epoch and hipfile.use_count() <= base + 1

@@ -569,6 +569,62 @@ def test_shards_errors(tmp_path: Path) -> None:
         hst.load_file(index)
 
 
+def _rewrite_index(index: Path, change: Any) -> None:
+    obj = json.loads(index.read_text())
+    change(obj["weight_map"])
+    index.write_text(json.dumps(obj))
+
+
+@pytest.mark.parametrize("framework", ["np", "hip"])
+def test_index_that_disagrees_with_its_shards(tmp_path: Path, framework: str) -> None:
+    """An index naming a tensor in a shard that lacks it, a tensor in two
+    shards, or a missing shard: SafetensorError naming the tensor and the
+    file, never a load that drops or picks a tensor silently."""
+    device = "cpu" if framework == "np" else 0
+    index, everything = _checkpoint(tmp_path, shards=2)
+    first = "model-00001-of-00002.safetensors"
+    second = "model-00002-of-00002.safetensors"
+
+    # the index names a tensor that no shard holds
+    _rewrite_index(index, lambda w: w.update({"layer9.w": first}))
+    with pytest.raises(hst.SafetensorError) as info:
+        hst.load_file(index, device, framework)
+    assert "'layer9.w'" in str(info.value) and first in str(info.value)
+    assert "in no shard" in str(info.value)
+    # ... and with names that do not include it
+    with pytest.raises(hst.SafetensorError, match=r"layer9\.w"):
+        hst.load_file(index, device, framework, names=["layer0.w"])
+
+    # the index puts a tensor in the wrong shard
+    _rewrite_index(index, lambda w: (w.pop("layer9.w"), w.update({"layer1.b": first})))
+    with pytest.raises(hst.SafetensorError) as info:
+        hst.load_file(index, device, framework)
+    assert "'layer1.b'" in str(info.value) and first in str(info.value)
+    assert second in str(info.value)
+
+    # a tensor in two shards (the index naming one of them)
+    _rewrite_index(index, lambda w: w.update({"layer1.b": second}))
+    extra = dict(stn.load_file(str(tmp_path / first)))
+    extra["layer1.b"] = everything["layer1.b"]
+    stn.save_file(extra, str(tmp_path / first))
+    with pytest.raises(hst.SafetensorError, match="in both") as info:
+        hst.load_file(index, device, framework)
+    assert "'layer1.b'" in str(info.value)
+    assert first in str(info.value) and second in str(info.value)
+
+    # a shard the index names is missing: also a FileNotFoundError
+    stn.save_file({k: v for k, v in everything.items() if k.startswith("layer0")},
+                  str(tmp_path / first))
+    assert set(hst.load_file(index, device, framework)) == set(everything)
+    os.unlink(tmp_path / second)
+    for err in (hst.SafetensorError, FileNotFoundError):
+        with pytest.raises(err) as info:
+            hst.load_file(index, device, framework)
+        assert second in str(info.value) and "layer1." in str(info.value)
+        assert isinstance(info.value, FileNotFoundError)
+        assert info.value.filename == str(tmp_path / second)
+
+
 def test_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("tqdm")
     index, everything = _checkpoint(tmp_path)

@@ -110,4 +110,4 @@ def test_parallel_load_options(tmp_path: Path) -> None:
     proc = run(script, "--chunk", "0", tmp=tmp_path, HIPFILE_PLATFORM="emulated",
                HIPFILE_PLATFORM_QUIET="1")
     assert proc.returncode == 2
-    assert "sizes must be positive" in proc.stderr
+    assert "argument --chunk: '0' must be positive" in proc.stderr

@@ -9,7 +9,7 @@ def read_async(
     buffer_offset: int = 0, stream: Any = 0,
 ) -> AsyncIOHandle: ...
 def write_async(
-    self: _FileCore, buffer: Any, size: int | None = None, file_offset: int = 0,
+    self: _FileCore, buffer: Any, size: int | None = None, file_offset: int | None = None,
     buffer_offset: int = 0, stream: Any = 0,
 ) -> AsyncIOHandle: ...
 

@@ -30,8 +30,8 @@ from libc.stdint cimport uintptr_t
 from hipfile._lib.chipfile cimport *
 from hipfile._lib._bindings cimport bind, p_hipFileReadAsync, p_hipFileWriteAsync
 from hipfile._lib._core cimport (
-    FIXED_BUF_OFFSET, FIXED_FILE_OFFSET, FIXED_FILE_SIZE, _as_index, _BufferCore, _FileCore,
-    _io_range, _release_refs, _StreamState, submit_preamble)
+    FIXED_BUF_OFFSET, FIXED_FILE_OFFSET, FIXED_FILE_SIZE, _as_index, _BufferCore,
+    _ensure_registered, _FileCore, _io_range, _release_refs, _StreamState, submit_preamble)
 from hipfile._lib cimport _core
 from hipfile._lib._pool cimport (
     SLOT_DONE, SLOT_PARKED, Slots, _give_back, _launch_marker, _lose, _Parked, _parked, _slot_ptr,
@@ -66,6 +66,7 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     cdef int err_no = 0
     cdef Slots *s
     cdef AsyncIOHandle h
+    cdef long long appended = -1
 
     if opcode == 0:
         fn = p_hipFileReadAsync
@@ -78,8 +79,19 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     if state != NULL:
         st = <_StreamState>state
+    given = file_offset is not None
+    if not given:
+        file_offset = 0
+    if opcode == 1 and f._appends:
+        # an append handle: the range at the end of the file, taken now (a
+        # given offset must be that end; FileHandle.appends)
+        _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
+        appended = f._reserve_append(foff if given else None, nbytes)
+        file_offset = appended
     _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
 
+    if not f._registered:
+        _ensure_registered(f)
     h = AsyncIOHandle.__new__(AsyncIOHandle)
     h._slot = _take()
     s = _slot_ptr(h._slot)
@@ -99,6 +111,8 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         _give_back(h._slot)
         h._slot = -1
         h._s = NULL
+        if appended >= 0:
+            f._append_failed(appended, nbytes)
         if e.err == -1 and err_no:
             raise OSError(err_no, os.strerror(err_no))
         if e.err == 5011:     # hipFileHipDriverError: an unknown stream is said to be one
@@ -159,11 +173,18 @@ def read_async(_FileCore self, buffer: Any, size: int | None = None, file_offset
 
 
 @cython.annotation_typing(False)    # the hints are for help() and IDEs, not Cython
-def write_async(_FileCore self, buffer: Any, size: int | None = None, file_offset: int = 0,
-                buffer_offset: int = 0, stream: Any = 0) -> AsyncIOHandle:
+def write_async(_FileCore self, buffer: Any, size: int | None = None,
+                file_offset: int | None = None, buffer_offset: int = 0,
+                stream: Any = 0) -> AsyncIOHandle:
     """Enqueue a write of ``size`` bytes from ``buffer`` at
     ``buffer_offset`` to the file at ``file_offset`` on ``stream``; returns
     an :class:`AsyncIOHandle`. See :meth:`read_async`.
+
+    ``file_offset`` left out (None) is 0, or on an append handle
+    (``FileHandle.appends``) the end of the file, taken when the call is
+    made (the end of earlier appends still in flight through the handle
+    included), where a given ``file_offset`` must be that end
+    (:class:`ValueError` otherwise).
 
     See Also
     --------

@@ -30,6 +30,8 @@ cdef class _BufferCore:
     cdef Py_ssize_t _held
     cdef unsigned long _epoch
     cdef unsigned long _gen
+    # an append handle: writes go to the end of the file (FileHandle.appends)
+    cdef public bint _appends
     cdef bint _bare           # made from a bare address: see _allocation_room
 
 cdef class _StreamCore:
@@ -41,6 +43,7 @@ cdef class _StreamCore:
 cdef class _FileCore:
     cdef hipFileHandle_t _fh
     cdef bint _is_open
+    cdef bint _registered            # _fh holds a registration (made at first need)
     cdef Py_ssize_t _pending
     cdef Py_ssize_t _held
     cdef unsigned long _epoch
@@ -70,6 +73,7 @@ cdef inline bint _range_fits(size_t length, long long n, long long f, long long 
     return (f >= 0 and b >= 0 and n >= 0 and <unsigned long long>b <= length
             and <unsigned long long>n <= length - <size_t>b)
 cdef int _check_file(_FileCore f) except -1
+cdef int _ensure_registered(_FileCore f) except -1
 cdef object _buffer_info(object obj, uintptr_t *base, size_t *length)
 cdef uintptr_t _stream_handle(object obj) except? 0
 cdef object submit_preamble(_FileCore f, object buffer, object stream, uintptr_t *base,

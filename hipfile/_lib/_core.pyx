@@ -87,11 +87,24 @@ cdef int _check_file(_FileCore f) except -1:
         reason = getattr(f, "_closed_reason", None)
         raise ClosedFileError(reason() if reason is not None
                               else "I/O operation on a closed FileHandle")
-    if f._epoch != _driver_epoch:
+    if f._registered and f._epoch != _driver_epoch:
         raise HandleNotRegisteredError(
             OpError.HANDLE_NOT_REGISTERED, 0, None,
             "the driver was closed after this file was opened, which dropped its "
             "registration; close and reopen the file")
+    return 0
+
+
+cdef int _ensure_registered(_FileCore f) except -1:
+    """Register an open file with hipFile if it is not yet (its
+    ``_register`` method, which calls hipFileHandleRegister and then
+    ``_attach``): the registration, and with it the implicit driver open,
+    happens at the first call that goes through hipFile's own data path."""
+    if not f._registered:
+        _check_file(f)
+        f._register()
+        if not f._registered:
+            raise RuntimeError("the file's _register() did not register it")
     return 0
 
 
@@ -105,7 +118,7 @@ cdef object submit_preamble(_FileCore f, object buffer, object stream, uintptr_t
     Returns the object that keeps the buffer alive."""
     cdef _BufferCore bc
     cdef _StreamState st = None
-    if not f._is_open or f._epoch != _driver_epoch:
+    if not f._is_open or (f._registered and f._epoch != _driver_epoch):
         _check_file(f)
     # buffer
     if isinstance(buffer, _BufferCore):
@@ -547,11 +560,45 @@ cdef class _FileCore:
 
     @property
     def handle(self):
-        """The registered ``hipFileHandle_t`` as an int, or None when closed."""
-        return <uintptr_t>self._fh if self._is_open else None
+        """The registered ``hipFileHandle_t`` as an int, or None when closed.
+
+        An open file is registered with hipFile (``hipFileHandleRegister``,
+        which opens the driver if it is not open) at the first call that
+        goes through hipFile's own data path; reading this property is such
+        a call.
+
+        Raises
+        ------
+        HipFileException
+            The registration failed (the file stays open, unregistered).
+        """
+        if not self._is_open:
+            return None
+        if not self._registered:
+            _ensure_registered(self)
+        return <uintptr_t>self._fh
+
+    @property
+    def _open(self):
+        """Whether the file is open (registered or not); no library call."""
+        return bool(self._is_open)
+
+    @property
+    def _is_registered(self):
+        """Whether the open file holds a hipFile registration now."""
+        return bool(self._is_open and self._registered)
+
+    def _attach_fd(self):
+        """Mark the file open, not yet registered (see :attr:`handle`)."""
+        self._fh = NULL
+        self._registered = 0
+        self._is_open = 1
+        self._epoch = _driver_epoch
+        self._gen = _fork_gen
 
     def _attach(self, uintptr_t fh):
         self._fh = <hipFileHandle_t>fh
+        self._registered = 1
         self._is_open = 1
         self._epoch = _driver_epoch
         self._gen = _fork_gen
@@ -597,6 +644,9 @@ cdef class _FileCore:
                                 "operation(s) still in flight; close(wait=True) waits "
                                 "for them first")
         self._is_open = 0
+        if not self._registered:
+            return None  # never registered: nothing to deregister
+        self._registered = 0
         if self._epoch != _driver_epoch:
             return None  # dropped with the driver: nothing to deregister
         return <uintptr_t>self._fh

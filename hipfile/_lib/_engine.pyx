@@ -3,6 +3,7 @@
 FileHandle.pread_async/pwrite_async and their _ranges, scatter and gather
 forms (see _engine_ops.pyx for the invariants)."""
 
+import errno
 import os
 
 from cpython.long cimport PyLong_AsLongLongAndOverflow
@@ -14,7 +15,8 @@ from libc.stdlib cimport calloc, free, malloc
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
 from hipfile._lib._core cimport (
-    _as_positive, _BufferCore, _FileCore, _io_range, _range_fits, submit_preamble)
+    _as_positive, _BufferCore, _check_file, _ensure_registered, _FileCore, _io_range, _range_fits,
+    submit_preamble)
 from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime, hfe_span
 from hipfile._lib._engine_handle cimport _GateRef, StreamIOHandle
 from hipfile._lib._engine_hip cimport (
@@ -35,6 +37,16 @@ cdef void *_get_io(int opcode) except NULL:
 
 
 cdef object _numpy = None
+
+# A lone read chunk of at most this many bytes that the page cache holds is
+# read by the submitting thread (no hand-off to a worker): about the bytes
+# one thread copies from the page cache in the time a hand-off takes.
+cdef size_t INLINE_MAX = 256 << 10
+# A lone submission of less than SPLIT_UNDER default tasks is cut into
+# SPLIT_WAYS chunks of at least SPLIT_MIN bytes, so that several threads
+# read it (one 2 MiB pread is several times slower than four of 512 KiB).
+cdef size_t SPLIT_MIN = 512 << 10
+cdef int SPLIT_WAYS = 4
 
 
 cdef int _check_slow(object r, size_t length, hfe_span *out) except -1:
@@ -171,16 +183,166 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
         task = _eng_task_default
     else:
         task = <size_t>_as_positive(task_size, "task_size")
-    cdef Py_ssize_t count = 0
+    cdef Py_ssize_t count = 0, i
+    cdef size_t total = 0
     cdef hfe_span *checked = _parse_ranges(ranges, length, &count)
     try:
         n = <int>count
         if n == 0:
             return []
+        if task_size is None and n == 1:
+            total = checked[0].len
+            if total > SPLIT_MIN and total < SPLIT_WAYS * task:
+                task = max(SPLIT_MIN, ((total + SPLIT_WAYS - 1) // SPLIT_WAYS + 4095) & ~4095)
         return _submit_checked(f, opcode, base, length, bc, buf_owner, checked, n, sh,
                                stream_owner, task, fd, ordered, grouped, prefetch)
     finally:
         free(checked)
+
+
+def engine_submit_files(int opcode, buffer, entries, stream=0, task_size=None,
+                        bint ordered=True, bint prefetch=False):
+    """Submit ``(file, size, file_offset, buffer_offset)`` entries (ranges of
+    several open files, one buffer) to the staged path as one operation;
+    returns its one :class:`StreamIOHandle`, which holds every file until
+    completion is observed (closing one meanwhile raises InFlightError).
+
+    Each file is checked (open, current, readable for a read and writable
+    for a write, a POSIX descriptor) and each range against the buffer
+    before anything is submitted; a read stops at each file's end.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad buffer, stream, entry or task size, or no entry.
+    ClosedFileError, HandleNotRegisteredError
+        A file is closed, or its registration was dropped.
+    OSError
+        EBADF: a file is not open for reading (a read) or writing (a write).
+    NotImplementedError
+        The staged path cannot serve the buffer (no stream waits on its
+        device, or the ``engine_data_path`` setting ``"hipfile"``).
+    """
+    cdef uintptr_t base, sh
+    cdef size_t length, task
+    cdef _BufferCore bc = None
+    cdef object buf_owner, stream_owner = None
+    cdef PyObject *state = NULL
+    cdef Py_ssize_t n, i, k
+    cdef hfe_span *checked = NULL
+    cdef int *fds = NULL
+    cdef long long *ends = NULL
+    cdef int device, fd
+    cdef bint is_device = 0
+    cdef _FlagPool pool
+    cdef _FileCore f
+    cdef StreamIOHandle hd
+    if opcode not in (0, 1):
+        raise ValueError(f"opcode must be 0 (read) or 1 (write), got {opcode}")
+    if not isinstance(entries, (list, tuple)):
+        entries = list(entries)
+    n = len(entries)
+    if n == 0:
+        raise ValueError(("pread_async_scatter" if opcode == 0 else "pwrite_async_gather")
+                         + " needs at least one range")
+    files = []            # distinct files, in order of first use
+    where = {}            # id(file) -> its index in files
+    idx = []
+    for e in entries:
+        t = None if isinstance(e, (dict, str, bytes)) else tuple(e)
+        if t is None or len(t) != 4:
+            raise TypeError("each entry must be a (file, size, file_offset, buffer_offset) "
+                            f"tuple, got {type(e).__name__} {e!r}")
+        fo = t[0]
+        if not isinstance(fo, _FileCore):
+            raise TypeError(f"an entry's file must be an open hipfile.FileHandle, not "
+                            f"{type(fo).__name__}")
+        k = where.get(id(fo), -1)
+        if k < 0:
+            k = len(files)
+            where[id(fo)] = k
+            files.append(fo)
+        idx.append(k)
+    buf_owner = submit_preamble(<_FileCore>files[0], buffer, stream, &base, &length, &sh, &state)
+    if isinstance(buffer, _BufferCore):
+        bc = <_BufferCore>buffer
+    if stream is not None and type(stream) is not int:
+        stream_owner = stream
+    _eng_defaults()
+    task = _eng_task_default if task_size is None else <size_t>_as_positive(task_size,
+                                                                             "task_size")
+    file_fds = []
+    file_ends = []
+    import fcntl
+    for fo in files:
+        f = <_FileCore>fo
+        _check_file(f)
+        fd = fo._engine_fd()
+        if fd < 0:
+            raise NotImplementedError("a many-file operation needs files with a POSIX "
+                                      "descriptor")
+        acc = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+        if opcode == 0 and acc == os.O_WRONLY:
+            raise OSError(errno.EBADF, "cannot read: the file was opened write-only",
+                          getattr(fo, "path", None))
+        if opcode == 1 and acc == os.O_RDONLY:
+            raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
+                          "with 'r+' or 'w' to write", getattr(fo, "path", None))
+        file_fds.append(fd)
+        file_ends.append(max(os.fstat(fd).st_size, getattr(fo, "_staged_write_end", 0))
+                         if opcode == 0 else -1)
+    checked = <hfe_span *>malloc(n * sizeof(hfe_span))
+    fds = <int *>malloc(n * sizeof(int))
+    ends = <long long *>malloc(n * sizeof(long long))
+    try:
+        if checked == NULL or fds == NULL or ends == NULL:
+            raise MemoryError()
+        for i in range(n):
+            t = tuple(entries[i])
+            _io_range(length, t[1], t[2], t[3], <size_t *>&checked[i].len,
+                      <hoff_t *>&checked[i].file_offset, <hoff_t *>&checked[i].buffer_offset)
+            fds[i] = file_fds[idx[i]]
+            ends[i] = file_ends[idx[i]]
+        _eng_sweep()
+        _eng_start()
+        device = _pointer_device(base, &is_device)
+        if bc is not None:
+            if bc._device < 0:
+                bc._device = device
+            device = bc._device
+        pool = _pool_for(device)
+        if not _staged_path(fds[0], pool, is_device):
+            raise NotImplementedError(
+                "a many-file operation needs the staging path (device memory on a device "
+                "with stream waits, and the engine_data_path setting 'auto')")
+        if opcode == 1:
+            for k in range(len(files)):
+                wend = 0
+                for i in range(n):
+                    if idx[i] == k and checked[i].len:
+                        wend = max(wend, checked[i].file_offset + <long long>checked[i].len)
+                if wend > getattr(files[k], "_staged_write_end", 0):
+                    try:
+                        files[k]._staged_write_end = wend
+                    except AttributeError:
+                        pass
+        handles = _submit_staged(<_FileCore>files[0], opcode, fds[0], base, checked, <int>n,
+                                 sh, device, pool, task, ordered, True, prefetch, fds, ends)
+    finally:
+        free(checked)
+        free(fds)
+        free(ends)
+    for fo in files:
+        (<_FileCore>fo)._held += 1
+    if bc is not None:
+        bc._held += 1
+    hd = <StreamIOHandle>handles[0]
+    hd._submitted = 1
+    hd._file = tuple(files) if len(files) > 1 else files[0]
+    hd._bcore = bc
+    hd._buffer = buf_owner
+    hd._stream_owner = stream_owner
+    return hd
 
 
 cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length,
@@ -203,7 +365,7 @@ cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length
     staged = _staged_path(fd, pool, is_device)
     if staged:
         handles = _submit_staged(f, opcode, fd, base, checked, n, sh, device, pool, task,
-                                 ordered, grouped, prefetch)
+                                 ordered, grouped, prefetch, NULL, NULL)
     else:
         handles = _submit_workers(f, opcode, base, checked, n, sh, device, pool, task, grouped)
     # submitted: the handles now hold the file, buffer and stream (before any
@@ -251,8 +413,14 @@ cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t b
 
 cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
                          uintptr_t sh, int device, _FlagPool pool, size_t task, bint ordered,
-                         bint grouped, bint prefetch):
+                         bint grouped, bint prefetch, const int *fds, const long long *ends):
+    """The staged path. ``fds``/``ends`` (a many-file submission, else
+    NULL): each range's descriptor and, for a read, the end of its file
+    (the caller then keeps the files' write ends itself). A one-file read
+    goes through the file's ``O_DIRECT`` descriptor (``fd`` for what that
+    refuses) where :func:`_direct_fd` says so."""
     cdef _Ring ring = _ring_for(device)
+    cdef int direct_fd = -1
     cdef int ng = 1 if grouped else n, i, rc = 0, qerr
     cdef long long wend
     cdef size_t nbytes, total = 0
@@ -270,11 +438,14 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
     cdef StreamIOHandle hd
     cdef int sdev
     cdef hfe_runtime rt
-    if opcode == 0:
+    if fds != NULL:
+        pass
+    elif opcode == 0:
         # Reads stop at the end of the file: as it is now, or as the staged
         # writes submitted on this file before will leave it (a write then a
         # read of the same bytes, in stream order).
         end = max(os.fstat(fd).st_size, getattr(f, "_staged_write_end", 0))
+        direct_fd = _direct_fd(f, checked, n)
     else:
         wend = 0
         for i in range(n):
@@ -297,12 +468,16 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
             nbytes = checked[i].len
             foff = checked[i].file_offset
             boff = checked[i].buffer_offset
+            if fds != NULL and opcode == 0:
+                end = ends[i]
             if end >= 0:
                 nbytes = 0 if foff >= end else <size_t>min(<long long>nbytes, end - foff)
             pieces[i].file_offset = foff
             pieces[i].device = base + boff
             pieces[i].len = nbytes
             pieces[i].group = 0 if grouped else i
+            pieces[i].fd = fds[i] if fds != NULL else direct_fd
+            pieces[i].fd_alt = fd if fds == NULL and direct_fd >= 0 else -1
             total += nbytes
             if grouped and i > 0:
                 continue
@@ -323,16 +498,18 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
                 cval[i] = hd._value
 
         # the gate: a read's file I/O starts once the caller's stream has
-        # passed this point (always a flag the stream writes: a query that
-        # finds the stream idle can race with another thread's enqueue);
-        # a prefetch reads at once (its copies still wait for the stream)
+        # passed this point, a flag the stream writes; a stream found idle
+        # needs none (what it ran before, the writes of this engine
+        # included, is done; its copies are enqueued behind anything
+        # enqueued meanwhile); a prefetch reads at once (its copies still
+        # wait for the stream)
         if opcode == 0:
             sdev = _stream_device(sh)
             spool = _pool_for(sdev)
             if not spool.memops:
                 raise ValueError("the stream's device cannot use stream waits: "
                                  "the buffer and the stream must be on one device")
-        if opcode == 0 and not prefetch:
+        if opcode == 0 and not prefetch and _stream_query(sh) != HIP_SUCCESS:
             gflag = spool.take()
             gvalue = gflag.next_value()
             qerr = _write_value32(sh, gflag.devptr, gvalue)
@@ -347,7 +524,7 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
         rt = _eng_rt      # a copy: set() may change the table while the GIL is released
         with nogil:
             rc = eng.stage_submit(ring.ring, &rt, opcode, fd, pieces, n, groups, ng,
-                                  cdev, cval, <void *>target, gate, gvalue, task)
+                                  cdev, cval, <void *>target, gate, gvalue, task, INLINE_MAX)
         if rc < 0:
             raise OSError(-rc, f"the stream engine refused the submission: {os.strerror(-rc)}")
     except BaseException:
@@ -374,6 +551,26 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
             hd = <StreamIOHandle>o
             _wait_value32(sh, hd._flag.devptr, hd._value)
     return handles
+
+
+# A one-file read of at least DIRECT_MIN bytes from a file the page cache
+# mostly lacks goes to the disk with O_DIRECT (no copy through the page
+# cache, requests the size of a chunk); so does every read of a file opened
+# with O_DIRECT.
+cdef size_t DIRECT_MIN = 16 << 20
+
+
+cdef int _direct_fd(_FileCore f, hfe_span *checked, int n) except -2:
+    """The ``O_DIRECT`` descriptor a read of these ranges should use, or -1
+    (the file's buffered one)."""
+    cdef size_t total = 0
+    cdef int i
+    getter = getattr(f, "_engine_direct_fd", None)
+    if getter is None:
+        return -1
+    for i in range(n):
+        total += checked[i].len
+    return <int>getter(total >= DIRECT_MIN)
 
 
 cdef int _submitted_anyway(_FileCore f, list handles) except -1:
@@ -404,6 +601,7 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, hfe_span *che
     cdef StreamIOHandle hd
     cdef int qerr
     cdef int m = 1 if grouped else n     # operations: a group is one, over its ranges
+    _ensure_registered(f)                # hipFile's own calls move the bytes
     ops = <hfe_op **>malloc(m * sizeof(hfe_op *))
     if ops == NULL:
         raise MemoryError()

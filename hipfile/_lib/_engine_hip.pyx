@@ -341,9 +341,10 @@ def use_settings(source):
 
 def _eng_options_changed():
     """The settings changed: read the engine's options again before they
-    are next used (a flag, nothing else: it runs inside ``set()``)."""
-    global _eng_options_stale
+    are next used (flags, nothing else: it runs inside ``set()``)."""
+    global _eng_options_stale, _eng_sizes_stale
     _eng_options_stale = 1
+    _eng_sizes_stale = 1
 
 
 cdef int _eng_options() except -1:
@@ -383,15 +384,29 @@ cdef object _settings_module():
     return _settings
 
 
+cdef bint _eng_sizes_stale = 1
+
+
 cdef int _eng_defaults() except -1:
-    """Read ``engine_threads`` and ``engine_task_size`` from
+    """Bring ``engine_threads`` and ``engine_task_size`` up to date from
     ``hipfile.defaults`` (set(), else the environment, else the default),
-    the one source of the engine's settings; called at every submission."""
-    global _eng_threads_wanted, _eng_task_default
+    the one source of the engine's settings. Called at every submission,
+    it reads them only when a change of the settings has marked them stale
+    (one C flag to test: no Python call, no lookup of the environment)."""
+    global _eng_threads_wanted, _eng_task_default, _eng_sizes_stale
     _eng_options()
+    if not _eng_sizes_stale:
+        return 0
     d = _settings_module()
-    _eng_threads_wanted = <int>d.engine_threads()
-    _eng_task_default = <size_t>d.engine_task_size()
+    _eng_sizes_stale = 0        # a change while these are read marks them again
+    try:
+        threads = <int>d.engine_threads()
+        task = <size_t>d.engine_task_size()
+    except BaseException:
+        _eng_sizes_stale = 1
+        raise
+    _eng_threads_wanted = threads
+    _eng_task_default = task
     return 0
 
 

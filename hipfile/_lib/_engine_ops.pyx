@@ -224,8 +224,13 @@ _eng_parked = []
 
 
 cdef void _unhold(object file, object bcore):
+    # file: one file, or a tuple of them (a many-file operation)
     if file is not None:
-        (<_FileCore>file)._held -= 1
+        if type(file) is tuple:
+            for o in <tuple>file:
+                (<_FileCore>o)._held -= 1
+        else:
+            (<_FileCore>file)._held -= 1
     if bcore is not None:
         (<_BufferCore>bcore)._held -= 1
 

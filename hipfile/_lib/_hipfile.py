@@ -54,7 +54,7 @@ from hipfile._lib._bindings import (
 )
 from hipfile._lib._core import _BufferCore, _FileCore, _StreamCore, _StreamState
 from hipfile._lib._decode import hip_layout
-from hipfile._lib._engine import engine_prepare, engine_submit
+from hipfile._lib._engine import engine_prepare, engine_submit, engine_submit_files
 from hipfile._lib._engine_handle import StreamIOHandle
 from hipfile._lib._engine_hip import (
     MECHANISM_HOST_FUNCTIONS,
@@ -126,6 +126,7 @@ __all__ = [
     "engine_settings",
     "engine_shutdown",
     "engine_submit",
+    "engine_submit_files",
     "finalizing",
     "fork_generation",
     "get_op_error_string",

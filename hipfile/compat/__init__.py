@@ -4,8 +4,10 @@
   ``CuFile``, and ``cufile.bindings`` as :mod:`hipfile.compat.cufile.bindings`)
   on hipFile, so that ``import cufile`` becomes
   ``from hipfile.compat import cufile``.
-* :mod:`hipfile.compat.kvikio`: KvikIO's ``CuFile``, ``IOFuture`` and
-  ``kvikio.defaults``, so that ``import kvikio`` becomes
+* :mod:`hipfile.compat.kvikio`: KvikIO's ``CuFile``, ``Mmap``,
+  ``IOFuture``, ``kvikio.defaults``, ``kvikio.cufile_driver``,
+  ``kvikio.numpy`` and its registration and page-cache functions, so that
+  ``import kvikio`` becomes
   ``from hipfile.compat import kvikio``.
 
 Nothing here is imported by ``import hipfile``.

@@ -42,14 +42,16 @@ def fourth_argument(name: str, legacy: tuple[Any, ...], buffer_offset: Any) -> A
 Ranges = Union["Iterable[tuple[int | None, int, int]]", "NDArray[np.integer[Any]]"]
 
 
-#: ``hipfile.open`` mode strings and their ``os.open`` flags. ``"a"`` opens
-#: without ``O_APPEND``: hipFile refuses ``O_APPEND`` descriptors, since
-#: positional writes ignore their offset under it.
+#: ``hipfile.open`` mode strings and their flags. ``"a"`` carries
+#: ``O_APPEND``, which makes an append handle (``FileHandle.appends``):
+#: hipFile refuses ``O_APPEND`` descriptors (positional writes ignore their
+#: offset under it), so the file is opened without it and the binding
+#: places the writes at the end itself.
 MODES: dict[str, int] = {
     "r": os.O_RDONLY,
     "r+": os.O_RDWR,
     "w": os.O_RDWR | os.O_CREAT | os.O_TRUNC,
-    "a": os.O_RDWR | os.O_CREAT,
+    "a": os.O_RDWR | os.O_CREAT | os.O_APPEND,
 }
 
 _EXCLUSIVE = os.O_RDWR | os.O_CREAT | os.O_EXCL

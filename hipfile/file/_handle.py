@@ -18,6 +18,7 @@ from hipfile._transfer import host_transfer, transfer
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError
 from hipfile.file._args import (
+    O_DIRECT,
     Ranges,
     buffered_twin,
     fourth_argument,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["FileHandle"]
 
 _TWIN_LOCK = threading.Lock()
+_REGISTER_LOCK = threading.Lock()
 
 
 class FileHandle(_FileCore, ClosesWhenCollected):
@@ -101,8 +103,15 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         self._owns_fd = fd is None
         self._given_fd = fd
         self._buffered_fd: int | None = None   # see _host_fd
+        self._direct_fd: int | None = None     # see _engine_direct_fd (-1: refused)
         self._handle_type = FileHandleType.OPAQUE_FD
         self.handle_type = handle_type
+        # An append handle ("a", "ab", "a+", os.O_APPEND): its descriptor is
+        # opened without O_APPEND (hipFile refuses those), and writes whose
+        # offset is left out are placed at the end here (see _append_at).
+        self._appends = bool(self._flags & os.O_APPEND)
+        self._append_lock = threading.Lock()
+        self._append_end = 0   # the end of the appends in flight (reserved)
         if path is None and fd is None:
             raise ValueError("give a path or an fd")
 
@@ -121,7 +130,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     @property
     def flags(self) -> int:
-        """Flags passed to ``os.open``."""
+        """Flags the file was opened with (``O_APPEND`` included: see
+        :attr:`appends`)."""
         return self._flags
 
     @property
@@ -131,6 +141,70 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         what :attr:`flags` do (``"r"``, ``"r+"``, ``"w+"``, ``"a+"``,
         ``"x+"``)."""
         return self._mode_text if self._mode_text is not None else mode_string(self._flags)
+
+    @property
+    def appends(self) -> bool:
+        """Whether this is an append handle (mode ``"a"``, ``"ab"``,
+        ``"a+"``, or ``os.O_APPEND`` in the flags): its writes go to the end
+        of the file, as ``O_APPEND`` places them.
+
+        hipFile refuses descriptors opened with ``O_APPEND``, so the file is
+        opened without it and the binding places each write itself: a write
+        whose ``file_offset`` is left out (None) goes to the current end of
+        the file (the end of earlier appends through this handle still in
+        flight included); one given a ``file_offset`` must name that end,
+        else :class:`ValueError` (Linux's ``pwrite`` on an ``O_APPEND``
+        descriptor would silently append instead). Appends through one
+        handle never overlap; unlike ``O_APPEND`` they are not atomic
+        against other descriptors or processes writing the same file.
+        """
+        return self._appends
+
+    def _append_at(self, file_offset: int | None, size: int, *, reserve: bool = True) -> int:
+        """The file offset of an append of ``size`` bytes on this append
+        handle: the end of the file, or of the appends still in flight
+        through it. With ``reserve`` the range is taken (an operation that
+        finishes later); without, the caller holds ``_append_lock`` while
+        it writes.
+
+        Raises
+        ------
+        ValueError
+            ``file_offset`` is given and is not that end.
+        ClosedFileError
+            The handle is closed.
+        """
+        end = max(os.fstat(self.fileno()).st_size, self._append_end)
+        if file_offset is not None and file_offset != end:
+            raise ValueError(
+                f"this handle appends (mode {self.mode!r}): its writes go to the end of the "
+                f"file, offset {end}, not to file_offset={file_offset}; leave file_offset "
+                f"out, or open the file with 'r+' to write at an offset")
+        if reserve:
+            self._append_end = end + size
+        return end
+
+    def _reserve_append(self, file_offset: int | None, size: int) -> int:
+        """:meth:`_append_at` under the handle's append lock, reserving the
+        range; returns its offset."""
+        with self._append_lock:
+            return self._append_at(file_offset, size)
+
+    def _append_failed(self, start: int, size: int) -> None:
+        """A reserved append of ``size`` bytes at ``start`` failed: give
+        its range back when no later append was placed after it."""
+        with self._append_lock:
+            if self._append_end == start + size:
+                self._append_end = start
+
+    def _refuse_ranges_on_append(self, call: str) -> None:
+        """Raise ValueError: ``call`` writes at explicit offsets, which an
+        append handle does not take."""
+        if self._appends:
+            raise ValueError(
+                f"{call} writes at explicit file offsets, and this handle appends (mode "
+                f"{self.mode!r}); write with pwrite_async (file_offset left out) to append, "
+                f"or open the file with 'r+' to write ranges")
 
     @property
     def permissions(self) -> int:
@@ -151,7 +225,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
     def closed(self) -> bool:
         """Whether the handle is closed: True before :meth:`open` and after
         :meth:`close`, when :attr:`fd` and :attr:`handle` are None."""
-        return self.handle is None
+        return not self._open
 
     def fileno(self) -> int:
         """The open file descriptor (as :meth:`io.IOBase.fileno`).
@@ -162,7 +236,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             The handle is closed (also a ValueError).
         """
         fd = self._fd
-        if fd is None or self.handle is None:
+        if fd is None or not self._open:
             raise ClosedFileError(self._closed_reason())
         return fd
 
@@ -189,7 +263,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     @handle_type.setter
     def handle_type(self, value: FileHandleType) -> None:
-        if self.handle is not None:
+        if self._open:
             raise RuntimeError("Cannot modify handle_type while FileHandle is open")
         if value not in FileHandleType.__members__.values():
             raise ValueError(f"'{value}' is not a member of enum FileHandleType")
@@ -200,7 +274,14 @@ class FileHandle(_FileCore, ClosesWhenCollected):
     # -- lifetime -------------------------------------------------------
 
     def open(self) -> FileHandle:
-        """Open the file and register it (idempotent); returns ``self``.
+        """Open the file (idempotent); returns ``self``.
+
+        The file is registered with hipFile (``hipFileHandleRegister``,
+        which opens the driver if it is not open) at the first call that
+        goes through hipFile's own data path (:meth:`read`, :meth:`write`,
+        :meth:`read_async`, :meth:`write_async`, batch I/O, :attr:`handle`),
+        not here: a process that moves its bytes with the stream-ordered
+        engine or the safetensors loader never waits for the driver.
 
         Raises
         ------
@@ -209,19 +290,16 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             directory.
         OSError
             ``os.open`` failed.
-        HipFileException
-            Registration failed (a descriptor it opened is closed again; one
-            given to :meth:`from_fd` stays open).
 
         See Also
         --------
         hipFileHandleRegister
         """
-        if self.handle is not None:
+        if self._open:
             return self
         if self._owns_fd:
             assert self._path is not None
-            fd = os.open(self._path, self._flags, self._mode)
+            fd = os.open(self._path, self._flags & ~os.O_APPEND, self._mode)
         else:
             assert self._given_fd is not None
             fd = self._given_fd
@@ -231,15 +309,40 @@ class FileHandle(_FileCore, ClosesWhenCollected):
                 where = self._path if self._path is not None else f"<fd {fd}>"
                 raise IsADirectoryError(errno.EISDIR, "Is a directory: hipfile opens files",
                                         os.fspath(where) if self._path is not None else where)
-            handle = _api.handle_register(fd, int(self._handle_type))
         except BaseException:
             if self._owns_fd:
                 os.close(fd)
             raise
         self._fd = fd
-        self._attach(handle)
+        self._attach_fd()
         self._opened_once = True
         return self
+
+    def _register(self) -> None:
+        """Register the open file with hipFile (the core calls this at the
+        first call that goes through hipFile's own data path).
+
+        Raises
+        ------
+        HipFileException
+            The library refused the registration (the file stays open).
+
+        See Also
+        --------
+        hipFileHandleRegister
+        """
+        with _REGISTER_LOCK:    # threads making their first call at once: one registers
+            if self._is_registered:
+                return
+            fd = self._fd
+            if fd is None:
+                raise ClosedFileError(self._closed_reason())
+            handle = _api.handle_register(fd, int(self._handle_type))
+            if not self._open or self._fd != fd:
+                # closed by another thread while the library registered it
+                _bindings.handle_deregister(handle)
+                raise ClosedFileError(self._closed_reason())
+            self._attach(handle)
 
     def _closed_reason(self) -> str:
         """The message of :class:`ClosedFileError` for this handle."""
@@ -288,7 +391,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         limit = as_timeout(timeout)
         if timeout is not None and not wait:
             raise TypeError("close(timeout=...) waits only with wait=True")
-        if wait and self.handle is not None:
+        if wait and self._open:
             self._wait_in_flight(limit)
         handle = self._detach()
         if handle is not None:
@@ -300,6 +403,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         twin, self._buffered_fd = self._buffered_fd, None
         if twin is not None:
             os.close(twin)
+        direct, self._direct_fd = self._direct_fd, None
+        if direct is not None and direct >= 0:
+            os.close(direct)
 
     def _wait_in_flight(self, timeout: float | None) -> None:
         """Wait until no operation uses this file, at most ``timeout``
@@ -318,7 +424,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         return self.open()
 
     def _left_open(self) -> bool:
-        return self.handle is not None
+        return bool(self._open)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -330,10 +436,10 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         exit_block(exc, lambda: wait_idle(self, self), self.close)
 
     def __del__(self) -> None:
-        finalize(self, "close", lambda: self.handle is not None, "was not closed")
+        finalize(self, "close", lambda: bool(self._open), "was not closed")
 
     def __repr__(self) -> str:
-        state = "closed" if self.handle is None else f"fd={self._fd}"
+        state = "closed" if not self._open else f"fd={self._fd}"
         return f"<hipfile.FileHandle path={self._path!r} {state}>"
 
     # -- synchronous I/O -----------------------------------------------
@@ -375,11 +481,24 @@ class FileHandle(_FileCore, ClosesWhenCollected):
                     self._buffered_fd = buffered_twin(fd)
         return self._buffered_fd
 
-    def _io(self, write: bool, buffer: Any, size: int | None, file_offset: int,
+    def _io(self, write: bool, buffer: Any, size: int | None, file_offset: int | None,
             buffer_offset: int) -> int:
         self._check_registered()
+        if write and self._appends:
+            # one append through this handle at a time, at the end
+            with self._append_lock:
+                return self._io_at(write, buffer, size, file_offset, buffer_offset, True)
+        return self._io_at(write, buffer, size, 0 if file_offset is None else file_offset,
+                           buffer_offset, False)
+
+    def _io_at(self, write: bool, buffer: Any, size: int | None, file_offset: int | None,
+               buffer_offset: int, append: bool) -> int:
+        given = file_offset
         ptr, _, _, size, file_offset, buffer_offset, view = io_range_or_host(
-            buffer, size, file_offset, buffer_offset)
+            buffer, size, 0 if file_offset is None else file_offset, buffer_offset)
+        if append:
+            file_offset = self._append_at(None if given is None else file_offset, size,
+                                          reserve=False)
         if view is not None:
             check_writable(view, write, buffer)
             try:
@@ -455,10 +574,14 @@ class FileHandle(_FileCore, ClosesWhenCollected):
                               task_size=task_size).result()
         return self._io(False, buffer, size, file_offset, buffer_offset)
 
-    def write(self, buffer: Any, size: int | None = None, file_offset: int = 0,
+    def write(self, buffer: Any, size: int | None = None, file_offset: int | None = None,
               buffer_offset: int = 0, *, task_size: int | None = None) -> int:
         """Write ``size`` bytes from ``buffer`` at ``buffer_offset`` to the
         file at ``file_offset``. See :meth:`read` (``task_size`` included).
+
+        ``file_offset`` left out (None) is 0, or the end of the file on an
+        append handle (mode ``"a"``: see :attr:`appends`), where a given
+        ``file_offset`` must be that end.
 
         Short transfers: ``hipFileWrite`` is called again for the rest until
         ``size`` bytes are written; a call that writes 0 bytes raises. Host
@@ -474,6 +597,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         ------
         OSError
             A system error, or a call that wrote 0 bytes (``EIO``).
+        ValueError
+            As :meth:`read`, or on an append handle a ``file_offset`` that
+            is not the end of the file.
 
         See Also
         --------
@@ -516,7 +642,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         return pread(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
                      executor=executor)
 
-    def pwrite(self, buffer: Any, size: int | None = None, file_offset: int = 0,
+    def pwrite(self, buffer: Any, size: int | None = None, file_offset: int | None = None,
                *legacy: int, buffer_offset: int = 0, task_size: int | None = None,
                executor: Executor | None = None) -> IOFuture:
         """Write in parallel tasks on a thread pool; returns an
@@ -524,7 +650,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
         Same as :func:`hipfile.pwrite` with this file, including its
         short-transfer rule and host buffers (as :meth:`write`).
-        ``buffer_offset`` is keyword-only, as in :meth:`pread`.
+        ``buffer_offset`` is keyword-only, as in :meth:`pread`. On an
+        append handle (:attr:`appends`) the range at the end of the file is
+        taken when the call is made, so later appends go after it.
 
         Raises
         ------
@@ -589,21 +717,43 @@ class FileHandle(_FileCore, ClosesWhenCollected):
                                        task_size=task_size, ordered=ordered,
                                        prefetch=prefetch)[0]
 
-    def pwrite_async(self, buffer: Any, size: int | None = None, file_offset: int = 0,
-                     buffer_offset: int = 0, stream: Any = 0, *,
-                     task_size: int | None = None, ordered: bool = True) -> StreamIOHandle:
+    def pwrite_async(self, buffer: Any, size: int | None = None,
+                     file_offset: int | None = None, buffer_offset: int = 0,
+                     stream: Any = 0, *, task_size: int | None = None,
+                     ordered: bool = True) -> StreamIOHandle:
         """Write ``size`` bytes of ``buffer`` at ``buffer_offset`` to the file at
         ``file_offset`` in stream order with the engine: the buffer is read
         after the work enqueued on ``stream`` before, and (``ordered``) work
         enqueued after runs once the bytes are in the file, as after
         :meth:`write_async`. See :meth:`pread_async`.
 
+        ``file_offset`` left out is 0, or on an append handle
+        (:attr:`appends`) the end of the file, taken when the call is made
+        (the end of earlier appends still in flight through the handle
+        included), where a given ``file_offset`` must be that end.
+
         See Also
         --------
         hipStreamWriteValue32, hipStreamWaitValue32, hipMemcpyAsync
         """
-        return self.pwrite_async_ranges(buffer, [(size, file_offset, buffer_offset)], stream,
-                                        task_size=task_size, ordered=ordered)[0]
+        if not self._appends:
+            return self._engine_write([(size, 0 if file_offset is None else file_offset,
+                                        buffer_offset)], buffer, stream, task_size, ordered)
+        _, _, _, n, given, _, _ = io_range_or_host(
+            buffer, size, 0 if file_offset is None else file_offset, buffer_offset)
+        start = self._reserve_append(None if file_offset is None else given, n)
+        try:
+            return self._engine_write([(n, start, buffer_offset)], buffer, stream, task_size,
+                                      ordered)
+        except BaseException:
+            self._append_failed(start, n)
+            raise
+
+    def _engine_write(self, ranges: Ranges, buffer: Any, stream: Any, task_size: int | None,
+                      ordered: bool) -> StreamIOHandle:
+        handles = _engine.engine_submit(self, 1, buffer, ranges, stream, task_size,
+                                        self._engine_fd(), ordered)
+        return one_group(list(handles), "pwrite_async")
 
     def pread_async_ranges(self, buffer: Any, ranges: Ranges,
                            stream: Any = 0, *, task_size: int | None = None,
@@ -634,10 +784,17 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         buffer in stream order; returns one handle per range. See
         :meth:`pread_async_ranges`.
 
+        Raises
+        ------
+        ValueError
+            As :meth:`pread_async_ranges`, or an append handle
+            (:attr:`appends`), whose writes go to the end of the file.
+
         See Also
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
+        self._refuse_ranges_on_append("pwrite_async_ranges")
         return list(_engine.engine_submit(self, 1, buffer, ranges, stream,
                                            task_size, self._engine_fd(), ordered))
 
@@ -682,10 +839,17 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         written): the counterpart of :meth:`pread_async_scatter` for saving
         a layer's KV blocks.
 
+        Raises
+        ------
+        ValueError
+            As :meth:`pread_async_scatter`, or an append handle
+            (:attr:`appends`), whose writes go to the end of the file.
+
         See Also
         --------
         hipStreamWaitValue32, hipMemcpyAsync, hipFileWrite
         """
+        self._refuse_ranges_on_append("pwrite_async_gather")
         return one_group(_engine.engine_submit(self, 1, buffer, ranges, stream, task_size,
                                                self._engine_fd(), ordered, True),
                          "pwrite_async_gather")
@@ -696,3 +860,29 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         if self._handle_type != FileHandleType.OPAQUE_FD:
             return -1
         return self._posix_fd()
+
+    def _engine_direct_fd(self, large: bool) -> int:
+        """The ``O_DIRECT`` descriptor for an engine read, or -1 for the
+        buffered one: the file's own when it was opened with ``O_DIRECT``;
+        for a ``large`` read of a file the page cache mostly lacks (a
+        sample of its pages, ``mincore``), a second descriptor with
+        ``O_DIRECT``, opened on first use and closed by :meth:`close`
+        (-1 where the file system refuses ``O_DIRECT``)."""
+        fd = self.fileno()
+        if is_direct(fd):
+            return fd
+        if not large or self._direct_fd == -1 or not O_DIRECT:
+            return -1
+        from hipfile.safetensors._read import cached_fraction
+
+        if cached_fraction(fd, sample_pages=256) >= 0.5:
+            return -1
+        with _TWIN_LOCK:
+            if self._direct_fd is None:
+                try:
+                    self._direct_fd = os.open(f"/proc/self/fd/{fd}",
+                                              (self._flags & os.O_ACCMODE) | O_DIRECT
+                                              | os.O_CLOEXEC)
+                except OSError:
+                    self._direct_fd = -1     # no O_DIRECT here (tmpfs): never again
+        return self._direct_fd

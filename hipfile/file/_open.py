@@ -31,7 +31,7 @@ def open(
         ``"r"``      ``O_RDONLY``                                must exist
         ``"r+"``     ``O_RDWR``                                  must exist
         ``"w"``      ``O_RDWR | O_CREAT | O_TRUNC``              created or emptied
-        ``"a"``      ``O_RDWR | O_CREAT``                        created or kept
+        ``"a"``      ``O_RDWR | O_CREAT | O_APPEND``             created or kept
         ``"x"``      ``O_RDWR | O_CREAT | O_EXCL``               must not exist
         ===========  ==========================================  ====================
 
@@ -49,9 +49,12 @@ def open(
     direct
         Add ``O_DIRECT``, which hipFile's direct (GPU-direct) path needs.
 
-    Every transfer names its file offset, so ``"a"`` does not move writes to
-    the end by itself (and opens without ``O_APPEND``, which hipFile
-    refuses): to append, write at ``fh.size()``.
+    ``"a"`` makes an append handle (:attr:`FileHandle.appends`): a write
+    whose ``file_offset`` is left out goes to the end of the file, as
+    ``O_APPEND`` places it, and a ``file_offset`` given must be that end
+    (``ValueError`` otherwise, where Linux's ``pwrite`` would append
+    silently). hipFile refuses ``O_APPEND`` descriptors, so the file is
+    opened without it and the binding places the writes.
 
     Raises
     ------

@@ -30,6 +30,21 @@ class SafetensorsError(ValueError):
 SafetensorError = SafetensorsError
 
 
+class ShardNotFoundError(SafetensorsError, FileNotFoundError):
+    """A shard that a checkpoint's index names is missing (a
+    :class:`SafetensorsError` that names the tensor and the file, and a
+    :class:`FileNotFoundError` whose ``filename`` is the shard)."""
+
+    def __init__(self, message: str, filename: str | None = None) -> None:
+        super().__init__(message)
+        self.errno = errno.ENOENT
+        self.strerror = message
+        self.filename = filename
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class TensorNotFoundError(SafetensorsError, KeyError):
     """No tensor of that name (a :class:`SafetensorsError`, as safetensors
     raises, and a :class:`KeyError`, as a mapping does)."""

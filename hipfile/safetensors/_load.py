@@ -13,12 +13,12 @@ from typing import Any
 
 from hipfile._mounts import mount_of
 from hipfile.buffer import Buffer
-from hipfile.driver import process_driver
 from hipfile.file import FileHandle
 from hipfile.safetensors._header import (
     ALIGNMENT,
     Header,
     SafetensorsError,
+    ShardNotFoundError,
     TensorInfo,
     TensorNotFoundError,
     read_header,
@@ -317,7 +317,6 @@ def open_for_read(path: str | os.PathLike[str], direct: bool | None) -> FileHand
     o_direct = getattr(os, "O_DIRECT", 0)
     if direct and not o_direct:
         raise NotImplementedError("O_DIRECT is not available on this system")
-    process_driver()
     if want_direct(path, None, direct):
         try:
             return FileHandle(path, os.O_RDONLY | o_direct).open()
@@ -526,11 +525,15 @@ def resolve_reader(reader: str, device: Device) -> str:
 
 def file_reader(reader: str, fh: FileHandle) -> str:
     """The reader of one file into device memory: for ``"auto"``, the
-    stream-ordered engine for a file read through the page cache, the
-    staged reader for one read with ``O_DIRECT`` (from the disk)."""
+    process's stream-ordered engine, which reads a file opened with
+    ``O_DIRECT`` (from the disk) through that descriptor and one read
+    through the page cache with many threads; no thread is started and no
+    pinned memory allocated per call. ``"staged"`` (the older reader with
+    threads and staging of its own per load) is still there to ask for."""
     if reader != "auto":
         return reader
-    return "staged" if fh.flags & getattr(os, "O_DIRECT", 0) else "stream"
+    del fh
+    return "stream"
 
 
 def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorInfo]]],
@@ -689,30 +692,67 @@ def checkpoint_files(source: str | os.PathLike[str] | Iterable[str | os.PathLike
     return files, None
 
 
+def _index_headers(files: list[str], weight_map: Mapping[str, str], strict: bool
+                   ) -> list[Header]:
+    """The headers of the shards an index names.
+
+    Raises
+    ------
+    ShardNotFoundError
+        A shard is missing (naming it and a tensor the index puts in it).
+    """
+    headers = []
+    for f in files:
+        try:
+            headers.append(read_header(f, strict=strict))
+        except FileNotFoundError as e:
+            wanted = [n for n, s in weight_map.items() if s == f]
+            more = f" and {len(wanted) - 1} more" if len(wanted) > 1 else ""
+            raise ShardNotFoundError(
+                f"{f}: the shard that the index names for tensor {wanted[0]!r}{more} is "
+                f"missing", f) from e
+    return headers
+
+
 def plan_checkpoint(files: list[str], weight_map: Mapping[str, str] | None,
                     names: Sequence[str] | None, *, strict: bool = False
                     ) -> list[tuple[str, Header, list[TensorInfo]]]:
     """Headers of the files and, per file, the tensors to load (in file
     order, or in the order of ``names``).
 
+    With an index's ``weight_map`` each tensor it names must be in the
+    shard it names, and in no other; a tensor of a shard that the index
+    does not name is loaded too.
+
     Raises
     ------
     TensorNotFoundError
         A name is in no file.
     SafetensorsError
-        Two files hold the same name, or a header is malformed.
+        Two files hold the same name, the index names a tensor in a shard
+        that lacks it, or a header is malformed.
+    ShardNotFoundError
+        A shard that the index names is missing (also a
+        :class:`FileNotFoundError`).
     """
-    headers = [read_header(f, strict=strict) for f in files]
+    if weight_map is not None:
+        headers = _index_headers(files, weight_map, strict)
+    else:
+        headers = [read_header(f, strict=strict) for f in files]
     owner: dict[str, int] = {}
     for k, h in enumerate(headers):
         for name in h.tensors:
             if name in owner:
-                if weight_map is not None and weight_map.get(name) != files[k]:
-                    continue    # the index says which shard holds it
-                if weight_map is None:
-                    raise SafetensorsError(f"tensor {name!r} is in both {files[owner[name]]} "
-                                           f"and {files[k]}")
+                raise SafetensorsError(f"tensor {name!r} is in both {files[owner[name]]} "
+                                       f"and {files[k]}")
             owner[name] = k
+    if weight_map is not None:
+        for name, shard in weight_map.items():
+            at = owner.get(name)
+            if at is None or files[at] != shard:
+                where = "in no shard" if at is None else f"in {files[at]}"
+                raise SafetensorsError(f"{shard}: the index names tensor {name!r} in this "
+                                       f"shard, which lacks it (it is {where})")
     chosen: list[list[TensorInfo]] = [[] for _ in files]
     if names is None:
         for k, h in enumerate(headers):

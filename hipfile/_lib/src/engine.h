@@ -125,12 +125,19 @@ typedef struct hfe_runtime {
 } hfe_runtime;
 
 /* One piece of a submission: `len` bytes between the file at file_offset
- * and device memory at `device`, for group `group`. */
+ * and device memory at `device`, for group `group`. `fd` is the piece's
+ * file (a POSIX descriptor); -1: the submission's `fd`. `fd_alt` (-1: none)
+ * is a second descriptor of the same file that a call refused with EINVAL
+ * is made again on: `fd` may be opened with O_DIRECT (reads from the disk
+ * that skip the page cache), whose alignment rules an unaligned run (the
+ * end of a file) breaks, and `fd_alt` then the buffered one. */
 typedef struct hfe_piece {
     int64_t file_offset;
     uint64_t device;
     uint64_t len;
     int group;
+    int fd;
+    int fd_alt;
 } hfe_piece;
 
 /* A ring over `nslots` staging slots of `slot_size` bytes at `staging`
@@ -155,14 +162,18 @@ size_t hfe_ring_slot_size(const hfe_ring *ring);
  * stream then writes complete_dev[i] = complete_value[i] after the group's
  * last copy (complete_dev[i] 0: none); for a write, the group's own flag is
  * stored by the engine. Pieces are packed into chunks of at most chunk_cap
- * bytes. The engine starts a read chunk's file I/O once *gate >= gate_value
- * (gate NULL: at once). Returns 0, or the hipError_t of an enqueue that
+ * bytes; a piece's `fd` (else `fd`) is the file it moves (one chunk may
+ * hold the pieces of several files). The engine starts a read chunk's file I/O once *gate >= gate_value
+ * (gate NULL: at once). A lone chunk of at most inline_max bytes (0: none)
+ * that needs no gate is read by the calling thread when the page cache
+ * holds it (RWF_NOWAIT). Returns 0, or the hipError_t of an enqueue that
  * failed (then every chunk not enqueued is abandoned, every group not
  * released gets the error -1/EIO, and its flags are set). */
 int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                      const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                      const uint64_t *complete_dev, const uint32_t *complete_value,
-                     void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap);
+                     void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap,
+                     size_t inline_max);
 
 /* Wait up to timeout_s seconds (< 0: no limit) for *flag >= value
  * (wrap-around compare), polling host memory; 1 when it holds. */

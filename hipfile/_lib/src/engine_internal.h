@@ -74,6 +74,8 @@ struct hfe_ring {
 enum { CHUNK_PENDING = 0, CHUNK_DONE = 1, CHUNK_ABANDONED = 2 };
 
 typedef struct run {          /* file side: one pread/pwrite loop */
+    int fd;                   /* the run's file */
+    int fd_alt;               /* the same file, for calls fd refuses with EINVAL (-1: none) */
     int64_t file_offset;
     uint64_t staging_off;
     uint64_t len;
@@ -97,10 +99,10 @@ struct chunk {
     int slot;
     uint32_t gen;
     int opcode;
-    int fd;
     const uint32_t *gate;
     uint32_t gate_value;
     int state;                /* atomic: CHUNK_* */
+    int inline_read;          /* read by the submitting thread (try_inline_read) */
     int nruns, ncopies;
     run_t *runs;
     copy_t *copies;

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static void chunk_decref(chunk_t *c)
@@ -20,19 +21,26 @@ static void chunk_decref(chunk_t *c)
 
 int hfe_flag_reached(const uint32_t *flag, uint32_t value) { return reached(flag, value); }
 
+/* The caller's thread (not an engine thread) has the default timer slack,
+ * 50 us: each of backoff_step's short sleeps would last that long. A wait
+ * on the host yields for its first SPIN_S seconds instead (a copy of a few
+ * MiB lands within them), then backs off. */
+#define SPIN_S 200e-6
+
 int hfe_flag_wait(const uint32_t *flag, uint32_t value, double timeout_s)
 {
     struct timespec t0, now;
     backoff_t b = {0};
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (!reached(flag, value)) {
-        if (timeout_s >= 0) {
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            double spent = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9;
-            if (spent >= timeout_s)
-                return 0;
-        }
-        backoff_step(&b);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double spent = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (timeout_s >= 0 && spent >= timeout_s)
+            return 0;
+        if (spent < SPIN_S)
+            sched_yield();
+        else
+            backoff_step(&b);
     }
     return 1;
 }
@@ -103,7 +111,7 @@ void hfe_inject(int err_no, int count, size_t short_max, int after)
     __atomic_store_n(&fault_short, short_max, __ATOMIC_RELEASE);
 }
 
-static ssize_t file_call(const chunk_t *c, char *buf, size_t len, off_t off)
+static ssize_t file_call(const chunk_t *c, int fd, char *buf, size_t len, off_t off)
 {
     int skip = __atomic_load_n(&fault_after, __ATOMIC_ACQUIRE);
     while (skip > 0) {
@@ -123,7 +131,7 @@ call:;
     size_t cap = __atomic_load_n(&fault_short, __ATOMIC_ACQUIRE);
     if (cap && len > cap)
         len = cap;
-    return c->opcode == 0 ? pread(c->fd, buf, len, off) : pwrite(c->fd, buf, len, off);
+    return c->opcode == 0 ? pread(fd, buf, len, off) : pwrite(fd, buf, len, off);
 }
 
 /* One file run; returns the bytes moved, or -1 with *err_no. */
@@ -131,12 +139,17 @@ static ssize_t run_io(const chunk_t *c, const run_t *u, int *err_no)
 {
     char *buf = c->ring->staging + (size_t)c->slot * c->ring->slot_size + u->staging_off;
     uint64_t done = 0;
+    int fd = u->fd;
     while (done < u->len) {
-        ssize_t n = file_call(c, buf + done, u->len - done, u->file_offset + (off_t)done);
+        ssize_t n = file_call(c, fd, buf + done, u->len - done, u->file_offset + (off_t)done);
         __atomic_add_fetch(&u->group->calls, 1, __ATOMIC_RELAXED);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
+            if (errno == EINVAL && u->fd_alt >= 0 && fd != u->fd_alt) {
+                fd = u->fd_alt;    /* O_DIRECT's alignment: the buffered descriptor */
+                continue;
+            }
             *err_no = errno;
             return -1;
         }
@@ -152,6 +165,9 @@ static ssize_t run_io(const chunk_t *c, const run_t *u, int *err_no)
     return (ssize_t)done;
 }
 
+static void run_chunk_io(chunk_t *c, char *slot, int abandoned);
+static void release_chunk(chunk_t *c);
+
 void hfe__run_staged(chunk_t *c)
 {
     hfe_ring *r = c->ring;
@@ -159,7 +175,6 @@ void hfe__run_staged(chunk_t *c)
     uint32_t *drained = r->flags + r->nslots + c->slot;
     char *slot = r->staging + (size_t)c->slot * r->slot_size;
     backoff_t b = {0};
-    int i;
 
     /* Wait for the gate and the slot. Nothing here enters the runtime: the
      * flags are host memory that streams write. A write's abandoned chunk
@@ -175,6 +190,15 @@ void hfe__run_staged(chunk_t *c)
             backoff_step(&b);
     }
     int abandoned = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == CHUNK_ABANDONED;
+    run_chunk_io(c, slot, abandoned);
+    release_chunk(c);
+}
+
+/* A chunk's file calls, run by run (none when abandoned); a read's bytes
+ * that were not read are zeroed in the slot. */
+static void run_chunk_io(chunk_t *c, char *slot, int abandoned)
+{
+    int i;
     for (i = 0; i < c->nruns; i++) {
         run_t *u = &c->runs[i];
         ssize_t got = 0;
@@ -191,6 +215,16 @@ void hfe__run_staged(chunk_t *c)
         }
         u->got = got > 0 ? got : 0;
     }
+}
+
+/* After a chunk's file calls: release the slot's other side, account the
+ * runs to their groups and drop the chunk's references. */
+static void release_chunk(chunk_t *c)
+{
+    hfe_ring *r = c->ring;
+    uint32_t *filled = r->flags + c->slot;
+    uint32_t *drained = r->flags + r->nslots + c->slot;
+    int i;
     /* Release the slot's other side, before any group is accounted: once
      * every operation is done, no chunk touches the ring's memory again
      * (trim_pool may then free it). */
@@ -211,6 +245,62 @@ void hfe__run_staged(chunk_t *c)
     for (i = 0; i < c->nruns; i++)
         hfe_op_decref(c->runs[i].group);   /* the chunk's reference */
     chunk_decref(c);
+}
+
+static uint64_t chunk_bytes(const chunk_t *c)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < c->nruns; i++)
+        n += c->runs[i].len;
+    return n;
+}
+
+/* The submitting thread reads a small read chunk itself when its slot is
+ * free and every byte is in the page cache (preadv2 with RWF_NOWAIT, which
+ * never waits for the disk): no hand-off to a worker and no stream wait on
+ * its filled flag. Returns 1 when the chunk's runs hold their bytes (the
+ * caller then releases it), 0 when the workers must read it (nothing was
+ * committed: they read every run again). */
+static int try_inline_read(chunk_t *c)
+{
+    hfe_ring *r = c->ring;
+    char *slot = r->staging + (size_t)c->slot * r->slot_size;
+    long calls[64];
+    int i;
+    if (c->opcode != 0 || c->gate || c->nruns > 64 ||
+        __atomic_load_n(&fault_count, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&fault_after, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&fault_short, __ATOMIC_ACQUIRE) ||
+        !reached(r->flags + r->nslots + c->slot, c->gen - 1))
+        return 0;
+    for (i = 0; i < c->nruns; i++) {
+        run_t *u = &c->runs[i];
+        uint64_t done = 0;
+        calls[i] = 0;
+        if (__atomic_load_n(&u->group->error, __ATOMIC_ACQUIRE))
+            return 0;
+        while (done < u->len) {
+            struct iovec v = {slot + u->staging_off + done, (size_t)(u->len - done)};
+            ssize_t n = preadv2(u->fd, &v, 1, u->file_offset + (off_t)done, RWF_NOWAIT);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                return 0;      /* EAGAIN (not cached), or no RWF_NOWAIT: the workers */
+            calls[i]++;
+            if (n == 0)
+                break;         /* end of file */
+            done += (uint64_t)n;
+        }
+        u->got = (int64_t)done;
+    }
+    for (i = 0; i < c->nruns; i++) {
+        run_t *u = &c->runs[i];
+        __atomic_add_fetch(&u->group->calls, calls[i], __ATOMIC_RELAXED);
+        if ((uint64_t)u->got < u->len)
+            memset(slot + u->staging_off + u->got, 0, u->len - (uint64_t)u->got);
+    }
+    c->inline_read = 1;
+    return 1;
 }
 
 /* Room for item n of an array of `size`-byte items with *cap of them
@@ -250,7 +340,6 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
                 if (!c)
                     goto fail;
                 c->opcode = opcode;
-                c->fd = fd;
                 c->refs = 2;
                 chunks[n++] = c;
                 used = 0;
@@ -260,15 +349,17 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
             if (len > cap - used)
                 len = cap - used;
             hfe_op *g = groups[p->group];
+            int pfd = p->fd >= 0 ? p->fd : fd;
+            int palt = p->fd >= 0 ? p->fd_alt : -1;
             int64_t foff = p->file_offset + (int64_t)done;
             run_t *lr = c->nruns ? &c->runs[c->nruns - 1] : NULL;
-            if (lr && lr->group == g && lr->file_offset + (int64_t)lr->len == foff &&
-                lr->staging_off + lr->len == used) {
+            if (lr && lr->group == g && lr->fd == pfd && lr->fd_alt == palt &&
+                lr->file_offset + (int64_t)lr->len == foff && lr->staging_off + lr->len == used) {
                 lr->len += len;
             } else {
                 if (reserve((void **)&c->runs, &runs_cap, c->nruns, sizeof(run_t)))
                     goto fail;
-                c->runs[c->nruns++] = (run_t){foff, used, len, g, p->group};
+                c->runs[c->nruns++] = (run_t){pfd, palt, foff, used, len, g, p->group, 0};
             }
             copy_t *lc = c->ncopies ? &c->copies[c->ncopies - 1] : NULL;
             if (lc && lc->device + lc->len == p->device + done &&
@@ -371,7 +462,10 @@ static int enqueue_chunk(const hfe_runtime *rt, void *stream, const chunk_t *c)
     uint64_t drained = r->flags_dev + 4 * (uint64_t)(r->nslots + c->slot);
     int err;
     if (c->opcode == 0) {
-        err = rt->wait_value32(stream, (void *)(uintptr_t)filled, c->gen, WAIT_GTE, 0xFFFFFFFFu);
+        /* a chunk read at submit is filled already: no wait */
+        err = c->inline_read ? 0
+                             : rt->wait_value32(stream, (void *)(uintptr_t)filled, c->gen,
+                                                WAIT_GTE, 0xFFFFFFFFu);
         if (!err)
             err = enqueue_copies(rt, stream, c, slot);
         if (!err)
@@ -391,7 +485,8 @@ static int enqueue_chunk(const hfe_runtime *rt, void *stream, const chunk_t *c)
 int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                      const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                      const uint64_t *complete_dev, const uint32_t *complete_value,
-                     void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap)
+                     void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap,
+                     size_t inline_max)
 {
     chunk_t **chunks = NULL;
     int nchunks = 0, i, j, k, err = 0, failed_at = -1;
@@ -430,8 +525,12 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
         c->gate_value = gate_value;
         c->next = j + 1 < nchunks ? chunks[j + 1] : NULL;
     }
-    if (hfe__queue_chunks(nchunks ? chunks[0] : NULL, nchunks ? chunks[nchunks - 1] : NULL,
-                          ngroups)) {
+    /* a lone small read chunk that the page cache holds: read here */
+    int inline_done = nchunks == 1 && opcode == 0 && !gate && inline_max &&
+                      chunks[0]->nruns && chunk_bytes(chunks[0]) <= inline_max &&
+                      try_inline_read(chunks[0]);
+    if (hfe__queue_chunks(nchunks && !inline_done ? chunks[0] : NULL,
+                          nchunks && !inline_done ? chunks[nchunks - 1] : NULL, ngroups)) {
         pthread_mutex_unlock(&ring->lock);
         for (j = 0; j < nchunks; j++) {
             for (k = 0; k < chunks[j]->nruns; k++)
@@ -446,6 +545,8 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
         return -ESHUTDOWN;
     }
     ring->next += (uint64_t)nchunks;
+    if (inline_done)
+        release_chunk(chunks[0]);   /* the workers' reference: the submitter keeps its own */
 
     /* The stream's side, chunk by chunk, while the engine already moves
      * file bytes. A read group's completion is written after its last copy

@@ -19,13 +19,7 @@ The same names as cufile-python, with the same meanings:
   :class:`hipfile.Buffer` or any device array object is accepted too, and is
   then checked against its own length.
 * ``mode`` is one of ``"r"``, ``"r+"``, ``"w"``, ``"w+"``, ``"a"``, ``"a+"``;
-  ``use_direct_io=True`` adds ``O_DIRECT``. ``"a"`` and ``"a+"`` open with
-  ``O_APPEND``, as cufile-python does. A library that refuses to register
-  such a file (``INVALID_FILE_OPEN_FLAG``, 5019: the emulated platform, as
-  cuFile) raises that error saying so and how to append instead (``"r+"``
-  and a ``file_offset`` at the end of the file); AMD's libhipfile 0.2
-  registers it, and the kernel then appends every write whatever its
-  ``file_offset`` (``pwrite`` on an ``O_APPEND`` descriptor).
+  ``use_direct_io=True`` adds ``O_DIRECT``.
 * A bare address (``ctypes.c_void_p`` or int) carries no size: a transfer
   that runs past the end of its device allocation fails in hipFile with
   ``INVALID_VALUE`` (5022), and the error names the size, the offset and the
@@ -284,16 +278,17 @@ class CuFile(QuietFileHolder):
         """
         if self._fh is not None:
             return
+        fh = None
         try:
             process_driver()      # the process's reference: opened once, kept until exit
-            self._fh = FileHandle(self._path, self._flags).open()
+            fh = FileHandle(self._path, self._flags).open()
+            _ = fh.handle         # registered now, as cufile-python's open() does
         except HipFileException as e:
+            if fh is not None:
+                fh.close()
             also(e, RuntimeError)  # in place: a class defined in Python
-            if e.err == OpError.INVALID_FILE_OPEN_FLAG and self._flags & os.O_APPEND:
-                e._detail = (f"mode {self._mode!r} opens the file with O_APPEND, which this "
-                             "libhipfile does not register; to append, open with 'r+' and "
-                             "write at file_offset=os.path.getsize(path)")
             raise
+        self._fh = fh
 
     def close(self) -> None:
         """Deregister and close the file (idempotent).
@@ -360,6 +355,11 @@ class CuFile(QuietFileHolder):
         """Write ``size`` bytes from ``src + dev_offset`` to the file at
         ``file_offset``. Arguments and exceptions as :meth:`read`.
 
+        In mode ``"a"`` and ``"a+"`` the bytes go to the end of the file
+        whatever ``file_offset`` says, as ``pwrite`` places them on an
+        ``O_APPEND`` descriptor (the file is an append handle,
+        :attr:`hipfile.FileHandle.appends`).
+
         Returns
         -------
         int
@@ -375,6 +375,8 @@ class CuFile(QuietFileHolder):
         fh = self._open_file()
         buf, size, file_offset, dev_offset = _target(target, size, file_offset, dev_offset)
         try:
+            if write and fh.appends:   # O_APPEND: pwrite's offset is ignored
+                return fh.write(buf, size, None, dev_offset)
             return (fh.write if write else fh.read)(buf, size, file_offset, dev_offset)
         except HipFileException as e:
             also(e, RuntimeError)  # in place: a class defined in Python

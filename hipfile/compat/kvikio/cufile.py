@@ -39,12 +39,19 @@ from typing import Any, TypeVar
 from hipfile._file_holder import QuietFileHolder
 from hipfile._interop import buffer_info, host_view
 from hipfile.compat._errors import also
+from hipfile.compat.kvikio._page_cache import (
+    clear_page_cache,
+    drop_file_page_cache,
+    drop_system_page_cache,
+    get_page_cache_info,
+)
 from hipfile.driver import Driver
 from hipfile.errors import HipFileException
 from hipfile.file import FileHandle
 from hipfile.parallel import IOFuture as _Future
 
-__all__ = ["CuFile", "IOFuture", "IOFutureStream", "open_flags"]
+__all__ = ["CuFile", "IOFuture", "IOFutureStream", "clear_page_cache", "drop_file_page_cache",
+           "drop_system_page_cache", "get_page_cache_info", "open_flags"]
 
 T = TypeVar("T")
 
@@ -249,6 +256,39 @@ class CuFile(QuietFileHolder):
     def nbytes(self) -> int:
         """The file's size in bytes."""
         return self._file().size()
+
+    def is_direct_io_supported(self) -> bool:
+        """Whether Direct I/O (``O_DIRECT``) can be used on this file, as
+        KvikIO answers it: False when ``defaults`` ``compat_mode`` prefers
+        POSIX I/O and neither ``auto_direct_io_read`` nor
+        ``auto_direct_io_write`` is set, else whether the file system
+        accepts an ``O_DIRECT`` open of the file. The settings are read at
+        the call (KvikIO reads them when the file is opened).
+
+        Raises
+        ------
+        ValueError
+            The file is closed (``ClosedFileError``).
+
+        See Also
+        --------
+        open
+        """
+        from hipfile.compat.kvikio import defaults
+
+        fh = self._file()
+        if (defaults.is_compat_mode_preferred() and not defaults.get("auto_direct_io_read")
+                and not defaults.get("auto_direct_io_write")):
+            return False
+        direct = getattr(os, "O_DIRECT", 0)
+        if not direct or fh.path is None:
+            return False
+        try:
+            fd = os.open(os.fspath(fh.path), os.O_RDONLY | direct | os.O_CLOEXEC)
+        except OSError:
+            return False
+        os.close(fd)
+        return True
 
     def __enter__(self) -> CuFile:
         return self

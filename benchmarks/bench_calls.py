@@ -1,0 +1,442 @@
+"""Calls as users make them, each beside its floor measured in the same run.
+
+Rows (warm page cache unless said; device memory; one caller thread; medians):
+
+* **small calls**: 4 KiB, 64 KiB and 2 MiB through each path a user calls
+  bare -- ``fh.read`` (hipFileRead), ``fh.pread(...).result()``,
+  ``fh.pread_async(..., stream).wait()`` -- beside the floor: one POSIX
+  ``preadv`` into pinned memory and one host-to-device copy of the same size.
+* **open/close**: ``hipfile.open(path)`` then ``close()``.
+* **many files**: ``--files`` chunk files of ``--file-mib`` each (one file per
+  KV chunk), opened, read into scattered slots of one device buffer and
+  closed: one call per file, and one operation over all of them
+  (``hipfile.pread_async_scatter``), against the same bytes from one file
+  with ``FileHandle.pread_async_scatter``.
+* **first call** (``--first-gib``): ``hipfile.safetensors.torch.load_file``
+  of a checkpoint in a new interpreter per sample, against the second call
+  in the same interpreter.
+* **cold** (``--cold``): the page cache dropped before each read of a
+  ``--cold-gib`` file: the engine, ``pread``, KvikIO's default when it is
+  installed, and plain readers (one thread and 8 threads of 16 MiB
+  ``O_DIRECT`` reads into pinned memory, 16 threads buffered) -- the disk's
+  floor.
+
+    python benchmarks/bench_calls.py --platform cuda --repeats 50 --first-gib 3.5 --cold
+
+On the emulated platform "device" memory is host memory: the figures only
+check that every row runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from _common import add_common_arguments, drop_page_cache, hip_check, select_platform, temp_folder
+
+SIZES = (4 << 10, 64 << 10, 2 << 20)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--files", type=int, default=256, help="chunk files (default: 256)")
+    ap.add_argument("--file-mib", type=int, default=2, help="MiB per chunk file (default: 2)")
+    ap.add_argument("--first-gib", type=float, default=0.0,
+                    help="checkpoint size for the first-call rows, GiB (0: no such rows)")
+    ap.add_argument("--first-samples", type=int, default=3,
+                    help="fresh interpreters for the first-call rows (default: 3)")
+    ap.add_argument("--cold", action="store_true", help="add the cold rows")
+    ap.add_argument("--cold-gib", type=float, default=2.0, help="cold file size, GiB (default: 2)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated row groups to run: small,open,files,first,cold")
+    ap.add_argument("--json", default=None, help="write every figure to this file")
+    add_common_arguments(ap, repeats=30, data="the files")
+    return ap
+
+
+def median_us(fn: Callable[[], object], repeats: int) -> float:
+    fn()
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e6
+
+
+class Device:
+    """Device memory, a stream and a synchronise, through PyTorch where it
+    has a GPU (as serving code holds them), else HIP-Python."""
+
+    def __init__(self, nbytes: int) -> None:
+        from hip import hip
+
+        self.hip = hip
+        try:
+            import torch
+
+            use_torch = torch.cuda.is_available()
+        except ImportError:
+            use_torch = False
+        self.torch = use_torch
+        if use_torch:
+            self.buf: Any = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+            self._stream = torch.cuda.Stream()
+            self.stream: Any = self._stream
+            self.addr = self.buf.data_ptr()
+            self.sync: Callable[[], None] = torch.cuda.synchronize
+        else:
+            self.buf = hip_check(hip.hipMalloc(nbytes))
+            self.stream = int(hip_check(hip.hipStreamCreate()))
+            self.addr = int(self.buf)
+
+            def sync() -> None:
+                hip_check(hip.hipDeviceSynchronize())
+
+            self.sync = sync
+
+    def close(self) -> None:
+        if not self.torch:
+            hip_check(self.hip.hipStreamDestroy(self.stream))
+            hip_check(self.hip.hipFree(self.buf))
+
+
+def write_file(path: str, nbytes: int) -> None:
+    block = os.urandom(min(nbytes, 64 << 20))
+    with open(path, "wb") as f:
+        left = nbytes
+        while left:
+            n = min(left, len(block))
+            f.write(block[:n])
+            left -= n
+
+
+def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
+               out: dict[str, Any]) -> None:
+    hip = dev.hip
+    path = os.path.join(folder, "small.bin")
+    write_file(path, max(SIZES) * 4)
+    pinned = hip_check(hip.hipHostMalloc(max(SIZES), 0))
+    view = (ctypes.c_char * max(SIZES)).from_address(int(pinned))
+    fd = os.open(path, os.O_RDONLY)
+    rows: dict[str, dict[str, float]] = {}
+    try:
+        with hipfile.open(path) as fh:
+            for size in SIZES:
+                mv = memoryview(view)[:size]
+
+                def floor(size: int = size, mv: memoryview = mv) -> None:
+                    os.preadv(fd, [mv], 0)
+                    hip_check(hip.hipMemcpy(dev.addr, pinned, size,
+                                            hip.hipMemcpyKind.hipMemcpyHostToDevice))
+
+                def read(size: int = size) -> None:
+                    fh.read(dev.buf, size, 0)
+
+                def pread(size: int = size) -> None:
+                    fh.pread(dev.buf, size, 0).result()
+
+                def pread_async(size: int = size) -> None:
+                    fh.pread_async(dev.buf, size, 0, 0, dev.stream).wait()
+
+                t_sub: list[float] = []
+
+                def submit_only(size: int = size, t_sub: list[float] = t_sub) -> None:
+                    h = fh.pread_async(dev.buf, size, 0, 0, dev.stream)
+                    t_sub.append(time.perf_counter())
+                    h.wait()
+
+                cases = {"floor": floor, "read": read, "pread": pread,
+                         "pread_async": pread_async}
+                r = {name: median_us(fn, repeats) for name, fn in cases.items()}
+                # the time pread_async takes to return (the rest is the wait)
+                subs = []
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    t_sub.clear()
+                    submit_only()
+                    subs.append(t_sub[0] - t0)
+                r["pread_async_submit"] = statistics.median(subs) * 1e6
+                rows[str(size)] = r
+        # hipfile.open + close, bare
+        oc = median_us(lambda: hipfile.open(path).close(), repeats)
+    finally:
+        os.close(fd)
+        hip_check(hip.hipHostFree(pinned))
+    out["small"] = rows
+    out["open_close_us"] = oc
+    print("\nsmall calls, warm, device memory (median us; x = floor / path)")
+    print(f"  {'size':>8s} {'floor':>8s} {'read':>14s} {'pread':>14s} {'pread_async':>14s} "
+          f"{'(submit)':>9s}")
+    for size in SIZES:
+        r = rows[str(size)]
+        cells = [f"{r[k]:7.1f} {r['floor'] / r[k]:4.2f}x" for k in ("read", "pread",
+                                                                       "pread_async")]
+        print(f"  {size:>8d} {r['floor']:8.1f} " + " ".join(f"{c:>14s}" for c in cells)
+              + f" {r['pread_async_submit']:9.1f}")
+    big = rows[str(max(SIZES))]
+    print(f"  2 MiB as GB/s: floor {max(SIZES) / big['floor'] / 1e3:.1f}, read "
+          f"{max(SIZES) / big['read'] / 1e3:.1f}, pread {max(SIZES) / big['pread'] / 1e3:.1f}, "
+          f"pread_async {max(SIZES) / big['pread_async'] / 1e3:.1f}")
+    print(f"  hipfile.open + close: {oc:.1f} us")
+
+
+def files_rows(hipfile: Any, dev: Device, folder: str, nfiles: int, fsize: int, repeats: int,
+               out: dict[str, Any]) -> None:
+    import random
+
+    paths = [os.path.join(folder, f"chunk{i:05d}.bin") for i in range(nfiles)]
+    block = os.urandom(fsize)
+    for p in paths:
+        with open(p, "wb") as f:
+            f.write(block)
+    one = os.path.join(folder, "chunks-in-one.bin")
+    with open(one, "wb") as f:
+        for _ in paths:
+            f.write(block)
+    total = nfiles * fsize
+    slots = list(range(nfiles))
+    random.Random(0).shuffle(slots)   # scattered slots of one buffer (paged KV blocks)
+
+    def per_file() -> None:
+        for i, p in enumerate(paths):
+            with hipfile.open(p) as fh:
+                fh.pread_async(dev.buf, fsize, 0, slots[i] * fsize, dev.stream).wait()
+
+    def one_op() -> None:
+        fhs = [hipfile.open(p) for p in paths]
+        try:
+            h = hipfile.pread_async_scatter(
+                dev.buf, [(fh, fsize, 0, slots[i] * fsize) for i, fh in enumerate(fhs)],
+                dev.stream, prefetch=True)
+            h.wait()
+        finally:
+            for fh in fhs:
+                fh.close()
+
+    def one_file() -> None:
+        with hipfile.open(one) as fh:
+            fh.pread_async_scatter(dev.buf, [(fsize, i * fsize, slots[i] * fsize)
+                                             for i in range(nfiles)],
+                                   dev.stream, prefetch=True).wait()
+
+    cases: dict[str, Callable[[], None]] = {"per_file": per_file, "one_file": one_file}
+    if hasattr(hipfile, "pread_async_scatter"):
+        cases["files_one_op"] = one_op
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for fn in cases.values():
+        fn()
+    for _ in range(max(3, repeats // 5)):
+        for k, fn in cases.items():
+            dev.sync()
+            t0 = time.perf_counter()
+            fn()
+            dev.sync()
+            times[k].append(time.perf_counter() - t0)
+    gbps = {k: total / statistics.median(v) / 1e9 for k, v in times.items()}
+    out["files_gbps"] = gbps
+    print(f"\n{nfiles} files x {fsize >> 20} MiB into scattered slots, open+read+close, warm")
+    for k, v in gbps.items():
+        print(f"  {k:14s} {v:7.2f} GB/s  {v / gbps['one_file']:5.2f}x one file")
+    for p in [*paths, one]:
+        os.unlink(p)
+
+
+FIRST_CHILD = r"""
+import os, sys, time, json
+t0 = time.perf_counter()
+import torch
+torch.cuda.init(); torch.empty(1, device="cuda")
+t_torch = time.perf_counter()
+import hipfile.safetensors.torch as hst
+t_imp = time.perf_counter()
+d = hst.load_file(sys.argv[1], device="cuda:0")
+torch.cuda.synchronize()
+t1 = time.perf_counter()
+del d
+d = hst.load_file(sys.argv[1], device="cuda:0")
+torch.cuda.synchronize()
+t2 = time.perf_counter()
+print(json.dumps({"import_s": t_imp - t_torch, "first_s": t1 - t_imp, "second_s": t2 - t1}))
+"""
+
+
+def first_rows(folder: str, gib: float, samples: int, out: dict[str, Any]) -> None:
+    import numpy as np
+
+    try:
+        import torch
+        from safetensors.torch import save_file
+    except ImportError:
+        print("\nfirst call: skipped (needs torch and safetensors)")
+        return
+    if not torch.cuda.is_available():
+        print("\nfirst call: skipped (needs a GPU)")
+        return
+    path = os.path.join(folder, "model.safetensors")
+    # model-like: 4096x4096 bf16 matrices and odd-sized vectors
+    tensors: dict[str, Any] = {}
+    left = int(gib * (1 << 30))
+    rng = np.random.default_rng(0)
+    i = 0
+    while left > 0:
+        m = torch.from_numpy(rng.integers(0, 255, (4096, 4096 * 2), dtype=np.uint8))
+        tensors[f"layers.{i}.w"] = m.view(torch.bfloat16)
+        tensors[f"layers.{i}.norm"] = torch.ones(4096 + i % 7, dtype=torch.float32)
+        left -= m.numel()
+        i += 1
+    save_file(tensors, path)
+    del tensors
+    samples_out = []
+    env = dict(os.environ)
+    for _ in range(samples):
+        r = subprocess.run([sys.executable, "-c", FIRST_CHILD, path], env=env,
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            print(r.stderr[-2000:])
+            raise SystemExit("first-call child failed")
+        samples_out.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    size = os.path.getsize(path)
+    first = statistics.median(s["first_s"] for s in samples_out)
+    second = statistics.median(s["second_s"] for s in samples_out)
+    imp = statistics.median(s["import_s"] for s in samples_out)
+    out["first"] = {"bytes": size, "first_s": first, "second_s": second, "import_s": imp,
+                    "samples": samples_out}
+    print(f"\nfirst call, fresh interpreter ({samples} samples), load_file of {size / 1e9:.2f} GB"
+          f" warm: first {first:.3f} s ({size / first / 1e9:.1f} GB/s), second {second:.3f} s "
+          f"({size / second / 1e9:.1f} GB/s): first/second {second / first:.2f}x; import "
+          f"hipfile.safetensors.torch {imp * 1e3:.0f} ms")
+    os.unlink(path)
+
+
+def _odirect_reader(path: str, threads: int, block: int, hip: Any, dev: Device,
+                    direct: bool) -> Callable[[], None]:
+    size = os.path.getsize(path)
+    pinned = [hip_check(hip.hipHostMalloc(block, 0)) for _ in range(threads)]
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECT", 0) if direct else 0)
+
+    def run() -> None:
+        fd = os.open(path, flags)
+        offsets = list(range(0, size, block))
+        lock = threading.Lock()
+
+        def worker(k: int) -> None:
+            view = (ctypes.c_char * block).from_address(int(pinned[k]))
+            while True:
+                with lock:
+                    if not offsets:
+                        return
+                    off = offsets.pop(0)
+                n = os.preadv(fd, [memoryview(view)[:min(block, size - off)]], off)
+                hip_check(hip.hipMemcpy(dev.addr + off, pinned[k], n,
+                                        hip.hipMemcpyKind.hipMemcpyHostToDevice))
+
+        ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        os.close(fd)
+
+    run.pinned = pinned  # type: ignore[attr-defined]
+    return run
+
+
+def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
+              out: dict[str, Any]) -> None:
+    hip = dev.hip
+    path = os.path.join(folder, "cold.bin")
+    size = int(gib * (1 << 30)) // (16 << 20) * (16 << 20)
+    write_file(path, size)
+    cases: dict[str, Callable[[], None]] = {}
+
+    def engine() -> None:
+        with hipfile.open(path) as fh:
+            n = 16 << 20
+            hs = fh.pread_async_ranges(dev.buf, [(n, o, o) for o in range(0, size, n)],
+                                       dev.stream, prefetch=True)
+            for h in hs:
+                h.wait()
+
+    def pread() -> None:
+        with hipfile.open(path) as fh:
+            fh.pread(dev.buf, size, 0).result()
+
+    cases["engine"] = engine
+    cases["pread"] = pread
+    readers = {"odirect_1x16MiB": _odirect_reader(path, 1, 16 << 20, hip, dev, True),
+               "odirect_8x16MiB": _odirect_reader(path, 8, 16 << 20, hip, dev, True),
+               "buffered_16x4MiB": _odirect_reader(path, 16, 4 << 20, hip, dev, False)}
+    cases.update(readers)
+    try:
+        import cupy  # noqa: F401
+        import kvikio
+
+        def kvik() -> None:
+            with kvikio.CuFile(path, "r") as f:
+                f.pread(dev.buf, size, 0).get()
+
+        cases["kvikio_default"] = kvik
+    except ImportError:
+        pass
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(max(2, repeats // 10)):
+        for k, fn in cases.items():
+            drop_page_cache(path)
+            dev.sync()
+            t0 = time.perf_counter()
+            fn()
+            dev.sync()
+            times[k].append(time.perf_counter() - t0)
+    for r in readers.values():
+        for p in r.pinned:  # type: ignore[attr-defined]
+            hip.hipHostFree(p)
+    gbps = {k: size / statistics.median(v) / 1e9 for k, v in times.items()}
+    out["cold_gbps"] = gbps
+    best = max(gbps[k] for k in readers)
+    print(f"\ncold (page cache dropped), {size >> 20} MiB into device memory")
+    for k, v in gbps.items():
+        print(f"  {k:18s} {v:6.2f} GB/s  {v / best:5.2f}x best plain reader")
+    os.unlink(path)
+
+
+def main() -> int:
+    args = build_parser().parse_args()
+    hipfile = select_platform(args.platform)
+    only = set(filter(None, args.only.split(","))) or {"small", "open", "files", "first",
+                                                        "cold"}
+    folder = temp_folder(args.dir)
+    out: dict[str, Any] = {}
+    need = max(args.files * (args.file_mib << 20), max(SIZES) * 4)
+    if args.cold and "cold" in only:
+        need = max(need, int(args.cold_gib * (1 << 30)))
+    dev = Device(need)
+    try:
+        if "small" in only or "open" in only:
+            small_rows(hipfile, dev, folder, args.repeats, out)
+        if "files" in only:
+            files_rows(hipfile, dev, folder, args.files, args.file_mib << 20, args.repeats, out)
+        if args.cold and "cold" in only:
+            cold_rows(hipfile, dev, folder, args.cold_gib, args.repeats, out)
+    finally:
+        dev.close()
+    if args.first_gib > 0 and "first" in only:
+        first_rows(folder, args.first_gib, args.first_samples, out)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

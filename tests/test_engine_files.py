@@ -1,0 +1,261 @@
+"""Many files, one operation: hipfile.pread_async_scatter and
+hipfile.pwrite_async_gather over ranges of several open files."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _util import device_array, from_device, hip_stream, to_device
+
+import hipfile
+from hipfile import InFlightError
+
+CHUNK = 16 << 10
+FILES = 24
+
+
+def _chunk_files(tmp_path: Path, n: int = FILES, size: int = CHUNK,
+                 seed: int = 3) -> tuple[list[Path], list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    paths, data = [], []
+    for i in range(n):
+        p = tmp_path / f"chunk{i:03d}.bin"
+        d = rng.integers(0, 256, size, dtype=np.uint8)
+        p.write_bytes(d.tobytes())
+        paths.append(p)
+        data.append(d)
+    return paths, data
+
+
+def _slots(n: int, seed: int = 5) -> list[int]:
+    order = list(range(n))
+    np.random.default_rng(seed).shuffle(order)
+    return order
+
+
+@pytest.mark.parametrize("prefetch", [False, True])
+def test_scatter_of_many_files_lands_each_file_in_its_slot(tmp_path: Path,
+                                                           prefetch: bool) -> None:
+    paths, data = _chunk_files(tmp_path)
+    slots = _slots(FILES)
+    fhs = [hipfile.open(p) for p in paths]
+    try:
+        with device_array(FILES * CHUNK) as dev, hip_stream() as s:
+            to_device(dev, np.full(FILES * CHUNK, 0xEE, dtype=np.uint8))
+            h = hipfile.pread_async_scatter(
+                dev, [(fh, CHUNK, 0, slots[i] * CHUNK) for i, fh in enumerate(fhs)], s,
+                prefetch=prefetch)
+            assert isinstance(h, hipfile.StreamIOHandle)
+            assert h.wait(timeout=30) == FILES * CHUNK
+            got = from_device(dev, FILES * CHUNK).reshape(FILES, CHUNK)
+            for i in range(FILES):
+                np.testing.assert_array_equal(got[slots[i]], data[i], err_msg=f"file {i}")
+    finally:
+        for fh in fhs:
+            fh.close()
+
+
+def test_one_file_in_several_ranges_and_reads_stop_at_each_end(tmp_path: Path) -> None:
+    """Ranges of one file may repeat; a range past a file's end reads up to
+    it, and the bytes past it in the buffer are left as they were."""
+    paths, data = _chunk_files(tmp_path, n=3)
+    short = tmp_path / "short.bin"
+    short_data = np.arange(1000, dtype=np.uint32).view(np.uint8)[:3000]
+    short.write_bytes(short_data.tobytes())
+    fhs = [hipfile.open(p) for p in paths]
+    fs = hipfile.open(short)
+    try:
+        with device_array(5 * CHUNK) as dev, hip_stream() as s:
+            to_device(dev, np.full(5 * CHUNK, 0x11, dtype=np.uint8))
+            ranges = [(fhs[0], CHUNK // 2, CHUNK // 2, 0),        # second half of file 0
+                      (fhs[0], CHUNK // 2, 0, CHUNK // 2),        # then its first half
+                      (fhs[2], CHUNK, 0, CHUNK),
+                      (fs, CHUNK, 0, 2 * CHUNK),                  # 3000 bytes, then its end
+                      (fhs[1], CHUNK, 0, 3 * CHUNK)]
+            h = hipfile.pread_async_scatter(dev, ranges, s)
+            assert h.wait(timeout=30) == CHUNK + CHUNK + 3000 + CHUNK
+            got = from_device(dev, 5 * CHUNK)
+            np.testing.assert_array_equal(got[:CHUNK // 2], data[0][CHUNK // 2:])
+            np.testing.assert_array_equal(got[CHUNK // 2:CHUNK], data[0][:CHUNK // 2])
+            np.testing.assert_array_equal(got[CHUNK:2 * CHUNK], data[2])
+            np.testing.assert_array_equal(got[2 * CHUNK:2 * CHUNK + 3000], short_data)
+            assert (got[2 * CHUNK + 3000:3 * CHUNK] == 0x11).all()
+            np.testing.assert_array_equal(got[3 * CHUNK:4 * CHUNK], data[1])
+            assert (got[4 * CHUNK:] == 0x11).all()
+    finally:
+        for fh in [*fhs, fs]:
+            fh.close()
+
+
+def test_gather_writes_each_slot_to_its_file(tmp_path: Path) -> None:
+    rng = np.random.default_rng(9)
+    src = rng.integers(0, 256, FILES * CHUNK, dtype=np.uint8)
+    slots = _slots(FILES, seed=11)
+    paths = [tmp_path / f"out{i:03d}.bin" for i in range(FILES)]
+    fhs = [hipfile.open(p, "w") for p in paths]
+    try:
+        with device_array(FILES * CHUNK) as dev, hip_stream() as s:
+            to_device(dev, src)
+            h = hipfile.pwrite_async_gather(
+                dev, [(fh, CHUNK, 0, slots[i] * CHUNK) for i, fh in enumerate(fhs)], s)
+            assert h.wait(timeout=30) == FILES * CHUNK
+    finally:
+        for fh in fhs:
+            fh.close()
+    for i, p in enumerate(paths):
+        assert p.read_bytes() == src[slots[i] * CHUNK:(slots[i] + 1) * CHUNK].tobytes(), i
+
+
+def test_write_then_read_in_stream_order_across_files(tmp_path: Path) -> None:
+    """A gather then a scatter of the same files on one stream: the read
+    sees the bytes written (the written length counts as the files' end)."""
+    rng = np.random.default_rng(2)
+    src = rng.integers(0, 256, 4 * CHUNK, dtype=np.uint8)
+    paths = [tmp_path / f"rw{i}.bin" for i in range(4)]
+    fhs = [hipfile.open(p, "w+") for p in paths]
+    try:
+        with device_array(8 * CHUNK) as dev, hip_stream() as s:
+            to_device(dev, src)
+            w = hipfile.pwrite_async_gather(dev, [(fh, CHUNK, 0, i * CHUNK)
+                                                  for i, fh in enumerate(fhs)], s)
+            r = hipfile.pread_async_scatter(dev, [(fh, CHUNK, 0, (7 - i) * CHUNK)
+                                                  for i, fh in enumerate(fhs)], s)
+            assert w.wait(timeout=30) == 4 * CHUNK
+            assert r.wait(timeout=30) == 4 * CHUNK
+            got = from_device(dev, 8 * CHUNK)
+            for i in range(4):
+                np.testing.assert_array_equal(got[(7 - i) * CHUNK:(8 - i) * CHUNK],
+                                              src[i * CHUNK:(i + 1) * CHUNK])
+    finally:
+        for fh in fhs:
+            fh.close()
+
+
+def test_every_file_is_held_until_completion_is_observed(tmp_path: Path) -> None:
+    paths, _ = _chunk_files(tmp_path, n=4)
+    fhs = [hipfile.open(p) for p in paths]
+    try:
+        with device_array(4 * CHUNK) as dev, hip_stream() as s:
+            h = hipfile.pread_async_scatter(dev, [(fh, CHUNK, 0, i * CHUNK)
+                                                  for i, fh in enumerate(fhs)], s)
+            for fh in fhs:
+                h_done = h.done()
+                if not h_done:
+                    with pytest.raises(InFlightError):
+                        fh.close()
+            assert h.wait(timeout=30) == 4 * CHUNK
+            for fh in fhs:
+                fh.close()           # observed: every file closes
+                assert fh.closed
+    finally:
+        for fh in fhs:
+            fh.close()
+
+
+def test_dropped_handle_releases_every_file_once_done(tmp_path: Path) -> None:
+    import gc
+
+    paths, _ = _chunk_files(tmp_path, n=3)
+    fhs = [hipfile.open(p) for p in paths]
+    with device_array(3 * CHUNK) as dev, hip_stream() as s:
+        hipfile.pread_async_scatter(dev, [(fh, CHUNK, 0, i * CHUNK)
+                                          for i, fh in enumerate(fhs)], s)
+        gc.collect()
+        from _util import check
+        from hip import hip
+
+        check(hip.hipStreamSynchronize(s))
+        for fh in fhs:
+            fh.close(wait=True, timeout=30)
+            assert fh.closed
+
+
+def test_bad_entries_submit_nothing(tmp_path: Path) -> None:
+    paths, _ = _chunk_files(tmp_path, n=2)
+    a, b = hipfile.open(paths[0]), hipfile.open(paths[1])
+    closed = hipfile.open(paths[1])
+    closed.close()
+    (tmp_path / "wo.bin").touch()
+    wo = hipfile.FileHandle(tmp_path / "wo.bin", os.O_WRONLY).open()
+    try:
+        with device_array(2 * CHUNK) as dev:
+            good = (a, CHUNK, 0, 0)
+            with pytest.raises(ValueError, match="at least one range"):
+                hipfile.pread_async_scatter(dev, [])
+            with pytest.raises(ValueError, match="at least one range"):
+                hipfile.pwrite_async_gather(dev, [])
+            with pytest.raises(TypeError, match="FileHandle"):
+                hipfile.pread_async_scatter(dev, [good, (str(paths[1]), CHUNK, 0, CHUNK)])
+            with pytest.raises(TypeError, match=r"\(file, size, file_offset, buffer_offset\)"):
+                hipfile.pread_async_scatter(dev, [good, (b, CHUNK, 0)])
+            with pytest.raises(TypeError, match=r"\(file, size, file_offset, buffer_offset\)"):
+                hipfile.pread_async_scatter(dev, [{"file": b}])
+            with pytest.raises(hipfile.ClosedFileError):
+                hipfile.pread_async_scatter(dev, [good, (closed, CHUNK, 0, CHUNK)])
+            with pytest.raises(ValueError):
+                hipfile.pread_async_scatter(dev, [good, (b, CHUNK, 0, CHUNK + 1)])  # overruns
+            with pytest.raises(ValueError):
+                hipfile.pread_async_scatter(dev, [good, (b, CHUNK, -1, CHUNK)])
+            with pytest.raises(OSError) as ei:
+                hipfile.pread_async_scatter(dev, [good, (wo, CHUNK, 0, CHUNK)])
+            assert ei.value.errno == errno.EBADF
+            with pytest.raises(OSError) as ei:
+                hipfile.pwrite_async_gather(dev, [(wo, CHUNK, 0, CHUNK), (a, CHUNK, 0, 0)])
+            assert ei.value.errno == errno.EBADF and "read-only" in str(ei.value)
+            with pytest.raises(ValueError, match="task_size"):
+                hipfile.pread_async_scatter(dev, [good], task_size=0)
+            # nothing was submitted: every file closes at once
+            assert a.pending == 0
+        for fh in (a, b, wo):
+            fh.close()
+            assert fh.closed
+        assert os.path.getsize(tmp_path / "wo.bin") == 0
+    finally:
+        for fh in (a, b, wo):
+            fh.close()
+
+
+def _direct_ok(folder: Path) -> bool:
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return False
+    try:
+        fd = os.open(folder / "probe", os.O_RDWR | os.O_CREAT | flag, 0o644)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+@pytest.mark.parametrize("opened_direct", [False, True])
+def test_cold_large_reads_go_through_o_direct_and_the_unaligned_end_buffered(
+        tmp_path: Path, opened_direct: bool) -> None:
+    """A read of >= 16 MiB of a file the page cache lacks, or any read of a
+    file opened with O_DIRECT, goes through an O_DIRECT descriptor; the
+    file's unaligned end, which O_DIRECT refuses, is read buffered."""
+    if not _direct_ok(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    size = (16 << 20) + 1000
+    data = np.random.default_rng(4).integers(0, 256, size, dtype=np.uint8)
+    path = tmp_path / "cold.bin"
+    path.write_bytes(data.tobytes())
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    fh = hipfile.open(path, direct=True) if opened_direct else hipfile.open(path)
+    try:
+        with device_array(size + 4096) as dev, hip_stream() as s:
+            h = fh.pread_async(dev, size + 4096, 0, 0, s)     # past the end: stops there
+            assert h.wait(timeout=60) == size
+            np.testing.assert_array_equal(from_device(dev, size), data)
+            if not opened_direct:
+                assert fh._direct_fd is not None and fh._direct_fd >= 0
+        fds = len(os.listdir("/proc/self/fd"))
+    finally:
+        fh.close()
+    assert len(os.listdir("/proc/self/fd")) < fds     # the O_DIRECT twin closed too
