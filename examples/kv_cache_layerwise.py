@@ -20,7 +20,7 @@ import tempfile
 import time
 
 import numpy as np
-from _support import hip_check, new_file, positive_int  # examples/_support: shared by the examples
+from _support import hip_check, new_file, positive_int, require_runtime  # examples/_support
 from hip import hip
 
 import hipfile
@@ -88,4 +88,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    require_runtime(__file__)  # one line saying what to set, without a GPU runtime
     sys.exit(main())

@@ -52,7 +52,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 import numpy as np
-from _support import folder, hip_check, positive_int  # examples/_support: shared by the examples
+from _support import folder, hip_check, positive_int, require_runtime  # examples/_support
 from hip import hip
 
 import hipfile
@@ -653,4 +653,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    require_runtime(__file__)  # one line saying what to set, without a GPU runtime
     sys.exit(main())

@@ -60,7 +60,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
-from _support import folder_to_make, positive_int  # noqa: E402 (beside this file)
+from _support import folder_to_make, positive_int, require_runtime  # noqa: E402 (beside this file)
 from _vllm_kv.model import FakeModel, collect_finished, forward_pass, pattern, write_request_file  # noqa: E402
 from _vllm_kv.stand_ins import (  # noqa: E402
     AttentionLayer,
@@ -645,4 +645,5 @@ def _folder(path: str | None) -> Iterator[str]:
 
 
 if __name__ == "__main__":
+    require_runtime(__file__)  # one line saying what to set, without a GPU runtime
     sys.exit(main())

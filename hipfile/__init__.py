@@ -21,7 +21,11 @@ The main names (``help(hipfile.<name>)`` documents each):
 - statistics: :class:`StatsContext`, :class:`StatsReport`;
 - settings: :mod:`hipfile.defaults`; errors: :mod:`hipfile.errors`
   (:class:`HipFileException` and its subclasses); hipFile's enums:
-  :mod:`hipfile.enums`; drop-ins for other APIs: :mod:`hipfile.compat`.
+  :mod:`hipfile.enums`; drop-ins for other APIs: :mod:`hipfile.compat`;
+- safetensors files: :mod:`hipfile.safetensors` (``load_file``,
+  ``save_file`` and ``safe_open`` file to GPU with hipFile, and
+  ``hipfile.safetensors.torch``/``.numpy``, drop-ins for safetensors'
+  modules of those names).
 
 The C library is loaded on first use (``HIPFILE_LIBRARY``, ``ROCM_PATH/lib``,
 ``/opt/rocm/lib``, then the system loader); importing never needs it.

@@ -187,6 +187,45 @@ def path_report(folder: str, platform: str) -> dict[str, Any]:
     return rep
 
 
+def cuda_bindings_report() -> dict[str, Any]:
+    """Which installed distributions write ``cuda/bindings/cufile`` (the
+    module of ``cuda.bindings.cufile``): HIP-Python's hip-python-interop
+    provides it over hipFile, NVIDIA's cuda-bindings (which PyTorch pulls in)
+    over cuFile, into the same files. ``owners`` are their names,
+    ``in_place`` the one whose recorded hash matches the file on disk now
+    (the last installed), ``conflict`` whether more than one writes it.
+    Read from the installed packages' records; nothing is imported."""
+    import base64
+    import hashlib
+    from importlib import metadata
+
+    out: dict[str, Any] = {"owners": [], "in_place": None, "conflict": False}
+    names = sorted(set(metadata.packages_distributions().get("cuda", [])))
+    for name in names:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        mine = [f for f in dist.files or []
+                if tuple(f.parts[:2]) == ("cuda", "bindings") and len(f.parts) == 3
+                and f.parts[2].startswith("cufile.") and not f.parts[2].endswith(".pyc")]
+        if not mine:
+            continue
+        out["owners"].append(name)
+        for f in mine:
+            if f.hash is None or f.hash.mode != "sha256":
+                continue
+            try:
+                data = Path(str(dist.locate_file(f))).read_bytes()
+            except OSError:
+                continue
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            if digest.decode() == f.hash.value:
+                out["in_place"] = name
+    out["conflict"] = len(out["owners"]) > 1
+    return out
+
+
 def _flag_names(flags: Any) -> list[str]:
     return [m.name for m in type(flags) if m.value and (flags & m) == m and m.name]
 
@@ -266,6 +305,10 @@ def info_report(paths: Sequence[str]) -> dict[str, Any]:
 
         rep["hint"] = NO_ROCM_HINT
     rep["defaults"] = dict(defaults.items())
+    try:
+        rep["cuda_bindings"] = cuda_bindings_report()
+    except Exception as exc:        # a broken installed record: report, go on
+        rep["cuda_bindings"] = {"error": f"{type(exc).__name__}: {exc}"}
     rep["paths"] = [path_report(p, name) for p in paths]
     return rep
 
@@ -313,6 +356,16 @@ def _print_info(rep: dict[str, Any], out: TextIO) -> None:
     if "hint" in rep:
         row("without a GPU", rep["hint"])
     row("defaults", ", ".join(f"{k}={v}" for k, v in rep["defaults"].items()))
+    cb = rep["cuda_bindings"]
+    if not failed(cb, "cuda.bindings") and cb["owners"]:
+        if cb["conflict"]:
+            now = (f"the file on disk is {cb['in_place']}'s" if cb["in_place"]
+                   else "the file on disk matches neither's record")
+            row("cuda.bindings", f"CONFLICT: {' and '.join(cb['owners'])} both write "
+                f"cuda/bindings/cufile ({now}); keep them in separate environments "
+                "(docs/integrations/nvidia-cufile.md)")
+        else:
+            row("cuda.bindings", f"cufile from {cb['owners'][0]}")
     for p in rep["paths"]:
         print(f"path {p['path']}", file=out)
         if failed(p, "  error", "", 20):
@@ -337,4 +390,6 @@ def cmd_info(args: argparse.Namespace) -> int:
         print()
     else:
         _print_info(rep, sys.stdout)
-    return 0 if "error" not in rep["library"] else 1
+    # a folder that cannot be examined fails the command, as the library does
+    bad = "error" in rep["library"] or any("error" in p for p in rep["paths"])
+    return 1 if bad else 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -183,10 +184,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        The exit status: 0 on success, 1 on failure, 2 for bad usage or a
-        missing feature, 130 when interrupted.
+        The exit status: 0 on success, 1 on failure, 2 for bad usage, a
+        missing feature or a ``HIPFILE_PLATFORM`` that names no built
+        platform, 130 when interrupted, 141 when the reader of the output
+        went away (``hipfile info | head -1``: the rest is dropped quietly,
+        as shell tools do on ``SIGPIPE``).
     """
     args = build_parser().parse_args(argv)
+    from hipfile import platforms
+
+    if platforms.environment_error is not None:
+        value = os.environ.get("HIPFILE_PLATFORM", "").strip()
+        print(f"hipfile {args.command}: HIPFILE_PLATFORM={value}: "
+              f"{platforms.environment_error}", file=sys.stderr)
+        return 2
     if args.command == "bench":
         from hipfile import defaults
 
@@ -196,7 +207,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.task_size = [defaults.task_size()]
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        return func(args)
+        status = func(args)
+        sys.stdout.flush()          # a closed pipe shows here, not at exit
+        return status
+    except BrokenPipeError:
+        # the reader stopped reading: drop the rest, and keep the flush at
+        # exit from reporting the same pipe again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 141
     except KeyboardInterrupt:
         # Ctrl-C ends a command quietly, as it ends a shell tool
         print(f"hipfile {args.command}: interrupted", file=sys.stderr)

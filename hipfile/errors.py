@@ -38,6 +38,7 @@ __all__ = [
     "HipRuntimeError",
     "InFlightError",
     "InternalError",
+    "InvalidStreamError",
     "InvalidValueError",
     "MemoryAlreadyRegisteredError",
     "MemoryNotRegisteredError",

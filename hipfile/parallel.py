@@ -553,6 +553,25 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     return future
 
 
+def _pread_host(fd: int, view: memoryview, size: int, file_offset: int, buffer_offset: int,
+                task_size: int) -> IOFuture:
+    """Read ``size`` bytes of the descriptor ``fd`` at ``file_offset`` into
+    the host memory ``view`` at ``buffer_offset`` with POSIX ``preadv`` in
+    tasks of ``task_size`` bytes on the thread pool; hipFile is not used (a
+    host-memory load needs no GPU library). ``fd`` must stay open until the
+    future is done; ``view`` must be a flat, writable byte view.
+
+    See Also
+    --------
+    preadv
+    """
+    spans = [(start, min(task_size, size - start)) for start in range(0, size, task_size)]
+    job = _Job(False, 0, 0, file_offset, buffer_offset, view, lambda: fd)
+    future = IOFuture(size, False)
+    future._start(_default_executor(), job, spans, lambda: None)
+    return future
+
+
 def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
           buffer_offset: int = 0, *, task_size: int | None = None,
           executor: Executor | None = None) -> IOFuture:

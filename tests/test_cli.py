@@ -70,7 +70,7 @@ def test_no_command_is_a_usage_error() -> None:
 def test_info_json(tmp_path: Path) -> None:
     proc = hipfile_cmd("info", "--json", "--path", str(tmp_path), "--path",
                        str(tmp_path / "missing"))
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr     # a folder that is not there fails it
     rep = json.loads(proc.stdout)
     assert rep["platform"] == {"name": "emulated", "test_platform": True,
                                "rocm_path": rep["platform"]["rocm_path"]}
@@ -89,6 +89,75 @@ def test_info_json(tmp_path: Path) -> None:
     assert any("emulated" in r for r in here["fast_path"]["reasons"])
     assert missing["error"] == "not a folder"
     assert list(tmp_path.iterdir()) == []  # the O_DIRECT probe file is gone
+
+
+def test_info_path_that_is_not_a_folder_fails(tmp_path: Path) -> None:
+    """info --path of a missing folder says "not a folder" and exits 1; of a
+    folder, 0."""
+    proc = hipfile_cmd("info", "--path", str(tmp_path / "nonexistent"))
+    assert proc.returncode == 1
+    assert "not a folder" in proc.stdout
+    assert hipfile_cmd("info", "--path", str(tmp_path)).returncode == 0
+
+
+@pytest.mark.parametrize(("platform", "words"), [
+    ("cuda", ["platform 'cuda' is not built", "platforms/cuda/build.sh"]),
+    ("emulatd", ["unknown platform 'emulatd'", "'emulated', 'cuda' or 'rocm'"]),
+])
+@pytest.mark.parametrize("how", [["-m", "hipfile"], ["console"]], ids=["module", "console"])
+def test_info_with_a_platform_not_built_says_so_in_one_line(
+        tmp_path: Path, platform: str, words: list[str], how: list[str]) -> None:
+    """HIPFILE_PLATFORM naming a platform that is not built, or no platform:
+    one line on stderr saying which and how to build it, exit status 2, no
+    traceback; the same through the console script and python -m."""
+    extra = {"HIPFILE_PLATFORM": platform, "HIPFILE_CUDA_PREFIX": str(tmp_path / "none")}
+    if how == ["console"]:
+        script = Path(sys.executable).with_name("hipfile")
+        if not script.exists():
+            pytest.skip("no console script beside this interpreter")
+        cmd = [str(script), "info"]
+    else:
+        cmd = [sys.executable, *how, "info"]
+    proc = subprocess.run(cmd, env=env(**extra), capture_output=True, text=True, timeout=120,
+                          check=False)
+    if platform == "cuda" and proc.returncode == 0:
+        pytest.skip("the cuda platform is built here")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"hipfile info: HIPFILE_PLATFORM={platform}: ")
+    for w in words:
+        assert w in lines[0]
+    assert proc.stdout == ""
+
+
+def test_import_with_a_platform_not_built_still_fails_outside_the_command() -> None:
+    """A program importing hipfile with HIPFILE_PLATFORM=cuda unbuilt still
+    fails at import, and the message says how to build it."""
+    from _util import run_python
+
+    proc = run_python("import hipfile", HIPFILE_PLATFORM="cuda",
+                      HIPFILE_CUDA_PREFIX="/nonexistent")
+    if proc.returncode == 0:
+        pytest.skip("the cuda platform is built here")
+    assert "FileNotFoundError: platform 'cuda' is not built" in proc.stderr
+    assert "platforms/cuda/build.sh" in proc.stderr
+
+
+def test_info_into_a_closed_pipe_exits_quietly() -> None:
+    """hipfile info | head -1: the reader has gone; the command exits with
+    141 (as a tool killed by SIGPIPE) and prints no BrokenPipeError."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)                     # the reader is gone before a byte is written
+    try:
+        proc = subprocess.run([sys.executable, "-m", "hipfile", "info"], env=env(),
+                              stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 141
+    assert proc.stderr == ""
 
 
 def test_info_text_names_the_test_platform() -> None:
@@ -474,3 +543,52 @@ def test_bench_stops_at_once_when_interrupted_while_writing_its_file(tmp_path: P
     assert "writing the benchmark's file: 512.0 MiB of 2.0 GiB" in err   # progress
     assert took < 3, f"the command took {took:.1f} s to stop"
     assert bench_leftovers(tmp_path) == []
+
+
+def _fake_distribution(site: Path, name: str, files: dict[str, bytes],
+                       write: bool) -> None:
+    """An installed distribution's record (dist-info with RECORD hashes) in
+    ``site``; its files are written only when ``write``."""
+    import base64
+    import hashlib
+
+    info = site / f"{name.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("cuda\n")
+    rows = []
+    for rel, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{rel},sha256={digest},{len(data)}")
+        if write:
+            target = site / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+    rows.append(f"{info.name}/RECORD,,")
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+@pytest.mark.parametrize("both", [False, True], ids=["one", "both"])
+def test_info_reports_who_writes_cuda_bindings_cufile(tmp_path: Path, both: bool) -> None:
+    """hipfile info names the installed packages that write
+    cuda/bindings/cufile and, when hip-python-interop and NVIDIA's
+    cuda-bindings both do, says CONFLICT and whose copy is on disk."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _fake_distribution(site, "hip-python-interop",
+                       {"cuda/bindings/cufile.py": b"# over hipFile\n",
+                        "cuda/bindings/driver.py": b"# hip\n"}, write=True)
+    if both:   # installed first, then overwritten by the interop package above
+        _fake_distribution(site, "cuda-bindings",
+                           {"cuda/bindings/cufile.py": b"# over cuFile\n"}, write=False)
+    extra = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    rep = json.loads(hipfile_cmd("info", "--json", **extra).stdout)["cuda_bindings"]
+    want = ["cuda-bindings", "hip-python-interop"] if both else ["hip-python-interop"]
+    assert rep == {"owners": want, "in_place": "hip-python-interop", "conflict": both}
+    text = hipfile_cmd("info", **extra).stdout
+    line = next(x for x in text.splitlines() if x.startswith("cuda.bindings"))
+    if both:
+        assert "CONFLICT" in line and "cuda-bindings and hip-python-interop" in line
+        assert "hip-python-interop's" in line and "nvidia-cufile.md" in line
+    else:
+        assert "CONFLICT" not in line and "hip-python-interop" in line

@@ -386,3 +386,27 @@ def test_bindings_raise_runtime_errors(driver: CuFileDriver, dev: Any, tmp_path:
         cb.cuFileHandleRegister("3")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="must be >= 0"):
         cb.cuFileRead(1, int(dev), 1, -1, 0)
+
+
+# -- what a failure says ---------------------------------------------------------------------
+
+
+def test_overrun_of_a_bare_address_names_the_allocation(driver: CuFileDriver, data_path: Path,
+                                                       dev: Any) -> None:
+    """Reading past the end of the device allocation behind a bare address
+    fails in hipFile with INVALID_VALUE; the error names the size, the
+    offset and the allocation, as the core API's range check does (and is
+    still a ValueError and a RuntimeError)."""
+    with CuFile(data_path) as f:
+        for size, off in ((2 * N, 0), (N, 1), (16, N)):
+            with pytest.raises(hipfile.HipFileException) as info:
+                f.read(ctypes.c_void_p(int(dev)), size, 0, off)
+            if info.value.err != hipfile.OpError.INVALID_VALUE:
+                pytest.skip(f"this libhipfile answers {info.value.err!r} for a transfer past "
+                            "the allocation")
+            text = str(info.value)
+            assert isinstance(info.value, ValueError) and isinstance(info.value, RuntimeError)
+            assert f"size {size} at dev_offset {off} overruns the device allocation" in text
+            assert f"{N}-byte allocation at {int(dev):#x}" in text
+        # inside the allocation: no error, no added text
+        assert f.read(int(dev), N, 0, 0) == N

@@ -66,3 +66,30 @@ def test_example_bad_arguments_are_usage_errors(name: str, args: list[str],
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "usage: " in proc.stderr and message in proc.stderr, proc.stderr
     assert proc.stdout == ""
+
+
+def _system_hip_runtime() -> bool:
+    """Whether a HIP runtime is reachable without ROCM_PATH (a ROCm machine)."""
+    import ctypes.util
+
+    return (ctypes.util.find_library("amdhip64") is not None
+            or Path("/opt/rocm/lib/libamdhip64.so").exists())
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_without_a_runtime_says_what_to_set(script: Path, tmp_path: Path) -> None:
+    """With no platform activated and no HIP runtime or libhipfile to find,
+    an example exits non-zero with one line naming HIPFILE_PLATFORM=emulated
+    (not a traceback from hipMalloc's dlopen)."""
+    if _system_hip_runtime():
+        pytest.skip("a HIP runtime is installed system-wide: the example would run")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("HIPFILE_PLATFORM", "LD_LIBRARY_PATH", "LD_PRELOAD")}
+    env.update(ROCM_PATH=str(tmp_path), HIPFILE_LIBRARY=str(tmp_path / "libhipfile.so"))
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"HIPFILE_PLATFORM=emulated python examples/{script.name}" in lines[0]
+    assert "libamdhip64.so" in lines[0]

@@ -57,3 +57,14 @@ def table_rows(text: str) -> dict[str, str]:
 @pytest.mark.parametrize("page", [README, CONFIG_PAGE], ids=["README", "docs"])
 def test_settings_tables_are_complete(page: Path) -> None:
     assert table_rows(page.read_text()) == {n: s.env for n, s in defaults.SETTINGS.items()}
+
+
+def test_readme_quick_start_says_what_to_set_beside_hipmalloc() -> None:
+    """The first Python block says, next to its hipMalloc, that a machine
+    without ROCm needs HIPFILE_PLATFORM=emulated (or hipMalloc fails to
+    dlopen libamdhip64.so)."""
+    first = python_blocks(README.read_text())[0]
+    lines = first.splitlines()
+    at = next(i for i, line in enumerate(lines) if "hip.hipMalloc(" in line)
+    near = "\n".join(lines[max(0, at - 3):at + 1])
+    assert "HIPFILE_PLATFORM=emulated" in near and "libamdhip64.so" in near

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from _util import random_bytes
 
-import hipfile
 from hipfile import safetensors as hst
 from hipfile.safetensors import numpy as hnp
 
@@ -205,17 +204,17 @@ def test_slices_read_only_their_rows(tmp_path: Path) -> None:
     path = tmp_path / "rows.safetensors"
     hnp.save_file({"a": a}, path)
     reads: list[int] = []
-    real = hipfile.FileHandle.pread
+    real = os.preadv
 
-    def counting(self: Any, buf: Any, size: Any = None, *args: Any, **kwargs: Any) -> Any:
-        reads.append(int(size))
-        return real(self, buf, size, *args, **kwargs)
+    def counting(fd: int, buffers: Any, offset: int) -> int:
+        reads.append(sum(memoryview(b).nbytes for b in buffers))
+        return real(fd, buffers, offset)
 
     with pytest.MonkeyPatch.context() as mp, hst.safe_open(path, framework="np") as f:
-        mp.setattr(hipfile.FileHandle, "pread", counting)
+        mp.setattr(os, "preadv", counting)
         got = f.get_slice("a")[500:502, 3]
     assert np.array_equal(got, a[500:502, 3])
-    assert sum(reads) <= 3 * 4096      # two 256-byte rows, aligned out to pages
+    assert 0 < sum(reads) <= 3 * 4096      # two 256-byte rows, aligned out to pages
 
 
 def test_keys_sorted_offset_keys_in_file_order(tmp_path: Path) -> None:
@@ -750,13 +749,13 @@ def test_torch_models(tmp_path: Path) -> None:
         assert f.keys() == ["a.bias", "a.weight"]
         assert f.metadata() == {"b.bias": "a.bias", "b.weight": "a.weight"}
     fresh = Tied()
-    assert ht.load_model(fresh, path) == ([], [])
+    assert ht.load_model(fresh, path) == (set(), [])
     assert torch.equal(fresh.b.weight, model.a.weight)
     with pytest.raises(RuntimeError, match=re.escape('Missing key(s) in state_dict: "b.bias", '
                                                      '"b.weight"')):
         ht.load_model(Pair(), path)
-    assert ht.load_model(Pair(), path, strict=False) == (["b.bias", "b.weight"], [])
-    assert ht.load_model(Tied(), path, backend="pread") == ([], [])
+    assert ht.load_model(Pair(), path, strict=False) == ({"b.bias", "b.weight"}, [])
+    assert ht.load_model(Tied(), path, backend="pread") == (set(), [])
     with pytest.raises(ValueError, match="backend"):
         ht.load_model(Tied(), path, backend="nope")
     with pytest.raises(ValueError, match="backend"):

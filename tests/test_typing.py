@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import hipfile
+
 REPO = Path(__file__).resolve().parent.parent
 
 GOOD = """
@@ -129,3 +131,42 @@ def test_package_passes_ruff() -> None:
     proc = subprocess.run([ruff, "check", "--no-cache", "hipfile"], cwd=REPO,
                           capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_help_of_the_package_names_safetensors() -> None:
+    """help(hipfile)'s overview (its description, above the list of
+    submodules) names hipfile.safetensors."""
+    import pydoc
+
+    text = pydoc.render_doc(hipfile, renderer=pydoc.plaintext)
+    overview = text.split("PACKAGE CONTENTS")[0]
+    assert "hipfile.safetensors" in overview
+
+
+@pytest.mark.parametrize("name", ["read_async", "write_async"])
+def test_async_methods_have_type_hints(name: str) -> None:
+    """help(hipfile.FileHandle) shows read_async/write_async with their
+    hints, as the .pyi stub declares them."""
+    import inspect
+    import pydoc
+
+    sig = inspect.signature(getattr(hipfile.FileHandle, name))
+    assert str(sig.return_annotation) == "AsyncIOHandle"
+    offset = "int" if name == "read_async" else "int | None"   # None: an append handle's end
+    assert [str(p.annotation) for p in sig.parameters.values()][1:] == [
+        "Any", "int | None", offset, "int", "Any"]
+    text = pydoc.render_doc(hipfile.FileHandle, renderer=pydoc.plaintext)
+    line = next(x for x in text.splitlines() if x.strip(" |").startswith(f"{name}("))
+    assert "-> 'AsyncIOHandle'" in line and "size: 'int | None' = None" in line
+
+
+def test_compat_cufile_namespace_is_clean() -> None:
+    """dir(hipfile.compat.cufile) lists cufile-python's names, not the
+    module's own imports."""
+    from hipfile.compat import cufile
+
+    public = [n for n in dir(cufile) if not n.startswith("_")]
+    assert set(public) <= {*cufile.__all__, "bindings"}
+    for helper in ("Any", "atexit", "ctypes", "os", "threading", "errno", "annotations"):
+        assert helper not in dir(cufile)
+    assert {"CuFile", "CuFileDriver", "__name__", "__doc__"} <= set(dir(cufile))

@@ -1,11 +1,13 @@
-"""What the examples share: checking HIP-Python's results, and the types of
+"""What the examples share: checking HIP-Python's results, the types of
 their command-line arguments (a bad value is a usage error: the message and
-exit status 2, never a traceback)."""
+exit status 2, never a traceback), and saying what to set when there is no
+GPU runtime to run on."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from hip import hip
@@ -61,3 +63,35 @@ def new_file(text: str) -> str:
     if not os.path.isdir(parent):
         raise argparse.ArgumentTypeError(f"{text!r}: the folder {parent!r} does not exist")
     return text
+
+
+def require_runtime(program: str | None = None) -> None:
+    """Exit with one line saying what to set when the HIP runtime, a GPU or
+    libhipfile cannot be found (a machine without ROCm, where
+    ``hip.hipMalloc`` would fail with "failed to dlopen libamdhip64.so").
+
+    Raises
+    ------
+    SystemExit
+        With that line (exit status 1).
+    """
+    import hipfile
+
+    if "-h" in sys.argv[1:] or "--help" in sys.argv[1:]:
+        return                          # the usage needs no GPU
+    name = os.path.basename(program or sys.argv[0]) or "this example"
+    hint = (f"no ROCm GPU here? run it on the CPU with the emulated platform: "
+            f"HIPFILE_PLATFORM=emulated python examples/{name}")
+    try:
+        result = hip.hipGetDeviceCount()
+    except RuntimeError:                # HIP-Python could not dlopen the runtime
+        raise SystemExit(f"{name}: cannot load the HIP runtime (libamdhip64.so); {hint}"
+                         ) from None
+    err, count = result if isinstance(result, tuple) else (result, 0)
+    if err != hip.hipError_t.hipSuccess or not count:
+        raise SystemExit(f"{name}: no GPU found ({getattr(err, 'name', err)}); {hint}")
+    try:
+        hipfile.get_version()           # loads libhipfile
+    except hipfile.HipFileLibraryNotFound:
+        raise SystemExit(f"{name}: libhipfile not found (set ROCM_PATH or HIPFILE_LIBRARY); "
+                         f"{hint}") from None

@@ -43,7 +43,7 @@ from hipfile._lib._runtime cimport (
     _PointerType, _stream_query, wait_interruptible, _Completion)
 
 from hipfile._lib import _runtime
-from hipfile._lib._errors import HipRuntimeError, raise_result, raise_status
+from hipfile._lib._errors import HipRuntimeError, raise_result, raise_status, stream_error
 from hipfile._lib._runtime import on_device
 
 # Intrusive list of handles submitted and not yet observed complete
@@ -115,6 +115,9 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
             f._append_failed(appended, nbytes)
         if e.err == -1 and err_no:
             raise OSError(err_no, os.strerror(err_no))
+        if e.err == 5011:     # hipFileHipDriverError: an unknown stream is said to be one
+            raise stream_error(e.hip_drv_err,
+                               "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync", sh)
         raise_status(e.err, e.hip_drv_err,
                      "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync")
     h._opcode = opcode
@@ -144,7 +147,9 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     return h
 
 
-def read_async(_FileCore self, buffer, size=None, file_offset=0, buffer_offset=0, stream=0):
+@cython.annotation_typing(False)    # the hints are for help() and IDEs, not Cython
+def read_async(_FileCore self, buffer: Any, size: int | None = None, file_offset: int = 0,
+               buffer_offset: int = 0, stream: Any = 0) -> AsyncIOHandle:
     """Enqueue a read of ``size`` bytes at ``file_offset`` into ``buffer``
     at ``buffer_offset`` on ``stream``; returns an :class:`AsyncIOHandle`.
 
@@ -167,8 +172,10 @@ def read_async(_FileCore self, buffer, size=None, file_offset=0, buffer_offset=0
     return _submit(self, 0, buffer, size, file_offset, buffer_offset, stream)
 
 
-def write_async(_FileCore self, buffer, size=None, file_offset=None, buffer_offset=0,
-                stream=0):
+@cython.annotation_typing(False)    # the hints are for help() and IDEs, not Cython
+def write_async(_FileCore self, buffer: Any, size: int | None = None,
+                file_offset: int | None = None, buffer_offset: int = 0,
+                stream: Any = 0) -> AsyncIOHandle:
     """Enqueue a write of ``size`` bytes from ``buffer`` at
     ``buffer_offset`` to the file at ``file_offset`` on ``stream``; returns
     an :class:`AsyncIOHandle`. See :meth:`read_async`.

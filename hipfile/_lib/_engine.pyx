@@ -26,7 +26,7 @@ from hipfile._lib._engine_hip cimport (
     _wait_value32, _write_value32)
 from hipfile._lib._engine_ops cimport _eng_start, _eng_sweep, _ring_for, _Ring
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, _hip_fail, _pointer_device, _stream_device,
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, _pointer_device, _stream_device, _stream_fail,
     _stream_query, wait_interruptible)
 from hipfile._lib._engine_hip import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
 
@@ -520,7 +520,7 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
             if qerr != HIP_SUCCESS:
                 spool.free.append(gflag)
                 gflag = None
-                _hip_fail(qerr, "hipStreamWriteValue32")
+                _stream_fail(qerr, "hipStreamWriteValue32", sh)
             gate = gflag.ptr
         if not ordered:
             target = <uintptr_t>int(_internal_stream(pool))
@@ -547,7 +547,7 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
         # the runtime refused a stream operation part way: what was enqueued
         # runs; the handles report the failure and are parked until done
         _submitted_anyway(f, handles)
-        _hip_fail(rc, "the stream-engine submission")
+        _stream_fail(rc, "the stream-engine submission", sh)
     if opcode == 1 and ordered:
         # later work on the stream sees the file written, as after write_async
         # (a read of the same bytes submitted next starts after it)
@@ -633,7 +633,7 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, hfe_span *che
         if qerr == HIP_SUCCESS:
             rc = eng.submit(ops, m, NULL, 0, NULL)
         elif qerr != HIP_ERROR_NOT_READY:
-            _hip_fail(qerr, "hipStreamQuery")
+            _stream_fail(qerr, "hipStreamQuery", sh)
         else:
             sdev = _stream_device(sh)
             spool = _pool_for(sdev)
@@ -657,7 +657,7 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, hfe_span *che
                     # no event: wait here (interruptibly) for the stream
                     qerr = wait_interruptible(WAIT_STREAM, sh, -1.0)
                     if qerr != HIP_SUCCESS:
-                        _hip_fail(qerr, "hipStreamQuery")
+                        _stream_fail(qerr, "hipStreamQuery", sh)
                     rc = eng.submit(ops, m, NULL, 0, NULL)
         if rc:
             if gflag is not None:

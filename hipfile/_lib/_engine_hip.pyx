@@ -15,7 +15,7 @@ from hipfile._lib._core cimport _as_index
 from hipfile._lib._engine_c cimport eng, hfe_event_fn, hfe_runtime
 from hipfile._lib._runtime cimport (
     HIP_SUCCESS, _c_event_free, _c_event_query, _c_event_rec, _current_device, _hip_fail,
-    _hip_fn, _hipapi, _load_hip_capi, hip_handle_fn_t)
+    _hip_fn, _hipapi, _load_hip_capi, _stream_fail, hip_handle_fn_t)
 from hipfile._lib._runtime import on_device
 
 _eng_capi_tried = 0
@@ -96,7 +96,7 @@ cdef int _wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -
         err = int(_hipapi().hip.hipStreamWaitValue32(
             stream, ptr, value, HIP_STREAM_WAIT_VALUE_GTE, 0xFFFFFFFF)[0])
     if err != HIP_SUCCESS:
-        _hip_fail(err, "hipStreamWaitValue32")
+        _stream_fail(err, "hipStreamWaitValue32", stream)
     return 0
 
 

@@ -165,6 +165,32 @@ class HipRuntimeError(HipFileException):
         super().__init__(hipfile_err, hip_err, func, detail)
 
 
+class InvalidStreamError(HipRuntimeError, ValueError):
+    """A stream handle that names no stream: HIP answers
+    ``hipErrorContextIsDestroyed`` (or ``hipErrorInvalidHandle``) for a
+    handle it does not know (never created, or destroyed), and the package
+    says so. A :class:`HipRuntimeError` (``hip_err`` is HIP's code) and a
+    :class:`ValueError` (a bad argument)."""
+
+
+#: hipError_t codes HIP answers for a stream handle it does not know
+#: (hipErrorInvalidHandle, hipErrorContextIsDestroyed).
+BAD_STREAM_CODES = (400, 709)
+
+
+def stream_error(hip_err: int, func: str, stream: int) -> HipRuntimeError:
+    """The exception for a failed HIP call on the caller's ``stream``: an
+    :class:`InvalidStreamError` saying the stream is not a valid stream
+    when HIP answers one of :data:`BAD_STREAM_CODES` for a stream other than
+    the null stream, else :class:`HipRuntimeError`."""
+    if stream and hip_err in BAD_STREAM_CODES:
+        return InvalidStreamError(hip_err=hip_err, func=func, detail=(
+            f"the stream {stream:#x} is not a valid stream: HIP answers "
+            f"{_hip_error_name(hip_err)} for a handle that names no stream (one never "
+            "created, or destroyed)"))
+    return HipRuntimeError(hip_err=hip_err, func=func)
+
+
 class _PackageError(HipFileException):
     """A :class:`HipFileException` raised by the package itself, not by a
     library call: :attr:`hipfile_err` is 0 (no ``hipFileOpError_t``),

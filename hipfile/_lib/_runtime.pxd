@@ -56,6 +56,7 @@ cdef double _now() noexcept nogil
 cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
                             unsigned char ready_value=*) except -1
 cdef int _hip_fail(int err, str func) except -1
+cdef int _stream_fail(int err, str func, uintptr_t stream) except -1
 cdef void _destroy_event(object event)
 
 # devices

@@ -40,7 +40,7 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
 from posix.time cimport nanosleep, clock_gettime, CLOCK_MONOTONIC, timespec
 
-from hipfile._lib._errors import ForkedProcessError, HipRuntimeError
+from hipfile._lib._errors import ForkedProcessError, HipRuntimeError, stream_error
 from hipfile._lib._bindings import driver_close as _driver_close, use_count as _use_count
 
 _hip_mod = None
@@ -245,6 +245,12 @@ cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
 
 cdef int _hip_fail(int err, str func) except -1:
     raise HipRuntimeError(hip_err=err, func=func)
+
+
+cdef int _stream_fail(int err, str func, uintptr_t stream) except -1:
+    """Raise for a failed HIP call on the caller's stream: an unknown
+    stream handle is said to be one (InvalidStreamError)."""
+    raise stream_error(err, func, stream)
 
 
 cdef object _hipapi():

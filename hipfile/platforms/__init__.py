@@ -178,6 +178,17 @@ def _is_prefix(path: Path) -> bool:
     ).is_file()
 
 
+#: How each platform is made, for the message of a platform not found.
+_BUILD_HINTS = {
+    "emulated": "It is built by the package's own build: reinstall the package "
+                "(pip install -e . in a checkout)",
+    "cuda": "Build it on a machine with CUDA and cuFile: bash platforms/cuda/build.sh "
+            "(in a checkout), or set HIPFILE_CUDA_PREFIX to a built prefix",
+    "rocm": "Install ROCm with hipFile there, or set HIPFILE_ROCM_PREFIX (or ROCM_PATH "
+            "without HIPFILE_PLATFORM) to its prefix",
+}
+
+
 def prefix(name: str = "emulated") -> Path:
     """Return the ROCm-style prefix of a platform.
 
@@ -206,6 +217,7 @@ def prefix(name: str = "emulated") -> Path:
             return path
     raise FileNotFoundError(
         f"platform {name!r} is not built; looked in: " + ", ".join(str(p) for p in tried)
+        + f". {_BUILD_HINTS[name]}"
     )
 
 
@@ -268,7 +280,33 @@ def activate(name: str, *, quiet: bool | None = None) -> Path:
     return path
 
 
+#: The error of ``HIPFILE_PLATFORM`` when the ``hipfile`` command imported
+#: the package (it reports it in one line instead of a traceback).
+environment_error: Exception | None = None
+
+
+def _is_command() -> bool:
+    """Whether this process is the ``hipfile`` command (the console script,
+    or ``python -m hipfile``)."""
+    argv0 = os.path.basename(sys.argv[0]) if sys.argv else ""
+    if argv0 in ("hipfile", "__main__.py") and "hipfile" in sys.argv[0]:
+        return True
+    from itertools import pairwise
+
+    orig = list(getattr(sys, "orig_argv", []))
+    return any(a == "-m" and b == "hipfile" for a, b in pairwise(orig))
+
+
 def _activate_from_environment() -> None:
+    """Activate ``HIPFILE_PLATFORM``. An unknown or unbuilt platform fails
+    the import, except in the ``hipfile`` command, which reports it
+    (:data:`environment_error`)."""
+    global environment_error
     name = os.environ.get("HIPFILE_PLATFORM", "").strip()
     if name:
-        activate(name)
+        try:
+            activate(name)
+        except (ValueError, FileNotFoundError) as exc:
+            if not _is_command():
+                raise
+            environment_error = exc

@@ -38,12 +38,14 @@ How a file is loaded:
    opened with ``O_DIRECT`` when the file is mostly not in the page cache
    (:func:`cached_fraction`, ``mincore``) and its file system is local and
    accepts it (``direct=None``), so every read is aligned; otherwise
-   buffered. ``device="cpu"`` allocates host memory instead.
+   buffered. ``device="cpu"`` allocates host memory instead, and opens the
+   file with a plain descriptor: host loads never load libhipfile or a HIP
+   runtime, and read through the page cache.
 4. The reads of every file are submitted before the first is waited for
    (file *k+1* is read while file *k* completes): into device memory with
    the stream-ordered engine (:meth:`hipfile.FileHandle.pread_async_ranges`,
-   ``reader="stream"``), into host memory with the thread pool's ``preadv``
-   (:meth:`hipfile.FileHandle.pread`, ``reader="parallel"``).
+   ``reader="stream"``), into host memory with POSIX ``preadv`` on the
+   package's thread pool (``reader="parallel"``).
 5. Every tensor is a view into the one allocation (fewer, larger
    allocations are faster to make and to fill); the allocation is freed when
    the last view is gone.
@@ -175,7 +177,8 @@ def load_file(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
         ``None``: ``O_DIRECT`` when the file is mostly not in the page cache
         (:func:`cached_fraction` of 1024 sampled pages below 0.5) and its
         file system is local (not NFS, Lustre, tmpfs, ...); ``True``:
-        require it; ``False``: buffered.
+        require it; ``False``: buffered. Host-memory loads always read
+        buffered.
     task_size
         Bytes per parallel task (default ``hipfile.defaults.engine_task_size()``
         for the engine, :func:`hipfile.parallel.default_task_size` for host

@@ -340,12 +340,37 @@ def build_header(entries: Sequence[tuple[str, Dtype, Sequence[int], int]],
     return struct.pack("<Q", len(raw)) + raw, order
 
 
-def _read_header_fd(fd: int, strict: bool = False) -> Header:
+def _not_json(fd: int, head: bytes, name: str | None) -> None:
+    """Refuse a JSON file given where a safetensors file belongs (the index
+    of a sharded checkpoint, most often), saying what it is; its first
+    bytes would be read as an absurd header length.
+
+    Raises
+    ------
+    SafetensorsError
+        The file starts as JSON does.
+    """
+    if not head.lstrip(b" \t\r\n").startswith(b"{"):
+        return
+    what = "a JSON file" if name is None else f"{name} is a JSON file"
+    start = os.pread(fd, 1 << 16, 0)
+    if b'"weight_map"' in start:
+        raise SafetensorsError(
+            f"{what}, the index of a sharded checkpoint, not a safetensors file: load the "
+            "checkpoint with hipfile.safetensors.load_file(index) (or a framework module's "
+            "load_file), or open the shards its weight_map names with safe_open")
+    raise SafetensorsError(f"{what}, not a safetensors file (which starts with an 8-byte "
+                           "header length)")
+
+
+def _read_header_fd(fd: int, strict: bool = False, name: str | None = None) -> Header:
     file_size = os.fstat(fd).st_size
     head = os.pread(fd, 8, 0)
     if len(head) < 8:
         raise SafetensorsError(f"file of {file_size} bytes is too short for a header")
     (n,) = struct.unpack("<Q", head)
+    if n > MAX_HEADER_SIZE or 8 + n > file_size:
+        _not_json(fd, head, name)
     if n > MAX_HEADER_SIZE:
         raise SafetensorsError(f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit")
     if n < 2 or 8 + n > file_size:
@@ -365,7 +390,8 @@ def read_header(path: str | os.PathLike[str], *, strict: bool = False) -> Header
     OSError
         The file cannot be read.
     SafetensorsError
-        The header is malformed.
+        The header is malformed, or the file is JSON (the index of a sharded
+        checkpoint: the message says to load it with ``load_file``).
     """
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -376,6 +402,6 @@ def read_header(path: str | os.PathLike[str], *, strict: bool = False) -> Header
         err.errno = errno.ENOENT
         raise err from None
     try:
-        return _read_header_fd(fd, strict)
+        return _read_header_fd(fd, strict, os.fspath(path))
     finally:
         os.close(fd)

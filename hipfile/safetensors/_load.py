@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,15 +60,15 @@ def check_backend(backend: str | None) -> None:
     ------
     TypeError
         Not a string or ``None``.
-    ValueError
-        An unknown name.
+    SafetensorsError
+        An unknown name (a :class:`ValueError`, as safetensors' ``SafetensorError``).
     """
     if backend is None:
         return
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a str or None, got {type(backend).__name__}")
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        raise SafetensorsError(f"backend must be one of {BACKENDS}, got {backend!r}")
 
 
 def check_framework(framework: str) -> str:
@@ -75,11 +76,13 @@ def check_framework(framework: str) -> str:
 
     Raises
     ------
-    ValueError
-        An unknown name.
+    SafetensorsError
+        An unknown name (a :class:`ValueError`, as safetensors raises
+        ``SafetensorError`` there).
     """
     if not isinstance(framework, str) or framework not in FRAMEWORKS:
-        raise ValueError(f"framework must be one of {tuple(FRAMEWORKS)}, got {framework!r}")
+        raise SafetensorsError(f"framework must be one of {tuple(FRAMEWORKS)}, got "
+                               f"{framework!r}")
     return FRAMEWORKS[framework]
 
 
@@ -110,9 +113,10 @@ def parse_device(device: Any, framework: str) -> Device:
     ------
     TypeError
         Not one of those types.
-    ValueError
+    SafetensorsError
         A malformed or negative device, a GPU for numpy, host memory for
-        ``"hip"``.
+        ``"hip"`` (a :class:`ValueError`; safetensors raises
+        ``SafetensorError`` for these).
     """
     if device is None:
         dev = Device("cuda", 0) if framework == "hip" else Device("cpu")
@@ -120,7 +124,7 @@ def parse_device(device: Any, framework: str) -> Device:
         raise TypeError("device must be a str, an int or a torch.device, not bool")
     elif isinstance(device, int):
         if device < 0:
-            raise ValueError(f"device ordinal must be >= 0, got {device}")
+            raise SafetensorsError(f"device ordinal must be >= 0, got {device}")
         dev = Device("cuda", device)
     elif isinstance(device, str) or type(device).__module__.startswith("torch"):
         text = str(device).strip()
@@ -135,16 +139,17 @@ def parse_device(device: Any, framework: str) -> Device:
         elif text.isdigit():
             dev = Device("cuda", int(text))
         else:
-            raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or an ordinal, "
-                             f"got {device!r}")
+            raise SafetensorsError(f"device must be 'cpu', 'cuda', 'cuda:N' or an ordinal, "
+                                   f"got {device!r}")
     else:
         raise TypeError(f"device must be a str, an int or a torch.device, not "
                         f"{type(device).__name__}")
     if framework == "numpy" and not dev.is_cpu:
-        raise ValueError("framework 'numpy' loads into host memory: device must be 'cpu'")
+        raise SafetensorsError(f"Device {device} is not supported for framework numpy: it "
+                               "loads into host memory (device 'cpu')")
     if framework == "hip" and dev.is_cpu:
-        raise ValueError("framework 'hip' loads into device memory: use framework 'numpy' or "
-                         "'pt' for host memory")
+        raise SafetensorsError("framework 'hip' loads into device memory: use framework "
+                               "'numpy' or 'pt' for host memory")
     return dev
 
 
@@ -236,13 +241,26 @@ def make_view(framework: str, device: Device, owner: Any, addr: int, offset: int
     return DeviceTensor(owner, addr + offset, info.dtype, info.shape, device.index)
 
 
-def _torch_view(flat: Any, offset: int, info: TensorInfo, device: Device) -> Any:
+def torch_dtype(info: TensorInfo) -> Any:
+    """The torch dtype of a tensor.
+
+    Raises
+    ------
+    SafetensorsError
+        torch has no such dtype.
+    """
     import torch
 
     if info.dtype.torch is None or not hasattr(torch, info.dtype.torch):
         raise SafetensorsError(f"tensor {info.name!r}: torch has no dtype for "
                                f"{info.dtype.name}")
-    tdt = getattr(torch, info.dtype.torch)
+    return getattr(torch, info.dtype.torch)
+
+
+def _torch_view(flat: Any, offset: int, info: TensorInfo, device: Device) -> Any:
+    import torch
+
+    tdt = torch_dtype(info)
     shape = list(info.shape)
     if info.dtype.name == "F4":  # two values per byte: torch's storage shape
         if not shape or shape[-1] % 2:
@@ -308,6 +326,71 @@ def open_for_read(path: str | os.PathLike[str], direct: bool | None) -> FileHand
     return FileHandle(path, os.O_RDONLY).open()
 
 
+class HostFile:
+    """A file opened for host-memory loads: a plain descriptor, read with
+    POSIX ``preadv`` on the package's thread pool. hipFile moves device
+    memory only, so host loads neither register the file nor load
+    libhipfile or a GPU runtime (as ``safetensors.numpy`` needs none).
+
+    Raises
+    ------
+    OSError
+        ``os.open`` failed.
+    IsADirectoryError
+        The path is a folder.
+    """
+
+    flags = os.O_RDONLY
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", os.fspath(path))
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd: int | None = fd
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has been called."""
+        return self.fd is None
+
+    def close(self) -> None:
+        """Close the descriptor (idempotent)."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _submit_host(f: HostFile, target: Any, reads: list[ReadRange],
+                 task: int) -> Callable[[Callable[[int], None]], int]:
+    """Start every read of a host-memory load; returns ``wait(progress) -> bytes``."""
+    from hipfile.parallel import _pread_host
+
+    fd = f.fd
+    if fd is None:
+        raise SafetensorsError("File is closed")
+    view = memoryview(target).cast("B")
+    futures = [_pread_host(fd, view, r.size, r.file_offset, r.buffer_offset, task)
+               for r in reads]
+
+    def wait_host(progress: Callable[[int], None]) -> int:
+        errors = []
+        for r, fut in zip(reads, futures, strict=True):
+            e = fut.exception()         # waits
+            errors.append(e)
+            if e is None:
+                progress(r.size)
+        for e in errors:
+            if e is not None:
+                raise e
+        return sum(fut.result() for fut in futures)
+
+    return wait_host
+
+
 # --------------------------------------------------------------------------
 # Loading
 # --------------------------------------------------------------------------
@@ -318,7 +401,7 @@ class _Pending:
     """One file's submitted reads."""
 
     path: str
-    fh: FileHandle
+    fh: FileHandle | HostFile
     header: Header
     infos: list[TensorInfo]
     owner: Any
@@ -457,20 +540,25 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
               framework: str, device: Device, *, direct: bool | None,
               task_size: int | None, reader: str, progress: bool | None = None,
               info: dict[str, Any] | None = None,
-              handles: Sequence[FileHandle | None] | None = None) -> dict[str, Any]:
+              handles: Sequence[FileHandle | HostFile | None] | None = None,
+              runs: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> dict[str, Any]:
     """Load the given tensors of several files: every file's reads are
     submitted before the first is waited for, so file *k+1* is read while
     file *k* completes; one allocation per file.
 
     ``handles`` (one per file, or None) are registered files to read with;
-    the others are opened here and closed before returning.
+    the others are opened here and closed before returning (host-memory
+    loads open a :class:`HostFile`: no hipFile). ``runs`` maps
+    a tensor's name to the byte ranges ``(begin, end)`` of it to read,
+    relative to its first byte (default: all of it); the bytes between them
+    are left unread in its view.
     """
     reader = resolve_reader(reader, device)
     task = _task_size(task_size, "parallel" if reader == "parallel" else "stream")
     pending: list[_Pending] = []
     staged: Any = None
     used: list[str] = []
-    opened: list[FileHandle] = []
+    opened: list[FileHandle | HostFile] = []
     out: dict[str, Any] = {}
     bar = _Progress(sum(sum(t.nbytes for t in infos) for _, _, infos in files), len(files),
                     progress)
@@ -478,14 +566,18 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
         try:
             for k, (path, header, infos) in enumerate(files):
                 given = handles[k] if handles is not None else None
+                fh: FileHandle | HostFile
                 if given is None:
-                    fh = open_for_read(path, direct)
+                    fh = HostFile(path) if device.is_cpu else open_for_read(path, direct)
                     opened.append(fh)
                 else:
                     fh = given
                 base = header.data_offset
-                reads, origin, span = plan_reads([(base + t.begin, base + t.end)
-                                                  for t in infos])
+                spans = [(base + t.begin + b, base + t.begin + e)
+                         for t in infos
+                         for b, e in (runs[t.name] if runs is not None and t.name in runs
+                                      else [(0, t.nbytes)])]
+                reads, origin, span = plan_reads(spans)
                 owner, addr, target = allocate(framework, device, span + ALIGNMENT)
                 # file offset `origin` lands at an address congruent to it
                 # modulo ALIGNMENT: O_DIRECT reads stay aligned
@@ -496,6 +588,12 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
                 p = _Pending(os.fspath(path), fh, header, infos, owner, addr, shift, origin,
                              reads, lambda progress: 0, expect)
                 pending.append(p)
+                if isinstance(fh, HostFile):
+                    used.append(reader)
+                    if reads:
+                        assert task is not None
+                        p.wait = _submit_host(fh, target, reads, task)
+                    continue
                 how = file_reader(reader, fh)
                 used.append(how)
                 if reads and how == "staged":

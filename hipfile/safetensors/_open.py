@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hipfile._file_holder import FileHolder
 from hipfile._lifetime import ClosesWhenCollected
 from hipfile.file import FileHandle
 from hipfile.safetensors._header import (
+    DTYPES,
     Header,
     SafetensorsError,
     TensorInfo,
@@ -19,13 +22,17 @@ from hipfile.safetensors._header import (
     read_header,
 )
 from hipfile.safetensors._load import (
+    HostFile,
     check_backend,
     check_framework,
     load_many,
+    numpy_dtype,
     open_for_read,
     parse_device,
     resolve_reader,
+    torch_dtype,
 )
+from hipfile.safetensors._read import DeviceTensor
 
 
 class SafeOpen(FileHolder, ClosesWhenCollected):
@@ -52,18 +59,22 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
     Raises
     ------
     SafetensorsError
-        A malformed header.
+        A malformed header, a JSON file (a sharded checkpoint's index: load
+        it with :func:`load_file`); a bad ``framework`` or ``device`` (a GPU
+        with framework ``"numpy"``), as safetensors raises it.
     FileNotFoundError, OSError, HipFileException
-        The file cannot be opened or registered.
+        The file cannot be opened or registered (host-memory loads do not
+        register it: they need no GPU library).
     ValueError, TypeError
-        A bad ``framework``, ``device`` or ``reader``.
+        A bad ``reader``; a ``device`` of another type.
     """
 
     def __init__(self, path: str | os.PathLike[str], framework: str = "hip",
                  device: Any = None, *, direct: bool | None = None,
                  task_size: int | None = None, reader: str = "auto",
                  strict: bool = False) -> None:
-        self._fh: FileHandle | None = None
+        # a HostFile for host memory: FileHolder only closes what it holds
+        self._fh: FileHandle | HostFile | None = None  # type: ignore[assignment]
         self._framework = check_framework(framework)
         self._device = parse_device(device, self._framework)
         self._reader = resolve_reader(reader, self._device)
@@ -72,9 +83,10 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         self._task_size = task_size
         self._lock = threading.Lock()
         self._header = read_header(path, strict=strict)
-        self._fh = open_for_read(path, direct)
+        # host memory is read with POSIX calls: no hipFile, no GPU library
+        self._fh = HostFile(path) if self._device.is_cpu else open_for_read(path, direct)
 
-    def _open_fh(self) -> FileHandle:
+    def _open_fh(self) -> FileHandle | HostFile:
         fh = self._fh
         if fh is None:
             raise SafetensorsError("File is closed")
@@ -138,12 +150,13 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
             raise TensorNotFoundError(name)
         return t
 
-    def _read(self, infos: list[TensorInfo]) -> dict[str, Any]:
+    def _read(self, infos: list[TensorInfo],
+              runs: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> dict[str, Any]:
         with self._lock:
             fh = self._open_fh()
             return load_many([(self._path, self._header, infos)], self._framework,
                              self._device, direct=self._direct, task_size=self._task_size,
-                             reader=self._reader, progress=False, handles=[fh])
+                             reader=self._reader, progress=False, handles=[fh], runs=runs)
 
     def get_tensor(self, name: str) -> Any:
         """Read one tensor into its own memory.
@@ -217,7 +230,7 @@ def safe_open(path: str | os.PathLike[str], framework: str = "hip", device: Any 
 
     Raises
     ------
-    ValueError, TypeError
+    SafetensorsError, TypeError
         An unknown ``backend``, or what :class:`SafeOpen` raises.
     """
     check_backend(backend)
@@ -229,14 +242,37 @@ def safe_open(path: str | os.PathLike[str], framework: str = "hip", device: Any 
 # Slices
 # --------------------------------------------------------------------------
 
+#: A slice read enumerates at most this many runs of bytes; past that the
+#: innermost enumerated dimension is read as one span (from its first
+#: selected element to its last), coarser runs that the read planner merges.
+MAX_RUNS = 1 << 14
+
+
+@dataclass(frozen=True)
+class _Dim:
+    """One dimension of a selection: ``start``, ``stop`` (as asked, checked
+    against the size), ``step``, and whether an int selected it (the
+    dimension is dropped from the result)."""
+
+    start: int
+    stop: int
+    step: int
+    select: bool
+
+    def count(self) -> int:
+        return len(range(self.start, self.stop, self.step))
+
 
 class SafeSlice:
     """One tensor of an open file, indexed lazily (``safe_open(...).get_slice``).
 
     Indexing takes what safetensors' slices take: ints (negative counted
-    from the end), slices without a step, a tuple of them (one per leading
-    dimension), and the empty list. Only the rows of the first dimension
-    that the index selects are read.
+    from the end), slices with a positive step, one ellipsis, a tuple of
+    them, and the empty list. Only the bytes holding the selected elements
+    are read: a slice of rows is one contiguous range, and a selection in
+    inner dimensions reads its runs of contiguous bytes, coalesced as the
+    loader coalesces ranges (gaps up to 1 MiB are read through), all in one
+    operation.
     """
 
     def __init__(self, owner: SafeOpen, info: TensorInfo) -> None:
@@ -262,73 +298,141 @@ class SafeSlice:
         return self._info.shape[0]
 
     def __getitem__(self, index: Any) -> Any:
-        """Read the selected part.
+        """Read the selected part: a new tensor in C order, as safetensors
+        returns it (for ``framework="hip"``, a :class:`DeviceTensor` view of
+        the bytes read, which must then be one contiguous range).
 
         Raises
         ------
         SafetensorsError
-            An index out of bounds, a non-empty list, more indices than
-            dimensions, a step; the file is closed.
+            What safetensors refuses, with its message: an index out of
+            bounds, a step that is not positive, two ellipses, a non-empty
+            list, more indices than dimensions, an index of another type;
+            a strided selection with ``framework="hip"``; the file is
+            closed.
         TypeError
-            An index that is not an int, a slice or a list.
+            A slice bound that is not an integer.
         """
         info = self._info
-        bounds, display = _indexers(index, info.shape)
-        shape = info.shape
-        # safetensors checks the last dimension first
-        for i in reversed(range(len(bounds))):
-            start, stop, _ = bounds[i]
-            if start >= shape[i] or stop > shape[i]:
-                asked = start if start >= shape[i] else stop - 1
-                raise SafetensorsError(
-                    f"Error during slicing [{', '.join(display)}] with shape {list(shape)}: "
-                    f"index {asked} out of bounds for tensor dimension #{i} of size "
-                    f"{shape[i]}")
-        part = _rows(info, bounds[0][0], bounds[0][1]) if bounds else info
-        data = self._owner._read([part])[info.name]
-        rest: list[Any] = []
-        for k, (start, stop, select) in enumerate(bounds):
-            if k == 0:
-                rest.append(0 if select else slice(None))
-            else:
-                rest.append(start if select else slice(start, stop))
-        if not rest:
-            return data
+        shape = tuple(info.shape)
+        dims, display = _selection(index, shape)
+        _check_bounds(dims, display, shape)
+        full = dims + [_Dim(0, n, 1, False) for n in shape[len(dims):]]
         framework = self._owner._framework
+        if info.dtype.bits % 8:
+            return self._packed(full)
+        isz = info.dtype.bits // 8
+        strides = _strides(shape)
+        counts = [d.count() for d in full]
+        out_shape = tuple(c for c, d in zip(counts, full, strict=True) if not d.select)
+        out_strides = tuple(d.step * s * isz for d, s in zip(full, strides, strict=True)
+                            if not d.select)
+        n_out = math.prod(counts)
+        first = sum(d.start * s for d, s in zip(full, strides, strict=True)) if n_out else 0
+        last = first + sum((c - 1) * d.step * s for c, d, s in
+                           zip(counts, full, strides, strict=True)) if n_out else -1
+        window = TensorInfo(info.name, DTYPES["U8"], ((last + 1 - first) * isz,),
+                            info.begin + first * isz, info.begin + (last + 1) * isz)
+        runs = _runs(full, counts, shape, strides, isz) if n_out else []
+        raw = self._owner._read([window], {info.name: runs})[info.name]
+        contiguous = n_out * isz == window.nbytes
         if framework == "hip":
-            if any(isinstance(r, int) for r in rest[1:]) or any(
-                    (b[0], b[1]) != (0, shape[k]) for k, b in enumerate(bounds) if k):
-                raise SafetensorsError("slices of DeviceTensor select rows of the first "
-                                       "dimension only: use framework 'pt' for more")
-            if bounds[0][2]:
-                from hipfile.safetensors._read import DeviceTensor
-
-                return DeviceTensor(data, data.ptr, data.dtype, data.shape[1:], data.device)
-            return data
-        out = data[tuple(rest)]
+            if not contiguous:
+                raise SafetensorsError(
+                    "a DeviceTensor slice must be one contiguous range of the tensor (rows of "
+                    "the first dimensions, whole inner dimensions): use framework 'pt' or "
+                    "'numpy' for strided selections")
+            return DeviceTensor(raw, raw.ptr, info.dtype, out_shape, raw.device)
         if framework == "numpy":
             import numpy as np
 
-            return np.ascontiguousarray(out)
-        return out.contiguous()
+            dt = numpy_dtype(info)
+            if raw.ctypes.data % max(1, dt.alignment):   # misaligned in the file: copy
+                raw = raw.copy()
+            view = np.ndarray(out_shape, dt, buffer=raw, strides=out_strides)
+            return view if view.flags.c_contiguous else view.copy()
+        import torch
+
+        tdt = torch_dtype(info)
+        if int(raw.data_ptr()) % isz:                    # misaligned in the file: copy
+            raw = raw.clone()
+        data = raw.view(tdt)
+        return torch.as_strided(data, out_shape, tuple(s // isz for s in out_strides)
+                                ).contiguous()
+
+    def _packed(self, full: list[_Dim]) -> Any:
+        """A selection of a tensor whose elements are not whole bytes (F4,
+        F6): the tensor is read whole and indexed by the framework."""
+        info = self._info
+        whole = all(not d.select and (d.start, d.stop, d.step) == (0, n, 1)
+                    for d, n in zip(full, info.shape, strict=True))
+        data = self._owner._read([info])[info.name]
+        if whole:
+            return data
+        if self._owner._framework != "torch":
+            raise SafetensorsError(f"tensor {info.name!r}: {info.dtype.name} elements are not "
+                                   "whole bytes; slice it with framework 'pt', or read it "
+                                   "with get_tensor")
+        return data[tuple(d.start if d.select else slice(d.start, d.stop, d.step)
+                          for d in full)].contiguous()
 
 
-def _rows(info: TensorInfo, start: int, stop: int) -> TensorInfo:
-    """The part of ``info`` holding rows ``start:stop`` of its first dimension
-    (the whole tensor when rows are not whole bytes)."""
-    rows = info.shape[0]
-    if rows == 0 or info.nbytes % rows:
-        return info
-    row = info.nbytes // rows
-    stop = max(stop, start)
-    return TensorInfo(info.name, info.dtype, (stop - start, *info.shape[1:]),
-                      info.begin + start * row, info.begin + stop * row)
+def _strides(shape: Sequence[int]) -> list[int]:
+    """Row-major strides in elements."""
+    out = [1] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        out[k] = out[k + 1] * shape[k + 1]
+    return out
 
 
-def _indexers(index: Any, shape: Sequence[int]
-              ) -> tuple[list[tuple[int, int, bool]], list[str]]:
-    """``[(start, stop, is_select)]`` per indexed dimension and safetensors'
-    display of each."""
+def _runs(full: list[_Dim], counts: list[int], shape: Sequence[int], strides: list[int],
+          isz: int) -> list[tuple[int, int]]:
+    """The byte runs ``(begin, end)`` of a selection with at least one
+    element, relative to its first element, in file order.
+
+    The inner dimensions taken whole, and the next one when its step is 1,
+    make one run; the dimensions outside it are enumerated, at most
+    :data:`MAX_RUNS` runs (while there would be more, the innermost
+    enumerated dimension joins the run, from its first selected index to its
+    last).
+    """
+    import numpy as np
+
+    k = len(full)
+    run = 1                         # elements of one run
+    while k > 0:
+        d = full[k - 1]
+        whole = not d.select and (d.start, d.stop, d.step) == (0, shape[k - 1], 1)
+        if d.step == 1:
+            run += (counts[k - 1] - 1) * strides[k - 1]
+            k -= 1
+        if not whole:
+            break
+    outer = list(range(k))
+    while outer and math.prod(counts[j] for j in outer) > MAX_RUNS:
+        j = outer.pop()
+        run += (counts[j] - 1) * full[j].step * strides[j]
+    offsets = np.zeros(1, np.int64)
+    for j in outer:
+        steps = np.arange(counts[j], dtype=np.int64) * (full[j].step * strides[j])
+        offsets = (offsets[:, None] + steps[None, :]).reshape(-1)
+    return [(int(o) * isz, (int(o) + run) * isz) for o in offsets]
+
+
+def _selection(index: Any, shape: Sequence[int]) -> tuple[list[_Dim], list[str]]:
+    """The dimensions an index selects (one per indexed dimension, the
+    ellipsis expanded) and safetensors' display of each.
+
+    Raises
+    ------
+    SafetensorsError
+        What safetensors refuses while reading an index: a non-empty list,
+        two ellipses, a step that is not positive, an item that is not an
+        int, a slice or an ellipsis, a negative index below minus the size,
+        more indices than dimensions.
+    TypeError
+        A slice bound that is not an integer.
+    """
     if isinstance(index, list):
         if index:
             raise SafetensorsError("Non empty lists are not implemented")
@@ -337,36 +441,68 @@ def _indexers(index: Any, shape: Sequence[int]
         items = list(index)
     else:
         items = [index]
-    if len(items) > len(shape):
-        raise SafetensorsError(f"Error during slicing with shape {list(shape)}: more slicing "
-                               "indexes than dimensions in tensor")
-    bounds: list[tuple[int, int, bool]] = []
+    if sum(1 for it in items if it is Ellipsis) > 1:
+        raise SafetensorsError("Only one ellipsis (...) is allowed in slice index")
+    explicit = sum(1 for it in items if it is not Ellipsis)
+    dims: list[_Dim] = []
     display: list[str] = []
-    for i, (item, dim) in enumerate(zip(items, shape[:len(items)], strict=True)):
+    for item in items:
+        k = len(dims)
+        if item is Ellipsis:
+            for n in shape[k:k + max(0, len(shape) - explicit)]:
+                dims.append(_Dim(0, n, 1, False))
+                display.append(":")
+            continue
+        size = shape[k] if k < len(shape) else 0
         if isinstance(item, slice):
-            if item.step not in (None, 1):
-                raise SafetensorsError("slices with a step are not implemented")
-            start = _bound(item.start, dim, 0)
-            stop = _bound(item.stop, dim, dim)
-            bounds.append((start, max(stop, start) if stop <= dim else stop, False))
+            step = 1 if item.step is None else operator.index(item.step)
+            if step <= 0:
+                raise SafetensorsError(f"Slice step must be a positive integer, got {step}")
+            start = _bound(item.start, size, 0)
+            stop = _bound(item.stop, size, size)
+            dims.append(_Dim(start, stop, step, False))
             display.append(f"{'' if item.start is None else start}:"
-                           f"{'' if item.stop is None else stop}")
-        else:
-            try:
-                idx = operator.index(item)
-            except TypeError:
-                raise TypeError(f"cannot index a tensor with {type(item).__name__}") from None
-            if idx < 0:
-                if dim + idx < 0:
-                    raise SafetensorsError(f"Invalid index {idx} for dimension {i} of size "
-                                           f"{dim}")
-                idx += dim
-            bounds.append((idx, idx + 1, True))
-            display.append(str(idx))
-    return bounds, display
+                           f"{'' if item.stop is None else stop}"
+                           f"{'' if step == 1 else f':{step}'}")
+            continue
+        try:
+            idx = operator.index(item)
+        except TypeError:
+            raise SafetensorsError(f"Unsupported slice index at position {k}: expected slice, "
+                                   "int, or ellipsis") from None
+        if idx < 0:
+            if size + idx < 0:
+                raise SafetensorsError(f"Invalid index {idx} for dimension {k} of size {size}")
+            idx += size
+        dims.append(_Dim(idx, idx + 1, 1, True))
+        display.append(str(idx))
+    if len(dims) > len(shape):
+        raise SafetensorsError(f"Error during slicing [{', '.join(display)}] with shape "
+                               f"{list(shape)}: more slicing indexes than dimensions in tensor")
+    return dims, display
+
+
+def _check_bounds(dims: list[_Dim], display: list[str], shape: Sequence[int]) -> None:
+    """Refuse a start at or past the size, or a stop past it, as safetensors
+    does: the last dimension first.
+
+    Raises
+    ------
+    SafetensorsError
+        An index out of bounds, with safetensors' message.
+    """
+    for i in reversed(range(len(dims))):
+        d, n = dims[i], shape[i]
+        if d.start >= n or d.stop > n:
+            asked = d.start if d.start >= n else d.stop - 1
+            raise SafetensorsError(
+                f"Error during slicing [{', '.join(display)}] with shape {list(shape)}: index "
+                f"{asked} out of bounds for tensor dimension #{i} of size {n}")
 
 
 def _bound(value: Any, dim: int, default: int) -> int:
+    """A slice bound: ``None`` is ``default``; a negative one counts from the
+    end, as Python's slices do, and stops at 0."""
     if value is None:
         return default
     v = operator.index(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 from collections.abc import Iterable, Mapping
@@ -287,6 +288,16 @@ def _device_bytes(dev: Any, nbytes: int) -> bytes:
     return out.tobytes()
 
 
+def _for_path(error: OSError, path: str | os.PathLike[str]) -> OSError:
+    """``error`` (of the temporary file) as the same error of ``path``: same
+    class and errno; a missing folder is named."""
+    text = error.strerror or str(error)
+    folder = os.path.dirname(os.path.abspath(path))
+    if error.errno == errno.ENOENT and not os.path.isdir(folder):
+        text = f"{text} (the folder {folder} does not exist)"
+    return type(error)(error.errno, text, os.fspath(path))
+
+
 def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
               metadata: Mapping[str, str] | None = None, *,
               task_size: int | None = None) -> None:
@@ -332,7 +343,11 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
     tmp = f"{os.fspath(path)}.tmp{os.getpid()}.{threading.get_ident()}"
     on_device = any(dev is not None and nbytes for nbytes, dev, _ in sources)
     try:
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError as err:
+            # the temporary name is ours: the error names the caller's path
+            raise _for_path(err, path) from None
         try:
             _pwrite_all(fd, head, 0)
             pos = len(head)
@@ -360,7 +375,10 @@ def save_file(tensors: Mapping[str, Any], path: str | os.PathLike[str],
                 for nbytes, f in futures:
                     if f.result() != nbytes:
                         raise OSError(f"short write: {f.result()} of {nbytes} bytes")
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as err:
+            raise _for_path(err, path) from None
     except BaseException:
         try:
             os.unlink(tmp)

@@ -4,9 +4,11 @@ Switch with one line::
 
     from hipfile.safetensors.numpy import load_file, save_file   # was: safetensors.numpy
 
-Arrays live in host memory; files are read through the package's host-buffer
-path (``preadv`` on its thread pool, ``O_DIRECT`` for files not in the page
-cache) and written with ``pwrite``, byte for byte as safetensors writes them.
+Arrays live in host memory; files are read with POSIX ``preadv`` on the
+package's thread pool and written with ``pwrite``, byte for byte as
+safetensors writes them. Neither loads libhipfile or a HIP runtime: this
+module works on a machine with no GPU library, as ``safetensors.numpy``
+does.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ def load_file(filename: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
               progress: bool | None = None, strict: bool = False) -> dict[str, Any]:
     """Arrays of a file, an index ``.json`` or a list of shards
     (``safetensors.numpy.load_file``); the keywords are
-    :func:`hipfile.safetensors.load_file`'s.
+    :func:`hipfile.safetensors.load_file`'s (``direct`` has no effect:
+    host memory is read through the page cache). No GPU library is needed.
 
     Raises
     ------

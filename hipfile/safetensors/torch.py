@@ -220,7 +220,7 @@ def _covers_storage(t: Any) -> bool:
 
 def load_model(model: torch.nn.Module, filename: str | os.PathLike[str], strict: bool = True,
                device: Any = "cpu", *, backend: str | None = None
-               ) -> tuple[list[str], list[str]]:
+               ) -> tuple[set[str], list[str]]:
     """Load a file into a model (``safetensors.torch.load_model``).
 
     Of names the model shares (tied weights), one is loaded (one the file
@@ -233,7 +233,8 @@ def load_model(model: torch.nn.Module, filename: str | os.PathLike[str], strict:
     Returns
     -------
     (missing, unexpected)
-        Model names the file did not set, file names the model did not take.
+        Model names the file did not set (a set, as safetensors returns
+        it), file names the model did not take (a list).
 
     Raises
     ------
@@ -261,4 +262,4 @@ def load_model(model: torch.nn.Module, filename: str | os.PathLike[str], strict:
             error += "\n    Unexpected key(s) in state_dict: " + ", ".join(
                 f'"{k}"' for k in sorted(unexpected))
         raise RuntimeError(error)
-    return sorted(missing), unexpected
+    return missing, unexpected

@@ -20,6 +20,10 @@ The same names as cufile-python, with the same meanings:
   then checked against its own length.
 * ``mode`` is one of ``"r"``, ``"r+"``, ``"w"``, ``"w+"``, ``"a"``, ``"a+"``;
   ``use_direct_io=True`` adds ``O_DIRECT``.
+* A bare address (``ctypes.c_void_p`` or int) carries no size: a transfer
+  that runs past the end of its device allocation fails in hipFile with
+  ``INVALID_VALUE`` (5022), and the error names the size, the offset and the
+  allocation (``hipMemGetAddressRange``), as the core API does.
 * The file is opened by :meth:`CuFile.open` or the context manager;
   :attr:`CuFile.is_open` tells, and :attr:`CuFile.handle` is ``None`` while
   closed.
@@ -61,10 +65,19 @@ from hipfile._file_holder import QuietFileHolder
 from hipfile.buffer import Buffer
 from hipfile.compat._errors import also
 from hipfile.driver import Driver, process_driver
+from hipfile.enums import OpError
 from hipfile.errors import HipFileException
 from hipfile.file import FileHandle
 
 __all__ = ["MODES", "CuFile", "CuFileDriver", "InvalidModeError"]
+
+
+def __dir__() -> list[str]:
+    """The public names (cufile-python's), the submodule ``bindings`` and
+    the module's own attributes: not the names this module imports for its
+    own use (``os``, ``ctypes``, ``Any``, ...)."""
+    own = [n for n in globals() if n.startswith("__") and n.endswith("__")]
+    return sorted({*__all__, *own, *(["bindings"] if "bindings" in globals() else [])})
 
 
 class InvalidModeError(ValueError, KeyError):
@@ -367,6 +380,10 @@ class CuFile(QuietFileHolder):
             return (fh.write if write else fh.read)(buf, size, file_offset, dev_offset)
         except HipFileException as e:
             also(e, RuntimeError)  # in place: a class defined in Python
+            if e.err == OpError.INVALID_VALUE and isinstance(buf, Buffer) and buf.bare:
+                detail = _overrun(buf.ptr, size, dev_offset)
+                if detail:
+                    e._detail = detail
             raise
 
     def _open_file(self) -> FileHandle:
@@ -375,6 +392,37 @@ class CuFile(QuietFileHolder):
             # cufile-python's message, with the errno and the path
             raise OSError(errno.EBADF, "File is not open.", os.fspath(self._path))
         return fh
+
+
+def _overrun(ptr: int, size: int, dev_offset: int) -> str | None:
+    """What is wrong when ``[dev_offset, dev_offset + size)`` from the bare
+    address ``ptr`` overruns the device allocation holding it (as the core
+    API says it for a :class:`hipfile.Buffer`), or None when it does not or
+    the runtime cannot tell.
+
+    See Also
+    --------
+    hipMemGetAddressRange
+    """
+    from hipfile import _hip
+
+    hip: Any = _hip.hip
+    try:
+        err, base, asize = hip.hipMemGetAddressRange(ptr)
+    except Exception:               # a runtime without the function
+        return None
+    if err != hip.hipError_t.hipSuccess or base is None:
+        return (f"size {size} at dev_offset {dev_offset} from the bare address {ptr:#x}: "
+                "the address lies in no device allocation the HIP runtime knows")
+    lo, asize = int(base), int(asize)
+    if not lo <= ptr < lo + asize:
+        return None
+    room = lo + asize - ptr
+    if dev_offset + size <= room:
+        return None
+    return (f"size {size} at dev_offset {dev_offset} overruns the device allocation: the "
+            f"address {ptr:#x} lies in the {asize}-byte allocation at {lo:#x}, which ends "
+            f"{room} bytes after it")
 
 
 def _target(dest: Any, size: Any, file_offset: Any,

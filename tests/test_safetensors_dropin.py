@@ -1,0 +1,332 @@
+"""hipfile.safetensors against safetensors itself where a user switching
+from it would notice: slices with steps and an ellipsis (results and errors
+compared with the reference over random shapes, dtypes and indices), which
+bytes a slice reads, the exception classes, the index of a sharded
+checkpoint given to safe_open, host loads with no GPU library, and the
+path named when a save fails."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _util import run_python
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from hipfile import safetensors as hst
+from hipfile.safetensors import numpy as hnp
+
+st = pytest.importorskip("safetensors")
+stn = pytest.importorskip("safetensors.numpy")
+
+DTYPES = [np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32, np.int64, np.float16,
+          np.bool_, np.uint16]
+
+
+def _arrays() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(7)
+    shapes = [(), (1,), (7,), (0,), (3, 4), (4, 0, 2), (5, 3, 2), (2, 3, 4, 5), (6, 1, 3),
+              (1, 1, 1), (9, 2)]
+    out = {}
+    for i, shape in enumerate(shapes):
+        for dt in DTYPES[i % 3::3]:
+            out[f"t{i}_{np.dtype(dt).name}"] = rng.integers(0, 120, size=shape).astype(dt)
+    return out
+
+
+ARRAYS = _arrays()
+
+
+@pytest.fixture(scope="module")
+def sliced_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("slices") / "s.safetensors"
+    stn.save_file(ARRAYS, path)
+    return path
+
+
+def _outcome(open_: Any, path: Path, name: str, index: Any) -> tuple[str, Any]:
+    """``("ok", array)``, ``("safetensor", message)`` or ``("other", exc)``."""
+    with open_(path, framework="numpy") as f:
+        try:
+            return "ok", f.get_slice(name)[index]
+        except st.SafetensorError as e:           # the reference's class
+            return "safetensor", str(e)
+        except hst.SafetensorError as e:          # ours
+            return "safetensor", str(e)
+        except BaseException as e:  # the reference panics (PanicException)
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            return "other", e
+
+
+def _check_same(path: Path, name: str, index: Any, a: np.ndarray) -> None:
+    kind, want = _outcome(st.safe_open, path, name, index)
+    got_kind, got = _outcome(hst.safe_open, path, name, index)
+    if kind == "other":
+        # the reference fails outside its error class (negative slice bounds:
+        # OverflowError; a stop before the start: SystemError or a panic):
+        # ours follows Python's slices there, or refuses with SafetensorError
+        assert got_kind in ("ok", "safetensor"), (index, got)
+        if got_kind == "ok":
+            assert got.shape == a[index].shape and np.array_equal(got, a[index]), index
+        return
+    assert got_kind == kind, (name, index, want, got)
+    if kind == "safetensor":
+        assert got == want, (name, index)
+        return
+    assert got.dtype == want.dtype and got.shape == want.shape, (name, index)
+    assert got.tobytes() == want.tobytes(), (name, index)
+    assert got.flags.c_contiguous
+
+
+def _item(size: int) -> hs.SearchStrategy[Any]:
+    bound = hs.none() | hs.integers(-size - 2, size + 2)
+    step = hs.none() | hs.integers(-2, 4)
+    return hs.one_of(
+        hs.integers(-size - 1, size + 1),
+        hs.just(Ellipsis),
+        hs.builds(slice, bound, bound, step),
+        hs.sampled_from([None, "x", 1.5, [], [0]]),
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=hs.data())
+def test_slices_match_safetensors(sliced_file: Path, data: hs.DataObject) -> None:
+    """Random indices (ints, negative ones, slices with and without steps,
+    an ellipsis or two, empty ranges, out-of-range values, other types) on
+    random shapes and dtypes: the same dtype, shape and bytes as
+    safetensors' numpy slices, or the same SafetensorError message."""
+    name = data.draw(hs.sampled_from(sorted(ARRAYS)))
+    shape = ARRAYS[name].shape
+    n = data.draw(hs.integers(0, len(shape) + 2))
+    items = [data.draw(_item(shape[k] if k < len(shape) else 2)) for k in range(n)]
+    index: Any = tuple(items)
+    if n == 1 and data.draw(hs.booleans()):
+        index = items[0]
+    _check_same(sliced_file, name, index, ARRAYS[name])
+
+
+@pytest.mark.parametrize("index", [
+    np.s_[::2], np.s_[..., 0], np.s_[1::2, ..., 3], np.s_[:, ::3], np.s_[..., ::2],
+    np.s_[1, ..., 2, 3], np.s_[..., -1], np.s_[0, ..., 0], np.s_[::3, 1:, ::4], np.s_[...],
+    np.s_[()], np.s_[::100], np.s_[0:4:2, 0:0], np.s_[..., 1:1], np.s_[-1, 2:5:2],
+    np.s_[::-1], np.s_[::0], np.s_[..., ...], np.s_[None], np.s_[..., 6], np.s_[4::2],
+    np.s_[:10:2], np.s_[1, 2, 3, 4], np.s_[:, :, -7], np.s_[..., 1.5],
+], ids=repr)
+def test_steps_and_ellipsis(tmp_path: Path, index: Any) -> None:
+    """The issue's cases and their neighbours, on a 3-d tensor: ``[::2]``
+    and ``[..., 0]`` give what safetensors gives, and what it refuses is
+    refused with its message."""
+    a = np.arange(4 * 5 * 6, dtype=np.float32).reshape(4, 5, 6)
+    path = tmp_path / "a.safetensors"
+    stn.save_file({"a": a}, path)
+    _check_same(path, "a", index, a)
+
+
+@pytest.fixture
+def preadv_bytes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Bytes asked of every ``os.preadv`` (the host path's read call)."""
+    sizes: list[int] = []
+    real = os.preadv
+
+    def counting(fd: int, buffers: Any, offset: int, *args: Any) -> int:
+        sizes.append(sum(memoryview(b).nbytes for b in buffers))
+        return real(fd, buffers, offset, *args)
+
+    monkeypatch.setattr(os, "preadv", counting)
+    yield sizes
+
+
+def test_slices_read_only_the_bytes_they_need(tmp_path: Path, preadv_bytes: list[int]) -> None:
+    """Rows with a step read those rows; an inner index reads one run per
+    row (rows of 4 MiB, so the runs are not merged across the gaps)."""
+    rows, cols = 8, 1 << 20
+    a = np.arange(rows * cols, dtype=np.float32).reshape(rows, cols)
+    path = tmp_path / "big.safetensors"
+    hnp.save_file({"a": a}, path)
+    row = cols * 4
+    with hst.safe_open(path, framework="np") as f:
+        s = f.get_slice("a")
+        preadv_bytes.clear()
+        got = s[::2]
+        assert np.array_equal(got, a[::2]) and got.flags.c_contiguous
+        # 4 rows, each rounded out to 4 KiB pages (8 KiB at most per row)
+        assert 4 * row <= sum(preadv_bytes) <= 4 * row + 4 * 8192, sum(preadv_bytes)
+        preadv_bytes.clear()
+        got = s[..., 3]
+        assert np.array_equal(got, a[:, 3]) and got.shape == (rows,)
+        assert sum(preadv_bytes) <= rows * 8192, sum(preadv_bytes)
+        preadv_bytes.clear()
+        got = s[1:7:3, 10:20:5]
+        assert np.array_equal(got, a[1:7:3, 10:20:5])
+        assert sum(preadv_bytes) <= 2 * 8192, sum(preadv_bytes)
+        preadv_bytes.clear()
+        got = s[2:3]
+        assert np.array_equal(got, a[2:3])
+        assert row <= sum(preadv_bytes) <= row + 8192
+
+
+def test_slice_of_many_small_runs_is_bounded(tmp_path: Path) -> None:
+    """An inner index over many short rows is read in few operations (runs
+    merged), and gives the right values."""
+    a = np.arange(200_000 * 3, dtype=np.int16).reshape(200_000, 3)
+    path = tmp_path / "many.safetensors"
+    hnp.save_file({"a": a}, path)
+    with hst.safe_open(path, framework="np") as f:
+        got = f.get_slice("a")[..., 1]
+        assert np.array_equal(got, a[:, 1])
+        got = f.get_slice("a")[5::7, 2]
+        assert np.array_equal(got, a[5::7, 2])
+
+
+def test_device_slices(tmp_path: Path) -> None:
+    """framework="hip": a contiguous selection (rows, or rows with whole
+    inner dimensions) is a DeviceTensor with the right bytes; a strided one
+    is refused with SafetensorError naming the frameworks that take it."""
+    a = np.arange(6 * 4 * 2, dtype=np.int32).reshape(6, 4, 2)
+    path = tmp_path / "d.safetensors"
+    hnp.save_file({"a": a}, path)
+    with hst.safe_open(path, framework="hip", device=0) as f:
+        s = f.get_slice("a")
+        for index in (np.s_[1:4], np.s_[2], np.s_[2, 1:3], np.s_[..., :], np.s_[3, 2, 1],
+                      np.s_[::1], np.s_[0:0]):
+            got = s[index]
+            assert isinstance(got, hst.DeviceTensor)
+            host = got.copy_to_host()
+            assert host.shape == a[index].shape and np.array_equal(host, a[index]), index
+        for index in (np.s_[::2], np.s_[..., 0], np.s_[:, 1]):
+            with pytest.raises(hst.SafetensorError, match="framework 'pt' or 'numpy'"):
+                s[index]
+
+
+# --------------------------------------------------------------------------
+# Exception classes and results (item 9)
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", ["cuda:0", "cuda", 0])
+def test_numpy_on_a_gpu_is_a_safetensor_error(tmp_path: Path, device: Any) -> None:
+    """safe_open(framework="numpy", device=<a GPU>) raises SafetensorError,
+    as safetensors does (a ValueError still)."""
+    path = tmp_path / "n.safetensors"
+    hnp.save_file({"a": np.zeros(2)}, path)
+    with pytest.raises(st.SafetensorError):
+        st.safe_open(path, framework="numpy", device=device)
+    with pytest.raises(hst.SafetensorError, match="not supported for framework numpy") as info:
+        hst.safe_open(path, framework="numpy", device=device)
+    assert isinstance(info.value, ValueError)
+    with pytest.raises(hst.SafetensorError):
+        hst.load_file(path, device, "numpy")
+    for bad in ({"framework": "flax"}, {"backend": "nope"}, {"device": "cuda:x"}):
+        with pytest.raises(hst.SafetensorError):
+            hst.safe_open(path, **{"framework": "numpy", **bad})
+
+
+def test_safe_open_on_an_index_says_so(tmp_path: Path) -> None:
+    """safe_open of a model.safetensors.index.json says it is a sharded
+    checkpoint's index and points to load_file (no absurd header length)."""
+    hnp.save_file({"a": np.arange(3.0)}, tmp_path / "s1.safetensors")
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {}, "weight_map": {"a": "s1.safetensors"}}))
+    with pytest.raises(hst.SafetensorError) as info:
+        hst.safe_open(index, framework="np")
+    text = str(info.value)
+    assert "index of a sharded checkpoint" in text and "load_file" in text
+    assert str(index) in text and "header length" not in text
+    other = tmp_path / "config.json"
+    other.write_text('{"hidden_size": 4096}')
+    with pytest.raises(hst.SafetensorError, match="JSON file, not a safetensors file"):
+        hst.safe_open(other, framework="np")
+    assert np.array_equal(hnp.load_file(index)["a"], np.arange(3.0))
+
+
+def test_load_model_returns_a_set_of_missing_names(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """load_model returns (set, list) as safetensors does; torch's own
+    model is replaced by an object with the two methods load_model calls,
+    so this runs where torch is not installed."""
+    from hipfile.safetensors import torch as ht
+
+    class Model:
+        def state_dict(self) -> dict[str, Any]:
+            return {}
+
+        def load_state_dict(self, state: Any, strict: bool) -> tuple[list[str], list[str]]:
+            assert strict is False
+            return ["b.weight"], ["extra"]
+
+    monkeypatch.setattr(ht, "load_file", lambda *a, **k: {"extra": np.zeros(1)})
+    missing, unexpected = ht.load_model(Model(), tmp_path / "unused", strict=False)  # type: ignore[arg-type]
+    assert missing == {"b.weight"} and isinstance(missing, set)
+    assert unexpected == ["extra"]
+
+    class Clean(Model):
+        def load_state_dict(self, state: Any, strict: bool) -> tuple[list[str], list[str]]:
+            return [], []
+
+    assert ht.load_model(Clean(), tmp_path / "unused") == (set(), [])  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------
+# Host loads without a GPU library (item 10)
+# --------------------------------------------------------------------------
+
+
+def test_host_loads_need_no_gpu_library(tmp_path: Path) -> None:
+    """hipfile.safetensors.numpy.load_file, safe_open(framework="np") and its
+    slices work in a process where neither libhipfile nor a HIP runtime can
+    be found (no platform activated), as safetensors.numpy does."""
+    path = tmp_path / "host.safetensors"
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    stn.save_file({"a": a, "b": np.arange(5, dtype=np.int64)}, path)
+    empty = tmp_path / "rocm"
+    empty.mkdir()
+    code = f"""
+        import numpy as np
+        from hipfile.safetensors import numpy as hnp, safe_open
+        out = hnp.load_file({str(path)!r})
+        assert np.array_equal(out["a"], np.arange(24, dtype=np.float32).reshape(4, 6))
+        assert np.array_equal(out["b"], np.arange(5))
+        with safe_open({str(path)!r}, framework="np") as f:
+            assert np.array_equal(f.get_tensor("b"), np.arange(5))
+            assert np.array_equal(f.get_slice("a")[::2, 1], np.array([1.0, 13.0], np.float32))
+        try:
+            import hipfile
+            hipfile.get_version()
+        except hipfile.HipFileLibraryNotFound:
+            print("no library")
+        print("ok")
+    """
+    r = run_python(code, clear=("HIPFILE_PLATFORM", "LD_LIBRARY_PATH", "HIPFILE_EMU_DEVICES"),
+                   HIPFILE_LIBRARY=str(tmp_path / "nonexistent.so"), ROCM_PATH=str(empty))
+    assert r.returncode == 0, r.stderr
+    # the library really is unfindable in that process
+    assert r.stdout.split() == ["no", "library", "ok"], r.stdout
+
+
+# --------------------------------------------------------------------------
+# save_file's errors name the caller's path (item 11)
+# --------------------------------------------------------------------------
+
+
+def test_save_into_a_missing_folder_names_the_path(tmp_path: Path) -> None:
+    target = tmp_path / "no" / "such" / "model.safetensors"
+    with pytest.raises(FileNotFoundError) as info:
+        hnp.save_file({"a": np.zeros(2)}, target)
+    assert info.value.filename == str(target)
+    assert ".tmp" not in str(info.value)
+    assert str(target.parent) in str(info.value)
+    assert not target.parent.exists()
+    folder = tmp_path / "dir.safetensors"
+    folder.mkdir()
+    with pytest.raises(OSError) as err:
+        hnp.save_file({"a": np.zeros(2)}, folder)
+    assert err.value.filename == str(folder) and ".tmp" not in str(err.value)
+    assert os.listdir(tmp_path) == ["dir.safetensors"] and not os.listdir(folder)
