@@ -21,7 +21,7 @@ CHANGELOG = ROOT / "CHANGELOG.md"
 PYPROJECT = ROOT / "pyproject.toml"
 
 SUBSECTIONS = {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
-UNRELEASED_MAX_LINES = 120
+UNRELEASED_MAX_LINES = 180
 RELEASE = re.compile(r"^## \[(?P<version>\d+\.\d+\.\d+)\] - (?P<date>\d{4}-\d{2}-\d{2})$")
 
 #: Lines that read as notes of a benchmark or test run, not as a change a
