@@ -568,7 +568,7 @@ def _pread_host(fd: int, view: memoryview, size: int, file_offset: int, buffer_o
     spans = [(start, min(task_size, size - start)) for start in range(0, size, task_size)]
     job = _Job(False, 0, 0, file_offset, buffer_offset, view, lambda: fd)
     future = IOFuture(size, False)
-    future._start(_default_executor(), job, spans, lambda: None)
+    future._start(_default_executor(), job, spans, lambda failed: None)
     return future
 
 

@@ -19,6 +19,7 @@ import warnings
 from typing import Any
 
 from hipfile.compat._errors import also
+from hipfile.compat.kvikio._args import size_t
 
 __all__ = ["clear_page_cache", "drop_file_page_cache", "drop_system_page_cache",
            "get_page_cache_info"]
@@ -29,14 +30,7 @@ DROP_CACHES = "/proc/sys/vm/drop_caches"
 File = str | os.PathLike[str] | int | io.IOBase
 
 
-def _count(name: str, value: Any) -> int:
-    if isinstance(value, bool | str) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    n = int(value.__index__())
-    if n < 0:
-        raise also(OverflowError(f"can't convert negative value to size_t: {name} must be "
-                                 f">= 0, got {n}"), ValueError)
-    return n
+_count = size_t
 
 
 class _Opened:

@@ -45,29 +45,17 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from hipfile.compat.kvikio._args import config_arguments, size_t
 from hipfile.compat.kvikio.cufile import _runtime
 from hipfile.errors import HipFileException
 
 __all__ = ["ConfigContextManager", "DriverProperties", "driver_close", "driver_open", "get",
            "initialize", "libcufile_version", "properties", "set"]
 
-_SIZE_T_MAX = (1 << 64) - 1
 
 
 def _kib(name: str, value: Any) -> int:
-    if isinstance(value, bool | str) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an int (KiB), not {type(value).__name__}")
-    n = int(value.__index__())
-    if n < 0:
-        from hipfile.compat._errors import also
-
-        raise also(OverflowError(f"can't convert negative value to size_t: {name} must be "
-                                 f">= 0, got {n}"), ValueError)
-    if n > _SIZE_T_MAX:
-        from hipfile.compat._errors import also
-
-        raise also(OverflowError(f"{name} {n} is too large for size_t"), ValueError)
-    return n
+    return size_t(name, value, "KiB")
 
 
 def _flag(name: str, value: Any) -> bool:
@@ -297,17 +285,7 @@ def set(*config: Any) -> ConfigContextManager:
     --------
     hipFileDriverSetPollMode, hipFileDriverSetMaxCacheSize, hipFileDriverSetMaxPinnedMemSize
     """
-    usage = ("Valid arguments are cufile_driver.set(config: dict) or "
-             "cufile_driver.set(key: str, value: Any)")
-    if len(config) == 1:
-        if not isinstance(config[0], dict):
-            raise ValueError(usage)
-        return ConfigContextManager(dict(config[0]))
-    if len(config) == 2:
-        if not isinstance(config[0], str):
-            raise ValueError(usage)
-        return ConfigContextManager({config[0]: config[1]})
-    raise ValueError(usage)
+    return ConfigContextManager(config_arguments(config, "cufile_driver.set"))
 
 
 def libcufile_version() -> tuple[int, int]:

@@ -70,6 +70,7 @@ from typing import Any, TypeVar
 
 from hipfile import defaults as _hipfile_defaults
 from hipfile.compat._errors import also
+from hipfile.compat.kvikio._args import SIZE_T_MAX, config_arguments
 
 __all__ = [
     "EFFECT",
@@ -109,7 +110,7 @@ _WORDS = {"on": CompatMode.ON, "true": CompatMode.ON, "yes": CompatMode.ON,
           "1": CompatMode.ON, "off": CompatMode.OFF, "false": CompatMode.OFF,
           "no": CompatMode.OFF, "0": CompatMode.OFF, "auto": CompatMode.AUTO}
 
-_SIZE_T_MAX = (1 << 64) - 1
+_SIZE_T_MAX = SIZE_T_MAX
 _UINT_MAX = (1 << 32) - 1
 _LONG_MIN, _LONG_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -351,17 +352,7 @@ def set(*config: Any) -> ConfigContextManager:
     TypeError
         A value of the wrong type.
     """
-    usage = ("Valid arguments are defaults.set(config: dict) or "
-             "defaults.set(key: str, value: Any)")
-    if len(config) == 1:
-        if not isinstance(config[0], dict):
-            raise ValueError(usage)
-        return ConfigContextManager(dict(config[0]))
-    if len(config) == 2:
-        if not isinstance(config[0], str):
-            raise ValueError(usage)
-        return ConfigContextManager({config[0]: config[1]})
-    raise ValueError(usage)
+    return ConfigContextManager(config_arguments(config, "defaults.set"))
 
 
 def is_compat_mode_preferred() -> bool:

@@ -39,25 +39,15 @@ from typing import Any
 from hipfile._interop import buffer_info, host_view, wait_event
 from hipfile.compat._errors import also
 from hipfile.compat.kvikio import defaults
+from hipfile.compat.kvikio._args import size_t
 from hipfile.compat.kvikio.cufile import IOFuture
 
 __all__ = ["Mmap"]
 
-_SIZE_T_MAX = (1 << 64) - 1
 _DEFAULT_MODE = stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH
 
 
-def _size_t(name: str, value: Any) -> int:
-    """``value`` as KvikIO converts it to ``size_t``."""
-    if isinstance(value, bool | str) or not hasattr(value, "__index__"):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    n = int(value.__index__())
-    if n < 0:
-        raise also(OverflowError(f"can't convert negative value to size_t: {name} must be "
-                                 f">= 0, got {n}"), ValueError)
-    if n > _SIZE_T_MAX:
-        raise also(OverflowError(f"{name} {n} is too large for size_t"), ValueError)
-    return n
+_size_t = size_t
 
 
 class _Dest:
