@@ -33,6 +33,7 @@ Invariants
 """
 
 from operator import index as _operator_index
+from weakref import WeakSet as _WeakSet
 
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
@@ -56,6 +57,38 @@ cdef int _sweep_held() except -1:
     if held_sweep_hook != NULL:
         held_sweep_hook()
     return 0
+
+
+# Driver.close(wait=True) calls waiting (submissions on every file refused),
+# and the files open now (for what such a close waits for).
+cdef Py_ssize_t _driver_closing = 0
+_open_files = _WeakSet()
+
+
+def _begin_driver_closing():
+    """Refuse new submissions on every file (ClosedFileError, "the driver
+    is closing") until :func:`_end_driver_closing` (counted, as a file's
+    ``_begin_closing``)."""
+    global _driver_closing
+    _driver_closing += 1
+
+
+def _end_driver_closing():
+    """Undo one :func:`_begin_driver_closing`."""
+    global _driver_closing
+    if _driver_closing > 0:
+        _driver_closing -= 1
+
+
+def _files_held():
+    """Operations other than stream-ordered ones (batch entries,
+    synchronous, parallel and stream-engine reads and writes) and
+    submissions under way, on every open file."""
+    cdef Py_ssize_t n = 0
+    for f in list(_open_files):
+        if (<_FileCore>f)._is_open:
+            n += f._held_count()
+    return n
 
 
 # --------------------------------------------------------------------------
@@ -91,6 +124,11 @@ cdef uintptr_t _stream_handle(object obj) except? 0:
 cdef int _check_file(_FileCore f) except -1:
     if f._gen != _fork_gen and f._is_open:
         _forked("this FileHandle")
+    if _driver_closing and f._is_open:
+        raise ClosedFileError(
+            "I/O operation on a FileHandle while the driver is closing (Driver.close"
+            "(wait=True) or the end of its with block is waiting for the operations "
+            "in flight): no new operations are accepted")
     if f._closing and f._is_open:
         raise ClosedFileError(
             "I/O operation on a FileHandle that is closing: the file is closing "
@@ -136,7 +174,8 @@ cdef object submit_preamble(_FileCore f, object buffer, object stream, uintptr_t
     operation is counted in ``_pending``/``_held`` or has failed."""
     cdef _BufferCore bc
     cdef _StreamState st = None
-    if not f._is_open or f._closing or (f._registered and f._epoch != _driver_epoch):
+    if (not f._is_open or (f._closing | _driver_closing)
+            or (f._registered and f._epoch != _driver_epoch)):
         _check_file(f)
     # buffer
     if isinstance(buffer, _BufferCore):
@@ -175,7 +214,8 @@ cdef object submit_preamble(_FileCore f, object buffer, object stream, uintptr_t
     # Decoding may have run Python code (a foreign buffer's or stream's
     # protocol), and a close may have begun meanwhile: check again, then
     # count the submission, with nothing in between that lets a close in.
-    if not f._is_open or f._closing or (f._registered and f._epoch != _driver_epoch):
+    if (not f._is_open or (f._closing | _driver_closing)
+            or (f._registered and f._epoch != _driver_epoch)):
         _check_file(f)
     f._entering += 1
     return buf_owner
@@ -585,7 +625,7 @@ cdef class _FileCore:
         HandleNotRegisteredError
             The driver was closed since the file was opened.
         """
-        if (not self._is_open or self._closing
+        if (not self._is_open or (self._closing | _driver_closing)
                 or (self._registered and self._epoch != _driver_epoch)):
             _check_file(self)
         self._held += 1
@@ -663,6 +703,10 @@ cdef class _FileCore:
         self._is_open = 1
         self._epoch = _driver_epoch
         self._gen = _fork_gen
+        try:
+            _open_files.add(self)
+        except TypeError:   # a subclass without weak references: not tracked
+            pass
 
     @property
     def inherited(self):

@@ -6,15 +6,14 @@ import errno
 import os
 import stat
 import threading
-import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from hipfile import _lifetime
 from hipfile._interop import as_timeout, check_writable, io_range_or_host
 from hipfile._lib import _aio, _api, _bindings, _engine, _observe
 from hipfile._lib._core import _FileCore
-from hipfile import _lifetime
-from hipfile._lifetime import ClosesWhenCollected, exit_block, finalize
+from hipfile._lifetime import ClosesWhenCollected, drain, exit_block, finalize
 from hipfile._transfer import host_transfer, transfer
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError, InFlightTimeoutError
@@ -451,34 +450,12 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     def _wait_in_flight(self, timeout: float | None, held_timeout: float | None = None
                         ) -> bool:
-        """Wait until no operation uses this file, at most ``timeout``
-        seconds (None: no limit), and at most ``held_timeout`` seconds for
-        operations other than the stream-ordered ones when those are all
-        that is left. Returns whether none is left (close() refuses what
-        is). Interruptible: Ctrl-C raises KeyboardInterrupt.
-
-        Submissions that raced with the start of a close are counted while
-        they are under way, and handles they return are waited for on the
-        next round, so the loop ends only when every count is zero.
-        """
-        start = time.monotonic()
-        deadline = None if timeout is None else start + timeout
-        held_deadline = None if held_timeout is None else start + held_timeout
-        delay = 1e-4
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            # stream-ordered, dropped handles included (interruptible)
-            streamed = _observe.wait_for(self, left)
-            if not streamed and not self._held_count():
-                return True
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                return False
-            if not streamed and held_deadline is not None and now >= held_deadline:
-                return False
-            pause = delay if deadline is None else min(delay, deadline - now)
-            time.sleep(pause)   # interruptible by Ctrl-C
-            delay = min(delay * 2, 0.01)
+        """Wait until no operation uses this file (stream-ordered ones,
+        dropped handles included, and the others), at most ``timeout``
+        seconds (None: no limit), see :func:`hipfile._lifetime.drain`.
+        Returns whether none is left (close() refuses what is)."""
+        return drain(lambda left: int(_observe.wait_for(self, left)), self._held_count,
+                     timeout, held_timeout)
 
     def __enter__(self) -> FileHandle:
         return self.open()
