@@ -6,7 +6,9 @@ Stream, Driver):
 * explicit ``close()`` / ``deregister()`` never wait: with operations in
   flight they raise :class:`~hipfile.InFlightError` and change nothing;
 * leaving a ``with`` block waits for the object's stream-ordered operations
-  (interruptibly, like ``ThreadPoolExecutor``), then closes. An exception
+  (interruptibly, like ``ThreadPoolExecutor``), then closes; a FileHandle's
+  (and the last Driver's) refuses new submissions meanwhile, as
+  ``close(wait=True)`` does (see :func:`drain`). An exception
   raised in the block propagates unchanged; a failure while waiting or
   closing is attached to it (``__context__`` and a note), never substituted;
 * a finalizer never raises and never drops a registration: an object

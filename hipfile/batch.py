@@ -249,8 +249,9 @@ class BatchIO(ClosesWhenCollected):
         ValueError
             The batch is closed, or bad flags.
         ClosedFileError
-            A file of a queued entry was closed since it was added (nothing
-            is submitted).
+            A file of a queued entry was closed since it was added, or is
+            closing (``close(wait=True)`` in another thread; nothing is
+            submitted).
         BatchFullError
             The entries would exceed ``max_nr`` together with those still in
             flight (nothing is submitted; collect completions first).

@@ -613,7 +613,9 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
         ``hipfile.defaults`` ``allow_host_buffers`` is False.
     ValueError
         Negative offsets, a range that overruns the buffer, a non-positive
-        ``task_size``, or a closed file.
+        ``task_size``, or a closed or closing file
+        (:class:`~hipfile.ClosedFileError`; the tasks of a call accepted
+        before a ``close(wait=True)`` all run before the file closes).
 
     See Also
     --------

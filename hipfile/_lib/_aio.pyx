@@ -163,8 +163,12 @@ def read_async(_FileCore self, buffer: Any, size: int | None = None, file_offset
 
     Raises
     ------
+    ClosedFileError
+        The file is closed, or closing: ``close(wait=True)`` (or the end of
+        its ``with`` block) in another thread waits for the operations in
+        flight and refuses new ones (also a ValueError).
     ValueError
-        The file is closed, or the range does not fit the buffer.
+        The range does not fit the buffer.
     HipFileException
         The library refused the submission.
 

@@ -613,7 +613,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             ``allow_host_buffers`` is False.
         ValueError
             Negative offsets, a range that overruns the buffer, a
-            non-positive ``task_size``, or a closed file.
+            non-positive ``task_size``, or a closed or closing file
+            (:class:`~hipfile.ClosedFileError`, see :meth:`close`; a call
+            that began before a ``close(wait=True)`` completes first).
         OSError
             A system error (subclass chosen by errno).
         HipFileException
@@ -761,7 +763,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         TypeError, ValueError
             A bad buffer, stream, range or task size (nothing is submitted).
         ClosedFileError
-            The file is closed.
+            The file is closed, or closing (see :meth:`close`).
 
         See Also
         --------
@@ -875,7 +877,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         TypeError, ValueError
             A bad buffer, stream, range or task size, or no range (nothing is submitted).
         ClosedFileError
-            The file is closed.
+            The file is closed, or closing (see :meth:`close`).
 
         See Also
         --------
