@@ -494,10 +494,10 @@ def test_driver_close_wait_refuses_every_file_and_drains(rw_file, tmp_path):
         assert blocker.wait(LONG) == N
         assert all(h.wait(LONG) == N for h in accepted)
         assert np.array_equal(from_device(dev, N), data[:N])
-        for f in (fh, fh2):                  # registrations dropped with the driver
-            with pytest.raises(HandleNotRegisteredError):
-                f.read(dev, N, 0, N)
-            f.close()
+        with pytest.raises(HandleNotRegisteredError):   # dropped with the driver
+            fh.read(dev, N, 0, N)
+        fh.close()
+        fh2.close()
     assert_nothing_left()
 
 
@@ -533,8 +533,11 @@ def test_driver_close_wait_arguments(driver):
 @pytest.mark.parametrize("family", ["sync", "async", "engine"])
 def test_driver_with_block_exit_while_threads_submit(threads_file, family):
     """Leaving the last Driver's with block while threads submit on a file:
+    the exit waits for what is in flight (refusing new work meanwhile), and
     operations accepted complete with their bytes; threads end refused
-    (closing, or the registration dropped once the driver closed)."""
+    (closing, or the registration dropped once the driver closed, or, on
+    the engine's staged path, which needs no registration, the file's
+    close)."""
     path, data = threads_file
     hipfile.release_process_driver()
     if hipfile.use_count() != 0:
@@ -545,8 +548,10 @@ def test_driver_with_block_exit_while_threads_submit(threads_file, family):
         with hipfile.Driver():
             fh = FileHandle(path, "r+").open()
             subs = _start_submitters(family, fh, dev, ss)
+        # the staged engine path needs no registration, and goes on after
+        # the driver closed: closing the file ends it
+        fh.close(wait=True, timeout=LONG)
         _check_submitters(subs, (ClosedFileError, HandleNotRegisteredError))
-        fh.close()
         _check_bytes(dev, path, data)
     assert_nothing_left()
 
