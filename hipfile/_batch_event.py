@@ -142,6 +142,13 @@ class _Entry:
         if self.buffer_core is not None:
             self.buffer_core._hold(delta)
 
+    def hold_open(self) -> None:
+        """``hold(+1)``, the file checked and held in one step
+        (ClosedFileError when it is closed or closing)."""
+        self.fh._hold_open()
+        if self.buffer_core is not None:
+            self.buffer_core._hold(+1)
+
 
 _MAX_ENTRY: int = _hipfile.MAX_IO_CHUNK
 #: Longest single wait inside the library, so that signals and close() are

@@ -318,13 +318,13 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
     depth = min(depth, -(-len(entries) // per_batch))
     deadline = None if timeout is None else time.monotonic() + timeout
     core = owner if isinstance(owner, _BufferCore) else None
-    fh._hold(+1)
+    if fh.handle is None:
+        raise ClosedFileError("the file was closed before the batches were submitted")
+    fh._hold_open()   # checked and held in one step: a closing file is refused here
     if core is not None:
         core._hold(+1)
     try:
         handle = fh.handle
-        if handle is None:
-            raise ClosedFileError("the file was closed before the batches were submitted")
         run = _Run(opcode, int(handle), ptr, count, entries, per_batch, depth)
         try:
             run.fill()

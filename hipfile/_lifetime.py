@@ -6,7 +6,9 @@ Stream, Driver):
 * explicit ``close()`` / ``deregister()`` never wait: with operations in
   flight they raise :class:`~hipfile.InFlightError` and change nothing;
 * leaving a ``with`` block waits for the object's stream-ordered operations
-  (interruptibly, like ``ThreadPoolExecutor``), then closes. An exception
+  (interruptibly, like ``ThreadPoolExecutor``), then closes; a FileHandle's
+  (and the last Driver's) refuses new submissions meanwhile, as
+  ``close(wait=True)`` does (see :func:`drain`). An exception
   raised in the block propagates unchanged; a failure while waiting or
   closing is attached to it (``__context__`` and a note), never substituted;
 * a finalizer never raises and never drops a registration: an object
@@ -49,7 +51,42 @@ def wait_idle(obj: Any, state: Any) -> None:
         delay = min(delay * 2, 0.01)
 
 
-def exit_block(exc: BaseException | None, wait: Callable[[], None],
+def drain(streamed: Callable[[float | None], int], held: Callable[[], int],
+          timeout: float | None, held_timeout: float | None = None) -> bool:
+    """The wait of a close that waits (``close(wait=True)``, leaving a
+    ``with`` block): until ``streamed(left)`` (wait at most ``left``
+    seconds for the stream-ordered operations, None: no limit; return how
+    many are still in flight) and ``held()`` (the other operations, and
+    submissions under way) are both zero. The caller has made the object
+    refuse new submissions first; submissions that raced with that are
+    counted in ``held()`` while under way, and the handles they return are
+    waited for on the next round.
+
+    At most ``timeout`` seconds (None: no limit), and at most
+    ``held_timeout`` seconds once only operations counted by ``held()``
+    are left. Returns whether nothing is left. Interruptible: Ctrl-C raises
+    KeyboardInterrupt (``streamed`` and the pauses between rounds both
+    check for signals).
+    """
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    held_deadline = None if held_timeout is None else start + held_timeout
+    delay = 1e-4
+    while True:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        still = streamed(left)
+        if not still and not held():
+            return True
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            return False
+        if not still and held_deadline is not None and now >= held_deadline:
+            return False
+        time.sleep(delay if deadline is None else min(delay, deadline - now))
+        delay = min(delay * 2, 0.01)
+
+
+def exit_block(exc: BaseException | None, wait: Callable[[], object],
                close: Callable[[], None]) -> None:
     """Leave a ``with`` block: wait, then close. Without an exception from
     the block, failures propagate; with one, they are attached to it. An

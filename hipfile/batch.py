@@ -249,8 +249,9 @@ class BatchIO(ClosesWhenCollected):
         ValueError
             The batch is closed, or bad flags.
         ClosedFileError
-            A file of a queued entry was closed since it was added (nothing
-            is submitted).
+            A file of a queued entry was closed since it was added, or is
+            closing (``close(wait=True)`` in another thread; nothing is
+            submitted).
         BatchFullError
             The entries would exceed ``max_nr`` together with those still in
             flight (nothing is submitted; collect completions first).
@@ -276,32 +277,33 @@ class BatchIO(ClosesWhenCollected):
                 raise BatchFullError(OpError.BATCH_FULL, 0, "hipFileBatchIOSubmit",
                                      f"{len(entries)} queued + {len(self._inflight)} in flight "
                                      f"> max_nr {self._max_nr}")
+            # Each entry's file is checked and held in one step (a closed or
+            # closing file is refused, and a close that begins after waits
+            # for the entry), before the submission and the bookkeeping.
             handles = []
-            for e in entries:
-                h = e.fh.handle
-                if h is None:
-                    raise ClosedFileError(f"the file of batch entry {e.id} was closed "
-                                          "before submit")
-                e.fh._check_registered()
-                handles.append(h)
-            n = len(entries)
-            params = np.zeros(n, dtype=IO_PARAMS)
-            params["mode"] = int(BatchMode.BATCH)
-            params["buffer"] = [e.ptr for e in entries]
-            params["file_offset"] = [e.file_offset for e in entries]
-            params["buffer_offset"] = [e.buffer_offset for e in entries]
-            params["size"] = [e.size for e in entries]
-            params["fh"] = handles
-            params["opcode"] = [int(e.opcode) for e in entries]
-            params["cookie"] = [e.id for e in entries]
-            # Hold first, so that no thread can close a file or deregister a
-            # buffer between the submission and the bookkeeping.
-            for e in entries:
-                e.hold(+1)
+            held: list[_Entry] = []
             try:
+                for e in entries:
+                    h = e.fh.handle
+                    if h is None:
+                        raise ClosedFileError(f"the file of batch entry {e.id} was closed "
+                                              "before submit")
+                    e.hold_open()
+                    held.append(e)
+                    handles.append(h)
+                n = len(entries)
+                params = np.zeros(n, dtype=IO_PARAMS)
+                params["mode"] = int(BatchMode.BATCH)
+                params["buffer"] = [e.ptr for e in entries]
+                params["file_offset"] = [e.file_offset for e in entries]
+                params["buffer_offset"] = [e.buffer_offset for e in entries]
+                params["size"] = [e.size for e in entries]
+                params["fh"] = handles
+                params["opcode"] = [int(e.opcode) for e in entries]
+                params["cookie"] = [e.id for e in entries]
                 _hipfile.batch_io_submit(handle, n, params.ctypes.data, flags)
             except BaseException:
-                for e in entries:
+                for e in held:
                     e.hold(-1)
                 raise
             submission = _Submission(params, n)

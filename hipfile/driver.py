@@ -27,8 +27,11 @@ import os
 import threading
 from types import TracebackType
 
+from hipfile import _lifetime
+from hipfile._interop import as_timeout
 from hipfile._lib import _hipfile
-from hipfile._lifetime import Closes, exit_block
+from hipfile._lifetime import Closes, drain, exit_block
+from hipfile.errors import InFlightTimeoutError
 
 __all__ = ["Driver", "process_driver", "release_process_driver", "use_count"]
 
@@ -86,14 +89,71 @@ class Driver(Closes):
             self._open = True
         return self
 
-    def close(self) -> None:
+    def close(self, *, wait: bool = False, timeout: float | None = None) -> None:
         """Release this object's reference (idempotent per object).
+
+        When this is the last reference, closing the driver drops every
+        file and buffer registration. With ``wait=True`` that close is the
+        ``concurrent.futures.Executor.shutdown(wait=True)`` of the driver:
+        from the call on the driver is *closing*, and every file refuses
+        new operations with :class:`~hipfile.ClosedFileError` (saying the
+        driver is closing); the call waits for the operations in flight on
+        every file (stream-ordered ones, dropped handles included; batch
+        entries; synchronous, parallel and stream-engine reads and writes),
+        at most ``timeout`` seconds, then closes. What was in flight
+        completes normally. If the timeout passes first, or the wait is
+        interrupted (Ctrl-C), nothing is closed and the files accept
+        operations again. While other references are held (another
+        ``Driver``, the process reference) the close drops nothing and
+        does not wait.
+
+        Parameters
+        ----------
+        wait
+            Refuse new operations and wait for those in flight first, when
+            this close drops the registrations (False: close at once).
+        timeout
+            With ``wait=True``: seconds to wait at most, None for no limit.
 
         Raises
         ------
+        InFlightTimeoutError
+            With ``wait=True``: operations were still in flight after
+            ``timeout`` seconds (nothing is changed).
+        KeyboardInterrupt
+            The wait was interrupted (nothing is changed).
+        TypeError, ValueError
+            ``timeout`` is not a number >= 0 or None, or is given without
+            ``wait=True`` (TypeError).
         HipFileException
             The library refused (e.g. ``DriverNotInitializedError``).
+
+        See Also
+        --------
+        hipFileDriverClose
         """
+        if not isinstance(wait, bool):
+            raise TypeError(f"wait must be a bool, not {type(wait).__name__}")
+        limit = as_timeout(timeout)
+        if timeout is not None and not wait:
+            raise TypeError("close(timeout=...) waits only with wait=True")
+        if not self._open:
+            return
+        if not wait or use_count() > 1:
+            self._close_now()
+            return
+        _hipfile._begin_driver_closing()
+        try:
+            if not _wait_idle(limit):
+                raise InFlightTimeoutError(
+                    f"cannot close the driver: {_in_flight()} operation(s) still in flight "
+                    f"after {timeout} s; nothing was closed and the files accept operations "
+                    "again")
+            self._close_now()
+        finally:
+            _hipfile._end_driver_closing()
+
+    def _close_now(self) -> None:
         if self._open:
             self._open = False
             _hipfile.driver_close()
@@ -103,17 +163,24 @@ class Driver(Closes):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        """Wait for the stream-ordered operations in flight (when this is the
-        last reference, whose close drops every registration), then close.
+        """Close; when this is the last reference (whose close drops every
+        registration), first refuse new operations and wait for those in
+        flight, as ``close(wait=True)``: with no limit for stream-ordered
+        operations, and :data:`hipfile._lifetime.HELD_WAIT_TIMEOUT` seconds
+        for the others (then the driver closes anyway).
 
         An exception raised in the block propagates unchanged; a failure
         while waiting or closing is attached to it as context.
         """
-        def wait() -> None:
-            if self._open and use_count() <= 1:
-                _hipfile.wait_for(None)
-
-        exit_block(exc, wait, self.close)
+        if not (self._open and use_count() <= 1):
+            exit_block(exc, lambda: None, self._close_now)
+            return
+        _hipfile._begin_driver_closing()
+        try:
+            exit_block(exc, lambda: _wait_idle(None, _lifetime.HELD_WAIT_TIMEOUT),
+                       self._close_now)
+        finally:
+            _hipfile._end_driver_closing()
 
     def __repr__(self) -> str:
         return f"<hipfile.Driver {'open' if self._open else 'closed'}>"
@@ -140,6 +207,18 @@ class Driver(Closes):
     def set_max_pinned_mem_size(kib: int) -> None:
         """Pinned memory limit in KiB. Wraps ``hipFileDriverSetMaxPinnedMemSize``."""
         _hipfile.driver_set_max_pinned_mem_size(_size(kib))
+
+
+def _in_flight() -> int:
+    """Operations in flight on every file, of every kind."""
+    return int(_hipfile.settle(None)) + int(_hipfile._files_held())
+
+
+def _wait_idle(timeout: float | None, held_timeout: float | None = None) -> bool:
+    """Wait until no operation is in flight on any file (see
+    :func:`hipfile._lifetime.drain`); returns whether none is left."""
+    return drain(lambda left: int(_hipfile.wait_for(None, left)), _hipfile._files_held,
+                 timeout, held_timeout)
 
 
 def _size(value: int) -> int:

@@ -37,6 +37,7 @@ __all__ = [
     "HipFileSymbolNotFound",
     "HipRuntimeError",
     "InFlightError",
+    "InFlightTimeoutError",
     "InternalError",
     "InvalidStreamError",
     "InvalidValueError",

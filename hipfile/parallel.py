@@ -504,17 +504,16 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
             raise TypeError(f"{type(fh).__name__} does not support host buffers")
 
     core = owner if isinstance(owner, _BufferCore) else None
-    # Hold before checking, so that a close racing with this call either
-    # sees the hold or is seen here.
-    fh._hold(+1)
+    # Check and hold in one step, so that a close racing with this call
+    # either waits for it or refuses it (a closing file: ClosedFileError).
+    fh._hold_open()
     try:
-        fh._check_registered()
+        # hipFile moves device memory (the file registers at its first such
+        # call); host memory moves with POSIX calls
+        handle = fh.handle if view is None else 0
     except BaseException:
         fh._hold(-1)
         raise
-    # hipFile moves device memory (the file registers at its first such
-    # call); host memory moves with POSIX calls
-    handle = fh.handle if view is None else 0
     assert handle is not None
     appender: Any = fh
     if appends:
@@ -614,7 +613,9 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
         ``hipfile.defaults`` ``allow_host_buffers`` is False.
     ValueError
         Negative offsets, a range that overruns the buffer, a non-positive
-        ``task_size``, or a closed file.
+        ``task_size``, or a closed or closing file
+        (:class:`~hipfile.ClosedFileError`; the tasks of a call accepted
+        before a ``close(wait=True)`` all run before the file closes).
 
     See Also
     --------

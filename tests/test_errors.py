@@ -252,6 +252,7 @@ def test_status_exceptions_pickle(exc: errors.HipFileException) -> None:
     [
         errors.ClosedFileError("I/O operation on a closed FileHandle"),
         errors.InFlightError("cannot close the file: 2 in flight", "close"),
+        errors.InFlightTimeoutError("cannot close the file: 2 in flight after 1.0 s"),
         errors.ForkedProcessError("the file was opened in process 1"),
         errors.HipFileLibraryNotFound("libhipfile could not be loaded; tried: /x"),
         errors.HipFileSymbolNotFound("hipFileDriverOpen is not exported"),
@@ -273,6 +274,7 @@ def test_every_exported_exception_is_covered() -> None:
     covered = {type(e) for e in _status_exceptions()} | {
         errors.ClosedFileError,
         errors.InFlightError,
+        errors.InFlightTimeoutError,
         errors.ForkedProcessError,
         errors.HipFileLibraryError,
         errors.HipFileLibraryNotFound,
@@ -281,3 +283,12 @@ def test_every_exported_exception_is_covered() -> None:
     assert exported <= covered
     for name in errors.__all__:
         assert getattr(hipfile, name) is getattr(errors, name)
+
+
+def test_in_flight_timeout_is_both_an_in_flight_error_and_a_timeout() -> None:
+    exc = errors.InFlightTimeoutError("cannot close the file: 2 in flight after 1.0 s")
+    assert isinstance(exc, errors.InFlightError)
+    assert isinstance(exc, TimeoutError)
+    assert exc.hipfile_err == 0 and not exc.from_library
+    assert str(exc) == "cannot close the file: 2 in flight after 1.0 s"
+    assert str(errors.InFlightTimeoutError()) == "operations are still in flight after the timeout"

@@ -77,74 +77,77 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         if fn == NULL:
             fn = <hipFileWriteAsync_t>bind(b"hipFileWriteAsync")
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
-    if state != NULL:
-        st = <_StreamState>state
-    given = file_offset is not None
-    if not given:
-        file_offset = 0
-    if opcode == 1 and f._appends:
-        # an append handle: the range at the end of the file, taken now (a
-        # given offset must be that end; FileHandle.appends)
+    try:   # counted in f._entering by the preamble until counted in _pending
+        if state != NULL:
+            st = <_StreamState>state
+        given = file_offset is not None
+        if not given:
+            file_offset = 0
+        if opcode == 1 and f._appends:
+            # an append handle: the range at the end of the file, taken now (a
+            # given offset must be that end; FileHandle.appends)
+            _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
+            appended = f._reserve_append(foff if given else None, nbytes)
+            file_offset = appended
         _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
-        appended = f._reserve_append(foff if given else None, nbytes)
-        file_offset = appended
-    _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
 
-    if not f._registered:
-        _ensure_registered(f)
-    h = AsyncIOHandle.__new__(AsyncIOHandle)
-    h._slot = _take()
-    s = _slot_ptr(h._slot)
-    h._s = s
-    s.size = nbytes
-    s.file_offset = foff
-    s.buffer_offset = boff
-    s.bytes_done = 0
-    with nogil:
-        libc.errno.errno = 0
-        e = fn(f._fh, <void *>base, &s.size, &s.file_offset, &s.buffer_offset,
-               &s.bytes_done, <hipStream_t>sh)
+        if not f._registered:
+            _ensure_registered(f)
+        h = AsyncIOHandle.__new__(AsyncIOHandle)
+        h._slot = _take()
+        s = _slot_ptr(h._slot)
+        h._s = s
+        s.size = nbytes
+        s.file_offset = foff
+        s.buffer_offset = boff
+        s.bytes_done = 0
+        with nogil:
+            libc.errno.errno = 0
+            e = fn(f._fh, <void *>base, &s.size, &s.file_offset, &s.buffer_offset,
+                   &s.bytes_done, <hipStream_t>sh)
+            if e.err != 0:
+                err_no = libc.errno.errno
         if e.err != 0:
-            err_no = libc.errno.errno
-    if e.err != 0:
-        # not enqueued: the library keeps no pointer to the slots
-        _give_back(h._slot)
-        h._slot = -1
-        h._s = NULL
-        if appended >= 0:
-            f._append_failed(appended, nbytes)
-        if e.err == -1 and err_no:
-            raise OSError(err_no, os.strerror(err_no))
-        if e.err == 5011:     # hipFileHipDriverError: an unknown stream is said to be one
-            raise stream_error(e.hip_drv_err,
-                               "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync", sh)
-        raise_status(e.err, e.hip_drv_err,
-                     "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync")
-    h._opcode = opcode
-    h._gen = _fork_gen
-    h._submitted = 1
-    h._file = f
-    h._buffer = buf_owner
-    if stream is not None and type(stream) is not int:
-        h._stream_owner = stream
-    h._stream = sh
-    h._base = base
-    h._state = st
-    h._flags = st.flags if st is not None else 0
-    h._submitted_size = nbytes
-    h._buf_len = length
-    f._pending += 1
-    if isinstance(buf_owner, _BufferCore):
-        (<_BufferCore>buf_owner)._pending += 1
-    if st is not None:
-        st.pending += 1
-    # link
-    h._next = _pending_head
-    h._prev = NULL
-    if _pending_head != NULL:
-        (<AsyncIOHandle>_pending_head)._prev = <PyObject *>h
-    _pending_head = <PyObject *>h
-    return h
+            # not enqueued: the library keeps no pointer to the slots
+            _give_back(h._slot)
+            h._slot = -1
+            h._s = NULL
+            if appended >= 0:
+                f._append_failed(appended, nbytes)
+            if e.err == -1 and err_no:
+                raise OSError(err_no, os.strerror(err_no))
+            if e.err == 5011:     # hipFileHipDriverError: an unknown stream is said to be one
+                raise stream_error(e.hip_drv_err,
+                                   "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync", sh)
+            raise_status(e.err, e.hip_drv_err,
+                         "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync")
+        h._opcode = opcode
+        h._gen = _fork_gen
+        h._submitted = 1
+        h._file = f
+        h._buffer = buf_owner
+        if stream is not None and type(stream) is not int:
+            h._stream_owner = stream
+        h._stream = sh
+        h._base = base
+        h._state = st
+        h._flags = st.flags if st is not None else 0
+        h._submitted_size = nbytes
+        h._buf_len = length
+        f._pending += 1
+        if isinstance(buf_owner, _BufferCore):
+            (<_BufferCore>buf_owner)._pending += 1
+        if st is not None:
+            st.pending += 1
+        # link
+        h._next = _pending_head
+        h._prev = NULL
+        if _pending_head != NULL:
+            (<AsyncIOHandle>_pending_head)._prev = <PyObject *>h
+        _pending_head = <PyObject *>h
+        return h
+    finally:
+        f._entering -= 1
 
 
 @cython.annotation_typing(False)    # the hints are for help() and IDEs, not Cython
@@ -160,8 +163,12 @@ def read_async(_FileCore self, buffer: Any, size: int | None = None, file_offset
 
     Raises
     ------
+    ClosedFileError
+        The file is closed, or closing: ``close(wait=True)`` (or the end of
+        its ``with`` block) in another thread waits for the operations in
+        flight and refuses new ones (also a ValueError).
     ValueError
-        The file is closed, or the range does not fit the buffer.
+        The range does not fit the buffer.
     HipFileException
         The library refused the submission.
 

@@ -46,6 +46,8 @@ cdef class _FileCore:
     cdef bint _registered            # _fh holds a registration (made at first need)
     cdef Py_ssize_t _pending
     cdef Py_ssize_t _held
+    cdef Py_ssize_t _entering    # submissions past the preamble, not yet counted
+    cdef Py_ssize_t _closing     # close(wait=True) calls waiting: submissions refused
     cdef unsigned long _epoch
     cdef unsigned long _gen
 

@@ -19,12 +19,21 @@ Invariants
 - close()/deregister() never wait: with operations in flight they raise
   InFlightError and change nothing. Leaving a ``with`` block waits for this
   object's stream-ordered operations first (see hipfile/_lifetime.py).
-- Every submission goes through ``submit_preamble``: a closed, stale or
+- Every submission goes through ``submit_preamble`` (the stream-ordered
+  paths) or ``_hold_open`` (the others): a closed, closing, stale or
   inherited file, and a Buffer or Stream registered before fork, are
   refused there, the same way for every path.
+- A file is *closing* while ``_closing`` > 0 (``close(wait=True)`` and the
+  exit of a ``with`` block, waiting for what is in flight): new submissions
+  are refused with ClosedFileError. The check and the count that makes a
+  submission visible to close (``_entering`` in the preamble, ``_held`` in
+  ``_hold_open``) happen together, holding the GIL with no Python code in
+  between, so a submission racing with the start of a close is either
+  counted in flight (and waited for) or refused.
 """
 
 from operator import index as _operator_index
+from weakref import WeakSet as _WeakSet
 
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
@@ -48,6 +57,38 @@ cdef int _sweep_held() except -1:
     if held_sweep_hook != NULL:
         held_sweep_hook()
     return 0
+
+
+# Driver.close(wait=True) calls waiting (submissions on every file refused),
+# and the files open now (for what such a close waits for).
+cdef Py_ssize_t _driver_closing = 0
+_open_files = _WeakSet()
+
+
+def _begin_driver_closing():
+    """Refuse new submissions on every file (ClosedFileError, "the driver
+    is closing") until :func:`_end_driver_closing` (counted, as a file's
+    ``_begin_closing``)."""
+    global _driver_closing
+    _driver_closing += 1
+
+
+def _end_driver_closing():
+    """Undo one :func:`_begin_driver_closing`."""
+    global _driver_closing
+    if _driver_closing > 0:
+        _driver_closing -= 1
+
+
+def _files_held():
+    """Operations other than stream-ordered ones (batch entries,
+    synchronous, parallel and stream-engine reads and writes) and
+    submissions under way, on every open file."""
+    cdef Py_ssize_t n = 0
+    for f in list(_open_files):
+        if (<_FileCore>f)._is_open:
+            n += f._held_count()
+    return n
 
 
 # --------------------------------------------------------------------------
@@ -83,6 +124,16 @@ cdef uintptr_t _stream_handle(object obj) except? 0:
 cdef int _check_file(_FileCore f) except -1:
     if f._gen != _fork_gen and f._is_open:
         _forked("this FileHandle")
+    if _driver_closing and f._is_open:
+        raise ClosedFileError(
+            "I/O operation on a FileHandle while the driver is closing (Driver.close"
+            "(wait=True) or the end of its with block is waiting for the operations "
+            "in flight): no new operations are accepted")
+    if f._closing and f._is_open:
+        raise ClosedFileError(
+            "I/O operation on a FileHandle that is closing: the file is closing "
+            "(close(wait=True) or the end of its with block is waiting for the "
+            "operations in flight) and accepts no new ones")
     if not f._is_open:
         reason = getattr(f, "_closed_reason", None)
         raise ClosedFileError(reason() if reason is not None
@@ -115,10 +166,16 @@ cdef object submit_preamble(_FileCore f, object buffer, object stream, uintptr_t
     size (a Buffer registered before fork is refused); the stream's handle
     and, for a registered stream, its state (``*state``, borrowed; NULL
     when unregistered; a Stream registered before fork is refused).
-    Returns the object that keeps the buffer alive."""
+    Returns the object that keeps the buffer alive.
+
+    A file that is closing is refused like a closed one. On success the
+    submission is counted in ``f._entering`` (close then waits for it); the
+    caller takes it off (``f._entering -= 1``, in a ``finally``) once the
+    operation is counted in ``_pending``/``_held`` or has failed."""
     cdef _BufferCore bc
     cdef _StreamState st = None
-    if not f._is_open or (f._registered and f._epoch != _driver_epoch):
+    if (not f._is_open or (f._closing | _driver_closing)
+            or (f._registered and f._epoch != _driver_epoch)):
         _check_file(f)
     # buffer
     if isinstance(buffer, _BufferCore):
@@ -154,6 +211,13 @@ cdef object submit_preamble(_FileCore f, object buffer, object stream, uintptr_t
             _forked("this Stream")
         st = None
     state[0] = <PyObject *>st if st is not None else NULL
+    # Decoding may have run Python code (a foreign buffer's or stream's
+    # protocol), and a close may have begun meanwhile: check again, then
+    # count the submission, with nothing in between that lets a close in.
+    if (not f._is_open or (f._closing | _driver_closing)
+            or (f._registered and f._epoch != _driver_epoch)):
+        _check_file(f)
+    f._entering += 1
     return buf_owner
 
 
@@ -548,10 +612,47 @@ cdef class _FileCore:
         """Count operations outside AsyncIOHandle (batch entries) using this file."""
         self._held += delta
 
+    def _hold_open(self):
+        """Check the file as every submission does and count one more
+        operation using it (``_hold(+1)``), in one step that no close can
+        come between: the hold of the synchronous, parallel and batch paths,
+        released with ``_hold(-1)``.
+
+        Raises
+        ------
+        ClosedFileError
+            The file is closed or closing.
+        HandleNotRegisteredError
+            The driver was closed since the file was opened.
+        """
+        if (not self._is_open or (self._closing | _driver_closing)
+                or (self._registered and self._epoch != _driver_epoch)):
+            _check_file(self)
+        self._held += 1
+
     def _held_count(self):
+        """Operations outside AsyncIOHandle using this file (batch entries,
+        parallel tasks, engine ranges, synchronous calls) and submissions
+        under way (past the preamble, not yet counted)."""
         if self._held:
             _sweep_held()   # stream-engine ranges that ended are counted off here
-        return self._held
+        return self._held + self._entering
+
+    def _begin_closing(self):
+        """Refuse new submissions (ClosedFileError, "the file is closing")
+        until :meth:`_end_closing`; counts the callers, so that one close
+        giving up does not reopen the file under another still waiting."""
+        self._closing += 1
+
+    def _end_closing(self):
+        """Undo one :meth:`_begin_closing`."""
+        if self._closing > 0:
+            self._closing -= 1
+
+    @property
+    def _is_closing(self):
+        """Whether a close is waiting for this file's operations in flight."""
+        return bool(self._closing and self._is_open)
 
     @property
     def pending(self):
@@ -602,6 +703,10 @@ cdef class _FileCore:
         self._is_open = 1
         self._epoch = _driver_epoch
         self._gen = _fork_gen
+        try:
+            _open_files.add(self)
+        except TypeError:   # a subclass without weak references: not tracked
+            pass
 
     @property
     def inherited(self):
@@ -634,11 +739,15 @@ cdef class _FileCore:
             return None
         if self._held:
             _sweep_held()
+        if self._entering:
+            raise InFlightError(detail=f"cannot close the file: {self._entering} "
+                                "submission(s) under way in other threads; "
+                                "close(wait=True) waits for them first")
         if self._held:
             raise InFlightError(detail=f"cannot close the file: {self._held} operation(s) "
-                                "(batch entries, parallel or stream-engine reads or "
-                                "writes) still in flight; close(wait=True) waits for "
-                                "them first")
+                                "(batch entries, synchronous, parallel or stream-engine "
+                                "reads or writes) still in flight; close(wait=True) "
+                                "waits for them first")
         if self._pending and _settle(self):
             raise InFlightError(detail=f"cannot close the file: {self._pending} asynchronous "
                                 "operation(s) still in flight; close(wait=True) waits "

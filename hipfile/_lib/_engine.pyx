@@ -175,21 +175,22 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     cdef int n
     cdef PyObject *state = NULL
 
-    buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
-    if isinstance(buffer, _BufferCore):
-        bc = <_BufferCore>buffer
-    if stream is not None and type(stream) is not int:
-        stream_owner = stream
-    _eng_defaults()
-    if task_size is None:
-        task = _eng_task_default
-    else:
-        task = <size_t>_as_positive(task_size, "task_size")
     cdef Py_ssize_t count = 0
     cdef size_t total = 0
     cdef int ways
-    cdef hfe_span *checked = _parse_ranges(ranges, length, &count)
-    try:
+    cdef hfe_span *checked = NULL
+    buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
+    try:   # counted in f._entering by the preamble until the handles hold the file
+        if isinstance(buffer, _BufferCore):
+            bc = <_BufferCore>buffer
+        if stream is not None and type(stream) is not int:
+            stream_owner = stream
+        _eng_defaults()
+        if task_size is None:
+            task = _eng_task_default
+        else:
+            task = <size_t>_as_positive(task_size, "task_size")
+        checked = _parse_ranges(ranges, length, &count)
         n = <int>count
         if n == 0:
             return []
@@ -202,6 +203,7 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
                                stream_owner, task, fd, ordered, grouped, prefetch)
     finally:
         free(checked)
+        f._entering -= 1
 
 
 def engine_submit_files(int opcode, buffer, entries, stream=0, task_size=None,
@@ -268,85 +270,93 @@ def engine_submit_files(int opcode, buffer, entries, stream=0, task_size=None,
             files.append(fo)
         idx.append(k)
     buf_owner = submit_preamble(<_FileCore>files[0], buffer, stream, &base, &length, &sh, &state)
-    if isinstance(buffer, _BufferCore):
-        bc = <_BufferCore>buffer
-    if stream is not None and type(stream) is not int:
-        stream_owner = stream
-    _eng_defaults()
-    task = _eng_task_default if task_size is None else <size_t>_as_positive(task_size,
-                                                                             "task_size")
-    file_fds = []
-    file_ends = []
-    import fcntl
-    for fo in files:
-        f = <_FileCore>fo
-        _check_file(f)
-        fd = fo._engine_fd()
-        if fd < 0:
-            raise NotImplementedError("a many-file operation needs files with a POSIX "
-                                      "descriptor")
-        acc = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
-        if opcode == 0 and acc == os.O_WRONLY:
-            raise OSError(errno.EBADF, "cannot read: the file was opened write-only",
-                          getattr(fo, "path", None))
-        if opcode == 1 and acc == os.O_RDONLY:
-            raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
-                          "with 'r+' or 'w' to write", getattr(fo, "path", None))
-        file_fds.append(fd)
-        file_ends.append(max(os.fstat(fd).st_size, getattr(fo, "_staged_write_end", 0))
-                         if opcode == 0 else -1)
-    checked = <hfe_span *>malloc(n * sizeof(hfe_span))
-    fds = <int *>malloc(n * sizeof(int))
-    ends = <long long *>malloc(n * sizeof(long long))
+    entered = [files[0]]   # counted in _entering until the handle holds them
     try:
-        if checked == NULL or fds == NULL or ends == NULL:
-            raise MemoryError()
-        for i in range(n):
-            t = tuple(entries[i])
-            _io_range(length, t[1], t[2], t[3], <size_t *>&checked[i].len,
-                      <hoff_t *>&checked[i].file_offset, <hoff_t *>&checked[i].buffer_offset)
-            fds[i] = file_fds[idx[i]]
-            ends[i] = file_ends[idx[i]]
-        _eng_sweep()
-        _eng_start()
-        device = _pointer_device(base, &is_device)
+        if isinstance(buffer, _BufferCore):
+            bc = <_BufferCore>buffer
+        if stream is not None and type(stream) is not int:
+            stream_owner = stream
+        _eng_defaults()
+        task = _eng_task_default if task_size is None else <size_t>_as_positive(task_size,
+                                                                                 "task_size")
+        file_fds = []
+        file_ends = []
+        import fcntl
+        for fo in files:
+            f = <_FileCore>fo
+            _check_file(f)
+            if fo is not files[0]:      # (the first one is counted by the preamble)
+                f._entering += 1        # with the check: a close waits for it or refused it
+                entered.append(fo)
+            fd = fo._engine_fd()
+            if fd < 0:
+                raise NotImplementedError("a many-file operation needs files with a POSIX "
+                                          "descriptor")
+            acc = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+            if opcode == 0 and acc == os.O_WRONLY:
+                raise OSError(errno.EBADF, "cannot read: the file was opened write-only",
+                              getattr(fo, "path", None))
+            if opcode == 1 and acc == os.O_RDONLY:
+                raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
+                              "with 'r+' or 'w' to write", getattr(fo, "path", None))
+            file_fds.append(fd)
+            file_ends.append(max(os.fstat(fd).st_size, getattr(fo, "_staged_write_end", 0))
+                             if opcode == 0 else -1)
+        checked = <hfe_span *>malloc(n * sizeof(hfe_span))
+        fds = <int *>malloc(n * sizeof(int))
+        ends = <long long *>malloc(n * sizeof(long long))
+        try:
+            if checked == NULL or fds == NULL or ends == NULL:
+                raise MemoryError()
+            for i in range(n):
+                t = tuple(entries[i])
+                _io_range(length, t[1], t[2], t[3], <size_t *>&checked[i].len,
+                          <hoff_t *>&checked[i].file_offset, <hoff_t *>&checked[i].buffer_offset)
+                fds[i] = file_fds[idx[i]]
+                ends[i] = file_ends[idx[i]]
+            _eng_sweep()
+            _eng_start()
+            device = _pointer_device(base, &is_device)
+            if bc is not None:
+                if bc._device < 0:
+                    bc._device = device
+                device = bc._device
+            pool = _pool_for(device)
+            if not _staged_path(fds[0], pool, is_device):
+                raise NotImplementedError(
+                    "a many-file operation needs the staging path (device memory on a device "
+                    "with stream waits, and the engine_data_path setting 'auto')")
+            if opcode == 1:
+                for k in range(len(files)):
+                    wend = 0
+                    for i in range(n):
+                        if idx[i] == k and checked[i].len:
+                            wend = max(wend, checked[i].file_offset + <long long>checked[i].len)
+                    if wend > getattr(files[k], "_staged_write_end", 0):
+                        try:
+                            files[k]._staged_write_end = wend
+                        except AttributeError:
+                            pass
+            handles = _submit_staged(<_FileCore>files[0], opcode, fds[0], base, checked, <int>n,
+                                     sh, device, pool, task, ordered, True, prefetch, fds, ends)
+        finally:
+            free(checked)
+            free(fds)
+            free(ends)
+        for fo in files:
+            (<_FileCore>fo)._held += 1
         if bc is not None:
-            if bc._device < 0:
-                bc._device = device
-            device = bc._device
-        pool = _pool_for(device)
-        if not _staged_path(fds[0], pool, is_device):
-            raise NotImplementedError(
-                "a many-file operation needs the staging path (device memory on a device "
-                "with stream waits, and the engine_data_path setting 'auto')")
-        if opcode == 1:
-            for k in range(len(files)):
-                wend = 0
-                for i in range(n):
-                    if idx[i] == k and checked[i].len:
-                        wend = max(wend, checked[i].file_offset + <long long>checked[i].len)
-                if wend > getattr(files[k], "_staged_write_end", 0):
-                    try:
-                        files[k]._staged_write_end = wend
-                    except AttributeError:
-                        pass
-        handles = _submit_staged(<_FileCore>files[0], opcode, fds[0], base, checked, <int>n,
-                                 sh, device, pool, task, ordered, True, prefetch, fds, ends)
+            bc._held += 1
+        hd = <StreamIOHandle>handles[0]
+        hd._submitted = 1
+        hd._file = tuple(files) if len(files) > 1 else files[0]
+        hd._bcore = bc
+        hd._buffer = buf_owner
+        hd._stream_owner = stream_owner
+        return hd
     finally:
-        free(checked)
-        free(fds)
-        free(ends)
-    for fo in files:
-        (<_FileCore>fo)._held += 1
-    if bc is not None:
-        bc._held += 1
-    hd = <StreamIOHandle>handles[0]
-    hd._submitted = 1
-    hd._file = tuple(files) if len(files) > 1 else files[0]
-    hd._bcore = bc
-    hd._buffer = buf_owner
-    hd._stream_owner = stream_owner
-    return hd
+        for fo in entered:
+            (<_FileCore>fo)._entering -= 1
 
 
 cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length,

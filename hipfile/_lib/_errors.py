@@ -221,6 +221,20 @@ class InFlightError(_PackageError, RuntimeError):
     _default = "operations are still in flight"
 
 
+class InFlightTimeoutError(InFlightError, TimeoutError):
+    """A close that waits (``FileHandle.close(wait=True, timeout=...)``,
+    ``Driver.close(wait=True, timeout=...)``) gave up after its timeout
+    with operations still in flight. Nothing was closed, and the object
+    accepts new operations again.
+
+    Both an :class:`InFlightError` and a :class:`TimeoutError` (as
+    ``concurrent.futures`` raises for a wait that timed out). Raised by the
+    package, not by hipFile: ``hipfile_err`` is 0.
+    """
+
+    _default = "operations are still in flight after the timeout"
+
+
 class ClosedFileError(_PackageError, ValueError, RuntimeError):
     """An operation on a closed :class:`~hipfile.FileHandle`.
 

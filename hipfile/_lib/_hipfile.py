@@ -52,7 +52,15 @@ from hipfile._lib._bindings import (
     write_async,
     write_raw,
 )
-from hipfile._lib._core import _BufferCore, _FileCore, _StreamCore, _StreamState
+from hipfile._lib._core import (
+    _begin_driver_closing,
+    _BufferCore,
+    _end_driver_closing,
+    _FileCore,
+    _files_held,
+    _StreamCore,
+    _StreamState,
+)
 from hipfile._lib._decode import hip_layout
 from hipfile._lib._engine import engine_prepare, engine_submit, engine_submit_files
 from hipfile._lib._engine_handle import StreamIOHandle
@@ -96,8 +104,11 @@ __all__ = [
     "_FileCore",
     "_StreamCore",
     "_StreamState",
+    "_begin_driver_closing",
+    "_end_driver_closing",
     "_engine_batch_copies",
     "_engine_inject_faults",
+    "_files_held",
     "abi_layout",
     "as_timeout",
     "batch_io_cancel",

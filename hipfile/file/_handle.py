@@ -6,17 +6,17 @@ import errno
 import os
 import stat
 import threading
-import time
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from hipfile import _lifetime
 from hipfile._interop import as_timeout, check_writable, io_range_or_host
 from hipfile._lib import _aio, _api, _bindings, _engine, _observe
 from hipfile._lib._core import _FileCore
-from hipfile._lifetime import ClosesWhenCollected, exit_block, finalize, wait_idle
+from hipfile._lifetime import ClosesWhenCollected, drain, exit_block, finalize
 from hipfile._transfer import host_transfer, transfer
 from hipfile.enums import FileHandleType
-from hipfile.errors import ClosedFileError
+from hipfile.errors import ClosedFileError, InFlightTimeoutError
 from hipfile.file._args import (
     O_DIRECT,
     Ranges,
@@ -356,28 +356,50 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         """Deregister the handle and close the descriptor (idempotent).
 
         By default never waits (leaving a ``with`` block does). With
-        ``wait=True`` it first waits for this file's operations still in
-        flight, as leaving a ``with`` block does (stream-ordered ones,
-        dropped handles included; batch entries; parallel and stream-engine
-        reads and writes), at most ``timeout`` seconds: the
-        ``concurrent.futures.Executor.shutdown(wait=True)`` of a file. The
-        wait can be interrupted (Ctrl-C) and closes nothing then. In a
-        forked child, an inherited handle is only dropped: the descriptor is
-        closed and the parent's registration is left alone.
+        ``wait=True`` it is the ``concurrent.futures.Executor.shutdown(wait=True)``
+        of a file: from the call on the file is *closing* and refuses new
+        operations, then the call waits for this file's operations still in
+        flight (stream-ordered ones, dropped handles included; batch
+        entries; parallel and stream-engine reads and writes; synchronous
+        reads and writes in other threads), at most ``timeout`` seconds,
+        and closes.
+
+        What another thread sees meanwhile: an operation submitted before
+        the close began completes normally (its bytes and counts are
+        right); one submitted after raises :class:`~hipfile.ClosedFileError`
+        saying the file is closing (``read``/``write``, ``pread``/``pwrite``,
+        ``read_async``/``write_async``, the ``pread_async*``/``pwrite_async*``
+        family, and a :class:`~hipfile.BatchIO` submit with an entry on this
+        file); once closed, they raise it saying the file is closed. A
+        submission racing with the start of the close is either waited for
+        or refused, never lost.
+
+        If the timeout passes first, or the wait is interrupted (Ctrl-C),
+        nothing is closed, nothing in flight is touched, and the file
+        accepts operations again. In a forked child, an inherited handle is
+        only dropped: the descriptor is closed and the parent's
+        registration is left alone.
 
         Parameters
         ----------
         wait
-            Wait for the operations in flight first (False: raise
-            :class:`~hipfile.InFlightError` while there are any).
+            Refuse new operations and wait for those in flight first
+            (False: raise :class:`~hipfile.InFlightError` while there are
+            any).
         timeout
             With ``wait=True``: seconds to wait at most, None for no limit.
 
         Raises
         ------
         InFlightError
-            Operations on this file are still in flight (``wait=False``),
-            or still were after ``timeout`` seconds (nothing is changed).
+            Operations on this file are still in flight (``wait=False``;
+            nothing is changed).
+        InFlightTimeoutError
+            With ``wait=True``: operations were still in flight after
+            ``timeout`` seconds (an InFlightError and a TimeoutError;
+            nothing is changed).
+        KeyboardInterrupt
+            The wait was interrupted (nothing is changed).
         TypeError, ValueError
             ``timeout`` is not a number >= 0 or None, or is given without
             ``wait=True`` (TypeError).
@@ -392,7 +414,22 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         if timeout is not None and not wait:
             raise TypeError("close(timeout=...) waits only with wait=True")
         if wait and self._open:
-            self._wait_in_flight(limit)
+            self._begin_closing()
+            try:
+                if not self._wait_in_flight(limit):
+                    raise InFlightTimeoutError(
+                        f"cannot close the file: {self._in_flight()} operation(s) still in "
+                        f"flight after {timeout} s; nothing was closed and the file "
+                        "accepts operations again")
+                self._close_now()
+            finally:
+                self._end_closing()
+            return
+        self._close_now()
+
+    def _close_now(self) -> None:
+        """Close without waiting: raise InFlightError (changing nothing)
+        while operations are in flight."""
         handle = self._detach()
         if handle is not None:
             _bindings.handle_deregister(handle)
@@ -407,18 +444,18 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         if direct is not None and direct >= 0:
             os.close(direct)
 
-    def _wait_in_flight(self, timeout: float | None) -> None:
-        """Wait until no operation uses this file, at most ``timeout``
-        seconds (None: no limit); what is left is refused by close()."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        _observe.wait_for(self, timeout)   # stream-ordered, dropped handles included
-        delay = 1e-4
-        while self._held_count():
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return
-            time.sleep(delay if left is None else min(delay, left))
-            delay = min(delay * 2, 0.01)
+    def _in_flight(self) -> int:
+        """Operations on this file not yet complete, of every kind."""
+        return int(_observe.settle(self)) + self._held_count()
+
+    def _wait_in_flight(self, timeout: float | None, held_timeout: float | None = None
+                        ) -> bool:
+        """Wait until no operation uses this file (stream-ordered ones,
+        dropped handles included, and the others), at most ``timeout``
+        seconds (None: no limit), see :func:`hipfile._lifetime.drain`.
+        Returns whether none is left (close() refuses what is)."""
+        return drain(lambda left: int(_observe.wait_for(self, left)), self._held_count,
+                     timeout, held_timeout)
 
     def __enter__(self) -> FileHandle:
         return self.open()
@@ -428,12 +465,24 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        """Wait for this file's operations in flight, then close.
+        """Refuse new operations, wait for this file's operations in flight,
+        then close: as ``close(wait=True)``, with no limit for stream-ordered
+        operations and :data:`hipfile._lifetime.HELD_WAIT_TIMEOUT` seconds
+        for the others (what is still in flight then makes the close raise
+        :class:`~hipfile.InFlightError`).
 
         An exception raised in the block propagates unchanged; a failure
         while waiting or closing is attached to it as context.
         """
-        exit_block(exc, lambda: wait_idle(self, self), self.close)
+        if not self._open:
+            exit_block(exc, lambda: None, self.close)
+            return
+        self._begin_closing()
+        try:
+            exit_block(exc, lambda: self._wait_in_flight(None, _lifetime.HELD_WAIT_TIMEOUT),
+                       self._close_now)
+        finally:
+            self._end_closing()
 
     def __del__(self) -> None:
         finalize(self, "close", lambda: bool(self._open), "was not closed")
@@ -483,13 +532,18 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     def _io(self, write: bool, buffer: Any, size: int | None, file_offset: int | None,
             buffer_offset: int) -> int:
-        self._check_registered()
-        if write and self._appends:
-            # one append through this handle at a time, at the end
-            with self._append_lock:
-                return self._io_at(write, buffer, size, file_offset, buffer_offset, True)
-        return self._io_at(write, buffer, size, 0 if file_offset is None else file_offset,
-                           buffer_offset, False)
+        # counted in flight for the whole call: a close waits for it, or
+        # (when it began first) this call is refused here
+        self._hold_open()
+        try:
+            if write and self._appends:
+                # one append through this handle at a time, at the end
+                with self._append_lock:
+                    return self._io_at(write, buffer, size, file_offset, buffer_offset, True)
+            return self._io_at(write, buffer, size,
+                               0 if file_offset is None else file_offset, buffer_offset, False)
+        finally:
+            self._hold(-1)
 
     def _io_at(self, write: bool, buffer: Any, size: int | None, file_offset: int | None,
                buffer_offset: int, append: bool) -> int:
@@ -559,7 +613,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             ``allow_host_buffers`` is False.
         ValueError
             Negative offsets, a range that overruns the buffer, a
-            non-positive ``task_size``, or a closed file.
+            non-positive ``task_size``, or a closed or closing file
+            (:class:`~hipfile.ClosedFileError`, see :meth:`close`; a call
+            that began before a ``close(wait=True)`` completes first).
         OSError
             A system error (subclass chosen by errno).
         HipFileException
@@ -707,7 +763,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         TypeError, ValueError
             A bad buffer, stream, range or task size (nothing is submitted).
         ClosedFileError
-            The file is closed.
+            The file is closed, or closing (see :meth:`close`).
 
         See Also
         --------
@@ -821,7 +877,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         TypeError, ValueError
             A bad buffer, stream, range or task size, or no range (nothing is submitted).
         ClosedFileError
-            The file is closed.
+            The file is closed, or closing (see :meth:`close`).
 
         See Also
         --------
