@@ -80,6 +80,17 @@ def gated_stream() -> Iterator[tuple[Any, Callable[[], None]]]:
         check(hip.hipHostFree(flag))
 
 
+# cuFile 1.15's compatibility mode (the cuda platform) completed some of
+# these read_async calls with hipErrorInvalidPitchValue (12): reads on
+# several threads' own streams, and one queued behind a stream held by a
+# stream wait (H200, 2026-12-04, two suites in a row); AMD's hipFile and the
+# emulated platform complete them.
+_CUFILE_ASYNC = pytest.mark.cufile_differs(
+    "cuFile 1.15's compatibility mode fails some read_async calls of this shape with "
+    "hipErrorInvalidPitchValue (12) (docs/platform-cuda.md)")
+ASYNC = pytest.param("async", marks=_CUFILE_ASYNC)
+
+
 def wait_until(cond: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + LONG
     while not cond():
@@ -263,6 +274,7 @@ def test_one_close_giving_up_does_not_reopen_under_another(driver, rw_file):
         assert blocker.wait(LONG) == N
 
 
+@_CUFILE_ASYNC
 def test_with_block_exit_refuses_new_work_and_drains(driver, rw_file):
     """Leaving a ``with`` block, in another thread, while an operation is
     held in flight: the file is closing (submissions refused) until it
@@ -345,10 +357,11 @@ class Submitter(threading.Thread):
             self.first.set()
 
 
+
 FAMILIES = [
     "sync",
     "parallel",
-    "async",
+    ASYNC,
     "engine",
     pytest.param("batch", marks=pytest.mark.needs("hipFileBatchIOGetStatus")),
 ]
@@ -429,7 +442,7 @@ def test_close_wait_while_threads_submit(driver, threads_file, family):
     assert_nothing_left()
 
 
-@pytest.mark.parametrize("family", ["sync", "async", "engine"])
+@pytest.mark.parametrize("family", ["sync", ASYNC, "engine"])
 def test_with_block_exit_while_threads_submit(driver, threads_file, family):
     path, data = threads_file
     emulated_delay(20_000)

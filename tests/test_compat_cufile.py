@@ -391,6 +391,8 @@ def test_bindings_raise_runtime_errors(driver: CuFileDriver, dev: Any, tmp_path:
 # -- what a failure says ---------------------------------------------------------------------
 
 
+@pytest.mark.cufile_differs("cuFile does not check a bare address against its allocation: "
+                            "the read is not refused there (H200, 2026-12-04)")
 def test_overrun_of_a_bare_address_names_the_allocation(driver: CuFileDriver, data_path: Path,
                                                        dev: Any) -> None:
     """Reading past the end of the device allocation behind a bare address

@@ -915,7 +915,14 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         the handle has none (its threads then call hipFile)."""
         if self._handle_type != FileHandleType.OPAQUE_FD:
             return -1
-        return self._posix_fd()
+        try:
+            return self._posix_fd()
+        except OSError as exc:
+            # closed by another thread between fileno() and the descriptor's
+            # use here: the submission is refused as any on a closed file
+            if exc.errno == errno.EBADF and not self._open:
+                raise ClosedFileError(self._closed_reason()) from None
+            raise
 
     def _engine_direct_fd(self, large: bool) -> int:
         """The ``O_DIRECT`` descriptor for an engine read, or -1 for the
