@@ -244,3 +244,16 @@ def lost_first_write(got: int, slots: tuple[int, int, int], expected: tuple[int,
     pytest.fail(f"the write reported {got} of {expected[0]} bytes; slots (size, file offset, "
                 f"buffer offset) {slots} for {expected}; file {len(on_disk)} bytes before "
                 f"the retry; the same write again: {retry}, the bytes then landed: {landed}")
+
+
+def direct_io_supported(folder: Path) -> bool:
+    """Whether files in ``folder`` can be opened with ``O_DIRECT``."""
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:
+        return False
+    try:
+        fd = os.open(folder / "direct-probe", os.O_RDWR | os.O_CREAT | flag, 0o644)
+    except OSError:
+        return False
+    os.close(fd)
+    return True

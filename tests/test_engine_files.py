@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import device_array, from_device, hip_stream, to_device
+from _util import device_array, direct_io_supported, from_device, hip_stream, to_device
 
 import hipfile
 from hipfile import InFlightError
@@ -219,25 +219,13 @@ def test_bad_entries_submit_nothing(tmp_path: Path) -> None:
             fh.close()
 
 
-def _direct_ok(folder: Path) -> bool:
-    flag = getattr(os, "O_DIRECT", 0)
-    if not flag:
-        return False
-    try:
-        fd = os.open(folder / "probe", os.O_RDWR | os.O_CREAT | flag, 0o644)
-    except OSError:
-        return False
-    os.close(fd)
-    return True
-
-
 @pytest.mark.parametrize("opened_direct", [False, True])
 def test_cold_large_reads_go_through_o_direct_and_the_unaligned_end_buffered(
         tmp_path: Path, opened_direct: bool) -> None:
     """A read of >= 16 MiB of a file the page cache lacks, or any read of a
     file opened with O_DIRECT, goes through an O_DIRECT descriptor; the
     file's unaligned end, which O_DIRECT refuses, is read buffered."""
-    if not _direct_ok(tmp_path):
+    if not direct_io_supported(tmp_path):
         pytest.skip("this file system refuses O_DIRECT")
     size = (16 << 20) + 1000
     data = np.random.default_rng(4).integers(0, 256, size, dtype=np.uint8)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, from_device, random_bytes, to_device
+from _util import check, direct_io_supported, from_device, random_bytes, to_device
 from hip import hip
 
 import hipfile
@@ -428,21 +428,9 @@ def test_read_only_file_refuses_writes(driver: hipfile.Driver, data_path: Path,
     assert info.value.errno == errno.EBADF
 
 
-def _direct_io_supported(folder: Path) -> bool:
-    flag = getattr(os, "O_DIRECT", 0)
-    if not flag:
-        return False
-    try:
-        fd = os.open(folder / "direct-probe", os.O_RDWR | os.O_CREAT | flag, 0o644)
-    except OSError:
-        return False
-    os.close(fd)
-    return True
-
-
 def test_direct_io(driver: hipfile.Driver, data_path: Path, payload: np.ndarray,
                    dev: Any) -> None:
-    if not _direct_io_supported(data_path.parent):
+    if not direct_io_supported(data_path.parent):
         pytest.skip(f"the file system of {data_path.parent} does not allow O_DIRECT")
     fill(dev, 0)
     with hipfile.open(data_path, "r+", direct=True) as fh:
@@ -482,7 +470,7 @@ def test_compat_mode_disabled_by_environment(compat_env: pytest.MonkeyPatch,
     assert info.value.err is OpError.DIO_NOT_SET
     assert info.value.func == "hipFileHandleRegister"
     assert fd_count() == before
-    if _direct_io_supported(data_path.parent):
+    if direct_io_supported(data_path.parent):
         with hipfile.open(data_path, direct=True) as fh:
             assert not fh.closed
     # forcing compat mode wins over disallowing it
