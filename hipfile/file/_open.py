@@ -1,4 +1,4 @@
-"""``hipfile.open``: open and register a file in one call."""
+"""``hipfile.open``: open a file for hipFile in one call."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ def open(
     path: str | os.PathLike[str], flags: int | str | None = None, mode: int | str | None = None,
     *, permissions: int | None = None, direct: bool = False,
 ) -> FileHandle:
-    """Open and register a file; returns an open :class:`FileHandle`.
+    """Open a file; returns an open :class:`FileHandle`, which registers
+    with hipFile (``hipFileHandleRegister``) at its first call through
+    hipFile's own data path (see :meth:`FileHandle.open`).
 
     Parameters
     ----------
