@@ -247,3 +247,44 @@ def test_cold_large_reads_go_through_o_direct_and_the_unaligned_end_buffered(
     finally:
         fh.close()
     assert len(os.listdir("/proc/self/fd")) < fds     # the O_DIRECT twin closed too
+
+
+def test_small_reads_read_at_submit_or_by_the_workers_alike(tmp_path: Path) -> None:
+    """A lone small read whose bytes the page cache holds is read by the
+    submitting thread; one whose bytes it lacks goes to the workers. The
+    bytes and counts are the file's either way, for every size up to and
+    past the limit of reads at submit (256 KiB), on an idle and a busy
+    stream."""
+    data = np.random.default_rng(8).integers(0, 256, 1 << 20, dtype=np.uint8)
+    path = tmp_path / "small.bin"
+    path.write_bytes(data.tobytes())
+    sizes = [1, 4096, 65536 + 3, (256 << 10), (256 << 10) + 1]
+    with hipfile.open(path) as fh, device_array(1 << 20) as dev, hip_stream() as s:
+        for cold in (False, True):
+            for size in sizes:
+                if cold:
+                    fd = os.open(path, os.O_RDONLY)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    os.close(fd)
+                to_device(dev, np.full(size, 0x5A, dtype=np.uint8))
+                h = fh.pread_async(dev, size, 1000, 0, s)
+                assert h.wait(timeout=30) == size, (cold, size)
+                np.testing.assert_array_equal(from_device(dev, size), data[1000:1000 + size])
+
+
+def test_a_lone_medium_range_is_cut_over_the_threads(tmp_path: Path) -> None:
+    """A lone range of less than one default task per thread is cut into
+    chunks of at least 256 KiB (several file calls); an explicit task_size
+    is kept as given."""
+    data = np.random.default_rng(9).integers(0, 256, 1 << 20, dtype=np.uint8)
+    path = tmp_path / "medium.bin"
+    path.write_bytes(data.tobytes())
+    threads = hipfile.engine.settings()["threads"]
+    with hipfile.defaults.set(engine_task_size=2 << 20), hipfile.open(path) as fh, \
+            device_array(1 << 20) as dev, hip_stream() as s:
+        h = fh.pread_async(dev, 1 << 20, 0, 0, s)
+        assert h.wait(timeout=30) == 1 << 20
+        np.testing.assert_array_equal(from_device(dev, 1 << 20), data)
+        assert h.calls == min(threads, 4), (h.calls, threads)   # 1 MiB / 256 KiB
+        h = fh.pread_async(dev, 1 << 20, 0, 0, s, task_size=1 << 20)
+        assert h.wait(timeout=30) == 1 << 20 and h.calls == 1

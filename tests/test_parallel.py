@@ -442,3 +442,26 @@ def test_read_and_write_take_task_size(driver, data_file, tmp_path, write):
                 host = from_device(dev, N)
             assert np.array_equal(host[2000:52_000], data[1000:51_000])
             assert np.array_equal(host[:4], data[N - 4:])
+
+
+@pytest.mark.emulated
+def test_a_small_pread_is_done_on_return(driver, data_file):
+    """A request of one task of at most 256 KiB runs in the calling thread:
+    its future is done when pread returns, with the same outcome, errors
+    included, as the pool gives; a larger one goes to the pool."""
+    path, data = data_file
+    with device_array(N) as dev, FileHandle(path) as fh:
+        fut = fh.pread(dev, 4096, 8192)
+        assert fut.done() and not fut.running() and not fut.cancelled()
+        assert fut.result(timeout=0) == 4096 and fut.exception() is None
+        assert np.array_equal(from_device(dev, 4096), data[8192:8192 + 4096])
+        called = []
+        fut.add_done_callback(called.append)      # done: runs at once
+        assert called == [fut] and not fut.cancel()
+        # an error of the task is the future's outcome, not raised by pread
+        emu().inject_fault("read", errno.EIO, count=1)
+        bad = fh.pread(dev, 4096, 0)
+        assert bad.done() and isinstance(bad.exception(), OSError)
+        with pytest.raises(OSError):
+            bad.result()
+    assert fh.closed     # nothing held after either
