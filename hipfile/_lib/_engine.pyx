@@ -242,7 +242,6 @@ def engine_submit_files(int opcode, buffer, entries, stream=0, task_size=None,
     cdef bint is_device = 0
     cdef _FlagPool pool
     cdef _FileCore f
-    cdef StreamIOHandle hd
     if opcode not in (0, 1):
         raise ValueError(f"opcode must be 0 (read) or 1 (write), got {opcode}")
     if not isinstance(entries, (list, tuple)):
@@ -300,8 +299,7 @@ def engine_submit_files(int opcode, buffer, entries, stream=0, task_size=None,
                 raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
                               "with 'r+' or 'w' to write", getattr(fo, "path", None))
             file_fds.append(fd)
-            file_ends.append(max(os.fstat(fd).st_size, getattr(fo, "_staged_write_end", 0))
-                             if opcode == 0 else -1)
+            file_ends.append(_file_end(fo, fd) if opcode == 0 else -1)
         checked = <hfe_span *>malloc(n * sizeof(hfe_span))
         fds = <int *>malloc(n * sizeof(int))
         ends = <long long *>malloc(n * sizeof(long long))
@@ -314,46 +312,28 @@ def engine_submit_files(int opcode, buffer, entries, stream=0, task_size=None,
                           <hoff_t *>&checked[i].file_offset, <hoff_t *>&checked[i].buffer_offset)
                 fds[i] = file_fds[idx[i]]
                 ends[i] = file_ends[idx[i]]
-            _eng_sweep()
-            _eng_start()
-            device = _pointer_device(base, &is_device)
-            if bc is not None:
-                if bc._device < 0:
-                    bc._device = device
-                device = bc._device
-            pool = _pool_for(device)
+            pool = _engine_for(base, bc, &device, &is_device)
             if not _staged_path(fds[0], pool, is_device):
                 raise NotImplementedError(
                     "a many-file operation needs the staging path (device memory on a device "
                     "with stream waits, and the engine_data_path setting 'auto')")
             if opcode == 1:
+                wends = [0] * len(files)
+                for i in range(n):
+                    if checked[i].len:
+                        wends[idx[i]] = max(wends[idx[i]], checked[i].file_offset
+                                            + <long long>checked[i].len)
                 for k in range(len(files)):
-                    wend = 0
-                    for i in range(n):
-                        if idx[i] == k and checked[i].len:
-                            wend = max(wend, checked[i].file_offset + <long long>checked[i].len)
-                    if wend > getattr(files[k], "_staged_write_end", 0):
-                        try:
-                            files[k]._staged_write_end = wend
-                        except AttributeError:
-                            pass
+                    _record_write_end(files[k], wends[k])
             handles = _submit_staged(<_FileCore>files[0], opcode, fds[0], base, checked, <int>n,
                                      sh, device, pool, task, ordered, True, prefetch, fds, ends)
         finally:
             free(checked)
             free(fds)
             free(ends)
-        for fo in files:
-            (<_FileCore>fo)._held += 1
-        if bc is not None:
-            bc._held += 1
-        hd = <StreamIOHandle>handles[0]
-        hd._submitted = 1
-        hd._file = tuple(files) if len(files) > 1 else files[0]
-        hd._bcore = bc
-        hd._buffer = buf_owner
-        hd._stream_owner = stream_owner
-        return hd
+        _hand_over(handles, tuple(files) if len(files) > 1 else files[0], bc, buf_owner,
+                   stream_owner)
+        return handles[0]
     finally:
         for fo in entered:
             (<_FileCore>fo)._entering -= 1
@@ -363,19 +343,9 @@ cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length
                           _BufferCore bc, object buf_owner, hfe_span *checked, int n,
                           uintptr_t sh, object stream_owner, size_t task, int fd,
                           bint ordered, bint grouped, bint prefetch):
-    cdef int device, ng
-    cdef _FlagPool pool
-    cdef StreamIOHandle hd
+    cdef int device
     cdef bint is_device = 0, staged
-
-    _eng_sweep()
-    _eng_start()
-    device = _pointer_device(base, &is_device)   # one query: the device and the kind
-    if bc is not None:
-        if bc._device < 0:
-            bc._device = device
-        device = bc._device
-    pool = _pool_for(device)
+    cdef _FlagPool pool = _engine_for(base, bc, &device, &is_device)
     staged = _staged_path(fd, pool, is_device)
     if staged:
         handles = _submit_staged(f, opcode, fd, base, checked, n, sh, device, pool, task,
@@ -384,20 +354,24 @@ cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length
         handles = _submit_workers(f, opcode, base, checked, n, sh, device, pool, task, grouped)
     # submitted: the handles now hold the file, buffer and stream (before any
     # wait below, which may raise the operation's error: they still own it)
-    ng = len(handles)
-    f._held += ng
-    if bc is not None:
-        bc._held += ng
-    for o in handles:
-        hd = <StreamIOHandle>o
-        hd._submitted = 1
-        hd._file = f
-        hd._bcore = bc
-        hd._buffer = buf_owner
-        hd._stream_owner = stream_owner
+    _hand_over(handles, f, bc, buf_owner, stream_owner)
     if not staged and ordered and handles:
         _order_after(handles, sh)
     return handles
+
+
+cdef _FlagPool _engine_for(uintptr_t base, _BufferCore bc, int *device, bint *is_device):
+    """The engine started (parked handles swept) and the flag pool of the
+    buffer's device; ``device`` and ``is_device`` from one pointer query
+    (a registered Buffer keeps the device it found first)."""
+    _eng_sweep()
+    _eng_start()
+    device[0] = _pointer_device(base, is_device)
+    if bc is not None:
+        if bc._device < 0:
+            bc._device = device[0]
+        device[0] = bc._device
+    return _pool_for(device[0])
 
 
 cdef int _order_after(list handles, uintptr_t sh) except -1:
@@ -452,24 +426,15 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
     cdef StreamIOHandle hd
     cdef int sdev
     cdef hfe_runtime rt
-    if fds != NULL:
-        pass
-    elif opcode == 0:
-        # Reads stop at the end of the file: as it is now, or as the staged
-        # writes submitted on this file before will leave it (a write then a
-        # read of the same bytes, in stream order).
-        end = max(os.fstat(fd).st_size, getattr(f, "_staged_write_end", 0))
+    if fds == NULL and opcode == 0:
+        end = _file_end(f, fd)
         direct_fd = _direct_fd(f, checked, n)
-    else:
+    elif fds == NULL:
         wend = 0
         for i in range(n):
             if checked[i].len and checked[i].file_offset + <long long>checked[i].len > wend:
                 wend = checked[i].file_offset + <long long>checked[i].len
-        if wend > getattr(f, "_staged_write_end", 0):
-            try:
-                f._staged_write_end = wend
-            except AttributeError:
-                pass
+        _record_write_end(f, wend)
     pieces = <hfe_piece *>malloc(n * sizeof(hfe_piece))
     groups = <hfe_op **>calloc(ng, sizeof(hfe_op *))
     cdev = <uint64_t *>calloc(ng, sizeof(uint64_t))
@@ -565,6 +530,44 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
             hd = <StreamIOHandle>o
             _wait_value32(sh, hd._flag.devptr, hd._value)
     return handles
+
+
+cdef long long _file_end(object f, int fd) except -1:
+    """Where reads of ``f`` stop: the end of the file as it is now, or as
+    the staged writes submitted on it before will leave it (a write then a
+    read of the same bytes, in stream order)."""
+    return max(os.fstat(fd).st_size, getattr(f, "_staged_write_end", 0))
+
+
+cdef int _record_write_end(object f, long long wend) except -1:
+    """A staged write submitted on ``f`` ends at ``wend``: reads submitted
+    after it stop there at the earliest (see :func:`_file_end`)."""
+    if wend > getattr(f, "_staged_write_end", 0):
+        try:
+            f._staged_write_end = wend
+        except AttributeError:
+            pass
+    return 0
+
+
+cdef int _hand_over(list handles, object files, _BufferCore bc, object buf_owner,
+                    object stream_owner) except -1:
+    """The submitted handles hold the file(s) (one, or a tuple of them),
+    buffer and stream until their completion is observed."""
+    cdef StreamIOHandle hd
+    cdef Py_ssize_t ng = len(handles)
+    for o in (files if type(files) is tuple else (files,)):
+        (<_FileCore>o)._held += ng
+    if bc is not None:
+        bc._held += ng
+    for o in handles:
+        hd = <StreamIOHandle>o
+        hd._submitted = 1
+        hd._file = files
+        hd._bcore = bc
+        hd._buffer = buf_owner
+        hd._stream_owner = stream_owner
+    return 0
 
 
 # A one-file read of at least DIRECT_MIN bytes from a file the page cache
