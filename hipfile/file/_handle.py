@@ -14,6 +14,7 @@ from hipfile._interop import as_timeout, check_writable, io_range_or_host
 from hipfile._lib import _aio, _api, _bindings, _engine, _observe
 from hipfile._lib._core import _FileCore
 from hipfile._lifetime import ClosesWhenCollected, drain, exit_block, finalize
+from hipfile._residency import cached_fraction
 from hipfile._transfer import host_transfer, transfer
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError, InFlightTimeoutError
@@ -932,12 +933,12 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         ``O_DIRECT``, opened on first use and closed by :meth:`close`
         (-1 where the file system refuses ``O_DIRECT``)."""
         fd = self.fileno()
-        if is_direct(fd):
-            return fd
+        if self._buffered_fd is not None:
+            return fd    # opened with O_DIRECT: _posix_fd (the engine's fd) made its twin
         if not large or self._direct_fd == -1 or not O_DIRECT:
             return -1
-        from hipfile.safetensors._read import cached_fraction
-
+        if is_direct(fd):
+            return fd
         if cached_fraction(fd, sample_pages=256) >= 0.5:
             return -1
         with _TWIN_LOCK:

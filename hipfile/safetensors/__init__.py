@@ -67,6 +67,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from hipfile._residency import cached_fraction
 from hipfile.safetensors._header import (
     ALIGNMENT,
     DTYPE_ORDER,
@@ -100,7 +101,6 @@ from hipfile.safetensors._read import (
     DeviceAllocation,
     DeviceTensor,
     ReadRange,
-    cached_fraction,
     plan_reads,
     read_ranges,
     read_ranges_stream,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hipfile._mounts import mount_of
+from hipfile._residency import cached_fraction
 from hipfile.buffer import Buffer
 from hipfile.file import FileHandle
 from hipfile.safetensors._header import (
@@ -29,7 +30,6 @@ from hipfile.safetensors._read import (
     DeviceTensor,
     ReadRange,
     _task_size,
-    cached_fraction,
     plan_reads,
 )
 
