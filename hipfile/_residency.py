@@ -13,19 +13,19 @@ __all__ = ["cached_fraction"]
 _LIBC: Any = None
 
 
-def _libc() -> Any:
+def libc() -> Any:
     """libc's ``mmap``, ``munmap`` and ``mincore`` through ctypes (loaded once)."""
     global _LIBC
     if _LIBC is None:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.mmap.restype = ctypes.c_void_p
-        libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+        lib = ctypes.CDLL(None, use_errno=True)
+        lib.mmap.restype = ctypes.c_void_p
+        lib.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
                               ctypes.c_int, ctypes.c_long)
-        libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
-        libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
-        _LIBC = libc
+        lib.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+        lib.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
+        _LIBC = lib
     return _LIBC
 
 
@@ -86,16 +86,16 @@ def cached_fraction(path: str | os.PathLike[str] | int, *,
         size = os.fstat(fd).st_size
         if size == 0:
             return 1.0
-        libc = _libc()
+        c = libc()
         page = mmap.PAGESIZE
         pages = (size + page - 1) // page
-        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        addr = c.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
         if addr is None or addr == (1 << 64) - 1 or addr == -1:
             return 0.0
         try:
             if sample_pages is None or sample_pages >= pages:
                 vec = np.empty(pages, np.uint8)
-                if libc.mincore(addr, size, vec.ctypes.data) != 0:
+                if c.mincore(addr, size, vec.ctypes.data) != 0:
                     return 0.0
                 return int(np.count_nonzero(vec & 1)) / pages
             windows = sample_pages // _WINDOW_PAGES
@@ -103,12 +103,12 @@ def cached_fraction(path: str | os.PathLike[str] | int, *,
             last = pages - _WINDOW_PAGES      # the last window ends at the last page
             for i in range(windows):
                 first = last * i // max(windows - 1, 1)
-                if libc.mincore(addr + first * page, _WINDOW_PAGES * page,
+                if c.mincore(addr + first * page, _WINDOW_PAGES * page,
                                 vec[i].ctypes.data) != 0:
                     return 0.0
             return int(np.count_nonzero(vec & 1)) / vec.size
         finally:
-            libc.munmap(addr, size)
+            c.munmap(addr, size)
     except OSError:
         return 0.0
     finally:

@@ -18,6 +18,7 @@ import os
 import warnings
 from typing import Any
 
+from hipfile._residency import libc
 from hipfile.compat._errors import also
 from hipfile.compat.kvikio._args import size_t
 
@@ -63,19 +64,6 @@ class _Opened:
             os.close(self.fd)
 
 
-_libc: ctypes.CDLL | None = None
-
-
-def _mincore() -> Any:
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    fn = _libc.mincore
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    fn.restype = ctypes.c_int
-    return fn
-
-
 def get_page_cache_info(file: File, offset: int = 0, length: int = 0) -> tuple[int, int]:
     """Pages of ``file`` in the page cache: ``(cached, total)`` over the
     bytes ``[offset, offset + length)`` (``length`` 0: to the end of the
@@ -113,7 +101,7 @@ def get_page_cache_info(file: File, offset: int = 0, length: int = 0) -> tuple[i
 
             exported = np.frombuffer(m, dtype=np.uint8)
             vec = (ctypes.c_ubyte * npages)()
-            rc = _mincore()(exported.ctypes.data, span, vec)
+            rc = libc().mincore(exported.ctypes.data, span, vec)
             del exported
             if rc != 0:
                 err = ctypes.get_errno()
