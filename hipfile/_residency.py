@@ -22,7 +22,7 @@ def libc() -> Any:
         lib = ctypes.CDLL(None, use_errno=True)
         lib.mmap.restype = ctypes.c_void_p
         lib.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                              ctypes.c_int, ctypes.c_long)
+                             ctypes.c_int, ctypes.c_long)
         lib.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
         lib.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
         _LIBC = lib
