@@ -111,6 +111,7 @@ __all__ = [
     "num_threads",
     "parse_size",
     "reset",
+    "safetensors_read_ahead",
     "set",
     "task_size",
     "wait_timeout",
@@ -312,6 +313,10 @@ SETTINGS: dict[str, Setting] = {
                 _choice_check({"auto": "auto", "hipfile": "hipfile"}), str,
                 "How the stream-ordered engine moves data: 'auto' (the pinned staging ring "
                 "where it can) or 'hipfile' (hipFile's own calls).", "'auto'"),
+        Setting("safetensors_read_ahead", "HIPFILE_SAFETENSORS_READ_AHEAD", lambda: 256 << 20,
+                _bytes_check(0), parse_size,
+                "Bytes of device memory a hipfile.safetensors.safe_open handle reads ahead of "
+                "get_tensor calls (0: none).", "256 MiB"),
     )
 }
 
@@ -516,3 +521,4 @@ engine_staging_size = _getter("engine_staging_size", int)
 engine_batch_copies = _getter("engine_batch_copies", bool)
 engine_release = _getter("engine_release", str)
 engine_data_path = _getter("engine_data_path", str)
+safetensors_read_ahead = _getter("safetensors_read_ahead", int)

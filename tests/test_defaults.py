@@ -41,6 +41,7 @@ def test_builtin_defaults() -> None:
         "engine_batch_copies": True,
         "engine_release": "auto",
         "engine_data_path": "auto",
+        "safetensors_read_ahead": 256 << 20,
     }
     getters = {name: getattr(defaults, name) for name in defaults.SETTINGS}
     for name, getter in getters.items():
@@ -93,6 +94,7 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
         "engine_batch_copies": ("0", False),
         "engine_release": (" Host ", "host-waits"),
         "engine_data_path": ("hipfile", "hipfile"),
+        "safetensors_read_ahead": ("0", 0),
     }
     assert set(texts_and_values) == set(defaults.SETTINGS)
     for name, (text, _) in texts_and_values.items():

@@ -555,6 +555,42 @@ def test_torch_framework(tmp_path: Path) -> None:
         assert bytes(ref[name]["data"]) == data
 
 
+def test_torch_key_loop_and_splits_match_safetensors(tmp_path: Path) -> None:
+    """torch on a GPU, as loaders call it: get_tensor key by key (read
+    ahead), row and column splits of every 2-D tensor, each equal to
+    safetensors' own result."""
+    torch = pytest.importorskip("torch")
+    st = pytest.importorskip("safetensors")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no GPU here")
+    g = torch.Generator().manual_seed(5)
+    ref = {f"layers.{i}.w": torch.randn(96 + i, 64 + 8 * i, generator=g).to(torch.bfloat16)
+           for i in range(6)}
+    ref |= {"norm": torch.randn(77, generator=g), "emb": torch.randn(1000, 520, generator=g),
+            "ids": torch.arange(5, dtype=torch.int64)}
+    path = tmp_path / "m.safetensors"
+    hst.torch.save_file(ref, path)
+    with hst.safe_open(path, "pt", device="cuda:0") as f, \
+            st.safe_open(path, "pt") as want:
+        keys = list(f.keys())
+        assert keys == list(want.keys())
+        for k in keys:
+            got = f.get_tensor(k)
+            assert got.is_cuda and got.dtype == ref[k].dtype
+            assert torch.equal(got.cpu(), want.get_tensor(k)), k
+        for k in keys:
+            if ref[k].dim() != 2:
+                continue
+            n, m = ref[k].shape
+            for r in range(4):
+                rows = f.get_slice(k)[r * n // 4:(r + 1) * n // 4]
+                cols = f.get_slice(k)[:, r * m // 4:(r + 1) * m // 4]
+                assert torch.equal(rows.cpu(), want.get_slice(k)[r * n // 4:(r + 1) * n // 4])
+                assert torch.equal(cols.cpu(),
+                                   want.get_slice(k)[:, r * m // 4:(r + 1) * m // 4]), k
+                assert cols.is_contiguous() and cols.is_cuda
+
+
 @pytest.mark.emulated
 def test_benchmark_checks_correctness_on_the_emulated_platform(tmp_path: Path) -> None:
     import subprocess

@@ -21,6 +21,7 @@ from hypothesis import strategies as hs
 
 from hipfile import safetensors as hst
 from hipfile.safetensors import numpy as hnp
+from hipfile.safetensors._open import MAX_RUNS
 
 st = pytest.importorskip("safetensors")
 stn = pytest.importorskip("safetensors.numpy")
@@ -187,23 +188,29 @@ def test_slice_of_many_small_runs_is_bounded(tmp_path: Path) -> None:
 
 
 def test_device_slices(tmp_path: Path) -> None:
-    """framework="hip": a contiguous selection (rows, or rows with whole
-    inner dimensions) is a DeviceTensor with the right bytes; a strided one
-    is refused with SafetensorError naming the frameworks that take it."""
+    """framework="hip": a selection whose runs of bytes make its result in
+    C order (rows, a column block, steps: each run read into its place) is
+    a DeviceTensor with the right bytes; one of more runs than a slice
+    enumerates is refused with SafetensorError naming the frameworks that
+    take it."""
     a = np.arange(6 * 4 * 2, dtype=np.int32).reshape(6, 4, 2)
+    big = np.arange(400 * 100, dtype=np.int32).reshape(400, 100)
     path = tmp_path / "d.safetensors"
-    hnp.save_file({"a": a}, path)
+    hnp.save_file({"a": a, "big": big}, path)
     with hst.safe_open(path, framework="hip", device=0) as f:
         s = f.get_slice("a")
         for index in (np.s_[1:4], np.s_[2], np.s_[2, 1:3], np.s_[..., :], np.s_[3, 2, 1],
-                      np.s_[::1], np.s_[0:0]):
+                      np.s_[::1], np.s_[0:0], np.s_[::2], np.s_[..., 0], np.s_[:, 1],
+                      np.s_[1:5:3, ::2, 1:], np.s_[:, 2:0]):
             got = s[index]
             assert isinstance(got, hst.DeviceTensor)
             host = got.copy_to_host()
             assert host.shape == a[index].shape and np.array_equal(host, a[index]), index
-        for index in (np.s_[::2], np.s_[..., 0], np.s_[:, 1]):
-            with pytest.raises(hst.SafetensorError, match="framework 'pt' or 'numpy'"):
-                s[index]
+        got = f.get_slice("big")[:, 10:35].copy_to_host()
+        assert np.array_equal(got, big[:, 10:35])
+        assert 400 * 50 > MAX_RUNS
+        with pytest.raises(hst.SafetensorError, match="framework 'pt' or 'numpy'"):
+            f.get_slice("big")[:, ::2]
 
 
 # --------------------------------------------------------------------------

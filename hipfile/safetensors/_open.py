@@ -12,8 +12,10 @@ from typing import Any
 
 from hipfile._file_holder import FileHolder
 from hipfile._lifetime import ClosesWhenCollected
+from hipfile.buffer import Buffer
 from hipfile.file import FileHandle
 from hipfile.safetensors._header import (
+    ALIGNMENT,
     DTYPES,
     Header,
     SafetensorsError,
@@ -22,10 +24,13 @@ from hipfile.safetensors._header import (
     read_header,
 )
 from hipfile.safetensors._load import (
+    MAX_RANGE,
     HostFile,
+    allocate,
     check_backend,
     check_framework,
     load_many,
+    make_view,
     numpy_dtype,
     open_for_read,
     parse_device,
@@ -55,6 +60,10 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         int, a ``torch.device``); default ``"cpu"``, or GPU 0 for ``"hip"``.
     direct, task_size, reader, strict
         As :func:`hipfile.safetensors.load_file`.
+    read_ahead
+        Bytes of device memory :meth:`get_tensor` may read ahead of the
+        caller (None: the ``safetensors_read_ahead`` setting of
+        :mod:`hipfile.defaults`, 256 MiB; 0: none). See :meth:`get_tensor`.
 
     Raises
     ------
@@ -66,13 +75,13 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         The file cannot be opened or registered (host-memory loads do not
         register it: they need no GPU library).
     ValueError, TypeError
-        A bad ``reader``; a ``device`` of another type.
+        A bad ``reader``, a negative ``read_ahead``; a ``device`` of another type.
     """
 
     def __init__(self, path: str | os.PathLike[str], framework: str = "hip",
                  device: Any = None, *, direct: bool | None = None,
                  task_size: int | None = None, reader: str = "auto",
-                 strict: bool = False) -> None:
+                 strict: bool = False, read_ahead: int | None = None) -> None:
         # a HostFile for host memory: FileHolder only closes what it holds
         self._fh: FileHandle | HostFile | None = None  # type: ignore[assignment]
         self._framework = check_framework(framework)
@@ -82,6 +91,7 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         self._direct = direct
         self._task_size = task_size
         self._lock = threading.Lock()
+        self._ahead = _ReadAhead(_read_ahead_bytes(read_ahead))
         self._header = read_header(path, strict=strict)
         # host memory is read with POSIX calls: no hipFile, no GPU library
         self._fh = HostFile(path) if self._device.is_cpu else open_for_read(path, direct)
@@ -153,23 +163,54 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
     def _read(self, infos: list[TensorInfo],
               runs: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> dict[str, Any]:
         with self._lock:
-            fh = self._open_fh()
-            return load_many([(self._path, self._header, infos)], self._framework,
-                             self._device, direct=self._direct, task_size=self._task_size,
-                             reader=self._reader, progress=False, handles=[fh], runs=runs)
+            return self._read_locked(self._open_fh(), infos, runs)
+
+    def _read_locked(self, fh: FileHandle | HostFile, infos: list[TensorInfo],
+                     runs: Mapping[str, Sequence[tuple[int, int]]] | None = None
+                     ) -> dict[str, Any]:
+        return load_many([(self._path, self._header, infos)], self._framework,
+                         self._device, direct=self._direct, task_size=self._task_size,
+                         reader=self._reader, progress=False, handles=[fh], runs=runs)
 
     def get_tensor(self, name: str) -> Any:
         """Read one tensor into its own memory.
+
+        Into device memory, the tensor is read by the process's
+        stream-ordered engine with one submission, and the handle reads
+        ahead: the tensors that follow ``name`` in the order the calls go
+        (:meth:`keys`, or the file's order, :meth:`offset_keys`, when the
+        calls follow it) are submitted while this one is read, each into
+        its own memory, up to ``read_ahead`` bytes. A call for a tensor
+        read ahead waits for its own read only. Tensors read ahead but
+        skipped are dropped; after three calls in a row that the order did
+        not foresee, the handle stops reading ahead. :meth:`close` waits
+        for what is still being read and frees it. The bytes returned are
+        always the file's: a read cut short raises.
 
         Raises
         ------
         TensorNotFoundError
             No such tensor (a :class:`SafetensorsError` and a :class:`KeyError`).
         SafetensorsError
-            The file is closed.
+            The file is closed, or holds fewer bytes than the header says.
+        OSError, HipFileException
+            The read failed.
+        KeyboardInterrupt
+            Ctrl-C while waiting; the read goes on, and asking for the
+            tensor again returns it.
+
+        See Also
+        --------
+        hipFileRead, hipMemcpyAsync
         """
-        self._open_fh()
-        return self._read([self._info(name)])[name]
+        info = self._info(name) if self._fh is not None else None
+        with self._lock:
+            fh = self._open_fh()
+            assert info is not None
+            if (isinstance(fh, HostFile) or info.dtype.bits % 8
+                    or self._reader not in ("auto", "stream")):
+                return self._read_locked(fh, [info])[name]
+            return self._ahead.get(self, fh, info)
 
     def get_slice(self, name: str) -> SafeSlice:
         """A lazy view of one tensor: its shape and dtype, and indexing that
@@ -208,7 +249,17 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         return self.load_all()
 
     def close(self) -> None:
-        """Deregister and close the file (idempotent)."""
+        """Wait for the tensors still being read ahead and free them, then
+        close the file (idempotent).
+
+        Raises
+        ------
+        KeyboardInterrupt
+            Ctrl-C while waiting: the file stays open with what is left;
+            call ``close()`` again.
+        """
+        with self._lock:
+            self._ahead.drop_all()
         self._close_fh()
 
     def __enter__(self) -> SafeOpen:
@@ -223,7 +274,7 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
 def safe_open(path: str | os.PathLike[str], framework: str = "hip", device: Any = None, *,
               backend: str | None = None, direct: bool | None = None,
               task_size: int | None = None, reader: str = "auto",
-              strict: bool = False) -> SafeOpen:
+              strict: bool = False, read_ahead: int | None = None) -> SafeOpen:
     """Open a file for lazy tensor access; see :class:`SafeOpen`. ``backend``
     (safetensors' ``"mmap"``/``"pread"``) is checked and has no other effect:
     hipFile reads either way.
@@ -235,12 +286,266 @@ def safe_open(path: str | os.PathLike[str], framework: str = "hip", device: Any 
     """
     check_backend(backend)
     return SafeOpen(path, framework, device, direct=direct, task_size=task_size,
-                    reader=reader, strict=strict)
+                    reader=reader, strict=strict, read_ahead=read_ahead)
+
+
+# --------------------------------------------------------------------------
+# One tensor at a time, and reading ahead
+# --------------------------------------------------------------------------
+
+#: A tensor of at least this many bytes is read from its aligned range (its
+#: view starts inside its memory), so that an ``O_DIRECT`` read stays
+#: aligned; a smaller one gets memory of its own size.
+ALIGNED_MIN = 1 << 20
+
+#: Calls in a row outside the foreseen order that stop the read-ahead.
+MISSES_TO_STOP = 3
+
+
+def _read_ahead_bytes(value: int | None) -> int:
+    """``read_ahead`` checked; None is the setting.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Not an int, or negative.
+    """
+    if value is None:
+        from hipfile import defaults
+
+        return defaults.safetensors_read_ahead()
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"read_ahead must be an int (bytes), got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"read_ahead must be >= 0, got {value}")
+    return value
+
+
+class _Pending:
+    """One tensor submitted: its memory, where its bytes land in it, the
+    engine's handle and the bytes the read must give."""
+
+    __slots__ = ("addr", "handle", "info", "need", "offset", "owner")
+
+    def __init__(self, info: TensorInfo, owner: Any, addr: int, offset: int, handle: Any,
+                 need: int) -> None:
+        self.info = info
+        self.owner = owner
+        self.addr = addr
+        self.offset = offset
+        self.handle = handle
+        self.need = need
+
+
+def _submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
+                runs: Sequence[tuple[int, int]] | None = None) -> _Pending:
+    """Submit the read of one tensor (``info``: its dtype and shape, and
+    where its bytes begin) to the engine and return at once: the file is
+    read at once, the copies follow the null stream.
+
+    ``runs``: ``(file offset, bytes)`` pieces that, one after the other,
+    make the tensor's bytes (a slice's rows), read as one operation;
+    default the tensor's own range.
+    """
+    header = so._header
+    n = info.nbytes
+    if runs is None:
+        runs = [(header.data_offset + info.begin, n)]
+    task = so._task_size
+    if len(runs) == 1 and n >= ALIGNED_MIN:
+        begin = runs[0][0]
+        first = begin - begin % ALIGNMENT
+        span = -(-(begin + n) // ALIGNMENT) * ALIGNMENT - first
+        owner, addr, _ = allocate(so._framework, so._device, span + ALIGNMENT)
+        shift = (-addr) % ALIGNMENT
+        # whole pages: an O_DIRECT read stays aligned; the tensor starts inside
+        ranges = [(min(MAX_RANGE, span - d), first + d, shift + d)
+                  for d in range(0, span, MAX_RANGE)]
+        offset, need, length = shift + begin - first, begin - first + n, span + shift
+    else:
+        owner, addr, _ = allocate(so._framework, so._device, max(n, 1))
+        ranges, at = [], 0
+        for off, size in runs:
+            ranges += [(min(MAX_RANGE, size - d), off + d, at + d)
+                       for d in range(0, size, MAX_RANGE)]
+            at += size
+        offset, need, length = 0, n, n
+    handle = None
+    if need:
+        # the handle holds `owner` until the read ends, whoever drops it
+        target = owner if so._framework == "torch" else Buffer(_Owned(owner, addr), length)
+        if len(ranges) == 1:
+            size, off, at = ranges[0]
+            handle = fh.pread_async(target, size, off, at, 0, task_size=task, prefetch=True)
+        else:
+            handle = fh.pread_async_scatter(target, ranges, 0, task_size=task, prefetch=True)
+    return _Pending(info, owner, addr, offset, handle, need)
+
+
+class _Owned:
+    """A device address that keeps its allocation alive (``int()`` is the
+    address) for the hip framework's :class:`DeviceAllocation`."""
+
+    __slots__ = ("addr", "owner")
+
+    def __init__(self, owner: Any, addr: int) -> None:
+        self.owner = owner
+        self.addr = addr
+
+    def __int__(self) -> int:
+        return self.addr
+
+
+def _finish(so: SafeOpen, p: _Pending) -> Any:
+    """Wait for one submitted tensor and return it.
+
+    Raises
+    ------
+    SafetensorsError
+        The file held fewer bytes than the header says.
+    OSError, HipFileException, KeyboardInterrupt
+        From the wait.
+    """
+    got = p.handle.wait() if p.handle is not None else 0
+    if got < p.need:
+        raise SafetensorsError(f"{so._path}: read {got} of {p.info.nbytes} bytes of "
+                               f"{p.info.name!r}: the file changed or is truncated")
+    return make_view(so._framework, so._device, p.owner, p.addr, p.offset, p.info)
+
+
+class _ReadAhead:
+    """The tensors a handle has submitted ahead of the caller, in the order
+    it expects the calls, within a byte budget."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.window: dict[str, _Pending] = {}   # submission order
+        self.bytes = 0
+        self.orders: list[tuple[list[str], dict[str, int]]] = []   # by name, by offset
+        self.order: list[str] | None = None      # the order followed
+        self.position: dict[str, int] = {}
+        self.next = 0                            # index in `order` of the next to submit
+        self.last: str | None = None             # the last tensor returned
+        self.misses = 0
+
+    def _expected(self, so: SafeOpen, name: str) -> bool:
+        """Whether ``name`` is where an order puts it (the first call: the
+        first of an order; later: the one after the last returned); follows
+        that order (the file's when only it foresaw the call, the names'
+        when neither did on the first call)."""
+        if not self.orders:
+            for keys in (so.keys(), so.offset_keys()):
+                self.orders.append((keys, {k: i for i, k in enumerate(keys)}))
+        for keys, position in sorted(self.orders, key=lambda o: o[0] is not self.order):
+            if self.last is None:
+                hit = bool(keys) and keys[0] == name
+            else:
+                i = position.get(self.last, -1)
+                hit = 0 <= i < len(keys) - 1 and keys[i + 1] == name
+            if hit:
+                self.order, self.position = keys, position
+                return True
+        if self.order is None:
+            self.order, self.position = self.orders[0]
+        return False
+
+    def get(self, so: SafeOpen, fh: FileHandle, info: TensorInfo) -> Any:
+        name = info.name
+        held = self.window.get(name)
+        if self.budget <= 0 or self.misses >= MISSES_TO_STOP:
+            return self._take(so, held or _submit_one(so, fh, info))
+        if held is not None:
+            p = held
+            self.misses = 0
+            for k in list(self.window):          # skipped: dropped
+                if k == name:
+                    break
+                self._drop(k)
+        else:
+            if self._expected(so, name):
+                self.misses = 0
+            elif self.last is not None:
+                self.misses += 1
+            self.drop_all(wait=False)
+            p = _submit_one(so, fh, info)
+            self.window[name] = p
+            self.bytes += info.nbytes
+            assert self.order is not None
+            self.next = self.position.get(name, len(self.order) - 1) + 1
+        self._fill(so, fh, name)
+        return self._take(so, p)
+
+    def _fill(self, so: SafeOpen, fh: FileHandle, asked: str) -> None:
+        """Submit the next tensors of the order while the budget has room
+        (one at least when nothing else is ahead); a failure to submit one
+        (no memory) stops reading ahead."""
+        if self.order is None or self.misses >= MISSES_TO_STOP:
+            return
+        ahead = self.bytes - (self.window[asked].info.nbytes if asked in self.window else 0)
+        while self.next < len(self.order):
+            k = self.order[self.next]
+            if k in self.window:
+                self.next += 1
+                continue
+            info = so._header.tensors[k]
+            if info.dtype.bits % 8:
+                self.next += 1
+                continue
+            if ahead and ahead + info.nbytes > self.budget:
+                return
+            try:
+                p = _submit_one(so, fh, info)
+            except Exception:
+                self.misses = MISSES_TO_STOP      # no room: read on demand from here
+                return
+            self.window[k] = p
+            self.bytes += info.nbytes
+            ahead += info.nbytes
+            self.next += 1
+
+    def _take(self, so: SafeOpen, p: _Pending) -> Any:
+        """Wait for ``p`` and return its tensor; it leaves the window unless
+        the wait was interrupted (asking again returns it)."""
+        name = p.info.name
+        try:
+            out = _finish(so, p)
+        except BaseException:
+            if p.handle is None or p.handle.done():
+                self._drop(name)
+            raise
+        if self.window.pop(name, None) is not None:
+            self.bytes -= p.info.nbytes
+        self.last = name
+        return out
+
+    def _drop(self, name: str) -> None:
+        p = self.window.pop(name, None)
+        if p is not None:
+            self.bytes -= p.info.nbytes
+
+    def drop_all(self, wait: bool = True) -> None:
+        """Drop every tensor read ahead; ``wait``: after its read has ended,
+        so that its memory is free on return (interruptible: what is left
+        stays)."""
+        for name in list(self.window):
+            p = self.window[name]
+            if wait and p.handle is not None:
+                try:
+                    p.handle.wait()
+                except Exception:
+                    pass                          # never asked for: its error is moot
+            self._drop(name)
 
 
 # --------------------------------------------------------------------------
 # Slices
 # --------------------------------------------------------------------------
+
+#: A selection into device memory whose runs are more than SCATTER_RUNS and
+#: shorter than SCATTER_MEAN bytes on average reads the span they cover and
+#: gathers on the GPU (framework "hip", which has no gather, reads the runs).
+SCATTER_RUNS = 64
+SCATTER_MEAN = 1024
 
 #: A slice read enumerates at most this many runs of bytes; past that the
 #: innermost enumerated dimension is read as one span (from its first
@@ -328,6 +633,11 @@ class SafeSlice:
         out_strides = tuple(d.step * s * isz for d, s in zip(full, strides, strict=True)
                             if not d.select)
         n_out = math.prod(counts)
+        if not isinstance(self._owner._open_fh(), HostFile) and self._owner._reader in (
+                "auto", "stream"):
+            got = self._device_read(full, counts, shape, strides, isz, out_shape, n_out)
+            if got is not None:
+                return got
         first = sum(d.start * s for d, s in zip(full, strides, strict=True)) if n_out else 0
         last = first + sum((c - 1) * d.step * s for c, d, s in
                            zip(counts, full, strides, strict=True)) if n_out else -1
@@ -360,6 +670,34 @@ class SafeSlice:
         return torch.as_strided(data, out_shape, tuple(s // isz for s in out_strides)
                                 ).contiguous()
 
+    def _device_read(self, full: list[_Dim], counts: list[int], shape: Sequence[int],
+                     strides: list[int], isz: int, out_shape: tuple[int, ...],
+                     n_out: int) -> Any:
+        """A selection into device memory whose runs of bytes, one after the
+        other, are its C-order result (rows of whole inner dimensions, or a
+        column block: the rows' parts): read straight into the result's own
+        memory, one operation for all runs. None for other selections
+        (more runs than :data:`MAX_RUNS`, or many tiny ones)."""
+        info = self._info
+        result = TensorInfo(info.name, info.dtype, out_shape, 0, n_out * isz)
+        if n_out:
+            first = sum(d.start * s for d, s in zip(full, strides, strict=True))
+            rel = _runs(full, counts, shape, strides, isz)
+            if sum(e - b for b, e in rel) != n_out * isz:
+                return None
+            if (len(rel) > SCATTER_RUNS and n_out * isz < SCATTER_MEAN * len(rel)
+                    and owner_framework(self._owner) != "hip"):
+                return None      # tiny runs: one read of their span, then a copy on the GPU
+            base = self._owner._header.data_offset + info.begin + first * isz
+            runs = _merge([(base + b, e - b) for b, e in rel])
+        else:
+            runs = []
+        owner = self._owner
+        with owner._lock:
+            fh = owner._open_fh()
+            assert isinstance(fh, FileHandle)
+            return _finish(owner, _submit_one(owner, fh, result, runs))
+
     def _packed(self, full: list[_Dim]) -> Any:
         """A selection of a tensor whose elements are not whole bytes (F4,
         F6): the tensor is read whole and indexed by the framework."""
@@ -375,6 +713,23 @@ class SafeSlice:
                                    "with get_tensor")
         return data[tuple(d.start if d.select else slice(d.start, d.stop, d.step)
                           for d in full)].contiguous()
+
+
+def owner_framework(owner: SafeOpen) -> str:
+    """The framework a handle returns."""
+    return owner._framework
+
+
+def _merge(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``(offset, bytes)`` runs with each run that continues the previous
+    one in the file joined to it."""
+    out: list[tuple[int, int]] = []
+    for off, n in runs:
+        if out and out[-1][0] + out[-1][1] == off:
+            out[-1] = (out[-1][0], out[-1][1] + n)
+        else:
+            out.append((off, n))
+    return out
 
 
 def _strides(shape: Sequence[int]) -> list[int]:

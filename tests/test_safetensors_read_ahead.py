@@ -1,0 +1,237 @@
+"""``safe_open(...).get_tensor`` into device memory reads ahead of the
+caller: the tensors that follow in the order of the calls are submitted
+while one is read, within a byte budget. What a loader relies on: every
+tensor's bytes are the file's whatever the order of the calls, the window
+follows the names' or the file's order and stops when calls follow
+neither, a cut file raises, ``close`` waits for what is in flight and frees
+it, and Ctrl-C in a wait loses nothing."""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import json
+import signal
+import struct
+import threading
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from _util import check, hip
+
+from hipfile import defaults
+from hipfile import safetensors as hst
+from hipfile.safetensors._open import ALIGNED_MIN, MISSES_TO_STOP
+
+_DT = {np.dtype(np.float32): "F32", np.dtype(np.int16): "I16", np.dtype(np.uint8): "U8",
+       np.dtype(np.float64): "F64"}
+
+
+def write_in_order(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """A safetensors file with the data in the order of ``arrays`` (which
+    need not be the order of the names)."""
+    header: dict[str, Any] = {}
+    at = 0
+    for name, a in arrays.items():
+        header[name] = {"dtype": _DT[a.dtype], "shape": list(a.shape),
+                        "data_offsets": [at, at + a.nbytes]}
+        at += a.nbytes
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        for a in arrays.values():
+            f.write(a.tobytes())
+
+
+def _arrays() -> dict[str, np.ndarray]:
+    """Names whose order is not the data's; sizes from nothing to a few MiB
+    (over ALIGNED_MIN: read from whole pages) and odd byte counts."""
+    rng = np.random.default_rng(3)
+    out: dict[str, np.ndarray] = {}
+    sizes = [5, 1 << 18, 3, ALIGNED_MIN // 4 + 7, 0, 1000, ALIGNED_MIN // 2 + 1, 77, 4096, 1]
+    for i, n in enumerate(sizes):
+        dt = [np.float32, np.int16, np.uint8, np.float64][i % 4]
+        out[f"{'zyxwvutsrq'[i]}.{i}"] = rng.integers(0, 1000, size=n).astype(dt)
+    return out
+
+
+ARRAYS = _arrays()
+BY_OFFSET = list(ARRAYS)
+BY_NAME = sorted(ARRAYS)
+assert BY_OFFSET != BY_NAME
+
+
+@pytest.fixture()
+def st_file(tmp_path: Path) -> Path:
+    path = tmp_path / "ahead.safetensors"
+    write_in_order(path, ARRAYS)
+    return path
+
+
+def host(t: Any) -> np.ndarray:
+    return np.asarray(t.copy_to_host())
+
+
+def same(name: str, t: Any) -> bool:
+    got = host(t)
+    return got.shape == ARRAYS[name].shape and np.array_equal(got, ARRAYS[name])
+
+
+def test_key_loop_reads_ahead_in_name_order(st_file: Path) -> None:
+    with hst.safe_open(st_file, "hip", device=0) as f:
+        first = f.get_tensor(BY_NAME[0])
+        assert same(BY_NAME[0], first)
+        ahead = list(f._ahead.window)
+        assert ahead and ahead == BY_NAME[1:1 + len(ahead)]
+        for name in BY_NAME[1:]:
+            assert same(name, f.get_tensor(name)), name
+        assert not f._ahead.window
+
+
+def test_key_loop_in_file_order_is_followed(st_file: Path) -> None:
+    with hst.safe_open(st_file, "hip", device=0) as f:
+        for k, name in enumerate(BY_OFFSET):
+            assert same(name, f.get_tensor(name)), name
+            if k + 1 < len(BY_OFFSET):
+                assert BY_OFFSET[k + 1] in f._ahead.window
+        assert f._ahead.misses == 0
+
+
+def test_window_stays_within_the_budget(st_file: Path) -> None:
+    budget = 1 << 18
+    largest = max(a.nbytes for a in ARRAYS.values())
+    with hst.safe_open(st_file, "hip", device=0, read_ahead=budget) as f:
+        for name in BY_NAME:
+            assert same(name, f.get_tensor(name))
+            held = sum(p.info.nbytes for p in f._ahead.window.values())
+            assert held <= max(budget, largest)
+            assert f._ahead.bytes == held
+
+
+def test_no_read_ahead_when_off(st_file: Path) -> None:
+    with hst.safe_open(st_file, "hip", device=0, read_ahead=0) as f:
+        for name in BY_NAME:
+            assert same(name, f.get_tensor(name))
+            assert not f._ahead.window
+    with defaults.set("safetensors_read_ahead", 0), hst.safe_open(st_file, "hip", 0) as f:
+        f.get_tensor(BY_NAME[0])
+        assert not f._ahead.window
+
+
+def test_calls_in_no_order_stop_the_read_ahead(st_file: Path) -> None:
+    """A window of one tensor (a budget of one byte): calls that neither
+    order foresees and the window does not hold stop the read-ahead."""
+    order = [BY_NAME[3], BY_NAME[0], BY_NAME[7], BY_NAME[2], BY_NAME[9], BY_NAME[5],
+             BY_NAME[0], BY_NAME[3]]
+    with hst.safe_open(st_file, "hip", device=0, read_ahead=1) as f:
+        for k, name in enumerate(order):
+            assert same(name, f.get_tensor(name)), name
+            assert bool(f._ahead.window) == (k < MISSES_TO_STOP)
+        assert f._ahead.misses >= MISSES_TO_STOP
+
+
+def test_a_call_anywhere_in_the_window_is_served_from_it(st_file: Path) -> None:
+    with hst.safe_open(st_file, "hip", device=0) as f:
+        assert same(BY_NAME[0], f.get_tensor(BY_NAME[0]))
+        held = f._ahead.window[BY_NAME[6]]
+        assert ARRAYS[BY_NAME[6]].nbytes
+        assert same(BY_NAME[6], f.get_tensor(BY_NAME[6]))
+        assert BY_NAME[6] not in f._ahead.window and held.handle.done()
+        assert f._ahead.misses == 0
+
+
+def test_the_same_tensor_twice_and_skipped_ones(st_file: Path) -> None:
+    with hst.safe_open(st_file, "hip", device=0) as f:
+        assert same(BY_NAME[0], f.get_tensor(BY_NAME[0]))
+        assert same(BY_NAME[0], f.get_tensor(BY_NAME[0]))       # read again
+        assert same(BY_NAME[4], f.get_tensor(BY_NAME[4]))       # skips 1..3
+        assert all(BY_NAME.index(k) > 4 for k in f._ahead.window)
+        assert same(BY_NAME[2], f.get_tensor(BY_NAME[2]))       # back
+
+
+def test_close_waits_and_frees_what_was_read_ahead(st_file: Path) -> None:
+    f = hst.safe_open(st_file, "hip", device=0)
+    f.get_tensor(BY_NAME[0])
+    owners = [weakref.ref(p.owner) for p in f._ahead.window.values()]
+    assert owners
+    f.close()
+    gc.collect()
+    assert all(r() is None for r in owners)
+    assert f._fh is None and not f._ahead.window
+    with pytest.raises(hst.SafetensorError, match="closed"):
+        f.get_tensor(BY_NAME[1])
+
+
+def test_a_file_cut_after_open_raises_for_the_cut_tensor(st_file: Path) -> None:
+    h = hst.read_header(st_file)
+    last = BY_OFFSET[-2]                    # the cut falls inside it
+    info = h.tensors[last]
+    with hst.safe_open(st_file, "hip", device=0) as f:
+        with open(st_file, "r+b") as w:
+            w.truncate(h.data_offset + info.begin + info.nbytes // 2)
+        for name in BY_OFFSET[:-2]:
+            if ARRAYS[name].nbytes:
+                assert same(name, f.get_tensor(name)), name
+        with pytest.raises(hst.SafetensorError, match=f"of {info.nbytes} bytes of '{last}'"):
+            f.get_tensor(last)
+        with pytest.raises(hst.SafetensorError, match="truncated"):
+            f.get_tensor(BY_OFFSET[-1])
+
+
+def test_read_ahead_argument_is_checked(st_file: Path) -> None:
+    with pytest.raises(ValueError, match="read_ahead must be >= 0, got -1"):
+        hst.safe_open(st_file, "hip", 0, read_ahead=-1)
+    for bad in (True, "1M", 1.5):
+        with pytest.raises(TypeError, match="read_ahead must be an int"):
+            hst.safe_open(st_file, "hip", 0, read_ahead=bad)   # type: ignore[arg-type]
+
+
+@pytest.fixture()
+def gated_null_stream() -> Iterator[Any]:
+    """The null stream held at a host flag until the returned release is
+    called (copies ordered after it wait)."""
+    flag = check(hip.hipHostMalloc(4, 0))
+    word = ctypes.c_uint32.from_address(int(flag))
+    word.value = 0
+
+    def release() -> None:
+        word.value = 1
+
+    try:
+        err = hip.hipStreamWaitValue32(0, flag, 1, 0, 0xFFFFFFFF)[0]
+        if err != hip.hipError_t.hipSuccess:
+            pytest.skip(f"the HIP runtime has no stream waits (hipStreamWaitValue32: {err!r})")
+        yield release
+    finally:
+        release()
+        check(hip.hipStreamSynchronize(0))
+        check(hip.hipHostFree(flag))
+
+
+def test_ctrl_c_in_get_tensor_loses_nothing(st_file: Path, gated_null_stream: Any) -> None:
+    """A real SIGINT while get_tensor waits for a read held behind the null
+    stream: KeyboardInterrupt, the read stays in the window, the next call
+    returns its bytes, and close frees everything."""
+    f = hst.safe_open(st_file, "hip", device=0)
+    timer = threading.Timer(0.3, signal.raise_signal, args=(signal.SIGINT,))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            f.get_tensor(BY_NAME[0])
+            pytest.fail("get_tensor returned while the null stream was held")
+    finally:
+        timer.cancel()
+        timer.join()
+    assert BY_NAME[0] in f._ahead.window
+    owners = [weakref.ref(p.owner) for p in f._ahead.window.values()]
+    gated_null_stream()
+    for name in BY_NAME[:3]:
+        assert same(name, f.get_tensor(name)), name
+    f.close()
+    gc.collect()
+    assert all(r() is None for r in owners)
