@@ -92,6 +92,7 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         self._task_size = task_size
         self._lock = threading.Lock()
         self._ahead = _ReadAhead(_read_ahead_bytes(read_ahead))
+        self._torch_device: Any = None
         self._header = read_header(path, strict=strict)
         # host memory is read with POSIX calls: no hipFile, no GPU library
         self._fh = HostFile(path) if self._device.is_cpu else open_for_read(path, direct)
@@ -363,13 +364,19 @@ def _submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
                   for d in range(0, span, MAX_RANGE)]
         offset, need, length = shift + begin - first, begin - first + n, span + shift
     else:
-        owner, addr, _ = allocate(so._framework, so._device, max(n, 1))
+        if so._framework == "torch":
+            # memory of the tensor's own dtype and shape: it is the result
+            owner = _torch_empty(so, info)
+            addr = int(owner.data_ptr())
+        else:
+            owner, addr, _ = allocate(so._framework, so._device, max(n, 1))
         ranges, at = [], 0
         for off, size in runs:
             ranges += [(min(MAX_RANGE, size - d), off + d, at + d)
                        for d in range(0, size, MAX_RANGE)]
             at += size
-        offset, need, length = 0, n, n
+        offset = -1 if so._framework == "torch" else 0    # -1: `owner` is the result
+        need, length = n, n
     handle = None
     if need:
         # the handle holds `owner` until the read ends, whoever drops it
@@ -410,7 +417,20 @@ def _finish(so: SafeOpen, p: _Pending) -> Any:
     if got < p.need:
         raise SafetensorsError(f"{so._path}: read {got} of {p.info.nbytes} bytes of "
                                f"{p.info.name!r}: the file changed or is truncated")
+    if p.offset < 0:
+        return p.owner                      # the result itself
     return make_view(so._framework, so._device, p.owner, p.addr, p.offset, p.info)
+
+
+def _torch_empty(so: SafeOpen, info: TensorInfo) -> Any:
+    """An empty torch tensor of ``info``'s dtype and shape on the handle's
+    device."""
+    import torch
+
+    device = so._torch_device
+    if device is None:
+        device = so._torch_device = torch.device(so._device.torch())
+    return torch.empty(info.shape, dtype=torch_dtype(info), device=device)
 
 
 class _ReadAhead:
