@@ -1,63 +1,114 @@
-"""Load a model-like checkpoint onto the GPU: hipfile, safetensors, fastsafetensors.
+"""Load model-like checkpoints onto the GPU: hipfile, safetensors, fastsafetensors.
 
 Every loader is called bare, as a user calls it (nothing held open by the
-benchmark: no driver, no file, no pool), on two checkpoints written first:
+benchmark that a user would not hold: no driver, no file, no pool; a fresh
+``safe_open`` per file, as loaders open them), on checkpoints written first:
 
 * ``single``: one model-like file (default 24 layers of four bf16
   4096 x 4096 matrices, f32 and f16 vectors of odd sizes, a bf16
   32000 x 4096 embedding: 3.5 GB);
 * ``sharded``: the same tensors in ``--shards`` files with a
-  ``model.safetensors.index.json``.
+  ``model.safetensors.index.json``;
+* ``small``: a 4 KiB f32 tensor among a few others, and a 1024 x 1024 f32
+  tensor ``big``.
 
-Side by side in one run, each timed ``--repeats`` times, warm (the files
-read once before) and cold (``posix_fadvise(DONTNEED)`` on every file, and
-``/proc/sys/vm/drop_caches`` when writable):
+The shapes (``--shapes``, all by default), each with its peers side by side
+in the same run, ``--repeats`` samples per case, medians reported, warm (the
+files read once before the block) and cold (``posix_fadvise(DONTNEED)`` on
+every file before every sample, and ``/proc/sys/vm/drop_caches`` when
+writable: as root; the part of the files still cached after a drop, as
+``mincore`` reports it, is printed) as ``--cache`` says. The cases of one
+checkpoint are timed in one block, interleaved round by round: ``load`` of
+``single`` with ``keyloop``, ``load`` of ``sharded`` with ``sharded`` (a
+case that two shapes share, such as hipfile's ``load_file``, is timed once
+and reported in both):
 
-* ``safetensors``: ``safetensors.torch.load_file(f, device="cuda:N")`` per file;
-* ``hipfile``: ``hipfile.safetensors.torch.load_file(path, device="cuda:N")``
-  (the index in one call for ``sharded``); ``hipfile stream`` and
-  ``hipfile staged`` force one reader;
-* ``fastsafetensors nogds`` / ``fastsafetensors cuFile``:
-  ``fastsafe_open(files, device="cuda:N", nogds=...)`` and every
-  ``get_tensor``;
-* ``page cache -> pinned``: the files read into pinned host memory by
-  ``--threads`` threads (``os.preadv``, 16 MiB), no device copy: the limit of
-  any loader without GDS (warm), the disk (cold).
+``load``
+    Whole checkpoints (``single`` and ``sharded``, per ``--checkpoints``):
+    ``hipfile.safetensors.torch.load_file(path, device="cuda:N")`` (the
+    index in one call for ``sharded``), ``hipfile stream`` and ``hipfile
+    staged`` (one reader forced); ``safetensors.torch.load_file`` per file;
+    ``fastsafe_open(files, device="cuda:N", nogds=...)`` and every
+    ``get_tensor`` (``fastsafetensors nogds`` / ``cuFile``); ``page cache ->
+    pinned``: the files read into pinned host memory by ``--threads`` threads
+    (``os.preadv``, 16 MiB), no device copy: the limit of any loader without
+    GDS (warm), the disk (cold).
+``keyloop``
+    ``single`` as loaders walk a file: ``with safe_open(p, "pt",
+    device="cuda:N") as f: {k: f.get_tensor(k) for k in f.keys()}``, hipfile
+    and safetensors; against ``safetensors.torch.load_file``,
+    fastsafetensors and hipfile's own ``load_file``.
+``small``
+    One handle opened once per library (``safe_open(p, "pt",
+    device="cuda:N")``); each ``f.get_tensor("small")`` (4 KiB) and each
+    ``f.get_slice("big")[0:256]`` (1 MiB of a 4 MiB tensor) timed on its own
+    with the device synchronized, ``--calls`` calls, the libraries
+    alternating; warm only.
+``slices``
+    ``single`` split for tensor parallelism over ``--ranks`` processes on one
+    GPU (each a fresh interpreter, started with multiprocessing's ``spawn``):
+    each rank opens the file with ``safe_open`` and takes its rows
+    (``f.get_slice(k)[r*n//R:(r+1)*n//R]``) or columns (``[:, r*m//R:...]``)
+    of every 2-D tensor and every 1-D tensor whole (``get_tensor``). hipfile
+    reads onto the GPU (``device="cuda:N"``); safetensors reads on the CPU
+    and copies each part with ``.to("cuda:N")``, as tensor-parallel loaders
+    do. The clock runs from a barrier that the ranks pass once imports and
+    the CUDA context are done (each library's first-call set-up is timed) to
+    the last rank's finish; aggregate GB/s = bytes the ranks received / that
+    time (the slowest rank's ``safe_open`` is printed beside it). Warm only.
+``sharded``
+    ``sharded`` as vLLM's default weights iterator walks it: the index read,
+    then file by file (the weight map's files, sorted) and key by key with a
+    fresh ``safe_open`` per file, hipfile and safetensors; against
+    fastsafetensors over the files and hipfile's ``load_file`` of the index.
 
 A peer that is not importable is skipped with a note. Every loader's tensors
-are compared once with safetensors' before timing. The first hipfile call of
-the process (which opens the driver) is timed and printed on its own.
-Prints, per checkpoint and cache state, median seconds, GB/s and the ratios
-to safetensors, to fastsafetensors nogds and to the page-cache limit;
-``--json`` also writes them to a file.
+are compared with safetensors' before timing (``slices``: each hipfile rank's
+parts of the first sample, against safetensors on the CPU). The first
+hipfile call of the process (which opens the driver) is timed and printed
+on its own. Prints, per shape and cache state, median seconds and GB/s (per
+call for ``small``), then the ratios hipfile / peer (in speed: how many
+times faster hipfile is; for ``small`` in time per call) with their goals
+(keyloop: 0.8x its own ``load_file``, 4x the safetensors loop warm, 1.0x
+``safetensors.torch.load_file`` cold; small: at most 1.2x safetensors' time
+per ``get_tensor``; slices: 1.5x safetensors by rows, 1.0x by columns),
+and the seconds each block took; ``--json`` also writes them to a file.
 
-    HIPFILE_PLATFORM=cuda python benchmarks/bench_safetensors.py --dir /nvme/bench
-    HIPFILE_PLATFORM=cuda python benchmarks/bench_safetensors.py --quick --dir /nvme/bench
+    python benchmarks/bench_safetensors.py --platform cuda --dir /nvme/bench --json st.json
+    python benchmarks/bench_safetensors.py --platform cuda --quick --dir /nvme/bench
+    python benchmarks/bench_safetensors.py --platform cuda --shapes keyloop,small --dir /nvme/bench
 
 On the emulated platform (no GPU) it refuses to time anything; with
-``--allow-emulated`` it writes a small checkpoint and checks every byte
-loaded by ``hipfile.safetensors`` (single file and sharded) against the
-reference ``safetensors`` package instead.
+``--allow-emulated`` it writes small checkpoints and checks every byte
+loaded by ``hipfile.safetensors`` (whole files, sharded, key by key, single
+tensors, row slices per rank) against the reference ``safetensors`` package
+instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import ctypes
 import gc
 import json
+import mmap
+import multiprocessing
 import os
+import queue
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 from _common import add_common_arguments, drop_page_cache, select_platform, temp_folder
 
+SHAPES = ("load", "keyloop", "small", "slices", "sharded")
+
 # --------------------------------------------------------------------------
-# The checkpoint
+# The checkpoints
 # --------------------------------------------------------------------------
 
 ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4}
@@ -75,6 +126,17 @@ def model_tensors(layers: int, hidden: int, vocab: int) -> list[tuple[str, str, 
         out.append((f"{p}mlp.bias", "F16", [hidden + 2 * i + 1]))
     out.append(("model.norm.weight", "F32", [hidden]))
     return out
+
+
+#: The ``small`` file: a 4 KiB f32 tensor between other f32 tensors, a
+#: 1024 x 1024 f32 tensor to slice, and a bf16 matrix.
+SMALL_TENSORS: list[tuple[str, str, list[int]]] = [
+    ("a.weight", "BF16", [4096, 1024]),
+    ("a.bias", "F32", [3001]),
+    ("big", "F32", [1024, 1024]),
+    ("small", "F32", [1024]),
+    ("z.bias", "F32", [5003]),
+]
 
 
 def write_file(path: str, tensors: Sequence[tuple[str, str, list[int]]], block: bytes,
@@ -98,13 +160,20 @@ def write_file(path: str, tensors: Sequence[tuple[str, str, list[int]]], block: 
     return len(head) + total
 
 
-def write_checkpoints(folder: str, layers: int, hidden: int, vocab: int, shards: int
-                      ) -> dict[str, tuple[str, list[str]]]:
-    """The two checkpoints: name -> (path to load, files)."""
-    block = np.random.default_rng(0).integers(0, 256, 64 << 20, dtype=np.uint8).tobytes()
+def random_block() -> bytes:
+    return np.random.default_rng(0).integers(0, 256, 64 << 20, dtype=np.uint8).tobytes()
+
+
+def write_checkpoints(folder: str, layers: int, hidden: int, vocab: int, shards: int,
+                      sharded: bool = True) -> dict[str, tuple[str, list[str]]]:
+    """The two checkpoints (``single`` only, without ``sharded``): name ->
+    (path to load, files)."""
+    block = random_block()
     tensors = model_tensors(layers, hidden, vocab)
     single = os.path.join(folder, "model.safetensors")
     write_file(single, tensors, block, {"format": "pt"})
+    if not sharded:
+        return {"single": (single, [single])}
     sizes = [int(np.prod(s)) * ITEMSIZE[d] for _, d, s in tensors]
     per = sum(sizes) / shards
     parts: list[list[tuple[str, str, list[int]]]] = [[]]
@@ -122,9 +191,24 @@ def write_checkpoints(folder: str, layers: int, hidden: int, vocab: int, shards:
         files.append(path)
         wmap.update({t[0]: name for t in part})
     index = os.path.join(folder, "model.safetensors.index.json")
-    with open(index, "w") as f:
-        json.dump({"metadata": {"total_size": sum(sizes)}, "weight_map": wmap}, f)
+    with open(index, "w") as fh:
+        json.dump({"metadata": {"total_size": sum(sizes)}, "weight_map": wmap}, fh)
     return {"single": (single, [single]), "sharded": (index, files)}
+
+
+def write_small(folder: str) -> str:
+    path = os.path.join(folder, "small.safetensors")
+    write_file(path, SMALL_TENSORS, random_block()[:8 << 20], {"format": "pt"})
+    return path
+
+
+def index_files(index: str) -> list[str]:
+    """The files of a sharded checkpoint, as loaders list them: the weight
+    map's files, unique, sorted, beside the index."""
+    with open(index) as fh:
+        wmap = json.load(fh)["weight_map"]
+    folder = os.path.dirname(index)
+    return [os.path.join(folder, name) for name in sorted(set(wmap.values()))]
 
 
 def warm(files: Sequence[str]) -> None:
@@ -134,8 +218,126 @@ def warm(files: Sequence[str]) -> None:
                 pass
 
 
+def drop(files: Sequence[str]) -> None:
+    for path in files:
+        drop_page_cache(path)
+
+
+def resident_fraction(files: Sequence[str]) -> float | None:
+    """The part of the files' pages in the page cache, as ``mincore``
+    reports it; None where it cannot be asked."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.mmap.restype = ctypes.c_void_p
+        libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                              ctypes.c_int, ctypes.c_long]
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    except (OSError, AttributeError):
+        return None
+    failed = ctypes.c_void_p(-1).value
+    pages = resident = 0
+    for path in files:
+        size = os.path.getsize(path)
+        if not size:
+            continue
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            if addr is None or addr == failed:
+                return None
+            try:
+                vec = (ctypes.c_ubyte * ((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE))()
+                if libc.mincore(addr, size, vec) != 0:
+                    return None
+            finally:
+                libc.munmap(addr, size)
+        finally:
+            os.close(fd)
+        got = np.ctypeslib.as_array(vec)
+        pages += got.size
+        resident += int(np.count_nonzero(got & 1))
+    return resident / pages if pages else None
+
+
+def synchronize(device: str) -> None:
+    """Wait for the device that was loaded onto (nothing to wait for on the CPU)."""
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def release() -> None:
+    """Free what a sample left: its tensors, and the allocator's cached memory."""
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 # --------------------------------------------------------------------------
-# The loaders
+# Peers
+# --------------------------------------------------------------------------
+
+
+class Peers:
+    """The peers that are importable: ``safetensors`` (the module) and
+    fastsafetensors' ``fastsafe_open``; notes on the others."""
+
+    def __init__(self) -> None:
+        self.safetensors: Any = None
+        self.fastsafe_open: Any = None
+        self.notes: list[str] = []
+
+
+def import_peers(chosen: set[str]) -> Peers:
+    out = Peers()
+    if "safetensors" in chosen:
+        try:
+            import safetensors
+            import safetensors.torch
+
+            out.safetensors = safetensors
+        except ImportError as e:
+            out.notes.append(f"safetensors skipped: {e}")
+    if "fastsafetensors" in chosen:
+        try:
+            from fastsafetensors import fastsafe_open  # type: ignore[import-not-found,unused-ignore]
+
+            out.fastsafe_open = fastsafe_open
+            from importlib.metadata import version
+
+            have = version("fastsafetensors")
+            out.notes.append(f"fastsafetensors {have}"
+                             + ("" if have == "0.5.0" else " (the comparison is meant for 0.5.0)"))
+        except ImportError as e:
+            out.notes.append(f"fastsafetensors skipped: {e}")
+    return out
+
+
+def fastsafetensors_cases(peers: Peers, device: str, files: Sequence[str]
+                          ) -> dict[str, Callable[[], Any]]:
+    """``fastsafe_open`` over ``files`` and every ``get_tensor``, with and
+    without GDS."""
+    fopen = peers.fastsafe_open
+    if fopen is None:
+        return {}
+    out: dict[str, Callable[[], Any]] = {}
+    for label, nogds in (("fastsafetensors nogds", True), ("fastsafetensors cuFile", False)):
+        def run(nogds: bool = nogds) -> Any:
+            with fopen(filenames=list(files), framework="pt", device=device, nogds=nogds) as f:
+                d = {k: f.get_tensor(k) for k in f.keys()}
+            synchronize(device)
+            return d
+
+        out[label] = run
+    return out
+
+
+# --------------------------------------------------------------------------
+# The cases
 # --------------------------------------------------------------------------
 
 
@@ -147,7 +349,7 @@ def page_cache_reader(files: Sequence[str], threads: int, chunk: int = 16 << 20
 
     sizes = [os.path.getsize(p) for p in files]
     host = torch.empty(max(sizes), dtype=torch.uint8, pin_memory=True)
-    view = memoryview(host.numpy())
+    view = host.numpy().data
     pool = concurrent.futures.ThreadPoolExecutor(threads)
 
     def run() -> int:
@@ -169,71 +371,68 @@ def page_cache_reader(files: Sequence[str], threads: int, chunk: int = 16 << 20
     return run, close
 
 
-def loaders(device: str, peers: set[str]) -> tuple[dict[str, Callable[[str, list[str]], Any]],
-                                                    list[str]]:
-    """name -> load(path, files) returning name -> tensor; and notes on
-    skipped peers."""
-    import torch
+def synced(device: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn``, then wait for the device."""
+    def run() -> Any:
+        out = fn()
+        synchronize(device)
+        return out
 
+    return run
+
+
+def load_cases(device: str, path: str, files: Sequence[str], peers: Peers
+               ) -> dict[str, Callable[[], Any]]:
+    """Whole checkpoints, one call per loader (``path``: the file or the index)."""
+    from hipfile import safetensors as hst
     from hipfile.safetensors import torch as hst_torch
 
-    out: dict[str, Callable[[str, list[str]], Any]] = {}
-    notes: list[str] = []
+    out: dict[str, Callable[[], Any]] = {}
+    if peers.safetensors is not None:
+        st_load = peers.safetensors.torch.load_file
 
-    def sync(d: dict[str, Any]) -> dict[str, Any]:
-        torch.cuda.synchronize()
-        return d
+        def run_st() -> Any:
+            d: dict[str, Any] = {}
+            for f in files:
+                d.update(st_load(f, device=device))
+            return d
 
-    if "safetensors" in peers:
-        try:
-            from safetensors.torch import load_file as st_load
-
-            def run_st(path: str, files: list[str]) -> Any:
-                d: dict[str, Any] = {}
-                for f in files:
-                    d.update(st_load(f, device=device))
-                return sync(d)
-
-            out["safetensors"] = run_st
-        except ImportError as e:
-            notes.append(f"safetensors skipped: {e}")
-    out["hipfile"] = lambda path, files: sync(hst_torch.load_file(path, device=device))
-    out["hipfile stream"] = lambda path, files: sync(
-        _hst().load_file(path, device, "pt", reader="stream"))
-    out["hipfile staged"] = lambda path, files: sync(
-        _hst().load_file(path, device, "pt", reader="staged"))
-    for label, nogds in (("fastsafetensors nogds", True), ("fastsafetensors cuFile", False)):
-        if "fastsafetensors" not in peers:
-            break
-        try:
-            from fastsafetensors import fastsafe_open
-        except ImportError as e:
-            notes.append(f"fastsafetensors skipped: {e}")
-            break
-        if nogds:
-            from importlib.metadata import version
-
-            have = version("fastsafetensors")
-            notes.append(f"fastsafetensors {have}"
-                         + ("" if have == "0.5.0" else " (the comparison is meant for 0.5.0)"))
-
-        def run_fst(path: str, files: list[str], nogds: bool = nogds) -> Any:
-            with fastsafe_open(filenames=list(files), framework="pt", device=device,
-                               nogds=nogds) as f:
-                d = {k: f.get_tensor(k) for k in f.keys()}
-            return sync(d)
-
-        out[label] = run_fst
-    return out, notes
+        out["safetensors load_file"] = synced(device, run_st)
+    out["hipfile load_file"] = synced(device, lambda: hst_torch.load_file(path, device=device))
+    out["hipfile stream"] = synced(
+        device, lambda: hst.load_file(path, device, "pt", reader="stream"))
+    out["hipfile staged"] = synced(
+        device, lambda: hst.load_file(path, device, "pt", reader="staged"))
+    out.update(fastsafetensors_cases(peers, device, files))
+    return out
 
 
-def _hst() -> Any:
-    from hipfile import safetensors
+def keyloop_cases(device: str, files: Callable[[], Sequence[str]], peers: Peers,
+                  what: str) -> dict[str, Callable[[], Any]]:
+    """Key by key, file by file, a fresh ``safe_open`` per file: ``hipfile
+    <what>`` and ``safetensors <what>``; ``files`` lists the files (for a
+    sharded checkpoint, from its index: loaders read it first)."""
+    from hipfile.safetensors import safe_open as hst_open
 
-    return safetensors
+    def loop(open_fn: Callable[..., Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            out = {}
+            for path in files():
+                with open_fn(path, "pt", device=device) as f:
+                    for k in f.keys():
+                        out[k] = f.get_tensor(k)
+            synchronize(device)
+            return out
+
+        return run
+
+    cases = {f"hipfile {what}": loop(hst_open)}
+    if peers.safetensors is not None:
+        cases[f"safetensors {what}"] = loop(peers.safetensors.safe_open)
+    return cases
 
 
-def check(reference: dict[str, Any], got: dict[str, Any]) -> str:
+def check(reference: Mapping[str, Any], got: Mapping[str, Any]) -> str:
     """"OK", or what differs."""
     import torch
 
@@ -241,6 +440,8 @@ def check(reference: dict[str, Any], got: dict[str, Any]) -> str:
         return f"MISMATCH: names differ ({len(reference)} against {len(got)})"
     for k, v in reference.items():
         g = got[k]
+        if g.device != v.device:
+            g = g.to(v.device)
         if g.dtype != v.dtype or g.shape != v.shape or not torch.equal(
                 g.reshape(-1).view(torch.uint8), v.reshape(-1).view(torch.uint8)):
             return f"MISMATCH in {k}"
@@ -248,33 +449,558 @@ def check(reference: dict[str, Any], got: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------
+# Timing and reporting
+# --------------------------------------------------------------------------
+
+
+class Ratio(NamedTuple):
+    """hipfile case / peer case: in speed (``peer time / hipfile time``, how
+    many times faster hipfile is) or in time (``hipfile time / peer
+    time``); goal per cache state (a floor in speed, a ceiling in time)."""
+
+    case: str
+    peer: str
+    kind: str = "speed"
+    goals: Mapping[str, float] | None = None
+
+
+class View(NamedTuple):
+    """What one shape reports of a block: its cases and ratios."""
+
+    shape: str
+    cases: tuple[str, ...]
+    ratios: tuple[Ratio, ...]
+
+
+LOAD_CASES = ("hipfile load_file", "hipfile stream", "hipfile staged", "safetensors load_file",
+              "fastsafetensors nogds", "fastsafetensors cuFile", "page cache -> pinned")
+LOAD_RATIOS = (
+    Ratio("hipfile load_file", "safetensors load_file"),
+    Ratio("hipfile load_file", "fastsafetensors nogds"),
+    Ratio("hipfile load_file", "page cache -> pinned"),
+)
+KEYLOOP = View("keyloop", (
+    "hipfile keyloop", "safetensors keyloop", "hipfile load_file", "safetensors load_file",
+    "fastsafetensors nogds", "fastsafetensors cuFile"), (
+    Ratio("hipfile keyloop", "hipfile load_file", goals={"warm": 0.8, "cold": 0.8}),
+    Ratio("hipfile keyloop", "safetensors keyloop", goals={"warm": 4.0}),
+    Ratio("hipfile keyloop", "safetensors load_file", goals={"cold": 1.0}),
+    Ratio("hipfile keyloop", "fastsafetensors nogds"),
+    Ratio("hipfile keyloop", "fastsafetensors cuFile"),
+))
+SMALL_RATIOS = (
+    Ratio("hipfile get_tensor", "safetensors get_tensor", "time", {"warm": 1.2}),
+    Ratio("hipfile get_slice", "safetensors get_slice", "time"),
+)
+SLICES_RATIOS = (
+    Ratio("hipfile rows", "safetensors rows", goals={"warm": 1.5}),
+    Ratio("hipfile columns", "safetensors columns", goals={"warm": 1.0}),
+)
+SHARDED = View("sharded", (
+    "hipfile iterator", "safetensors iterator", "hipfile load_file", "fastsafetensors nogds",
+    "fastsafetensors cuFile"), (
+    Ratio("hipfile iterator", "safetensors iterator"),
+    Ratio("hipfile iterator", "fastsafetensors nogds"),
+    Ratio("hipfile iterator", "fastsafetensors cuFile"),
+    Ratio("hipfile iterator", "hipfile load_file"),
+))
+
+
+class Bench:
+    """What every shape needs: the options, the device, the files, the
+    peers, and where results go; ``bad`` once a check failed."""
+
+    def __init__(self, args: argparse.Namespace, shapes: list[str], device: str, folder: str,
+                 checkpoints: dict[str, tuple[str, list[str]]], peers: Peers,
+                 results: dict[str, Any]) -> None:
+        self.args = args
+        self.shapes = shapes
+        self.device = device
+        self.folder = folder
+        self.checkpoints = checkpoints
+        self.peers = peers
+        self.results = results
+        self.bad = False
+
+    @property
+    def modes(self) -> list[str]:
+        return ["warm", "cold"] if self.args.cache == "both" else [self.args.cache]
+
+
+def time_rounds(cases: Mapping[str, Callable[[], Any]], repeats: int,
+                before: Callable[[], None]) -> dict[str, list[float]]:
+    """Seconds of each case, ``repeats`` rounds with the cases interleaved;
+    ``before`` runs ahead of every sample, untimed."""
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(repeats):
+        for name, fn in cases.items():
+            before()
+            t0 = time.perf_counter()
+            out = fn()
+            times[name].append(time.perf_counter() - t0)
+            del out
+            release()
+    return times
+
+
+def verify(cases: Mapping[str, Callable[[], Any]], reference: str
+           ) -> tuple[dict[str, Callable[[], Any]], bool]:
+    """Run every case once (also a warm-up) and compare its tensors with
+    ``reference``'s; returns the cases that agree, and whether all did."""
+    ok = True
+    live = dict(cases)
+    ref = live[reference]()
+    for name, fn in cases.items():
+        if name == reference or name == "page cache -> pinned":
+            continue
+        try:
+            verdict = check(ref, fn())
+        except Exception as e:  # a peer that fails here is reported, not timed
+            verdict = f"FAILED: {type(e).__name__}: {e}"
+        release()
+        print(f"  check {name:26s} {verdict}  (against {reference})")
+        if verdict != "OK":
+            ok = False
+            del live[name]
+    del ref
+    release()
+    return live, ok
+
+
+def record(b: Bench, shape: str, mode: str, times: Mapping[str, list[float]], nbytes: int,
+           ratios: Sequence[Ratio], per_call: bool = False, note: str = "") -> None:
+    """Keep and print one shape's table: medians per case, then the ratios."""
+    med = {name: statistics.median(ts) for name, ts in times.items()}
+    samples = len(next(iter(times.values())))
+    cases: dict[str, Any] = {}
+    for name, m in med.items():
+        cases[name] = {"median_s": m, "times": times[name]}
+        if not per_call:
+            cases[name]["GBps"] = nbytes / m / 1e9
+    b.results["shapes"][f"{shape}/{mode}"] = {"bytes": nbytes, "cases": cases}
+    if per_call:
+        print(f"\n  {shape}, {mode} cache, median of {samples} calls{note}")
+        print(f"    {'case':26s} {'us':>9s} {'p90 us':>9s}")
+        for name, m in med.items():
+            p90 = float(np.percentile(times[name], 90))
+            print(f"    {name:26s} {m * 1e6:9.1f} {p90 * 1e6:9.1f}")
+    else:
+        print(f"\n  {shape}, {mode} cache, median of {samples} ({nbytes / 1e9:.3f} GB{note})")
+        print(f"    {'case':26s} {'ms':>9s} {'GB/s':>7s}")
+        for name, m in med.items():
+            print(f"    {name:26s} {m * 1e3:9.1f} {nbytes / m / 1e9:7.2f}")
+    for r in ratios:
+        if r.case not in med or r.peer not in med:
+            continue
+        value = med[r.peer] / med[r.case] if r.kind == "speed" else med[r.case] / med[r.peer]
+        goal = (r.goals or {}).get(mode)
+        met = None if goal is None else (value >= goal if r.kind == "speed" else value <= goal)
+        entry = {"shape": shape, "mode": mode, "ratio": f"{r.case} / {r.peer}", "in": r.kind,
+                 "value": value, "goal": goal, "met": met}
+        b.results["ratios"].append(entry)
+        print("    " + ratio_line(entry))
+
+
+def ratio_line(e: Mapping[str, Any]) -> str:
+    goal = "" if e["goal"] is None else (
+        f"  (goal {'>=' if e['in'] == 'speed' else '<='} {e['goal']:g}: "
+        f"{'met' if e['met'] else 'MISSED'})")
+    return f"{e['ratio']:48s} {e['value']:6.2f}x in {e['in']}{goal}"
+
+
+def run_block(b: Bench, label: str, files: Sequence[str], cases: dict[str, Callable[[], Any]],
+              views: Sequence[View]) -> None:
+    """Check ``cases``, then time them together (interleaved, warm and/or
+    cold over ``files``) and report each shape's view of them."""
+    nbytes = sum(os.path.getsize(f) for f in files)
+    reference = next(n for n in ("safetensors load_file", "safetensors keyloop",
+                                 "safetensors iterator", "hipfile stream", "hipfile load_file")
+                     if n in cases)
+    live, ok = verify(cases, reference)
+    b.bad |= not ok
+    for mode in b.modes:
+        note = ""
+        if mode == "warm":
+            warm(files)
+
+            def before() -> None:
+                pass
+        else:
+            drop(files)
+            left = resident_fraction(files)
+            note = "" if left is None else f"; {left:.0%} of it cached after a drop"
+
+            def before() -> None:
+                drop(files)
+        times = time_rounds(live, b.args.repeats, before)
+        b.results["blocks"][f"{label}/{mode}"] = {
+            name: {"median_s": statistics.median(ts), "times": ts} for name, ts in times.items()}
+        for v in views:
+            record(b, v.shape, mode, {n: times[n] for n in v.cases if n in times}, nbytes,
+                   v.ratios, note=note)
+
+
+# --------------------------------------------------------------------------
+# The shapes
+# --------------------------------------------------------------------------
+
+
+def block_single(b: Bench) -> None:
+    """``load single`` and ``keyloop``: the one file, timed together."""
+    path, files = b.checkpoints["single"]
+    views: list[View] = []
+    cases: dict[str, Callable[[], Any]] = {}
+    if "keyloop" in b.shapes:
+        cases.update(keyloop_cases(b.device, lambda: files, b.peers, "keyloop"))
+        views.append(KEYLOOP)
+    cases.update(load_cases(b.device, path, files, b.peers))
+    if "load" not in b.shapes or "single" not in b.args.checkpoints:
+        for name in ("hipfile stream", "hipfile staged"):
+            del cases[name]
+    closers = []
+    if "load" in b.shapes and "single" in b.args.checkpoints:
+        views.insert(0, View("load single", LOAD_CASES, LOAD_RATIOS))
+        read, close = page_cache_reader(files, b.args.threads)
+        cases["page cache -> pinned"] = read
+        closers.append(close)
+    print(f"\n== {' and '.join(v.shape for v in views)}: {os.path.basename(path)}, "
+          f"{os.path.getsize(path) / 1e9:.2f} GB")
+    try:
+        run_block(b, "single", files, cases, views)
+    finally:
+        for close in closers:
+            close()
+
+
+def block_sharded(b: Bench) -> None:
+    """``load sharded`` and ``sharded``: the sharded checkpoint, timed together."""
+    index, files = b.checkpoints["sharded"]
+    views: list[View] = []
+    cases: dict[str, Callable[[], Any]] = {}
+    if "sharded" in b.shapes:
+        cases.update(keyloop_cases(b.device, lambda: index_files(index), b.peers, "iterator"))
+        views.append(SHARDED)
+    cases.update(load_cases(b.device, index, files, b.peers))
+    if "load" not in b.shapes or "sharded" not in b.args.checkpoints:
+        for name in ("hipfile stream", "hipfile staged", "safetensors load_file"):
+            del cases[name]
+    closers = []
+    if "load" in b.shapes and "sharded" in b.args.checkpoints:
+        views.insert(0, View("load sharded", LOAD_CASES, LOAD_RATIOS))
+        read, close = page_cache_reader(files, b.args.threads)
+        cases["page cache -> pinned"] = read
+        closers.append(close)
+    nbytes = sum(os.path.getsize(f) for f in files)
+    print(f"\n== {' and '.join(v.shape for v in views)}: {len(files)} files and "
+          f"{os.path.basename(index)}, {nbytes / 1e9:.2f} GB")
+    try:
+        run_block(b, "sharded", files, cases, views)
+    finally:
+        for close in closers:
+            close()
+
+
+def shape_small(b: Bench) -> None:
+    """Single small reads through a handle held open."""
+    from hipfile.safetensors import safe_open as hst_open
+
+    path = write_small(b.folder)
+    device = b.device
+    st = b.peers.safetensors
+    print(f"\n== small: get_tensor('small') (4 KiB) and get_slice('big')[0:256] (1 MiB), "
+          f"one handle per library, {b.args.calls} calls")
+    warm([path])
+    handles = {"hipfile": hst_open(path, "pt", device=device)}
+    try:
+        if st is not None:
+            handles["safetensors"] = st.safe_open(path, "pt", device=device)
+        cases: dict[str, Callable[[], Any]] = {}
+        for lib, f in handles.items():
+            def get_tensor(f: Any = f) -> Any:
+                return f.get_tensor("small")
+
+            def get_slice(f: Any = f) -> Any:
+                return f.get_slice("big")[0:256]
+
+            cases[f"{lib} get_tensor"] = synced(device, get_tensor)
+            cases[f"{lib} get_slice"] = synced(device, get_slice)
+        if st is not None:
+            for what in ("get_tensor", "get_slice"):
+                verdict = check({"t": cases[f"safetensors {what}"]()},
+                                {"t": cases[f"hipfile {what}"]()})
+                print(f"  check hipfile {what:18s} {verdict}  (against safetensors)")
+                b.bad |= verdict != "OK"
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(b.args.calls):
+            for name, fn in cases.items():
+                t0 = time.perf_counter()
+                out = fn()
+                times[name].append(time.perf_counter() - t0)
+                del out
+        record(b, "small", "warm", times, 0, SMALL_RATIOS, per_call=True)
+    finally:
+        for f in handles.values():
+            if hasattr(f, "close"):
+                f.close()
+        del handles
+        release()
+
+
+def rank_part(f: Any, split: str, rank: int, ranks: int, move: Callable[[Any], Any]
+              ) -> dict[str, Any]:
+    """One rank's part of an open file: its rows (``split="rows"``) or
+    columns of every 2-D tensor, every other tensor whole."""
+    out: dict[str, Any] = {}
+    for k in f.keys():
+        sl = f.get_slice(k)
+        shape = sl.get_shape()
+        if len(shape) == 2 and split == "rows":
+            n = shape[0]
+            out[k] = move(sl[rank * n // ranks:(rank + 1) * n // ranks])
+        elif len(shape) == 2:
+            m = shape[1]
+            out[k] = move(sl[:, rank * m // ranks:(rank + 1) * m // ranks])
+        else:
+            out[k] = move(f.get_tensor(k))
+    return out
+
+
+def slice_rank(lib: str, path: str, device: str, split: str, rank: int, ranks: int,
+               barrier: Any, results: Any, verify_part: bool) -> None:
+    """One rank of ``slices``, in its own process: imports and the CUDA
+    context first (a loader's process has them), then the barrier, then the
+    timed part."""
+    try:
+        import torch
+
+        dev = torch.device(device)
+        if dev.type == "cuda":
+            torch.cuda.set_device(dev)
+            torch.empty(1, device=dev)
+            torch.cuda.synchronize(dev)
+        from safetensors import safe_open as st_open
+
+        if lib == "hipfile":
+            from hipfile.safetensors import safe_open as hst_open
+
+            def open_file() -> Any:
+                return hst_open(path, "pt", device=device)
+
+            def move(t: Any) -> Any:
+                return t
+        else:
+            def open_file() -> Any:
+                return st_open(path, "pt")
+
+            def move(t: Any) -> Any:
+                return t.to(device)
+
+        barrier.wait(timeout=600)
+        t0 = time.perf_counter()
+        with open_file() as f:
+            t_open = time.perf_counter()
+            out = rank_part(f, split, rank, ranks, move)
+        synchronize(device)
+        t1 = time.perf_counter()
+        nbytes = sum(t.numel() * t.element_size() for t in out.values())
+        verdict = ""
+        if verify_part:
+            with st_open(path, "pt") as f:
+                ref = rank_part(f, split, rank, ranks, lambda t: t)
+            verdict = check(ref, out)
+        results.put((rank, t0, t_open - t0, t1, nbytes, verdict))
+    except BaseException as e:
+        results.put((rank, None, 0.0, None, 0, f"FAILED: {type(e).__name__}: {e}"))
+        raise
+
+
+def run_ranks(lib: str, path: str, device: str, split: str, ranks: int, verify_part: bool
+              ) -> tuple[float, float, int, list[str]]:
+    """Start ``ranks`` fresh processes and return the seconds from the
+    barrier to the last rank's finish, the slowest rank's seconds in
+    ``safe_open``, the bytes they received and the verdicts of their
+    checks."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(ranks)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=slice_rank, args=(lib, path, device, split, r, ranks, barrier,
+                                                  results, verify_part), daemon=True)
+             for r in range(ranks)]
+    for p in procs:
+        p.start()
+    got: list[tuple[int, float | None, float, float | None, int, str]] = []
+    deadline = time.monotonic() + 900
+    try:
+        while len(got) < ranks:
+            try:
+                got.append(results.get(timeout=1.0))
+            except queue.Empty:
+                if (any(p.exitcode not in (None, 0) for p in procs)
+                        or time.monotonic() > deadline):
+                    barrier.abort()
+                    said = next((g[5] for g in got if g[5].startswith("FAILED")), "")
+                    raise RuntimeError(f"{lib} {split}: ranks exited with "
+                                       f"{[p.exitcode for p in procs]} {said}") from None
+    finally:
+        for p in procs:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.terminate()
+                p.join()
+    failed = [g[5] for g in got if g[5].startswith("FAILED")]
+    if failed:
+        raise RuntimeError(f"{lib} {split}: {failed[0]}")
+    starts = [g[1] for g in got if g[1] is not None]
+    ends = [g[3] for g in got if g[3] is not None]
+    return (max(ends) - min(starts), max(g[2] for g in got), sum(g[4] for g in got),
+            [g[5] for g in got])
+
+
+def shape_slices(b: Bench) -> None:
+    """Tensor-parallel parts of one file, ``--ranks`` processes on one GPU."""
+    path, files = b.checkpoints["single"]
+    ranks = b.args.ranks
+    print(f"\n== slices: {os.path.basename(path)}, {ranks} ranks (processes) on {b.device}, "
+          "rows and columns of every 2-D tensor")
+    if b.peers.safetensors is None:
+        print("  skipped: needs safetensors (the peer, and the reference of the check)")
+        return
+    warm(files)
+    libs = ("hipfile", "safetensors")
+    splits = ("rows", "columns")
+    times: dict[str, list[float]] = {f"{lib} {s}": [] for s in splits for lib in libs}
+    opens: dict[str, list[float]] = {name: [] for name in times}
+    received: dict[str, int] = {}
+    for rep in range(b.args.repeats):
+        for split in splits:
+            for lib in libs:
+                name = f"{lib} {split}"
+                first = rep == 0 and lib == "hipfile"
+                try:
+                    secs, opened, nbytes, verdicts = run_ranks(lib, path, b.device, split,
+                                                               ranks, first)
+                except RuntimeError as e:
+                    print(f"  {name} FAILED: {e}; slices stops here")
+                    b.bad = True
+                    return
+                times[name].append(secs)
+                opens[name].append(opened)
+                if received.setdefault(split, nbytes) != nbytes:
+                    raise RuntimeError(f"{name}: {nbytes} bytes received, "
+                                       f"{received[split]} by the other library")
+                if first:
+                    verdict = next((v for v in verdicts if v != "OK"), "OK")
+                    print(f"  check {name:26s} {verdict}  (every rank, against safetensors "
+                          "on the CPU)")
+                    b.bad |= verdict != "OK"
+    for split in splits:
+        record(b, f"slices {split}", "warm", {f"{lib} {split}": times[f"{lib} {split}"]
+                                               for lib in libs},
+               received[split], SLICES_RATIOS, note=f" received by {ranks} ranks")
+        for lib in libs:
+            name = f"{lib} {split}"
+            b.results["shapes"][f"slices {split}/warm"]["cases"][name]["open_s"] = opens[name]
+            print(f"    {name}: of which safe_open, slowest rank, median "
+                  f"{statistics.median(opens[name]) * 1e3:.1f} ms")
+
+
+def run_shapes(b: Bench) -> dict[str, float]:
+    """Every chosen shape, in one order; seconds per block."""
+    took: dict[str, float] = {}
+    blocks: list[tuple[str, Callable[[Bench], None]]] = []
+    if "keyloop" in b.shapes or ("load" in b.shapes and "single" in b.args.checkpoints):
+        blocks.append(("single", block_single))
+    if "small" in b.shapes:
+        blocks.append(("small", shape_small))
+    if "slices" in b.shapes:
+        blocks.append(("slices", shape_slices))
+    if "sharded" in b.shapes or ("load" in b.shapes and "sharded" in b.args.checkpoints):
+        blocks.append(("sharded", block_sharded))
+    for name, fn in blocks:
+        t0 = time.perf_counter()
+        fn(b)
+        took[name] = time.perf_counter() - t0
+    return took
+
+
+# --------------------------------------------------------------------------
 # Emulated platform: correctness only
 # --------------------------------------------------------------------------
 
 
-def check_emulated(args: argparse.Namespace) -> int:
+def reference_tensors(files: Sequence[str]) -> dict[str, Any]:
+    """name -> ``{"dtype", "shape", "data"}`` as the reference package reads
+    the files."""
     import safetensors
 
+    out: dict[str, Any] = {}
+    for f in files:
+        with open(f, "rb") as fh:
+            out.update(dict(safetensors.deserialize(fh.read())))  # type: ignore[no-untyped-call]
+    return out
+
+
+def check_emulated(args: argparse.Namespace) -> int:
     from hipfile import safetensors as hst
 
     folder = temp_folder(args.dir)
     cks = write_checkpoints(folder, 2, 256, 1000, 3)
+    small = write_small(folder)
     ok = True
+
+    def same(name: str, t: Any, ref: Mapping[str, Any]) -> bool:
+        return (t.copy_to_host().tobytes() == bytes(ref["data"])
+                and list(t.shape) == list(ref["shape"]))
+
     for name, (path, files) in cks.items():
-        ref: dict[str, Any] = {}
-        for f in files:
-            with open(f, "rb") as fh:
-                ref.update({k: v for k, v in safetensors.deserialize(fh.read())})
+        ref = reference_tensors(files)
         for reader in ("auto", "stream", "staged"):
             out = hst.load_file(path, 0, "hip", reader=reader)
             for k, t in out.items():
-                if (t.copy_to_host().tobytes() != bytes(ref[k]["data"])
-                        or list(t.shape) != list(ref[k]["shape"])):
+                if not same(name, t, ref[k]):
                     ok = False
                     print(f"MISMATCH in {name}/{reader}: {k}")
             del out
+        # key by key, a fresh safe_open per file (keyloop, sharded)
+        seen = 0
+        for f in (index_files(path) if path.endswith(".json") else files):
+            with hst.safe_open(f, "hip", device=0) as sf:
+                for k in sf.keys():
+                    seen += 1
+                    if not same(name, sf.get_tensor(k), ref[k]):
+                        ok = False
+                        print(f"MISMATCH in {name}/safe_open: {k}")
+        if seen != len(ref):
+            ok = False
+            print(f"MISMATCH in {name}/safe_open: {seen} tensors, {len(ref)} in the files")
         print(f"emulated platform: correctness only; {name}: {len(ref)} tensors in "
-              f"{len(files)} file(s): {'OK' if ok else 'MISMATCH'}")
+              f"{len(files)} file(s): {'OK' if ok else 'MISMATCH'} (whole, and key by key "
+              "through safe_open)")
+    # row slices of every rank (slices); column slices need torch on a GPU
+    path = cks["single"][0]
+    ref = reference_tensors([path])
+    for rank in range(4):
+        with hst.safe_open(path, "hip", device=0) as sf:
+            part = rank_part(sf, "rows", rank, 4, lambda t: t)
+        for k, t in part.items():
+            shape, data = ref[k]["shape"], bytes(ref[k]["data"])
+            if len(shape) == 2:
+                row = len(data) // shape[0]
+                lo, hi = rank * shape[0] // 4, (rank + 1) * shape[0] // 4
+                data, shape = data[lo * row:hi * row], [hi - lo, shape[1]]
+            if t.copy_to_host().tobytes() != data or list(t.shape) != shape:
+                ok = False
+                print(f"MISMATCH in rows of rank {rank}: {k}")
+    print(f"emulated platform: row slices of 4 ranks: {'OK' if ok else 'MISMATCH'}")
+    # small: a 4 KiB tensor and 256 rows of big through one handle
+    ref = reference_tensors([small])
+    with hst.safe_open(small, "hip", device=0) as sf:
+        for _ in range(3):
+            ok = same("small", sf.get_tensor("small"), ref["small"]) and ok
+            rows = sf.get_slice("big")[0:256]
+            ok = (rows.copy_to_host().tobytes() == bytes(ref["big"]["data"])[:256 * 4096]
+                  and ok)
+    print(f"emulated platform: small get_tensor and get_slice: {'OK' if ok else 'MISMATCH'}")
     return 0 if ok else 1
 
 
@@ -287,17 +1013,27 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true",
                     help="a small model (4 layers, hidden 2048, vocab 8000: 0.2 GB), "
-                         "1 repeat, warm and cold")
+                         "1 repeat, 50 calls for small, warm and cold")
+    ap.add_argument("--shapes", default=",".join(SHAPES),
+                    help="what to time, comma-separated: load (whole checkpoints), keyloop "
+                         "(safe_open and get_tensor per key), small (single small reads), "
+                         "slices (tensor-parallel parts in --ranks processes), sharded (file "
+                         f"by file, key by key) (default: {','.join(SHAPES)})")
     ap.add_argument("--layers", type=int, default=24, help="decoder layers (24)")
     ap.add_argument("--hidden", type=int, default=4096, help="hidden size (4096)")
     ap.add_argument("--vocab", type=int, default=32000, help="vocabulary (32000)")
     ap.add_argument("--shards", type=int, default=4, help="files of the sharded checkpoint (4)")
     ap.add_argument("--threads", type=int, default=16,
                     help="threads of the page-cache -> pinned reader (16)")
+    ap.add_argument("--calls", type=int, default=200,
+                    help="timed calls of each case of small; medians are reported (200)")
+    ap.add_argument("--ranks", type=int, default=4,
+                    help="processes of slices, all on the one GPU (4)")
     ap.add_argument("--cache", choices=("warm", "cold", "both"), default="both",
-                    help="page cache state to time (both)")
+                    help="page cache state to time (both); small and slices are warm only")
     ap.add_argument("--checkpoints", default="single,sharded",
-                    help="which checkpoints: single, sharded or both (single,sharded)")
+                    help="which checkpoints load times: single, sharded or both "
+                         "(single,sharded)")
     ap.add_argument("--peers", default="safetensors,fastsafetensors",
                     help="peers to compare with, when importable (safetensors,fastsafetensors)")
     ap.add_argument("--device", type=int, default=0, help="GPU to load onto (0)")
@@ -313,12 +1049,18 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick:
         args.layers, args.hidden, args.vocab, args.repeats = 4, 2048, 8000, 1
-    if min(args.layers, args.hidden, args.vocab, args.shards, args.repeats, args.threads) <= 0:
-        ap.error("--layers, --hidden, --vocab, --shards, --repeats and --threads must be "
-                 "positive")
+        args.calls = min(args.calls, 50)
+    if min(args.layers, args.hidden, args.vocab, args.shards, args.repeats, args.threads,
+           args.calls, args.ranks) <= 0:
+        ap.error("--layers, --hidden, --vocab, --shards, --repeats, --threads, --calls and "
+                 "--ranks must be positive")
     chosen = [c for c in args.checkpoints.split(",") if c]
     if not chosen or set(chosen) - {"single", "sharded"}:
         ap.error("--checkpoints takes single, sharded or both")
+    args.checkpoints = chosen
+    shapes = [s for s in args.shapes.split(",") if s]
+    if not shapes or set(shapes) - set(SHAPES):
+        ap.error(f"--shapes takes some of {', '.join(SHAPES)}")
 
     hipfile = select_platform(args.platform)
     platform = hipfile.platforms.active() or "rocm"
@@ -336,96 +1078,44 @@ def main() -> int:
     torch.cuda.set_device(args.device)
     folder = temp_folder(args.dir)
     t0 = time.perf_counter()
-    cks = {k: v for k, v in write_checkpoints(folder, args.layers, args.hidden, args.vocab,
-                                              args.shards).items() if k in chosen}
-    print(f"wrote the checkpoints in {time.perf_counter() - t0:.0f} s to {folder}")
-    methods, notes = loaders(device, set(args.peers.split(",")))
-    for n in notes:
+    need_sharded = "sharded" in shapes or ("load" in shapes and "sharded" in args.checkpoints)
+    cks = write_checkpoints(folder, args.layers, args.hidden, args.vocab, args.shards,
+                            need_sharded)
+    print(f"wrote the checkpoints in {time.perf_counter() - t0:.0f} s to {folder} "
+          f"(layers={args.layers} hidden={args.hidden} vocab={args.vocab}, "
+          f"{len(model_tensors(args.layers, args.hidden, args.vocab))} tensors)")
+    peers = import_peers(set(args.peers.split(",")))
+    for n in peers.notes:
         print(f"note: {n}")
 
     # the first hipfile call of the process: it opens the driver
-    first_path, first_files = next(iter(cks.values()))
+    first_path, first_files = cks["single"]
     warm(first_files)
     t0 = time.perf_counter()
-    first = methods["hipfile"](first_path, first_files)
+    first = load_cases(device, first_path, first_files, Peers())["hipfile load_file"]()
     first_s = time.perf_counter() - t0
     del first
-    gc.collect()
-    torch.cuda.empty_cache()
+    release()
 
     results: dict[str, Any] = {"platform": platform, "device": torch.cuda.get_device_name(),
                                "layers": args.layers, "hidden": args.hidden,
                                "vocab": args.vocab, "shards": args.shards,
-                               "repeats": args.repeats, "first_call_s": first_s, "runs": {}}
-    bad = False
-    modes = ["warm", "cold"] if args.cache == "both" else [args.cache]
-    for ck, (path, files) in cks.items():
-        nbytes = sum(os.path.getsize(f) for f in files)
-        ntensors = len(model_tensors(args.layers, args.hidden, args.vocab))
-        print(f"\n== {ck}: {len(files)} file(s), {nbytes / 1e9:.2f} GB, {ntensors} tensors "
-              f"(layers={args.layers} hidden={args.hidden} vocab={args.vocab})")
-        # correctness, once, warm
-        warm(files)
-        live = dict(methods)
-        ref_name = "safetensors" if "safetensors" in live else "hipfile stream"
-        reference = live[ref_name](path, files)
-        for name, fn in list(live.items()):
-            if name == ref_name:
-                continue
-            try:
-                verdict = check(reference, fn(path, files))
-            except Exception as e:  # a peer that fails here is reported, not timed
-                verdict = f"FAILED: {type(e).__name__}: {e}"
-            gc.collect()
-            torch.cuda.empty_cache()
-            print(f"  check {name:24s} {verdict}")
-            if verdict != "OK":
-                bad = True
-                del live[name]
-        del reference
-        gc.collect()
-        torch.cuda.empty_cache()
-        cache_read, cache_close = page_cache_reader(files, args.threads)
-        live["page cache -> pinned"] = lambda p, f, read=cache_read: read()
-        try:
-            for mode in modes:
-                times: dict[str, list[float]] = {name: [] for name in live}
-                for _ in range(args.repeats):
-                    for name, fn in live.items():
-                        for f in files:
-                            if mode == "cold":
-                                drop_page_cache(f)
-                        if mode == "warm":
-                            warm(files)
-                        t0 = time.perf_counter()
-                        out = fn(path, files)
-                        times[name].append(time.perf_counter() - t0)
-                        del out
-                        gc.collect()
-                        torch.cuda.empty_cache()
-                med = {name: statistics.median(ts) for name, ts in times.items()}
-                results["runs"][f"{ck}/{mode}"] = {
-                    name: {"median_s": m, "GBps": nbytes / m / 1e9, "times": times[name]}
-                    for name, m in med.items()}
-                print(f"\n  {mode} cache, median of {args.repeats} "
-                      f"({nbytes / 1e9:.2f} GB):")
-                head = "x safetensors  x fst-nogds  x limit"
-                print(f"    {'loader':24s} {'ms':>9s} {'GB/s':>7s}  {head}")
-                for name, m in med.items():
-                    ratios = []
-                    for base in ("safetensors", "fastsafetensors nogds",
-                                 "page cache -> pinned"):
-                        ratios.append(f"{med[base] / m:10.2f}x" if base in med else
-                                      f"{'-':>11s}")
-                    print(f"    {name:24s} {m * 1e3:9.1f} {nbytes / m / 1e9:7.2f}  "
-                          + " ".join(ratios))
-        finally:
-            cache_close()
+                               "repeats": args.repeats, "calls": args.calls,
+                               "ranks": args.ranks, "shapes_run": shapes,
+                               "first_call_s": first_s, "blocks": {}, "shapes": {}, "ratios": []}
+    b = Bench(args, shapes, device, folder, cks, peers, results)
+    took = run_shapes(b)
+    results["seconds_per_block"] = took
+
     print(f"\nfirst hipfile call of the process (opens the driver): {first_s * 1e3:.0f} ms")
+    print("\n== ratios hipfile / peer (speed: times faster; time: per-call time)")
+    for e in results["ratios"]:
+        print(f"  {e['shape'] + ' ' + e['mode']:20s} {ratio_line(e)}")
+    print("\nseconds per block: " + ", ".join(f"{k} {v:.0f}" for k, v in took.items()))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
-    return 1 if bad else 0
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+    return 1 if b.bad else 0
 
 
 if __name__ == "__main__":
