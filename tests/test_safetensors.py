@@ -569,7 +569,9 @@ def test_torch_key_loop_and_splits_match_safetensors(tmp_path: Path) -> None:
     ref |= {"norm": torch.randn(77, generator=g), "emb": torch.randn(1000, 520, generator=g),
             "ids": torch.arange(5, dtype=torch.int64)}
     path = tmp_path / "m.safetensors"
-    hst.torch.save_file(ref, path)
+    from hipfile.safetensors import torch as hst_torch
+
+    hst_torch.save_file(ref, path)
     with hst.safe_open(path, "pt", device="cuda:0") as f, \
             st.safe_open(path, "pt") as want:
         keys = list(f.keys())

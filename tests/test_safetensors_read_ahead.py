@@ -25,7 +25,7 @@ from _util import check, hip
 
 from hipfile import defaults
 from hipfile import safetensors as hst
-from hipfile.safetensors._open import ALIGNED_MIN, MISSES_TO_STOP
+from hipfile.safetensors._open import ALIGNED_MIN, MISSES_TO_STOP, SMALL_MAX
 
 _DT = {np.dtype(np.float32): "F32", np.dtype(np.int16): "I16", np.dtype(np.uint8): "U8",
        np.dtype(np.float64): "F64"}
@@ -213,25 +213,41 @@ def gated_null_stream() -> Iterator[Any]:
         check(hip.hipHostFree(flag))
 
 
-def test_ctrl_c_in_get_tensor_loses_nothing(st_file: Path, gated_null_stream: Any) -> None:
-    """A real SIGINT while get_tensor waits for a read held behind the null
-    stream: KeyboardInterrupt, the read stays in the window, the next call
-    returns its bytes, and close frees everything."""
-    f = hst.safe_open(st_file, "hip", device=0)
+BIG = max(ARRAYS, key=lambda k: ARRAYS[k].nbytes)      # read by the engine
+SMALL = BY_NAME[0]                                    # read through the bounce memory
+assert ARRAYS[BIG].nbytes > SMALL_MAX >= ARRAYS[SMALL].nbytes > 0
+
+
+def _interrupted(fn: Any) -> None:
     timer = threading.Timer(0.3, signal.raise_signal, args=(signal.SIGINT,))
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            f.get_tensor(BY_NAME[0])
-            pytest.fail("get_tensor returned while the null stream was held")
+            fn()
+            pytest.fail("returned while the null stream was held")
     finally:
         timer.cancel()
         timer.join()
-    assert BY_NAME[0] in f._ahead.window
+
+
+def test_ctrl_c_in_get_tensor_loses_nothing(st_file: Path, gated_null_stream: Any) -> None:
+    """A real SIGINT while get_tensor waits for a read held behind the null
+    stream, for a tensor the engine reads and for a small one:
+    KeyboardInterrupt, the read goes on (in the window, or the bounce
+    memory's pending copy), the next calls return the file's bytes, and
+    close frees everything."""
+    f = hst.safe_open(st_file, "hip", device=0)
+    _interrupted(lambda: f.get_tensor(BIG))
+    assert BIG in f._ahead.window
     owners = [weakref.ref(p.owner) for p in f._ahead.window.values()]
+    _interrupted(lambda: f.get_tensor(SMALL))
+    assert f._bounce.pending is not None
+    owners.append(weakref.ref(f._bounce.pending))
     gated_null_stream()
-    for name in BY_NAME[:3]:
+    for name in (BIG, SMALL, *BY_NAME[1:3]):
         assert same(name, f.get_tensor(name)), name
+    assert f._bounce.pending is None
     f.close()
     gc.collect()
     assert all(r() is None for r in owners)
+    assert f._bounce.view is None
