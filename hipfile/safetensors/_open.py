@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import ctypes
 import math
 import operator
 import os
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +37,7 @@ from hipfile.safetensors._load import (
     resolve_reader,
     torch_dtype,
 )
-from hipfile.safetensors._read import DeviceTensor, _rt
+from hipfile.safetensors._read import DeviceTensor
 
 
 class SafeOpen(FileHolder, ClosesWhenCollected):
@@ -95,7 +93,6 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         self._lock = threading.Lock()
         self._ahead = _ReadAhead(_read_ahead_bytes(read_ahead))
         self._torch_device: Any = None
-        self._bounce = _Bounce()
         self._header = read_header(path, strict=strict)
         # host memory is read with POSIX calls: no hipFile, no GPU library
         self._fh = HostFile(path) if self._device.is_cpu else open_for_read(path, direct)
@@ -264,7 +261,6 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         """
         with self._lock:
             self._ahead.drop_all()
-            self._bounce.free()
         self._close_fh()
 
     def __enter__(self) -> SafeOpen:
@@ -302,11 +298,6 @@ def safe_open(path: str | os.PathLike[str], framework: str = "hip", device: Any 
 #: view starts inside its memory), so that an ``O_DIRECT`` read stays
 #: aligned; a smaller one gets memory of its own size.
 ALIGNED_MIN = 1 << 20
-
-#: A tensor asked for and not read ahead, of at most this many bytes, is
-#: read with one ``preadv`` into the handle's pinned bounce memory and one
-#: ``hipMemcpy``: the cost of safetensors' own small reads.
-SMALL_MAX = 256 << 10
 
 #: Calls in a row outside the foreseen order that stop the read-ahead.
 MISSES_TO_STOP = 3
@@ -348,12 +339,17 @@ class _Pending:
 
 
 def _submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
-                runs: Sequence[tuple[int, int]] | None = None) -> _Pending:
+                runs: Sequence[tuple[int, int]] | None = None, *,
+                now: bool = False) -> _Pending:
     """Submit the read of one tensor (``info``: its dtype and shape, and
-    where its bytes begin) to the engine and return at once. The copies run
-    on the engine's own stream (``ordered=False``): work the caller enqueues
-    on the null stream meanwhile never waits behind a read ahead; the
-    result is handed over only after its read is seen complete.
+    where its bytes begin) to the engine and return at once.
+
+    ``now``: the caller waits for it at once; its copies go to the null
+    stream after the work before them (a small read is then done by the
+    submitting thread). Otherwise (a read ahead) they run on the engine's
+    own stream (``ordered=False``), so that work the caller enqueues on the
+    null stream meanwhile never waits behind a read ahead; the result is
+    handed over only after its read is seen complete.
 
     ``runs``: ``(file offset, bytes)`` pieces that, one after the other,
     make the tensor's bytes (a slice's rows), read as one operation;
@@ -394,135 +390,12 @@ def _submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
         target = owner if so._framework == "torch" else Buffer(_Owned(owner, addr), length)
         if len(ranges) == 1:
             size, off, at = ranges[0]
-            handle = fh.pread_async(target, size, off, at, 0, task_size=task, ordered=False)
+            handle = fh.pread_async(target, size, off, at, 0, task_size=task, ordered=now,
+                                    prefetch=now)
         else:
-            handle = fh.pread_async_scatter(target, ranges, 0, task_size=task, ordered=False)
+            handle = fh.pread_async_scatter(target, ranges, 0, task_size=task, ordered=now,
+                                            prefetch=now)
     return _Pending(info, owner, addr, offset, handle, need)
-
-
-class _Bounce:
-    """:data:`SMALL_MAX` bytes of pinned host memory (``hipHostMalloc``) and
-    an event, made at the first small read of a handle and freed by its
-    close. A copy out of it that a Ctrl-C left in flight is ``pending``
-    (its event and the memory it writes), waited for before the next use."""
-
-    def __init__(self) -> None:
-        self.ptr = 0
-        self.view: memoryview | None = None
-        self.event: Any = None
-        self.pending: Any = None
-
-    def get(self) -> tuple[int, memoryview]:
-        if self.pending is not None:
-            _wait_event(self.event)
-            self.pending = None
-        if self.view is None:
-            from hipfile._hip import check
-
-            hip = _rt()
-            ptr = int(check(hip.hipHostMalloc(SMALL_MAX, 0), "hipHostMalloc"))
-            try:
-                self.event = check(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming),
-                                   "hipEventCreateWithFlags")
-            except BaseException:
-                hip.hipHostFree(ptr)
-                raise
-            self.view = memoryview((ctypes.c_ubyte * SMALL_MAX).from_address(ptr)).cast("B")
-            self.ptr = ptr
-        return self.ptr, self.view
-
-    def free(self) -> None:
-        """Free it, after a copy left in flight (interruptible: then nothing
-        is freed)."""
-        if self.view is None:
-            return
-        if self.pending is not None:
-            _wait_event(self.event)
-            self.pending = None
-        hip = _rt()
-        self.view.release()
-        self.view = None
-        ptr, self.ptr = self.ptr, 0
-        hip.hipHostFree(ptr)
-        hip.hipEventDestroy(self.event)
-        self.event = None
-
-
-def _wait_event(event: Any) -> None:
-    """Until ``event`` has completed: polled for 1 ms, then with sleeps of
-    up to 1 ms (Ctrl-C raises KeyboardInterrupt between polls).
-
-    Raises
-    ------
-    HipRuntimeError
-        ``hipEventQuery`` failed.
-    """
-    from hipfile._hip import check
-
-    hip = _rt()
-    done, busy = hip.hipError_t.hipSuccess, hip.hipError_t.hipErrorNotReady
-    spin = time.perf_counter() + 1e-3
-    delay = 2e-5
-    while True:
-        err = hip.hipEventQuery(event)
-        if err[0] == done:
-            return
-        if err[0] != busy:
-            check(err, "hipEventQuery")
-        if time.perf_counter() > spin:
-            time.sleep(delay)
-            delay = min(2 * delay, 1e-3)
-
-
-def _read_small(so: SafeOpen, fh: FileHandle, info: TensorInfo) -> Any:
-    """Read a tensor of at most :data:`SMALL_MAX` bytes at once: ``preadv``
-    into the bounce memory, one ``hipMemcpyAsync`` on the null stream (after
-    the work before it, as the engine's reads here) into its own memory,
-    and a wait for it.
-
-    Raises
-    ------
-    SafetensorsError
-        The file holds fewer bytes than the header says.
-    OSError, HipRuntimeError
-        The read or the copy failed.
-    KeyboardInterrupt
-        Ctrl-C while waiting for the copy: the copy completes in the
-        background (the next small read or close waits for it).
-
-    See Also
-    --------
-    hipMemcpyAsync, hipEventQuery
-    """
-    from hipfile._hip import check
-
-    n = info.nbytes
-    begin = so._header.data_offset + info.begin
-    bounce = so._bounce
-    ptr, view = bounce.get()
-    fd = fh._posix_fd()
-    got = 0
-    while got < n:
-        k = os.preadv(fd, [view[got:n]], begin + got)
-        if k == 0:
-            raise SafetensorsError(f"{so._path}: read {got} of {n} bytes of {info.name!r}: "
-                                   "the file changed or is truncated")
-        got += k
-    if so._framework == "torch":
-        out = _torch_empty(so, info)
-        addr = int(out.data_ptr())
-    else:
-        out, addr, _ = allocate(so._framework, so._device, n)
-    hip = _rt()
-    check(hip.hipMemcpyAsync(addr, ptr, n, hip.hipMemcpyKind.hipMemcpyHostToDevice, 0),
-          "hipMemcpyAsync")
-    check(hip.hipEventRecord(bounce.event, 0), "hipEventRecord")
-    bounce.pending = out
-    _wait_event(bounce.event)
-    bounce.pending = None
-    if so._framework == "torch":
-        return out
-    return make_view(so._framework, so._device, out, addr, 0, info)
 
 
 class _Owned:
@@ -608,11 +481,8 @@ class _ReadAhead:
     def get(self, so: SafeOpen, fh: FileHandle, info: TensorInfo) -> Any:
         name = info.name
         held = self.window.get(name)
-        small = held is None and 0 < info.nbytes <= SMALL_MAX
         if self.budget <= 0 or self.misses >= MISSES_TO_STOP:
-            if small:
-                return _read_small(so, fh, info)
-            return self._take(so, held or _submit_one(so, fh, info))
+            return self._take(so, held or _submit_one(so, fh, info, now=True))
         if held is not None:
             p = held
             self.misses = 0
@@ -628,12 +498,7 @@ class _ReadAhead:
             self.drop_all(wait=False)
             assert self.order is not None
             self.next = self.position.get(name, len(self.order) - 1) + 1
-            if small:                  # before the window refills: nothing to queue behind
-                out = _read_small(so, fh, info)
-                self.last = name
-                self._fill(so, fh, name)
-                return out
-            p = _submit_one(so, fh, info)
+            p = _submit_one(so, fh, info, now=True)
             self.window[name] = p
             self.bytes += info.nbytes
         self._fill(so, fh, name)
@@ -860,7 +725,7 @@ class SafeSlice:
         with owner._lock:
             fh = owner._open_fh()
             assert isinstance(fh, FileHandle)
-            return _finish(owner, _submit_one(owner, fh, result, runs))
+            return _finish(owner, _submit_one(owner, fh, result, runs, now=True))
 
     def _packed(self, full: list[_Dim]) -> Any:
         """A selection of a tensor whose elements are not whole bytes (F4,
