@@ -114,6 +114,33 @@ def test_slices_match_safetensors(sliced_file: Path, data: hs.DataObject) -> Non
     _check_same(sliced_file, name, index, ARRAYS[name])
 
 
+@settings(max_examples=200, deadline=None)
+@given(data=hs.data())
+def test_device_slices_match_host_slices(sliced_file: Path, data: hs.DataObject) -> None:
+    """Random valid indices read into device memory (framework "hip": each
+    run of bytes read into its place in the result by one scatter
+    operation) give the bytes and shape of the same slice in host memory,
+    and refuse what the host path refuses, with its message."""
+    name = data.draw(hs.sampled_from(sorted(ARRAYS)))
+    a = ARRAYS[name]
+    n = data.draw(hs.integers(0, len(a.shape)))
+    items = [data.draw(_item(a.shape[k])) for k in range(n)]
+    index: Any = tuple(items)
+    kind, want = _outcome(hst.safe_open, sliced_file, name, index)
+    with hst.safe_open(sliced_file, "hip", device=0) as f:
+        try:
+            got = f.get_slice(name)[index]
+        except hst.SafetensorError as e:
+            assert kind == "safetensor" and str(e) == want, (name, index)
+            return
+        except (TypeError, ValueError, IndexError) as e:
+            assert kind == "other" and type(e) is type(want), (name, index, e, want)
+            return
+    assert kind == "ok", (name, index, want)
+    host = got.copy_to_host()
+    assert host.shape == want.shape and host.tobytes() == want.tobytes(), (name, index)
+
+
 @pytest.mark.parametrize("index", [
     np.s_[::2], np.s_[..., 0], np.s_[1::2, ..., 3], np.s_[:, ::3], np.s_[..., ::2],
     np.s_[1, ..., 2, 3], np.s_[..., -1], np.s_[0, ..., 0], np.s_[::3, 1:, ::4], np.s_[...],
