@@ -49,6 +49,9 @@ BAD_ARGUMENTS = [
     ("vllm_kv_connector", ["--repeats", "x"], "--repeats: 'x' is not an integer"),
     ("vllm_kv_connector", ["--blocks", "1"], "--blocks must be at least 2"),
     ("vllm_kv_connector", ["--dir", "/nonexistent/a/b"], "does not exist"),
+    ("load_checkpoint", ["--layers", "0"], "--layers: '0' must be positive"),
+    ("load_checkpoint", ["--ranks", "x"], "--ranks: 'x' is not an integer"),
+    ("load_checkpoint", ["--framework", "np"], "invalid choice: 'np'"),
 ]
 
 
