@@ -593,6 +593,36 @@ def test_torch_key_loop_and_splits_match_safetensors(tmp_path: Path) -> None:
                 assert cols.is_contiguous() and cols.is_cuda
 
 
+def test_torch_reads_follow_the_current_stream(tmp_path: Path) -> None:
+    """Inside ``with torch.cuda.stream(s)`` a tensor read by get_tensor may
+    get the memory of one freed on ``s`` while work on ``s`` still reads
+    it (the caching allocator reuses memory in ``s``'s order): the read
+    lands after that work, which sees the old bytes."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no GPU here")
+    from hipfile.safetensors import torch as hst_torch
+
+    n = 64 << 10
+    path = tmp_path / "s.safetensors"
+    hst_torch.save_file({"a": torch.full((n,), 3, dtype=torch.int32),
+                         "b": torch.full((n,), 5, dtype=torch.int32)}, path)
+    s = torch.cuda.Stream()
+    with hst.safe_open(path, "pt", device="cuda:0") as f, torch.cuda.stream(s):
+        xs = [torch.full((n,), 7, dtype=torch.int32, device="cuda:0") for _ in range(2)]
+        ptrs = {x.data_ptr() for x in xs}
+        torch.cuda._sleep(100_000_000)              # s is busy for a while
+        seen = [x.clone() for x in xs]              # then reads both
+        del xs
+        t = f.get_tensor("a")                       # read now; "b" read ahead
+        ahead = f._ahead.window.get("b")
+        if t.data_ptr() not in ptrs or ahead is None or ahead.addr not in ptrs:
+            pytest.skip("the caching allocator did not reuse the freed memory")
+        s.synchronize()
+        assert all(bool((c == 7).all()) for c in seen), "a read overwrote memory s still read"
+        assert bool((t == 3).all()) and bool((f.get_tensor("b") == 5).all())
+
+
 @pytest.mark.emulated
 def test_benchmark_checks_correctness_on_the_emulated_platform(tmp_path: Path) -> None:
     import subprocess

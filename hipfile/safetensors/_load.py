@@ -424,12 +424,24 @@ def _split(reads: list[ReadRange], limit: int) -> list[ReadRange]:
     return out
 
 
+def torch_stream(framework: str, device: Device) -> int:
+    """The stream a read into memory that the framework allocated follows:
+    torch's current stream of the device (its caching allocator reuses
+    memory in that stream's order), else the null stream."""
+    if framework != "torch" or device.is_cpu:
+        return 0
+    import torch
+
+    return int(torch.cuda.current_stream(device.index).cuda_stream)
+
+
 def _submit(fh: FileHandle, target: Any, reads: list[ReadRange], reader: str,
-            task: int | None) -> Callable[[Callable[[int], None]], int]:
-    """Start every read; returns ``wait(progress) -> bytes``."""
+            task: int | None, stream: int = 0) -> Callable[[Callable[[int], None]], int]:
+    """Start every read; returns ``wait(progress) -> bytes``. ``stream``:
+    the engine's reads follow it."""
     if reader == "stream":
         handles = fh.pread_async_ranges(
-            target, [(r.size, r.file_offset, r.buffer_offset) for r in reads], 0,
+            target, [(r.size, r.file_offset, r.buffer_offset) for r in reads], stream,
             task_size=task)
 
         def wait_stream(progress: Callable[[int], None]) -> int:
@@ -604,7 +616,8 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
                     assert fh.fd is not None
                     p.wait = staged.add(fh.fd, addr, reads)
                 elif reads:
-                    p.wait = _submit(fh, target, reads, how, task)
+                    p.wait = _submit(fh, target, reads, how, task,
+                                     torch_stream(framework, device))
             bar.set_total(sum(r.size for p in pending for r in p.reads))
             for p in pending:
                 got = p.wait(bar)

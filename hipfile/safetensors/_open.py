@@ -36,6 +36,7 @@ from hipfile.safetensors._load import (
     parse_device,
     resolve_reader,
     torch_dtype,
+    torch_stream,
 )
 from hipfile.safetensors._read import DeviceTensor
 
@@ -344,12 +345,14 @@ def _submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
     """Submit the read of one tensor (``info``: its dtype and shape, and
     where its bytes begin) to the engine and return at once.
 
-    ``now``: the caller waits for it at once; its copies go to the null
+    The reads follow torch's current stream for torch tensors (the caching
+    allocator hands out memory in that stream's order), else the null
+    stream. ``now``: the caller waits for it at once; its copies go to that
     stream after the work before them (a small read is then done by the
     submitting thread). Otherwise (a read ahead) they run on the engine's
-    own stream (``ordered=False``), so that work the caller enqueues on the
-    null stream meanwhile never waits behind a read ahead; the result is
-    handed over only after its read is seen complete.
+    own stream once that stream has passed this point (``ordered=False``),
+    so that work the caller enqueues meanwhile never waits behind a read
+    ahead; the result is handed over only after its read is seen complete.
 
     ``runs``: ``(file offset, bytes)`` pieces that, one after the other,
     make the tensor's bytes (a slice's rows), read as one operation;
@@ -388,13 +391,14 @@ def _submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
     if need:
         # the handle holds `owner` until the read ends, whoever drops it
         target = owner if so._framework == "torch" else Buffer(_Owned(owner, addr), length)
+        stream = torch_stream(so._framework, so._device)
         if len(ranges) == 1:
             size, off, at = ranges[0]
-            handle = fh.pread_async(target, size, off, at, 0, task_size=task, ordered=now,
-                                    prefetch=now)
+            handle = fh.pread_async(target, size, off, at, stream, task_size=task,
+                                    ordered=now, prefetch=now)
         else:
-            handle = fh.pread_async_scatter(target, ranges, 0, task_size=task, ordered=now,
-                                            prefetch=now)
+            handle = fh.pread_async_scatter(target, ranges, stream, task_size=task,
+                                            ordered=now, prefetch=now)
     return _Pending(info, owner, addr, offset, handle, need)
 
 
