@@ -99,7 +99,7 @@ def rank_slices(folder: str, framework: str, device: Any, rank: int, ranks: int
                 yield name, "columns", s[cols], cols
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", type=positive_int, default=4, help="decoder layers (4)")
     ap.add_argument("--shards", type=positive_int, default=3, help="files (3)")
@@ -107,7 +107,11 @@ def main() -> int:
                     help="tensor-parallel ranks whose slices are read (2)")
     ap.add_argument("--framework", choices=("hip", "pt"), default="hip",
                     help="what the tensors are: DeviceTensor (hip) or torch (pt)")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> int:
+    args = build_parser().parse_args()
     require_runtime()
     device: Any = 0 if args.framework == "hip" else "cuda:0"
     bad = 0
