@@ -432,6 +432,9 @@ def torch_stream(framework: str, device: Device) -> int:
         return 0
     import torch
 
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:       # the handle without making a Stream object
+        return int(raw(device.index))
     return int(torch.cuda.current_stream(device.index).cuda_stream)
 
 
