@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, hip
+from _util import check, hip, run_python
 
 from hipfile import defaults
 from hipfile import safetensors as hst
@@ -247,3 +247,24 @@ def test_ctrl_c_in_get_tensor_loses_nothing(st_file: Path, gated_null_stream: An
     f.close()
     gc.collect()
     assert all(r() is None for r in owners)
+
+
+def test_loads_never_open_the_driver(st_file: Path) -> None:
+    """A fresh process that loads (load_file, get_tensor, slices) into
+    device memory never opens the hipFile driver; a save from device
+    memory does."""
+    code = f"""
+        import hipfile, hipfile.safetensors as hst
+        path = {str(st_file)!r}
+        out = hst.load_file(path, device=0)
+        with hst.safe_open(path, "hip", device=0) as f:
+            for k in f.keys():
+                f.get_tensor(k)
+            f.get_slice({BIG!r})[1:3]
+        print("after loads", hipfile.use_count())
+        hst.save_file(out, path + ".back")
+        print("after a save", hipfile.use_count())
+    """
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert "after loads 0" in proc.stdout and "after a save 1" in proc.stdout, proc.stdout

@@ -50,8 +50,11 @@ How a file is loaded:
    allocations are faster to make and to fill); the allocation is freed when
    the last view is gone.
 
-The driver is opened once per process, at the first call, and kept until
-exit (:func:`hipfile.process_driver`): a bare call pays no driver open.
+Loads never open the hipFile driver (unless ``reader="parallel"`` or the
+``engine_data_path`` setting asks for hipFile's reads): the engine reads the
+file through its own descriptor. Saves from device memory write with hipFile; the first
+opens the driver and keeps it until exit (:func:`hipfile.process_driver`),
+so a later bare save pays no driver open.
 
 Tensors are returned as :class:`DeviceTensor` (``__cuda_array_interface__``,
 ``shape``, ``dtype``; usable by CuPy, Numba, PyTorch and
