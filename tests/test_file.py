@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import CudaArray, check, device_array, from_device, random_file, to_device
+from _util import (
+    CUFILE_LOST_WRITE,
+    CudaArray,
+    check,
+    device_array,
+    from_device,
+    random_file,
+    to_device,
+)
 from hip import hip
 
 import hipfile
@@ -443,5 +451,12 @@ def test_append_handle_stream_ordered_writes(driver: hipfile.Driver, tmp_path: P
                 fh.pwrite_async_gather(buf, [(4, 24, 0)], st)
             with hipfile.BatchIO(4) as batch, pytest.raises(ValueError, match="batch writes"):
                 batch.write(fh, buf, 4, 24)
-            assert [first.wait(), second.wait(), third.wait()] == [8, 8, 4]
-    assert path.read_bytes() == b"HEAD" + bytes(range(20))
+            counts = [first.wait(), second.wait(), third.wait()]
+    on_disk = path.read_bytes()
+    if (counts == [0, 8, 4] and hipfile.platforms.active() == "cuda"
+            and on_disk == b"HEAD" + bytes(8) + bytes(range(8, 20))):
+        # the first write reported 0 and left its range a hole, the others
+        # landed where their reservations put them: cuFile's lost write
+        pytest.xfail(CUFILE_LOST_WRITE)
+    assert counts == [8, 8, 4]
+    assert on_disk == b"HEAD" + bytes(range(20))
