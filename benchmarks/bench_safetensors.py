@@ -645,59 +645,53 @@ def run_block(b: Bench, label: str, files: Sequence[str], cases: dict[str, Calla
 # --------------------------------------------------------------------------
 
 
-def block_single(b: Bench) -> None:
-    """``load single`` and ``keyloop``: the one file, timed together."""
-    path, files = b.checkpoints["single"]
+def _checkpoint_block(b: Bench, kind: str, shape: str, view: View,
+                      keyloop_files: Callable[[], list[str]], word: str,
+                      loads_only: tuple[str, ...], title: str) -> None:
+    """One checkpoint's block: the per-key shape ``shape`` (``view``, its
+    cases named ``word``, over ``keyloop_files()``) and the ``load`` shape,
+    timed together; ``loads_only`` are the cases that only ``load`` shows."""
+    source, files = b.checkpoints[kind]
     views: list[View] = []
     cases: dict[str, Callable[[], Any]] = {}
-    if "keyloop" in b.shapes:
-        cases.update(keyloop_cases(b.device, lambda: files, b.peers, "keyloop"))
-        views.append(KEYLOOP)
-    cases.update(load_cases(b.device, path, files, b.peers))
-    if "load" not in b.shapes or "single" not in b.args.checkpoints:
-        for name in ("hipfile stream", "hipfile staged"):
+    if shape in b.shapes:
+        cases.update(keyloop_cases(b.device, keyloop_files, b.peers, word))
+        views.append(view)
+    cases.update(load_cases(b.device, source, files, b.peers))
+    load = "load" in b.shapes and kind in b.args.checkpoints
+    if not load:
+        for name in loads_only:
             del cases[name]
     closers = []
-    if "load" in b.shapes and "single" in b.args.checkpoints:
-        views.insert(0, View("load single", LOAD_CASES, LOAD_RATIOS))
+    if load:
+        views.insert(0, View(f"load {kind}", LOAD_CASES, LOAD_RATIOS))
         read, close = page_cache_reader(files, b.args.threads)
         cases["page cache -> pinned"] = read
         closers.append(close)
-    print(f"\n== {' and '.join(v.shape for v in views)}: {os.path.basename(path)}, "
-          f"{os.path.getsize(path) / 1e9:.2f} GB")
+    print(f"\n== {' and '.join(v.shape for v in views)}: {title}")
     try:
-        run_block(b, "single", files, cases, views)
+        run_block(b, kind, files, cases, views)
     finally:
         for close in closers:
             close()
+
+
+def block_single(b: Bench) -> None:
+    """``load single`` and ``keyloop``: the one file, timed together."""
+    path, files = b.checkpoints["single"]
+    _checkpoint_block(b, "single", "keyloop", KEYLOOP, lambda: files, "keyloop",
+                      ("hipfile stream", "hipfile staged"),
+                      f"{os.path.basename(path)}, {os.path.getsize(path) / 1e9:.2f} GB")
 
 
 def block_sharded(b: Bench) -> None:
     """``load sharded`` and ``sharded``: the sharded checkpoint, timed together."""
     index, files = b.checkpoints["sharded"]
-    views: list[View] = []
-    cases: dict[str, Callable[[], Any]] = {}
-    if "sharded" in b.shapes:
-        cases.update(keyloop_cases(b.device, lambda: index_files(index), b.peers, "iterator"))
-        views.append(SHARDED)
-    cases.update(load_cases(b.device, index, files, b.peers))
-    if "load" not in b.shapes or "sharded" not in b.args.checkpoints:
-        for name in ("hipfile stream", "hipfile staged", "safetensors load_file"):
-            del cases[name]
-    closers = []
-    if "load" in b.shapes and "sharded" in b.args.checkpoints:
-        views.insert(0, View("load sharded", LOAD_CASES, LOAD_RATIOS))
-        read, close = page_cache_reader(files, b.args.threads)
-        cases["page cache -> pinned"] = read
-        closers.append(close)
     nbytes = sum(os.path.getsize(f) for f in files)
-    print(f"\n== {' and '.join(v.shape for v in views)}: {len(files)} files and "
-          f"{os.path.basename(index)}, {nbytes / 1e9:.2f} GB")
-    try:
-        run_block(b, "sharded", files, cases, views)
-    finally:
-        for close in closers:
-            close()
+    _checkpoint_block(b, "sharded", "sharded", SHARDED, lambda: index_files(index), "iterator",
+                      ("hipfile stream", "hipfile staged", "safetensors load_file"),
+                      f"{len(files)} files and {os.path.basename(index)}, "
+                      f"{nbytes / 1e9:.2f} GB")
 
 
 def shape_small(b: Bench) -> None:
