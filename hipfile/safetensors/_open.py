@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hipfile._file_holder import FileHolder
+from hipfile._interop import as_int
 from hipfile._lifetime import ClosesWhenCollected
 from hipfile.buffer import Buffer
 from hipfile.file import FileHandle
@@ -205,10 +206,9 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         --------
         hipFileRead, hipMemcpyAsync
         """
-        info = self._info(name) if self._fh is not None else None
         with self._lock:
             fh = self._open_fh()
-            assert info is not None
+            info = self._info(name)
             if (isinstance(fh, HostFile) or info.dtype.bits % 8
                     or self._reader not in ("auto", "stream")):
                 return self._read_locked(fh, [info])[name]
@@ -316,8 +316,7 @@ def _read_ahead_bytes(value: int | None) -> int:
         from hipfile import defaults
 
         return defaults.safetensors_read_ahead()
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"read_ahead must be an int (bytes), got {type(value).__name__}")
+    value = as_int(value, "read_ahead")
     if value < 0:
         raise ValueError(f"read_ahead must be >= 0, got {value}")
     return value
@@ -368,11 +367,10 @@ def _submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
         first = begin - begin % ALIGNMENT
         span = -(-(begin + n) // ALIGNMENT) * ALIGNMENT - first
         owner, addr, _ = allocate(so._framework, so._device, span + ALIGNMENT)
-        shift = (-addr) % ALIGNMENT
+        at = (-addr) % ALIGNMENT
         # whole pages: an O_DIRECT read stays aligned; the tensor starts inside
-        ranges = [(min(MAX_RANGE, span - d), first + d, shift + d)
-                  for d in range(0, span, MAX_RANGE)]
-        offset, need, length = shift + begin - first, begin - first + n, span + shift
+        runs = [(first, span)]
+        offset, need = at + begin - first, begin - first + n
     else:
         if so._framework == "torch":
             # memory of the tensor's own dtype and shape: it is the result
@@ -380,13 +378,15 @@ def _submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
             addr = int(owner.data_ptr())
         else:
             owner, addr, _ = allocate(so._framework, so._device, max(n, 1))
-        ranges, at = [], 0
-        for off, size in runs:
-            ranges += [(min(MAX_RANGE, size - d), off + d, at + d)
-                       for d in range(0, size, MAX_RANGE)]
-            at += size
+        at = 0
         offset = -1 if so._framework == "torch" else 0    # -1: `owner` is the result
-        need, length = n, n
+        need = n
+    ranges = []          # the runs one after the other from `at`, none over MAX_RANGE
+    for off, size in runs:
+        ranges += [(min(MAX_RANGE, size - d), off + d, at + d)
+                   for d in range(0, size, MAX_RANGE)]
+        at += size
+    length = at
     handle = None
     if need:
         # the handle holds `owner` until the read ends, whoever drops it
@@ -666,17 +666,17 @@ class SafeSlice:
         out_strides = tuple(d.step * s * isz for d, s in zip(full, strides, strict=True)
                             if not d.select)
         n_out = math.prod(counts)
+        first = sum(d.start * s for d, s in zip(full, strides, strict=True)) if n_out else 0
+        runs = _runs(full, counts, shape, strides, isz) if n_out else []
         if not isinstance(self._owner._open_fh(), HostFile) and self._owner._reader in (
                 "auto", "stream"):
-            got = self._device_read(full, counts, shape, strides, isz, out_shape, n_out)
+            got = self._device_read(first, runs, isz, out_shape, n_out)
             if got is not None:
                 return got
-        first = sum(d.start * s for d, s in zip(full, strides, strict=True)) if n_out else 0
         last = first + sum((c - 1) * d.step * s for c, d, s in
                            zip(counts, full, strides, strict=True)) if n_out else -1
         window = TensorInfo(info.name, DTYPES["U8"], ((last + 1 - first) * isz,),
                             info.begin + first * isz, info.begin + (last + 1) * isz)
-        runs = _runs(full, counts, shape, strides, isz) if n_out else []
         raw = self._owner._read([window], {info.name: runs})[info.name]
         contiguous = n_out * isz == window.nbytes
         if framework == "hip":
@@ -703,28 +703,23 @@ class SafeSlice:
         return torch.as_strided(data, out_shape, tuple(s // isz for s in out_strides)
                                 ).contiguous()
 
-    def _device_read(self, full: list[_Dim], counts: list[int], shape: Sequence[int],
-                     strides: list[int], isz: int, out_shape: tuple[int, ...],
-                     n_out: int) -> Any:
-        """A selection into device memory whose runs of bytes, one after the
-        other, are its C-order result (rows of whole inner dimensions, or a
-        column block: the rows' parts): read straight into the result's own
+    def _device_read(self, first: int, rel: list[tuple[int, int]], isz: int,
+                     out_shape: tuple[int, ...], n_out: int) -> Any:
+        """A selection into device memory whose runs of bytes ``rel``
+        (relative to its first element, ``first``), one after the other,
+        are its C-order result (rows of whole inner dimensions, or a column
+        block: the rows' parts): read straight into the result's own
         memory, one operation for all runs. None for other selections
         (more runs than :data:`MAX_RUNS`, or many tiny ones)."""
         info = self._info
         result = TensorInfo(info.name, info.dtype, out_shape, 0, n_out * isz)
-        if n_out:
-            first = sum(d.start * s for d, s in zip(full, strides, strict=True))
-            rel = _runs(full, counts, shape, strides, isz)
-            if sum(e - b for b, e in rel) != n_out * isz:
-                return None
-            if (len(rel) > SCATTER_RUNS and n_out * isz < SCATTER_MEAN * len(rel)
-                    and owner_framework(self._owner) != "hip"):
-                return None      # tiny runs: one read of their span, then a copy on the GPU
-            base = self._owner._header.data_offset + info.begin + first * isz
-            runs = _merge([(base + b, e - b) for b, e in rel])
-        else:
-            runs = []
+        if sum(e - b for b, e in rel) != n_out * isz:
+            return None
+        if (len(rel) > SCATTER_RUNS and n_out * isz < SCATTER_MEAN * len(rel)
+                and self._owner._framework != "hip"):
+            return None      # tiny runs: one read of their span, then a copy on the GPU
+        base = self._owner._header.data_offset + info.begin + first * isz
+        runs = _merge([(base + b, e - b) for b, e in rel])
         owner = self._owner
         with owner._lock:
             fh = owner._open_fh()
@@ -746,11 +741,6 @@ class SafeSlice:
                                    "with get_tensor")
         return data[tuple(d.start if d.select else slice(d.start, d.stop, d.step)
                           for d in full)].contiguous()
-
-
-def owner_framework(owner: SafeOpen) -> str:
-    """The framework a handle returns."""
-    return owner._framework
 
 
 def _merge(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
