@@ -3,8 +3,10 @@ hipfile.pwrite_async_gather over ranges of several open files."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,19 @@ def _chunk_files(tmp_path: Path, n: int = FILES, size: int = CHUNK,
     return paths, data
 
 
+@contextlib.contextmanager
+def _opened(paths: list[Path], mode: str = "r") -> Iterator[list[hipfile.FileHandle]]:
+    """Every path opened with ``mode``; all closed at the end."""
+    fhs: list[hipfile.FileHandle] = []
+    try:
+        for p in paths:
+            fhs.append(hipfile.open(p, mode))
+        yield fhs
+    finally:
+        for fh in fhs:
+            fh.close()
+
+
 def _slots(n: int, seed: int = 5) -> list[int]:
     order = list(range(n))
     np.random.default_rng(seed).shuffle(order)
@@ -42,8 +57,7 @@ def test_scatter_of_many_files_lands_each_file_in_its_slot(tmp_path: Path,
                                                            prefetch: bool) -> None:
     paths, data = _chunk_files(tmp_path)
     slots = _slots(FILES)
-    fhs = [hipfile.open(p) for p in paths]
-    try:
+    with _opened(paths) as fhs:
         with device_array(FILES * CHUNK) as dev, hip_stream() as s:
             to_device(dev, np.full(FILES * CHUNK, 0xEE, dtype=np.uint8))
             h = hipfile.pread_async_scatter(
@@ -54,9 +68,6 @@ def test_scatter_of_many_files_lands_each_file_in_its_slot(tmp_path: Path,
             got = from_device(dev, FILES * CHUNK).reshape(FILES, CHUNK)
             for i in range(FILES):
                 np.testing.assert_array_equal(got[slots[i]], data[i], err_msg=f"file {i}")
-    finally:
-        for fh in fhs:
-            fh.close()
 
 
 def test_one_file_in_several_ranges_and_reads_stop_at_each_end(tmp_path: Path) -> None:
@@ -66,9 +77,8 @@ def test_one_file_in_several_ranges_and_reads_stop_at_each_end(tmp_path: Path) -
     short = tmp_path / "short.bin"
     short_data = np.arange(1000, dtype=np.uint32).view(np.uint8)[:3000]
     short.write_bytes(short_data.tobytes())
-    fhs = [hipfile.open(p) for p in paths]
-    fs = hipfile.open(short)
-    try:
+    with _opened([*paths, short]) as fhs:
+        fs = fhs[-1]
         with device_array(5 * CHUNK) as dev, hip_stream() as s:
             to_device(dev, np.full(5 * CHUNK, 0x11, dtype=np.uint8))
             ranges = [(fhs[0], CHUNK // 2, CHUNK // 2, 0),        # second half of file 0
@@ -86,9 +96,6 @@ def test_one_file_in_several_ranges_and_reads_stop_at_each_end(tmp_path: Path) -
             assert (got[2 * CHUNK + 3000:3 * CHUNK] == 0x11).all()
             np.testing.assert_array_equal(got[3 * CHUNK:4 * CHUNK], data[1])
             assert (got[4 * CHUNK:] == 0x11).all()
-    finally:
-        for fh in [*fhs, fs]:
-            fh.close()
 
 
 def test_gather_writes_each_slot_to_its_file(tmp_path: Path) -> None:
@@ -96,16 +103,12 @@ def test_gather_writes_each_slot_to_its_file(tmp_path: Path) -> None:
     src = rng.integers(0, 256, FILES * CHUNK, dtype=np.uint8)
     slots = _slots(FILES, seed=11)
     paths = [tmp_path / f"out{i:03d}.bin" for i in range(FILES)]
-    fhs = [hipfile.open(p, "w") for p in paths]
-    try:
+    with _opened(paths, "w") as fhs:
         with device_array(FILES * CHUNK) as dev, hip_stream() as s:
             to_device(dev, src)
             h = hipfile.pwrite_async_gather(
                 dev, [(fh, CHUNK, 0, slots[i] * CHUNK) for i, fh in enumerate(fhs)], s)
             assert h.wait(timeout=30) == FILES * CHUNK
-    finally:
-        for fh in fhs:
-            fh.close()
     for i, p in enumerate(paths):
         assert p.read_bytes() == src[slots[i] * CHUNK:(slots[i] + 1) * CHUNK].tobytes(), i
 
@@ -116,8 +119,7 @@ def test_write_then_read_in_stream_order_across_files(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     src = rng.integers(0, 256, 4 * CHUNK, dtype=np.uint8)
     paths = [tmp_path / f"rw{i}.bin" for i in range(4)]
-    fhs = [hipfile.open(p, "w+") for p in paths]
-    try:
+    with _opened(paths, "w+") as fhs:
         with device_array(8 * CHUNK) as dev, hip_stream() as s:
             to_device(dev, src)
             w = hipfile.pwrite_async_gather(dev, [(fh, CHUNK, 0, i * CHUNK)
@@ -130,15 +132,11 @@ def test_write_then_read_in_stream_order_across_files(tmp_path: Path) -> None:
             for i in range(4):
                 np.testing.assert_array_equal(got[(7 - i) * CHUNK:(8 - i) * CHUNK],
                                               src[i * CHUNK:(i + 1) * CHUNK])
-    finally:
-        for fh in fhs:
-            fh.close()
 
 
 def test_every_file_is_held_until_completion_is_observed(tmp_path: Path) -> None:
     paths, _ = _chunk_files(tmp_path, n=4)
-    fhs = [hipfile.open(p) for p in paths]
-    try:
+    with _opened(paths) as fhs:
         with device_array(4 * CHUNK) as dev, hip_stream() as s:
             h = hipfile.pread_async_scatter(dev, [(fh, CHUNK, 0, i * CHUNK)
                                                   for i, fh in enumerate(fhs)], s)
@@ -151,9 +149,6 @@ def test_every_file_is_held_until_completion_is_observed(tmp_path: Path) -> None
             for fh in fhs:
                 fh.close()           # observed: every file closes
                 assert fh.closed
-    finally:
-        for fh in fhs:
-            fh.close()
 
 
 def test_dropped_handle_releases_every_file_once_done(tmp_path: Path) -> None:
