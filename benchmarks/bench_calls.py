@@ -14,7 +14,8 @@ Rows (warm page cache unless said; device memory; one caller thread; medians):
   with ``FileHandle.pread_async_scatter``.
 * **first call** (``--first-gib``): ``hipfile.safetensors.torch.load_file``
   of a checkpoint in a new interpreter per sample, against the second call
-  in the same interpreter.
+  in the same interpreter; bare, and after ``hipfile.engine.prepare()``
+  (timed apart), for each ``--first-staging`` size of the staging ring.
 * **cold** (``--cold``): the page cache dropped before each read of a
   ``--cold-gib`` file: the engine, ``pread``, KvikIO's default when it is
   installed, and plain readers (one thread and 8 threads of 16 MiB
@@ -54,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="checkpoint size for the first-call rows, GiB (0: no such rows)")
     ap.add_argument("--first-samples", type=int, default=3,
                     help="fresh interpreters for the first-call rows (default: 3)")
+    ap.add_argument("--first-staging", default="",
+                    help="comma-separated engine_staging_size values to run the first-call "
+                         "rows with, e.g. 256M,128M,64M (default: the setting's default)")
     ap.add_argument("--cold", action="store_true", help="add the cold rows")
     ap.add_argument("--cold-gib", type=float, default=2.0, help="cold file size, GiB (default: 2)")
     ap.add_argument("--only", default="",
@@ -260,6 +264,11 @@ torch.cuda.init(); torch.empty(1, device="cuda")
 t_torch = time.perf_counter()
 import hipfile.safetensors.torch as hst
 t_imp = time.perf_counter()
+prepare = sys.argv[2] == "prepare"
+if prepare:
+    import hipfile.engine
+    hipfile.engine.prepare()
+t_prep = time.perf_counter()
 d = hst.load_file(sys.argv[1], device="cuda:0")
 torch.cuda.synchronize()
 t1 = time.perf_counter()
@@ -267,11 +276,31 @@ del d
 d = hst.load_file(sys.argv[1], device="cuda:0")
 torch.cuda.synchronize()
 t2 = time.perf_counter()
-print(json.dumps({"import_s": t_imp - t_torch, "first_s": t1 - t_imp, "second_s": t2 - t1}))
+print(json.dumps({"import_s": t_imp - t_torch, "prepare_s": t_prep - t_imp,
+                  "first_s": t1 - t_prep, "second_s": t2 - t1,
+                  "hip_python_layer": any(m in sys.modules for m in ("hip.hip",
+                                                                     "rocm.bindings.hip"))}))
 """
 
 
-def first_rows(folder: str, gib: float, samples: int, out: dict[str, Any]) -> None:
+def _first_samples(path: str, samples: int, staging: str, prepare: bool) -> list[dict[str, Any]]:
+    env = dict(os.environ)
+    if staging:
+        env["HIPFILE_ENGINE_STAGING_SIZE"] = staging
+    got = []
+    for _ in range(samples):
+        r = subprocess.run([sys.executable, "-c", FIRST_CHILD, path,
+                            "prepare" if prepare else "bare"], env=env,
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            print(r.stderr[-2000:])
+            raise SystemExit("first-call child failed")
+        got.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    return got
+
+
+def first_rows(folder: str, gib: float, samples: int, stagings: list[str],
+               out: dict[str, Any]) -> None:
     import numpy as np
 
     try:
@@ -297,25 +326,28 @@ def first_rows(folder: str, gib: float, samples: int, out: dict[str, Any]) -> No
         i += 1
     save_file(tensors, path)
     del tensors
-    samples_out = []
-    env = dict(os.environ)
-    for _ in range(samples):
-        r = subprocess.run([sys.executable, "-c", FIRST_CHILD, path], env=env,
-                           capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            print(r.stderr[-2000:])
-            raise SystemExit("first-call child failed")
-        samples_out.append(json.loads(r.stdout.strip().splitlines()[-1]))
     size = os.path.getsize(path)
-    first = statistics.median(s["first_s"] for s in samples_out)
-    second = statistics.median(s["second_s"] for s in samples_out)
-    imp = statistics.median(s["import_s"] for s in samples_out)
-    out["first"] = {"bytes": size, "first_s": first, "second_s": second, "import_s": imp,
-                    "samples": samples_out}
-    print(f"\nfirst call, fresh interpreter ({samples} samples), load_file of {size / 1e9:.2f} GB"
-          f" warm: first {first:.3f} s ({size / first / 1e9:.1f} GB/s), second {second:.3f} s "
-          f"({size / second / 1e9:.1f} GB/s): first/second {second / first:.2f}x; import "
-          f"hipfile.safetensors.torch {imp * 1e3:.0f} ms")
+    rows: dict[str, Any] = {}
+    print(f"\nfirst call, fresh interpreter ({samples} samples), load_file of "
+          f"{size / 1e9:.2f} GB warm; 'prepare': hipfile.engine.prepare() before it, "
+          f"timed apart")
+    for staging in stagings:
+        for prepare in (False, True):
+            got = _first_samples(path, samples, staging, prepare)
+            med = {k: statistics.median(float(s[k]) for s in got)
+                   for k in ("import_s", "prepare_s", "first_s", "second_s")}
+            name = f"{'prepare' if prepare else 'bare'} staging={staging or 'default'}"
+            rows[name] = {**med, "samples": got}
+            first, second = med["first_s"], med["second_s"]
+            print(f"  {name:28s} first {first * 1e3:7.1f} ms ({size / first / 1e9:5.1f} GB/s)"
+                  f"  second {second * 1e3:7.1f} ms ({size / second / 1e9:5.1f} GB/s)"
+                  f"  first/second {second / first:4.2f}x  prepare "
+                  f"{med['prepare_s'] * 1e3:6.1f} ms  import {med['import_s'] * 1e3:5.1f} ms"
+                  f"  HIP-Python layer imported: "
+                  f"{any(s['hip_python_layer'] for s in got)}")
+    bare = rows[f"bare staging={stagings[0] or 'default'}"]
+    out["first"] = {"bytes": size, "first_s": bare["first_s"], "second_s": bare["second_s"],
+                    "import_s": bare["import_s"], "rows": rows}
     os.unlink(path)
 
 
@@ -431,7 +463,8 @@ def main() -> int:
     finally:
         dev.close()
     if args.first_gib > 0 and "first" in only:
-        first_rows(folder, args.first_gib, args.first_samples, out)
+        first_rows(folder, args.first_gib, args.first_samples,
+                   [x.strip() for x in args.first_staging.split(",")], out)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)

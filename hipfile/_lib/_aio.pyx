@@ -480,6 +480,7 @@ cdef class AsyncIOHandle(_Completion):
         cdef void *ev = NULL
         cdef int err = 0
         _load_hip_capi()
+        _hipapi()      # the event is handed out as HIP-Python's hipEvent_t
         if _c_event_create != NULL and _c_event_rec != NULL and _c_event_free != NULL:
             # C only from the creation to the owner: Ctrl-C cannot orphan it
             with nogil:

@@ -27,7 +27,12 @@ from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_t
 
-from hipfile._lib._runtime cimport _hipapi
+import sys
+
+from hipfile._lib._errors import error_name
+from hipfile._lib._runtime cimport HIP_ERROR_NOT_READY, HIP_SUCCESS, _hipapi, _stream_query
+
+cdef dict _modules = sys.modules
 
 #: Where a refusal of host memory points the caller.
 HOST_BUFFERS_HINT = ("host buffers are accepted by FileHandle.read/write/pread/pwrite "
@@ -104,6 +109,15 @@ cdef int _load_hip_types() except -1:
     return 0
 
 
+cdef inline int _hip_types_if_loaded() except -1:
+    """Learn HIP-Python's types once its Python layer is loaded: before
+    that no object can be one of them, and the package does not import it
+    to find out (a process that only loads tensors never does)."""
+    if not _hip_types_loaded and ("rocm.bindings.hip" in _modules or "hip.hip" in _modules):
+        _load_hip_types()
+    return 0
+
+
 def hip_layout():
     """The field offsets measured in HIP-Python's objects (-1: not found,
     the Python-level path is used)."""
@@ -134,8 +148,7 @@ cdef object foreign_buffer_info(object obj, uintptr_t *base, size_t *length):
     other objects through their protocols (:func:`protocol_buffer_info`)."""
     cdef size_t n
     cdef char *p
-    if not _hip_types_loaded:
-        _load_hip_types()
+    _hip_types_if_loaded()
     t = type(obj)
     if t is _HipDeviceArray or t is _HipNDBuffer:
         if _off_cai >= 0:
@@ -174,8 +187,7 @@ cdef object foreign_buffer_info(object obj, uintptr_t *base, size_t *length):
 cdef uintptr_t foreign_stream_handle(object obj) except? 0:
     """A stream object's handle (anything but the package's own, an int or
     None): HIP-Python ``hipStream_t`` is read in C."""
-    if not _hip_types_loaded:
-        _load_hip_types()
+    _hip_types_if_loaded()
     if type(obj) is _HipStream:
         if _off_stream_ptr >= 0:
             return (<uintptr_t *>(<char *><PyObject *>obj + _off_stream_ptr))[0]
@@ -408,11 +420,10 @@ def check_stream_handle(handle):
     """
     if handle == 0:
         return  # the null stream
-    h = _hipapi()
-    err = int(h.hip.hipStreamQuery(handle)[0])
-    if err not in (0, int(h.hip.hipError_t.hipErrorNotReady)):
+    err = _stream_query(<uintptr_t>handle)
+    if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
         raise ValueError(f"{handle:#x} is not a stream HIP knows (hipStreamQuery: "
-                         f"{h.error_name(err)}); pass the stream object or its handle")
+                         f"{error_name(err)}); pass the stream object or its handle")
 
 
 def stream_info(obj):
@@ -458,7 +469,8 @@ def stream_info(obj):
     ):
         check_handle_range(ptr)
         return ptr, obj
-    if isinstance(obj, _hipapi().Pointer):
+    _hip_types_if_loaded()
+    if _hip_types_loaded and isinstance(obj, _hipapi().Pointer):
         handle = pointer_value(obj)
         return handle, obj
     raise TypeError(

@@ -9,6 +9,7 @@ from hipfile._lib._runtime cimport hip_handle_fn_t
 cdef enum:
     HIP_STREAM_WAIT_VALUE_GTE = 0
     HIP_HOST_MALLOC_MAPPED = 2
+    HIP_STREAM_NON_BLOCKING = 1
     HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE = 10013
     FLAGS_PER_HOST_PAGE = 1024
 

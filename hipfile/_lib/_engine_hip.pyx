@@ -14,8 +14,11 @@ from libc.string cimport memset
 from hipfile._lib._core cimport _as_index
 from hipfile._lib._engine_c cimport eng, hfe_event_fn, hfe_runtime
 from hipfile._lib._runtime cimport (
-    HIP_SUCCESS, _c_event_free, _c_event_query, _c_event_rec, _current_device, _hip_fail,
-    _hip_fn, _hipapi, _load_hip_capi, _stream_fail, hip_handle_fn_t)
+    HIP_EVENT_DISABLE_TIMING, HIP_SUCCESS, _c_event_free, _c_event_query, _c_event_rec,
+    _current_device, _hip_fail, _hip_fn, _hipapi, _load_hip_capi, _stream_fail,
+    hc_device_attribute, hc_device_count, hc_device_synchronize, hc_event_create,
+    hc_event_destroy, hc_event_record, hc_get_device, hc_host_device_pointer, hc_host_free,
+    hc_host_malloc, hc_stream_create, hc_stream_destroy, hip_handle_fn_t)
 from hipfile._lib._runtime import on_device
 
 _eng_capi_tried = 0
@@ -178,18 +181,14 @@ cdef class _FlagPool:
         # hipExtMallocWithFlags is not host-writable on every platform; AMD's
         # runtime accepts any memory it knows unless GPU_STREAMOPS_CP_WAIT=1,
         # under which the engine uses host functions instead.)
-        h = _hipapi()
         cdef _Flag f
         cdef int i
         cdef uintptr_t base, devbase
         with on_device(self.device):
-            mem = h.check(h.hip.hipHostMalloc(FLAGS_PER_HOST_PAGE * 4, HIP_HOST_MALLOC_MAPPED),
-                          "hipHostMalloc")
-            self.mems.append(mem)
-            base = <uintptr_t>int(mem)
+            base = hc_host_malloc(FLAGS_PER_HOST_PAGE * 4, HIP_HOST_MALLOC_MAPPED)
+            self.mems.append(base)
             try:
-                devbase = <uintptr_t>int(h.check(
-                    h.hip.hipHostGetDevicePointer(mem, 0), "hipHostGetDevicePointer"))
+                devbase = hc_host_device_pointer(base)
             except Exception:
                 devbase = base
         memset(<void *>base, 0, FLAGS_PER_HOST_PAGE * 4)
@@ -208,14 +207,15 @@ cdef class _FlagPool:
         stream holds nothing, and the device is not waited for."""
         if not self.mems and self.stream is None:
             return 0
-        h = _hipapi()
         with on_device(self.device):
-            h.check(h.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
+            err = hc_device_synchronize()
+            if err != HIP_SUCCESS:
+                _hip_fail(err, "hipDeviceSynchronize")
             if self.stream is not None:
-                h.check(h.hip.hipStreamDestroy(self.stream), "hipStreamDestroy")
+                hc_stream_destroy(<uintptr_t>self.stream)
                 self.stream = None
             for mem in self.mems:
-                h.check(h.hip.hipHostFree(mem), "hipHostFree")
+                hc_host_free(<uintptr_t>mem)
         self.mems = []
         self.free = []
         self.nflags = 0
@@ -245,18 +245,18 @@ cdef bint _memops_supported(int device) except -1:
     ``engine_release`` setting says)."""
     if os.environ.get("GPU_STREAMOPS_CP_WAIT", "").strip().lower() in ("1", "true", "yes"):
         return 0      # AMD's runtime then waits on signal memory only
+    cdef int value = 0
+    cdef int dev
     _load_engine_capi()
     if _c_wait_value32 == NULL or _c_write_value32 == NULL:
         if not hasattr(_hipapi().hip, "hipStreamWaitValue32"):
             return 0
-    h = _hipapi()
     try:
-        dev = device if device >= 0 else h.check(h.hip.hipGetDevice(), "hipGetDevice")
-        err, value = h.hip.hipDeviceGetAttribute(
-            h.hip.hipDeviceAttribute_t.hipDeviceAttributeCanUseStreamWaitValue, dev)
+        dev = device if device >= 0 else hc_get_device()
+        err = hc_device_attribute(HIP_ATTR_CAN_USE_STREAM_WAIT_VALUE, dev, &value)
     except Exception:
         return 0
-    return err == h.hip.hipError_t.hipSuccess and bool(value)
+    return err == HIP_SUCCESS and value != 0
 
 
 cdef bint _staged_path(int fd, _FlagPool pool, bint is_device) except -1:
@@ -273,25 +273,31 @@ cdef bint _staged_path(int fd, _FlagPool pool, bint is_device) except -1:
 cdef object _internal_stream(_FlagPool pool):
     """The device's own non-blocking stream (copies of unordered submissions,
     record_event)."""
-    h = _hipapi()
     if pool.stream is None:
         with on_device(pool.device):
-            pool.stream = h.check(h.hip.hipStreamCreateWithFlags(h.hip.hipStreamNonBlocking),
-                                  "hipStreamCreateWithFlags")
+            pool.stream = hc_stream_create(HIP_STREAM_NON_BLOCKING)
     return pool.stream
 
 
 cdef int _stream_after(uintptr_t target, uintptr_t stream, int device) except -1:
     """Make ``target`` wait for the work enqueued on ``stream`` so far."""
-    h = _hipapi()
+    cdef uintptr_t ev
+    cdef int err
     with on_device(device):
-        ev = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
-                     "hipEventCreateWithFlags")
+        ev = hc_event_create(HIP_EVENT_DISABLE_TIMING)
         try:
-            h.check(h.hip.hipEventRecord(ev, stream), "hipEventRecord")
-            h.check(h.hip.hipStreamWaitEvent(target, ev, 0), "hipStreamWaitEvent")
+            err = hc_event_record(ev, stream)
+            if err != HIP_SUCCESS:
+                _hip_fail(err, "hipEventRecord")
+            _load_engine_capi()
+            if _c_stream_wait_event != NULL:
+                err = _c_stream_wait_event(<void *>target, <void *>ev, 0)
+            else:
+                err = int(_hipapi().hip.hipStreamWaitEvent(target, ev, 0)[0])
+            if err != HIP_SUCCESS:
+                _hip_fail(err, "hipStreamWaitEvent")
         finally:
-            h.hip.hipEventDestroy(ev)
+            hc_event_destroy(ev)
     return 0
 
 
@@ -415,8 +421,7 @@ cdef int _device_arg(object device) except -2:
     current one (TypeError for anything else, bools too; ValueError for no
     such device)."""
     cdef long long dev = _as_index(device, "device")
-    h = _hipapi()
-    count = h.check(h.hip.hipGetDeviceCount(), "hipGetDeviceCount")
+    cdef int count = hc_device_count()
     if dev < -1 or dev >= count:
         raise ValueError(f"no device {dev}: {count} device(s), or -1 for the current one")
     if dev == -1:
@@ -436,19 +441,17 @@ def engine_mechanism(device=-1):
 
 cdef uintptr_t _gate_event(uintptr_t stream, int device) except? 0:
     """An event recorded on ``stream`` now (0 if the runtime refused)."""
-    h = _hipapi()
     cdef uintptr_t ev
     cdef int err
     try:
         with on_device(device):
-            ev = <uintptr_t>int(h.check(h.hip.hipEventCreateWithFlags(
-                h.hip.hipEventDisableTiming), "hipEventCreateWithFlags"))
+            ev = hc_event_create(HIP_EVENT_DISABLE_TIMING)
     except Exception:
         return 0
     if _c_event_record != NULL:
         err = _c_event_record(<void *>ev, <void *>stream)
     else:
-        err = int(h.hip.hipEventRecord(ev, stream)[0])
+        err = hc_event_record(ev, stream)
     if err != HIP_SUCCESS:
         _destroy_event_handle(ev)
         return 0
@@ -460,6 +463,6 @@ cdef void _destroy_event_handle(uintptr_t ev):
         _c_event_destroy(<void *>ev)
     else:
         try:
-            _hipapi().hip.hipEventDestroy(ev)
+            hc_event_destroy(ev)
         except Exception:
             pass

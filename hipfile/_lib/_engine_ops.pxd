@@ -12,7 +12,7 @@ cdef class _Ring(_PerDevice):
     cdef readonly int nslots
     cdef object staging_mem
     cdef object flags_mem
-    cdef list copy_streams        # HIP-Python streams, events: the ring's
+    cdef list copy_streams        # hipStream_t, hipEvent_t (ints): the ring's
     cdef list copy_events
     cdef int release(self) except -1
 

@@ -38,12 +38,14 @@ from libc.string cimport memset
 from hipfile._lib._core cimport _BufferCore, _FileCore
 from hipfile._lib._engine_c cimport eng, hfe_op, hfe_ring, hfe_set_device_fn
 from hipfile._lib._engine_hip cimport (
-    HIP_HOST_MALLOC_MAPPED, _c_event_record, _c_memcpy_batch, _c_set_device, _c_stream_wait_event,
+    HIP_HOST_MALLOC_MAPPED, HIP_STREAM_NON_BLOCKING, _c_event_record, _c_memcpy_batch, _c_set_device, _c_stream_wait_event,
     _eng_defaults, _eng_rt, _eng_task_default, _eng_threads_wanted, _flag_pools, _Flag, _FlagPool,
     _load_engine_capi, _per_device, _PerDevice, _release_per_device, _settings_module)
 from hipfile._lib._engine_hip import (
     MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS, _eng_options_changed)
-from hipfile._lib._runtime cimport _as_timeout, _hipapi
+from hipfile._lib._runtime cimport (
+    HIP_EVENT_DISABLE_TIMING, _as_timeout, hc_event_create, hc_event_destroy, hc_host_device_pointer,
+    hc_host_free, hc_host_malloc, hc_stream_create, hc_stream_destroy)
 from hipfile._lib._runtime import on_device
 
 from hipfile._lib cimport _core, _pool
@@ -67,22 +69,21 @@ cdef class _Ring:
     pinned memory that streams wait on and write (see engine.h)."""
 
     cdef int release(self) except -1:
-        h = _hipapi()
         if self.ring != NULL:
             eng.ring_free(self.ring)
             self.ring = NULL
         with on_device(self.device):
             for ev in self.copy_events or ():
-                h.hip.hipEventDestroy(ev)
+                hc_event_destroy(<uintptr_t>ev)
             for st in self.copy_streams or ():
-                h.hip.hipStreamDestroy(st)
+                hc_stream_destroy(<uintptr_t>st)
             self.copy_events = []
             self.copy_streams = []
             if self.staging_mem is not None:
-                h.check(h.hip.hipHostFree(self.staging_mem), "hipHostFree")
+                hc_host_free(<uintptr_t>self.staging_mem)
                 self.staging_mem = None
             if self.flags_mem is not None:
-                h.check(h.hip.hipHostFree(self.flags_mem), "hipHostFree")
+                hc_host_free(<uintptr_t>self.flags_mem)
                 self.flags_mem = None
         return 0
 
@@ -103,20 +104,17 @@ cdef _PerDevice _new_ring(int device):
     cdef int nslots = <int>max(2, total // slot)
     cdef uintptr_t fbase, fdev
     cdef _Ring r
-    h = _hipapi()
     r = _Ring.__new__(_Ring)
     r.device = device
     r.slot_size = slot
     r.nslots = nslots
     with on_device(device):
-        r.staging_mem = h.check(h.hip.hipHostMalloc(slot * nslots, 0), "hipHostMalloc")
+        r.staging_mem = hc_host_malloc(slot * nslots, 0)
         try:
-            r.flags_mem = h.check(h.hip.hipHostMalloc(8 * nslots, HIP_HOST_MALLOC_MAPPED),
-                                  "hipHostMalloc")
-            fbase = <uintptr_t>int(r.flags_mem)
+            fbase = hc_host_malloc(8 * nslots, HIP_HOST_MALLOC_MAPPED)
+            r.flags_mem = fbase
             try:
-                fdev = <uintptr_t>int(h.check(h.hip.hipHostGetDevicePointer(r.flags_mem, 0),
-                                              "hipHostGetDevicePointer"))
+                fdev = hc_host_device_pointer(fbase)
             except Exception:
                 fdev = fbase
         except BaseException:
@@ -138,11 +136,9 @@ cdef _PerDevice _new_ring(int device):
         try:
             with on_device(device):
                 for k in range(ncopy):
-                    r.copy_streams.append(h.check(h.hip.hipStreamCreateWithFlags(
-                        h.hip.hipStreamNonBlocking), "hipStreamCreateWithFlags"))
+                    r.copy_streams.append(hc_stream_create(HIP_STREAM_NON_BLOCKING))
                 for k in range(ncopy + 1):
-                    r.copy_events.append(h.check(h.hip.hipEventCreateWithFlags(
-                        h.hip.hipEventDisableTiming), "hipEventCreateWithFlags"))
+                    r.copy_events.append(hc_event_create(HIP_EVENT_DISABLE_TIMING))
         except BaseException:
             r.release()
             raise

@@ -84,10 +84,13 @@ from hipfile._lib._observe import pending_handles, settle, wait_for
 from hipfile._lib._pool import defer_release, deferred_releases, pool_stats, reserve_pool, trim_pool
 from hipfile._lib._runtime import (
     as_timeout,
+    device_free,
+    device_malloc,
     driver_close,
     driver_epoch,
     finalizing,
     fork_generation,
+    on_device,
 )
 
 __all__ = [
@@ -122,6 +125,8 @@ __all__ = [
     "candidate_paths",
     "defer_release",
     "deferred_releases",
+    "device_free",
+    "device_malloc",
     "driver_close",
     "driver_epoch",
     "driver_get_properties",
@@ -153,6 +158,7 @@ __all__ = [
     "library_loaded",
     "library_path",
     "load_library",
+    "on_device",
     "pending_handles",
     "pool_stats",
     "read",

@@ -32,6 +32,14 @@ ctypedef int (*hip_handle_fn_t)(void *) noexcept nogil
 ctypedef int (*hip_host_malloc_t)(void **, size_t, unsigned int) noexcept nogil
 ctypedef int (*hip_event_create_t)(void **, unsigned int) noexcept nogil
 ctypedef int (*hip_event_record_t)(void *, void *) noexcept nogil
+ctypedef int (*hip_int_out_t)(int *) noexcept nogil
+ctypedef int (*hip_int_in_t)(int) noexcept nogil
+ctypedef int (*hip_void_fn_t)() noexcept nogil
+ctypedef int (*hip_device_attribute_t)(int *, int, int) noexcept nogil
+ctypedef int (*hip_host_device_pointer_t)(void **, void *, unsigned int) noexcept nogil
+ctypedef int (*hip_pointer_attributes_t)(void *, const void *) noexcept nogil
+ctypedef int (*hip_stream_get_device_t)(void *, int *) noexcept nogil
+ctypedef int (*hip_malloc_t)(void **, size_t) noexcept nogil
 
 # HIP-Python's C-level functions (NULL until _load_hip_capi, or when absent)
 cdef hip_launch_host_func_t _c_launch_host_func
@@ -42,6 +50,18 @@ cdef hip_handle_fn_t _c_host_free
 cdef hip_event_create_t _c_event_create
 cdef hip_event_record_t _c_event_rec
 cdef hip_handle_fn_t _c_event_free
+cdef hip_int_out_t _c_get_device
+cdef hip_int_in_t _c_set_device
+cdef hip_int_out_t _c_device_count
+cdef hip_device_attribute_t _c_device_attribute
+cdef hip_host_device_pointer_t _c_host_device_pointer
+cdef hip_event_create_t _c_stream_create
+cdef hip_handle_fn_t _c_stream_destroy
+cdef hip_void_fn_t _c_device_synchronize
+cdef hip_pointer_attributes_t _c_pointer_attributes
+cdef hip_stream_get_device_t _c_stream_get_device
+cdef hip_malloc_t _c_malloc
+cdef hip_handle_fn_t _c_free
 cdef object _PointerType
 cdef object _EventType
 
@@ -58,6 +78,24 @@ cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
 cdef int _hip_fail(int err, str func) except -1
 cdef int _stream_fail(int err, str func, uintptr_t stream) except -1
 cdef void _destroy_event(object event)
+
+# HIP calls outside the hot paths (see _runtime.pyx): C where HIP-Python
+# exports them, its Python layer otherwise
+cdef int hc_get_device() except? -2
+cdef int hc_set_device(int device) except -1
+cdef int hc_device_count() except -1
+cdef int hc_device_attribute(int attr, int device, int *value) except -1
+cdef uintptr_t hc_host_malloc(size_t size, unsigned int flags) except? 0
+cdef int hc_host_free(uintptr_t ptr) except -1
+cdef uintptr_t hc_host_device_pointer(uintptr_t host) except? 0
+cdef uintptr_t hc_stream_create(unsigned int flags) except? 0
+cdef int hc_stream_destroy(uintptr_t stream) except -1
+cdef uintptr_t hc_event_create(unsigned int flags) except? 0
+cdef int hc_event_record(uintptr_t event, uintptr_t stream) except -1
+cdef int hc_event_destroy(uintptr_t event) except -1
+cdef int hc_device_synchronize() except -1
+cdef uintptr_t hc_malloc(size_t size) except? 0
+cdef int hc_free(uintptr_t ptr) except -1
 
 # devices
 cdef int _current_device() except? -2

@@ -5,7 +5,11 @@ interruptible wait, devices, and the process an object belongs to.
 Invariants
 - HIP is reached through HIP-Python only: its C-level functions, taken from
   the ``__pyx_capi__`` capsules of its Cython module (signature checked),
-  or its Python functions when a capsule is missing.
+  or its Python functions when a capsule is missing. The capsules are
+  taken from that module alone (``rocm.bindings.cyhip``), so the engine's
+  set-up and the load paths never import HIP-Python's Python layer, which
+  costs a first call about 0.1 s; HIP-Python still opens the runtime, with
+  its own loader, so a process has one copy of it.
 - ``_c_*`` pointers are set once, under the GIL, by ``_load_hip_capi``;
   they may then be called without the GIL from any thread.
 - Host functions enqueued on a stream (``host_fn_t``) make no HIP call and
@@ -34,7 +38,8 @@ import os
 import atexit
 from numbers import Real as _Real
 
-from cpython.exc cimport PyErr_CheckSignals
+from cpython.exc cimport PyErr_CheckSignals, PyErr_Clear, PyErr_Occurred
+from libc.string cimport memset
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_GetName, PyCapsule_CheckExact
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
@@ -70,13 +75,34 @@ cdef void *_capsule_fn(dict capi, str name, bytes signature):
 cdef object _hip_capi = None    # HIP-Python's C entry points, once found
 
 
+#: HIP-Python's Cython modules of C-level HIP functions, newest layout
+#: first. Importing one of them alone loads neither HIP-Python's Python
+#: layer nor the runtime (HIP-Python opens the runtime at the first call,
+#: through its own loader, so there is only ever its copy).
+_CAPI_MODULES = ("rocm.bindings.cyhip", "hip.chip")
+
+
 cdef dict _find_hip_capi():
     """HIP-Python's table of C entry points (the ``__pyx_capi__`` of its
-    loaded module that exports ``hipLaunchHostFunc`` as expected); None
-    while HIP-Python is not loaded, or where it has no such table."""
+    Cython module that exports ``hipLaunchHostFunc`` as expected), found
+    without importing HIP-Python's Python layer where its layout allows;
+    None where it has no such table."""
     global _hip_capi
     if _hip_capi is None:
+        import importlib
         import sys
+        for name in _CAPI_MODULES:
+            try:
+                mod = importlib.import_module(name)
+            except ImportError:
+                continue
+            capi = getattr(mod, "__pyx_capi__", None)
+            if isinstance(capi, dict) and _capsule_fn(
+                    capi, "hipLaunchHostFunc",
+                    b"enum hipError_t (hipStream_t, hipHostFn_t, void *)") != NULL:
+                _hip_capi = capi
+                return _hip_capi
+        _hipapi()
         for mod in list(sys.modules.values()):
             capi = getattr(mod, "__pyx_capi__", None)
             if isinstance(capi, dict) and _capsule_fn(
@@ -100,10 +126,13 @@ cdef void *_hip_fn(str name, bytes params):
 cdef int _load_hip_capi() except -1:
     global _capi_tried, _c_launch_host_func, _c_stream_query, _c_event_query
     global _c_host_malloc, _c_host_free, _c_event_create, _c_event_rec, _c_event_free
+    global _c_get_device, _c_set_device, _c_device_count, _c_device_attribute
+    global _c_host_device_pointer, _c_stream_create, _c_stream_destroy
+    global _c_device_synchronize, _c_pointer_attributes, _c_stream_get_device
+    global _c_malloc, _c_free
     if _capi_tried:
         return 0
     _capi_tried = 1
-    _hipapi()
     _c_launch_host_func = <hip_launch_host_func_t>_hip_fn(
         "hipLaunchHostFunc", b"hipStream_t, hipHostFn_t, void *")
     _c_stream_query = <hip_handle_fn_t>_hip_fn("hipStreamQuery", b"hipStream_t")
@@ -114,7 +143,225 @@ cdef int _load_hip_capi() except -1:
                                                   b"hipEvent_t *, unsigned int")
     _c_event_rec = <hip_event_record_t>_hip_fn("hipEventRecord", b"hipEvent_t, hipStream_t")
     _c_event_free = <hip_handle_fn_t>_hip_fn("hipEventDestroy", b"hipEvent_t")
+    _c_get_device = <hip_int_out_t>_hip_fn("hipGetDevice", b"int *")
+    _c_set_device = <hip_int_in_t>_hip_fn("hipSetDevice", b"int")
+    _c_device_count = <hip_int_out_t>_hip_fn("hipGetDeviceCount", b"int *")
+    _c_device_attribute = <hip_device_attribute_t>_hip_fn(
+        "hipDeviceGetAttribute", b"int *, enum hipDeviceAttribute_t, int")
+    _c_host_device_pointer = <hip_host_device_pointer_t>_hip_fn(
+        "hipHostGetDevicePointer", b"void **, void *, unsigned int")
+    _c_stream_create = <hip_event_create_t>_hip_fn("hipStreamCreateWithFlags",
+                                                   b"hipStream_t *, unsigned int")
+    _c_stream_destroy = <hip_handle_fn_t>_hip_fn("hipStreamDestroy", b"hipStream_t")
+    _c_device_synchronize = <hip_void_fn_t>_hip_fn("hipDeviceSynchronize", b"void")
+    for src in (b"void const *", b"const void *"):   # as HIP-Python versions spell it
+        _c_pointer_attributes = <hip_pointer_attributes_t>_hip_fn(
+            "hipPointerGetAttributes", b"struct hipPointerAttribute_t *, " + src)
+        if _c_pointer_attributes != NULL:
+            break
+    _c_stream_get_device = <hip_stream_get_device_t>_hip_fn("hipStreamGetDevice",
+                                                             b"hipStream_t, int *")
+    _c_malloc = <hip_malloc_t>_hip_fn("hipMalloc", b"void **, size_t")
+    _c_free = <hip_handle_fn_t>_hip_fn("hipFree", b"void *")
     return 0
+
+
+# --------------------------------------------------------------------------
+# HIP calls the package makes outside its hot paths (set-up, devices), in C
+# where HIP-Python exports the function and through its Python layer
+# otherwise; each raises HipRuntimeError with the function's name. The
+# first call of a process may be the one that makes HIP-Python open the
+# runtime: an error of its loader is raised as it set it.
+# --------------------------------------------------------------------------
+
+cdef int _hc_check(int err, str func) except -1:
+    if PyErr_Occurred() != NULL:
+        return -1
+    if err != HIP_SUCCESS:
+        raise HipRuntimeError(hip_err=err, func=func)
+    return 0
+
+
+cdef object _py_hip(str func, tuple args):
+    h = _hipapi()
+    return h.check(getattr(h.hip, func)(*args), func)
+
+
+cdef int hc_get_device() except? -2:
+    """hipGetDevice: the calling thread's device."""
+    cdef int dev = 0
+    cdef int err
+    _load_hip_capi()
+    if _c_get_device == NULL:
+        return int(_py_hip("hipGetDevice", ()))
+    err = _c_get_device(&dev)
+    _hc_check(err, "hipGetDevice")
+    return dev
+
+
+cdef int hc_set_device(int device) except -1:
+    """hipSetDevice."""
+    _load_hip_capi()
+    if _c_set_device == NULL:
+        _py_hip("hipSetDevice", (device,))
+        return 0
+    return _hc_check(_c_set_device(device), "hipSetDevice")
+
+
+cdef int hc_device_count() except -1:
+    """hipGetDeviceCount."""
+    cdef int n = 0
+    _load_hip_capi()
+    if _c_device_count == NULL:
+        return int(_py_hip("hipGetDeviceCount", ()))
+    _hc_check(_c_device_count(&n), "hipGetDeviceCount")
+    return n
+
+
+cdef int hc_device_attribute(int attr, int device, int *value) except -1:
+    """hipDeviceGetAttribute into ``*value``; returns the hipError_t (not
+    raised: callers treat an unknown attribute as absent)."""
+    cdef int err
+    _load_hip_capi()
+    if _c_device_attribute == NULL:
+        h = _hipapi()
+        err, v = h.hip.hipDeviceGetAttribute(h.hip.hipDeviceAttribute_t(attr), device)
+        if int(err) == HIP_SUCCESS:
+            value[0] = int(v)
+        return int(err)
+    err = _c_device_attribute(value, attr, device)
+    if PyErr_Occurred() != NULL:
+        return -1
+    return err
+
+
+cdef uintptr_t hc_host_malloc(size_t size, unsigned int flags) except? 0:
+    """hipHostMalloc: page-locked host memory of ``size`` bytes."""
+    cdef void *p = NULL
+    cdef int err
+    _load_hip_capi()
+    if _c_host_malloc == NULL:
+        return <uintptr_t>int(_py_hip("hipHostMalloc", (size, flags)))
+    with nogil:
+        err = _c_host_malloc(&p, size, flags)
+    _hc_check(err, "hipHostMalloc")
+    return <uintptr_t>p
+
+
+cdef int hc_host_free(uintptr_t ptr) except -1:
+    """hipHostFree."""
+    _load_hip_capi()
+    if _c_host_free == NULL:
+        _py_hip("hipHostFree", (ptr,))
+        return 0
+    return _hc_check(_c_host_free(<void *>ptr), "hipHostFree")
+
+
+cdef uintptr_t hc_host_device_pointer(uintptr_t host) except? 0:
+    """hipHostGetDevicePointer of mapped host memory."""
+    cdef void *p = NULL
+    _load_hip_capi()
+    if _c_host_device_pointer == NULL:
+        return <uintptr_t>int(_py_hip("hipHostGetDevicePointer", (host, 0)))
+    _hc_check(_c_host_device_pointer(&p, <void *>host, 0), "hipHostGetDevicePointer")
+    return <uintptr_t>p
+
+
+cdef uintptr_t hc_stream_create(unsigned int flags) except? 0:
+    """hipStreamCreateWithFlags."""
+    cdef void *s = NULL
+    _load_hip_capi()
+    if _c_stream_create == NULL:
+        return <uintptr_t>int(_py_hip("hipStreamCreateWithFlags", (flags,)))
+    _hc_check(_c_stream_create(&s, flags), "hipStreamCreateWithFlags")
+    return <uintptr_t>s
+
+
+cdef int hc_stream_destroy(uintptr_t stream) except -1:
+    """hipStreamDestroy."""
+    _load_hip_capi()
+    if _c_stream_destroy == NULL:
+        _py_hip("hipStreamDestroy", (stream,))
+        return 0
+    return _hc_check(_c_stream_destroy(<void *>stream), "hipStreamDestroy")
+
+
+cdef uintptr_t hc_event_create(unsigned int flags) except? 0:
+    """hipEventCreateWithFlags."""
+    cdef void *e = NULL
+    _load_hip_capi()
+    if _c_event_create == NULL:
+        return <uintptr_t>int(_py_hip("hipEventCreateWithFlags", (flags,)))
+    _hc_check(_c_event_create(&e, flags), "hipEventCreateWithFlags")
+    return <uintptr_t>e
+
+
+cdef int hc_event_record(uintptr_t event, uintptr_t stream) except -1:
+    """hipEventRecord; returns the hipError_t (not raised)."""
+    cdef int err
+    _load_hip_capi()
+    if _c_event_rec == NULL:
+        return int(_hipapi().hip.hipEventRecord(event, stream)[0])
+    with nogil:
+        err = _c_event_rec(<void *>event, <void *>stream)
+    return err
+
+
+cdef int hc_event_destroy(uintptr_t event) except -1:
+    """hipEventDestroy; returns the hipError_t (not raised)."""
+    _load_hip_capi()
+    if _c_event_free == NULL:
+        return int(_hipapi().hip.hipEventDestroy(event)[0])
+    return _c_event_free(<void *>event)
+
+
+cdef int hc_device_synchronize() except -1:
+    """hipDeviceSynchronize; returns the hipError_t (not raised)."""
+    cdef int err
+    _load_hip_capi()
+    if _c_device_synchronize == NULL:
+        return int(_hipapi().hip.hipDeviceSynchronize()[0])
+    with nogil:
+        err = _c_device_synchronize()
+    return err
+
+
+cdef uintptr_t hc_malloc(size_t size) except? 0:
+    """hipMalloc on the current device."""
+    cdef void *p = NULL
+    cdef int err
+    _load_hip_capi()
+    if _c_malloc == NULL:
+        return <uintptr_t>int(_py_hip("hipMalloc", (size,)))
+    with nogil:
+        err = _c_malloc(&p, size)
+    _hc_check(err, "hipMalloc")
+    return <uintptr_t>p
+
+
+cdef int hc_free(uintptr_t ptr) except -1:
+    """hipFree; returns the hipError_t (not raised)."""
+    cdef int err
+    _load_hip_capi()
+    if _c_free == NULL:
+        return int(_hipapi().hip.hipFree(ptr)[0])
+    with nogil:
+        err = _c_free(<void *>ptr)
+    return err
+
+
+def device_malloc(size_t size, int device=-1):
+    """hipMalloc of ``size`` bytes on ``device`` (-1: the current one);
+    returns the address. HipRuntimeError when the runtime refuses."""
+    with on_device(device):
+        return hc_malloc(size)
+
+
+def device_free(uintptr_t ptr, int device=-1):
+    """hipFree of an address from :func:`device_malloc`; returns the
+    hipError_t (0 on success)."""
+    with on_device(device):
+        return hc_free(ptr)
 
 
 cdef int _query(hip_handle_fn_t fn, str name, uintptr_t handle) except? -1:
@@ -293,23 +540,24 @@ class on_device:
 
     def __enter__(self):
         if self.device >= 0:
-            h = _hipapi()
-            self.prev = h.check(h.hip.hipGetDevice(), "hipGetDevice")
+            self.prev = hc_get_device()
             if self.prev != self.device:
-                h.check(h.hip.hipSetDevice(self.device), "hipSetDevice")
+                hc_set_device(self.device)
         return self
 
     def __exit__(self, *exc):
         if self.device >= 0 and self.prev >= 0 and self.prev != self.device:
-            h = _hipapi()
-            h.hip.hipSetDevice(self.prev)
+            try:
+                hc_set_device(self.prev)
+            except Exception:
+                if exc[0] is None:
+                    raise
         return False
 
 
 cdef int _current_device() except? -2:
-    h = _hipapi()
     try:
-        return h.check(h.hip.hipGetDevice(), "hipGetDevice")
+        return hc_get_device()
     except Exception:
         return -1
 
@@ -318,22 +566,47 @@ cdef int _pointer_device(uintptr_t ptr, bint *is_device=NULL) except? -2:
     """The device of a device pointer, or the current device when the
     runtime cannot say; ``*is_device``: whether the runtime knows ``ptr`` as
     device (or managed) memory."""
-    h = _hipapi()
+    # hipPointerAttribute_t starts with the memory type and the device
+    # (two ints) in every HIP release; the rest of it is not read.
+    cdef int attrs[16]
+    cdef int err
     if is_device != NULL:
         is_device[0] = 0
-    try:
-        err, attrs = h.hip.hipPointerGetAttributes(ptr)
-        if err == h.hip.hipError_t.hipSuccess and int(attrs.type) in (2, 3):
+    _load_hip_capi()
+    if _c_pointer_attributes != NULL:
+        memset(attrs, 0, sizeof(attrs))
+        err = _c_pointer_attributes(<void *>attrs, <const void *>ptr)
+        if PyErr_Occurred() != NULL:
+            PyErr_Clear()
+        elif err == HIP_SUCCESS and attrs[0] in (2, 3):
             if is_device != NULL:
                 is_device[0] = 1
-            return int(attrs.device)
+            return attrs[1]
+        return _current_device()
+    h = _hipapi()
+    try:
+        err, a = h.hip.hipPointerGetAttributes(ptr)
+        if err == h.hip.hipError_t.hipSuccess and int(a.type) in (2, 3):
+            if is_device != NULL:
+                is_device[0] = 1
+            return int(a.device)
     except Exception:
         pass
     return _current_device()
 
 
 cdef int _stream_device(uintptr_t stream) except? -2:
+    cdef int dev = -1
+    cdef int err
     if stream == 0:
+        return _current_device()
+    _load_hip_capi()
+    if _c_stream_get_device != NULL:
+        err = _c_stream_get_device(<void *>stream, &dev)
+        if PyErr_Occurred() != NULL:
+            PyErr_Clear()
+        elif err == HIP_SUCCESS:
+            return dev
         return _current_device()
     h = _hipapi()
     try:

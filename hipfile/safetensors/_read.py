@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hipfile._lib import _hipfile
 from hipfile.buffer import Buffer
 from hipfile.engine import _wait_all
 from hipfile.file import FileHandle
@@ -96,7 +97,7 @@ def _rt() -> Any:
 
 
 def _hip_free(ptr: int) -> None:
-    _rt().hipFree(ptr)
+    _hipfile.device_free(ptr)
 
 
 class DeviceAllocation:
@@ -114,16 +115,11 @@ class DeviceAllocation:
     """
 
     def __init__(self, nbytes: int, device: int = 0) -> None:
-        from hipfile._hip import check
-
-        hip = _rt()
         if nbytes < 0:
             raise ValueError(f"nbytes must be >= 0, got {nbytes}")
         self.nbytes = nbytes
         self.device = device
-        with _on_device(device):
-            ptr = check(hip.hipMalloc(max(nbytes, 1)), "hipMalloc")
-        self.ptr = int(ptr)
+        self.ptr = int(_hipfile.device_malloc(max(nbytes, 1), device))
         self._finalizer = weakref.finalize(self, _hip_free, self.ptr)
 
     def free(self) -> None:
@@ -140,27 +136,8 @@ class DeviceAllocation:
                 f"nbytes={self.nbytes} device={self.device}>")
 
 
-class _on_device:
-    """Make ``device`` current for a block, then restore the previous one."""
-
-    def __init__(self, device: int) -> None:
-        self.device = device
-        self.prev: int | None = None
-
-    def __enter__(self) -> None:
-        from hipfile._hip import check
-
-        hip = _rt()
-        prev = int(check(hip.hipGetDevice(), "hipGetDevice"))
-        if prev != self.device:
-            check(hip.hipSetDevice(self.device), "hipSetDevice")
-            self.prev = prev
-
-    def __exit__(self, *exc: object) -> None:
-        if self.prev is not None:
-            from hipfile._hip import check
-
-            check(_rt().hipSetDevice(self.prev), "hipSetDevice")
+#: Make ``device`` current for a block, then restore the previous one.
+_on_device = _hipfile.on_device
 
 
 class DeviceTensor:
