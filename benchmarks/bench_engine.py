@@ -370,6 +370,7 @@ def main() -> int:
                 for threads in (4, 8, 16, 32):
                     for task_mib in (1, 2, 4, 8, 16):
                         hipfile.engine.shutdown()
+                        hipfile.trim_pool()     # the ring is remade in slots of the task
                         with hipfile.defaults.set(engine_threads=threads,
                                                   engine_task_size=task_mib << 20):
                             engine()
@@ -388,6 +389,7 @@ def main() -> int:
                 overlap: dict[str, dict[str, float]] = {}
                 for threads in (4, 8, 12, 16):
                     hipfile.engine.shutdown()
+                    hipfile.trim_pool()
                     with hipfile.defaults.set(engine_threads=threads, engine_task_size=8 << 20):
                         both_engine()
                         tb, ti = [], []

@@ -29,7 +29,7 @@ setting                   environment variable             default
 ``allow_host_buffers``    ``HIPFILE_ALLOW_HOST_BUFFERS``   True
 ``engine_task_size``      ``HIPFILE_ENGINE_TASK_SIZE``     2 MiB
 ``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``cpus / 2, 4..16``
-``engine_staging_size``   ``HIPFILE_ENGINE_STAGING_SIZE``  256 MiB
+``engine_staging_size``   ``HIPFILE_ENGINE_STAGING_SIZE``  64 MiB
 ``engine_copy_streams``   ``HIPFILE_ENGINE_COPY_STREAMS``  1
 ``engine_batch_copies``   ``HIPFILE_ENGINE_BATCH_COPIES``  True
 ``engine_release``        ``HIPFILE_ENGINE_RELEASE``       ``"auto"``
@@ -44,9 +44,9 @@ than reading its settings at each call: ``engine_threads`` and
 (a new thread count once the engine is idle); a change of the environment
 variable alone is seen after the next :func:`reset`.
 ``engine_staging_size`` is the pinned host memory of a device's staging ring
-and ``engine_copy_streams`` the streams its copies are spread over, both
-read when the ring is made (at the first submission on a device, and again
-after :func:`hipfile.trim_pool`).
+(in slots of ``engine_task_size``) and ``engine_copy_streams`` the streams
+its copies are spread over, all three read when the ring is made (at the
+first submission on a device, and again after :func:`hipfile.trim_pool`).
 
 Three more choose how the engine works, and are read once, not at each
 submission: when the engine first needs them, again after every
@@ -291,10 +291,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("engine_threads", "HIPFILE_ENGINE_THREADS", _engine_threads, _size_check(1),
                 _parse_int, "Threads of the stream-ordered engine.",
                 "half the CPU count, 4 to 16"),
-        Setting("engine_staging_size", "HIPFILE_ENGINE_STAGING_SIZE", lambda: 256 << 20,
+        Setting("engine_staging_size", "HIPFILE_ENGINE_STAGING_SIZE", lambda: 64 << 20,
                 _bytes_check(1 << 20), parse_size,
                 "Bytes of pinned host memory in each device's staging ring of the "
-                "stream-ordered engine.", "256 MiB"),
+                "stream-ordered engine.", "64 MiB"),
         Setting("engine_copy_streams", "HIPFILE_ENGINE_COPY_STREAMS", lambda: 1,
                 _size_check(1, 8), _parse_int,
                 "Streams of each device over which the stream-ordered engine spreads its "

@@ -43,9 +43,10 @@ Settings, all in :mod:`hipfile.defaults` (set them with
 ``hipfile.defaults.set``; each has its ``HIPFILE_ENGINE_*`` variable, which
 ``hipfile.defaults`` reads): ``engine_threads`` (worker threads, default
 half the CPUs, 4 to 16) and ``engine_task_size`` (bytes per chunk, default
-2 MiB), read at every submission; ``engine_staging_size`` (pinned staging
-per device, default 256 MiB) and ``engine_copy_streams``, read when a
-device's staging ring is made; ``engine_batch_copies``, ``engine_release``
+2 MiB), read at the first submission and after each change;
+``engine_staging_size`` (pinned staging per device, default 64 MiB, in slots
+of ``engine_task_size``) and ``engine_copy_streams``, read when a device's
+staging ring is made; ``engine_batch_copies``, ``engine_release``
 and ``engine_data_path``, read once and again after each change made by
 ``set``/``reset`` (and after :func:`hipfile.trim_pool`). :func:`configure`
 is deprecated.

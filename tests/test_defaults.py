@@ -36,7 +36,7 @@ def test_builtin_defaults() -> None:
         "allow_host_buffers": True,
         "engine_task_size": 2 << 20,
         "engine_threads": max(4, min(16, (os.cpu_count() or 8) // 2)),
-        "engine_staging_size": 256 << 20,
+        "engine_staging_size": 64 << 20,
         "engine_copy_streams": 1,
         "engine_batch_copies": True,
         "engine_release": "auto",

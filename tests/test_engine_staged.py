@@ -246,7 +246,7 @@ def test_gather_writes_paged_blocks_and_reads_them_back(tmp_path, stream, copy_c
 
 @pytest.fixture
 def small_ring() -> Iterator[None]:
-    """A staging ring of 1 MiB (two slots), so that submissions wrap it."""
+    """A staging ring of 1 MiB (four slots), so that submissions wrap it."""
     hipfile.trim_pool()
     with hipfile.defaults.set(engine_staging_size=1 << 20):
         hipfile.trim_pool()
@@ -268,6 +268,40 @@ def test_submissions_larger_than_the_ring(tmp_path, stream, small_ring):
         assert sum(h.wait(timeout=60) for h in hs) == size
         assert w.wait(timeout=60) == size
     assert out.read_bytes() == data.tobytes()
+
+
+@pytest.mark.parametrize(("total", "task", "layout"), [
+    (64 << 20, 2 << 20, (2 << 20, 32)),        # the defaults: 32 slots of one task
+    (64 << 20, 16 << 20, (8 << 20, 8)),        # at most 8 MiB a slot
+    (64 << 20, 1000, (64 << 10, 1024)),        # at least 64 KiB, whole pages
+    ((1 << 20) + 1, 2 << 20, (256 << 10, 4)),  # halved until 4 slots fit
+    (1 << 20, 3 << 20, (192 << 10, 5)),
+    (1 << 20, (1 << 20) + (12 << 10), (256 << 10, 4)),   # whole pages when halved
+    (64 << 20, (1 << 20) + 1, ((1 << 20) + 4096, 63)),
+])
+def test_ring_layout(total, task, layout):
+    assert _hipfile._ring_layout(total, task) == layout
+
+
+def test_ring_slots_follow_the_engine_task_size(tmp_path, stream):
+    """A ring is made in slots of engine_task_size; a call's larger
+    task_size is cut to a slot, and the bytes are the file's."""
+    size = 3 << 20
+    path = tmp_path / "slots.bin"
+    data = random_file(path, size, seed=43)
+    hipfile.trim_pool()
+    with hipfile.defaults.set(engine_task_size=512 << 10, engine_staging_size=4 << 20):
+        hipfile.trim_pool()
+        try:
+            with device_array(size) as dev, FileHandle(path) as fh:
+                h = fh.pread_async(dev, size, 0, 0, stream, task_size=2 << 20)
+                made = hipfile.engine.info()["devices"][0]
+                assert made["staging_slot_bytes"] == 512 << 10
+                assert made["staging_bytes"] == 4 << 20
+                assert h.wait(timeout=60) == size
+                assert np.array_equal(from_device(dev, size), data)
+        finally:
+            hipfile.trim_pool()
 
 
 def test_reads_stop_at_the_end_of_the_file(data_file, stream):

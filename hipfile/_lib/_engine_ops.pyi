@@ -2,6 +2,7 @@
 
 from typing import Any
 
+def _ring_layout(total: int, task: int) -> tuple[int, int]: ...
 def _engine_inject_faults(
     err_no: int = 0, count: int = 0, short_max: int = 0, after: int = 0
 ) -> None: ...

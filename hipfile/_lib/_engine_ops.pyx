@@ -95,12 +95,29 @@ cdef _Ring _ring_for(int device):
     return <_Ring>_per_device(_rings, device, _new_ring)
 
 
+cdef size_t _slot_size(size_t total, size_t task):
+    """A ring's slot: the default task (a chunk holds at most one task, so a
+    larger slot would pin memory that default-sized chunks never touch),
+    whole pages, 64 KiB to 8 MiB, halved until ``total`` holds MIN_SLOTS."""
+    cdef size_t slot = (task + 4095) & ~(<size_t>4095)
+    slot = max(<size_t>(64 << 10), min(slot, <size_t>(8 << 20)))
+    while slot > (64 << 10) and total // slot < MIN_SLOTS:
+        slot = max(<size_t>(64 << 10), (slot // 2) & ~(<size_t>4095))
+    return slot
+
+
+def _ring_layout(total, task):
+    """``(slot_size, nslots)`` of a ring of ``total`` bytes when the default
+    task is ``task`` bytes. Test hook."""
+    cdef size_t slot = _slot_size(<size_t>total, <size_t>task)
+    return slot, <int>max(2, <size_t>total // slot)
+
+
 cdef _PerDevice _new_ring(int device):
     d = _settings_module()
+    _eng_defaults()
     cdef size_t total = <size_t>d.engine_staging_size()
-    cdef size_t slot = 8 << 20
-    while slot > (64 << 10) and total // slot < MIN_SLOTS:
-        slot //= 2
+    cdef size_t slot = _slot_size(total, _eng_task_default)
     cdef int nslots = <int>max(2, total // slot)
     cdef uintptr_t fbase, fdev
     cdef _Ring r
@@ -189,7 +206,8 @@ def engine_shutdown(timeout=None):
 
 def engine_info():
     """The engine's state: threads running, outstanding operations, parked
-    handles, and per device the release mechanism and flags allocated."""
+    handles, and per device the release mechanism, flags allocated and
+    staging ring (bytes, bytes per slot)."""
     _eng_sweep()
     _eng_defaults()
     return {
@@ -202,7 +220,9 @@ def engine_info():
                         else MECHANISM_HOST_FUNCTIONS,
                         "flags": (<_FlagPool>p).nflags,
                         "staging_bytes": ((<_Ring>_rings[d]).slot_size * (<_Ring>_rings[d]).nslots
-                                          if d in _rings else 0)}
+                                          if d in _rings else 0),
+                        "staging_slot_bytes": ((<_Ring>_rings[d]).slot_size
+                                               if d in _rings else 0)}
                     for d, p in _flag_pools.items()},
     }
 

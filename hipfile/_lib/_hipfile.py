@@ -72,7 +72,12 @@ from hipfile._lib._engine_hip import (
     engine_mechanism,
     engine_settings,
 )
-from hipfile._lib._engine_ops import _engine_inject_faults, engine_info, engine_shutdown
+from hipfile._lib._engine_ops import (
+    _engine_inject_faults,
+    _ring_layout,
+    engine_info,
+    engine_shutdown,
+)
 from hipfile._lib._loader import (
     candidate_paths,
     has_symbol,
@@ -112,6 +117,7 @@ __all__ = [
     "_engine_batch_copies",
     "_engine_inject_faults",
     "_files_held",
+    "_ring_layout",
     "abi_layout",
     "as_timeout",
     "batch_io_cancel",
