@@ -136,13 +136,38 @@ static void deadline_after(struct timespec *ts, double seconds)
     }
 }
 
+/* Whether a waiter may yield in a loop: more online cores than the
+ * engine's threads, the gate thread and the waiter. */
+static int spare_cores(void)
+{
+    static long ncpu;
+    if (!ncpu)
+        ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    return ncpu > (long)__atomic_load_n(&nthreads, __ATOMIC_RELAXED) + 2;
+}
+
 int hfe_op_wait(hfe_op *op, double timeout_s)
 {
-    struct timespec until;
+    struct timespec until, t0;
     if (hfe_op_done(op))
         return 1;
-    if (timeout_s >= 0)
-        deadline_after(&until, timeout_s);
+    /* Yield first (see HFE_SPIN_S) where the machine has a core to spare
+     * beside the engine's threads and the caller's; then sleep on the
+     * condition. */
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double spent = 0.0;
+    double spin = spare_cores() ? HFE_SPIN_S : 0.0;
+    while (spent < spin && (timeout_s < 0 || spent < timeout_s)) {
+        sched_yield();
+        if (hfe_op_done(op))
+            return 1;
+        spent = hfe_seconds_since(&t0);
+    }
+    if (timeout_s >= 0) {
+        if (spent >= timeout_s)
+            return 0;
+        deadline_after(&until, timeout_s - spent);
+    }
     pthread_mutex_lock(&done_lock);
     while (!hfe_op_done(op)) {
         if (timeout_s < 0) {

@@ -114,6 +114,20 @@ void hfe__finish(hfe_op *op);
 void hfe__run_staged(chunk_t *c);
 int hfe__queue_chunks(chunk_t *first, chunk_t *last, long ngroups);
 
+/* The caller's thread (not an engine thread) has the default timer slack,
+ * 50 us: each of backoff_step's short sleeps would last that long, and a
+ * condition variable's wake-up costs tens of us. A wait on the host yields
+ * for its first HFE_SPIN_S seconds instead (the chunks and copies of a few
+ * MiB end within them), then sleeps. */
+#define HFE_SPIN_S 1e-3
+
+static inline double hfe_seconds_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)(now.tv_sec - t0->tv_sec) + (double)(now.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
 /* Polls host memory with a backoff: yields briefly, then sleeps from 2 us
  * up to 100 us. */
 typedef struct backoff {

@@ -21,23 +21,16 @@ static void chunk_decref(chunk_t *c)
 
 int hfe_flag_reached(const uint32_t *flag, uint32_t value) { return reached(flag, value); }
 
-/* The caller's thread (not an engine thread) has the default timer slack,
- * 50 us: each of backoff_step's short sleeps would last that long. A wait
- * on the host yields for its first SPIN_S seconds instead (the copies of a
- * few MiB land within them), then backs off. */
-#define SPIN_S 1e-3
-
 int hfe_flag_wait(const uint32_t *flag, uint32_t value, double timeout_s)
 {
-    struct timespec t0, now;
+    struct timespec t0;
     backoff_t b = {0};
     clock_gettime(CLOCK_MONOTONIC, &t0);
     while (!reached(flag, value)) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double spent = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) * 1e-9;
+        double spent = hfe_seconds_since(&t0);
         if (timeout_s >= 0 && spent >= timeout_s)
             return 0;
-        if (spent < SPIN_S)
+        if (spent < HFE_SPIN_S)
             sched_yield();
         else
             backoff_step(&b);
