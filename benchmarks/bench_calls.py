@@ -20,7 +20,9 @@ Rows (warm page cache unless said; device memory; one caller thread; medians):
   ``--cold-gib`` file: the engine, ``pread``, KvikIO's default when it is
   installed, and plain readers (one thread and 8 threads of 16 MiB
   ``O_DIRECT`` reads into pinned memory, 16 threads buffered) -- the disk's
-  floor.
+  floor. ``--cold-sweep`` adds what the disk wants (request size x depth x
+  order, ``O_DIRECT`` or not, into host memory) and the engine's cold read
+  over task sizes and thread counts.
 
     python benchmarks/bench_calls.py --platform cuda --repeats 50 --first-gib 3.5 --cold
 
@@ -60,6 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "rows with, e.g. 256M,128M,64M (default: the setting's default)")
     ap.add_argument("--cold", action="store_true", help="add the cold rows")
     ap.add_argument("--cold-gib", type=float, default=2.0, help="cold file size, GiB (default: 2)")
+    ap.add_argument("--cold-sweep", action="store_true",
+                    help="add a sweep of request size, depth, order and O_DIRECT on a cold "
+                         "file (the disk alone), and of the engine's task size and threads")
     ap.add_argument("--only", default="",
                     help="comma-separated row groups to run: small,open,files,first,cold")
     ap.add_argument("--json", default=None, help="write every figure to this file")
@@ -384,6 +389,109 @@ def _odirect_reader(path: str, threads: int, block: int, hip: Any, dev: Device,
     return run
 
 
+def _disk_reader(path: str, threads: int, block: int, direct: bool, partitioned: bool
+                 ) -> Callable[[], None]:
+    """Read the whole file into host memory only (the disk's side alone):
+    ``threads`` threads of ``block``-byte requests, each thread a contiguous
+    part of the file (``partitioned``) or the next block from one queue."""
+    import mmap
+
+    size = os.path.getsize(path)
+    bufs = [mmap.mmap(-1, block) for _ in range(threads)]   # page-aligned
+    flags = os.O_RDONLY | (getattr(os, "O_DIRECT", 0) if direct else 0)
+
+    def run() -> None:
+        fd = os.open(path, flags)
+        blocks = list(range(0, size, block))
+        lock = threading.Lock()
+
+        def worker(k: int) -> None:
+            view = memoryview(bufs[k])
+            mine = blocks[k::threads] if not partitioned else \
+                blocks[k * len(blocks) // threads:(k + 1) * len(blocks) // threads]
+            if partitioned or threads == 1:
+                for off in mine:
+                    os.preadv(fd, [view[:min(block, size - off)]], off)
+                return
+            while True:
+                with lock:
+                    if not blocks:
+                        return
+                    off = blocks.pop(0)
+                os.preadv(fd, [view[:min(block, size - off)]], off)
+
+        ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        os.close(fd)
+
+    return run
+
+
+def cold_sweep(hipfile: Any, dev: Device, folder: str, gib: float, out: dict[str, Any]) -> None:
+    """What the disk wants: request size x depth (threads) x order, with and
+    without ``O_DIRECT``, into host memory; and the engine's cold read for
+    task sizes and thread counts, into device memory. The page cache is
+    dropped before each read; two reads per case, the better one kept."""
+    path = os.path.join(folder, "sweep.bin")
+    size = int(gib * (1 << 30)) // (32 << 20) * (32 << 20)
+    write_file(path, size)
+    cases: dict[str, Callable[[], None]] = {}
+    for block in (1 << 20, 4 << 20, 16 << 20):
+        for threads in (1, 4, 8, 16, 32):
+            for part in (False, True):
+                if threads == 1 and part:
+                    continue
+                name = f"odirect {block >> 20:2d} MiB x{threads:2d} " + \
+                    ("parts" if part else "queue")
+                cases[name] = _disk_reader(path, threads, block, True, part)
+    for block in (1 << 20, 4 << 20):
+        for threads in (1, 8, 16):
+            cases[f"buffered {block >> 20:2d} MiB x{threads:2d} queue"] = _disk_reader(
+                path, threads, block, False, False)
+
+    def engine_case(task: int, threads: int) -> Callable[[], None]:
+        def run() -> None:
+            with hipfile.defaults.set(engine_task_size=task, engine_threads=threads):
+                with hipfile.open(path) as fh:
+                    n = 16 << 20
+                    hs = fh.pread_async_ranges(dev.buf, [(n, o, o) for o in range(0, size, n)],
+                                               dev.stream, prefetch=True)
+                    for h in hs:
+                        h.wait()
+        return run
+
+    engine_cases = {}
+    for task in (2 << 20, 4 << 20, 8 << 20):
+        for threads in (8, 16, 32):
+            engine_cases[f"engine task {task >> 20} MiB x{threads:2d} threads"] = \
+                engine_case(task, threads)
+    got: dict[str, float] = {}
+    for k, fn in {**cases, **engine_cases}.items():
+        best = float("inf")
+        for _ in range(2):
+            if k.startswith("engine"):
+                hipfile.engine.shutdown()
+                hipfile.trim_pool()    # a ring in slots of this task size
+            drop_page_cache(path)
+            dev.sync()
+            t0 = time.perf_counter()
+            fn()
+            dev.sync()
+            best = min(best, time.perf_counter() - t0)
+        got[k] = size / best / 1e9
+    hipfile.engine.shutdown()
+    hipfile.trim_pool()
+    out["cold_sweep_gbps"] = got
+    top = max(got.values())
+    print(f"\ncold sweep (page cache dropped), {size >> 20} MiB, best of two, fastest first")
+    for k, v in sorted(got.items(), key=lambda kv: -kv[1]):
+        print(f"  {k:36s} {v:6.2f} GB/s  {v / top:5.2f}x")
+    os.unlink(path)
+
+
 def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
               out: dict[str, Any]) -> None:
     hip = dev.hip
@@ -450,7 +558,7 @@ def main() -> int:
     folder = temp_folder(args.dir)
     out: dict[str, Any] = {}
     need = max(args.files * (args.file_mib << 20), max(SIZES) * 4)
-    if args.cold and "cold" in only:
+    if (args.cold or args.cold_sweep) and "cold" in only:
         need = max(need, int(args.cold_gib * (1 << 30)))
     dev = Device(need)
     try:
@@ -460,6 +568,8 @@ def main() -> int:
             files_rows(hipfile, dev, folder, args.files, args.file_mib << 20, args.repeats, out)
         if args.cold and "cold" in only:
             cold_rows(hipfile, dev, folder, args.cold_gib, args.repeats, out)
+        if args.cold_sweep and "cold" in only:
+            cold_sweep(hipfile, dev, folder, args.cold_gib, out)
     finally:
         dev.close()
     if args.first_gib > 0 and "first" in only:
