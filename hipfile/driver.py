@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import atexit
 import operator
-import os
 import threading
 from types import TracebackType
 
@@ -332,5 +331,4 @@ def _release_at_exit() -> None:
         pass
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+_hipfile.on_fork_child(_after_fork_in_child)   # the package's one fork hook

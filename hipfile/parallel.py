@@ -30,7 +30,7 @@ from typing import Any
 
 from hipfile import defaults
 from hipfile._interop import as_int, as_timeout, check_writable, io_range_or_host, wait_event
-from hipfile._lib import _runtime
+from hipfile._lib import _hipfile
 from hipfile._lib._core import _BufferCore, _FileCore
 from hipfile._transfer import host_transfer, transfer
 
@@ -154,7 +154,7 @@ def _after_fork_in_child() -> None:
     _pool = None
 
 
-_runtime.on_fork_child(_after_fork_in_child)   # the package's one fork hook
+_hipfile.on_fork_child(_after_fork_in_child)   # the package's one fork hook
 
 
 # --------------------------------------------------------------------------

@@ -308,3 +308,26 @@ def test_process_driver_across_fork_and_exit() -> None:
     assert out["status"] == 0
     assert out["child"] == {"new": True, "open": True, "gen": 1}
     assert out["same"] is True and out["count"] == 1
+
+
+def test_one_fork_hook_for_the_package() -> None:
+    """Importing the package and every module that resets state in a forked
+    child registers one ``os.register_at_fork`` hook; each layer adds its
+    reset to it."""
+    code = """
+        import os
+        calls = []
+        real = os.register_at_fork
+        def counting(**kw):
+            mods = {getattr(f, "__module__", None) or "" for f in kw.values()}
+            if any(m.startswith("hipfile") for m in mods):
+                calls.append(sorted(mods))
+            return real(**kw)
+        os.register_at_fork = counting
+        import hipfile, hipfile.driver, hipfile.parallel, hipfile.engine, hipfile.batch
+        import hipfile.safetensors, hipfile.compat.kvikio, hipfile.compat.cufile
+        print("hooks", len(calls), calls)
+    """
+    proc = run_python(code)
+    assert proc.returncode == 0, proc.stderr
+    assert "hooks 1 [['hipfile._lib._runtime']]" in proc.stdout, proc.stdout

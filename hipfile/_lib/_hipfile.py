@@ -96,6 +96,7 @@ from hipfile._lib._runtime import (
     finalizing,
     fork_generation,
     on_device,
+    on_fork_child,
 )
 
 __all__ = [
@@ -165,6 +166,7 @@ __all__ = [
     "library_path",
     "load_library",
     "on_device",
+    "on_fork_child",
     "pending_handles",
     "pool_stats",
     "read",
