@@ -50,6 +50,7 @@ cdef class _FileCore:
     cdef Py_ssize_t _closing     # close(wait=True) calls waiting: submissions refused
     cdef unsigned long _epoch
     cdef unsigned long _gen
+    cdef long long _staged_write_end   # where staged writes submitted so far leave the file
 
 cdef dict _stream_states
 

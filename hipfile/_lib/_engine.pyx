@@ -299,7 +299,7 @@ def engine_submit_files(int opcode, buffer, entries, stream=0, task_size=None,
                 raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
                               "with 'r+' or 'w' to write", getattr(fo, "path", None))
             file_fds.append(fd)
-            file_ends.append(_file_end(fo, fd) if opcode == 0 else -1)
+            file_ends.append(_file_end(f, fd) if opcode == 0 else -1)
         checked = <hfe_span *>malloc(n * sizeof(hfe_span))
         fds = <int *>malloc(n * sizeof(int))
         ends = <long long *>malloc(n * sizeof(long long))
@@ -324,7 +324,7 @@ def engine_submit_files(int opcode, buffer, entries, stream=0, task_size=None,
                         wends[idx[i]] = max(wends[idx[i]], checked[i].file_offset
                                             + <long long>checked[i].len)
                 for k in range(len(files)):
-                    _record_write_end(files[k], wends[k])
+                    _record_write_end(<_FileCore>files[k], wends[k])
             handles = _submit_staged(<_FileCore>files[0], opcode, fds[0], base, checked, <int>n,
                                      sh, device, pool, task, ordered, True, prefetch, fds, ends)
         finally:
@@ -532,21 +532,18 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
     return handles
 
 
-cdef long long _file_end(object f, int fd) except -1:
+cdef long long _file_end(_FileCore f, int fd) except -1:
     """Where reads of ``f`` stop: the end of the file as it is now, or as
     the staged writes submitted on it before will leave it (a write then a
     read of the same bytes, in stream order)."""
-    return max(os.fstat(fd).st_size, getattr(f, "_staged_write_end", 0))
+    return max(os.fstat(fd).st_size, f._staged_write_end)
 
 
-cdef int _record_write_end(object f, long long wend) except -1:
+cdef int _record_write_end(_FileCore f, long long wend) except -1:
     """A staged write submitted on ``f`` ends at ``wend``: reads submitted
     after it stop there at the earliest (see :func:`_file_end`)."""
-    if wend > getattr(f, "_staged_write_end", 0):
-        try:
-            f._staged_write_end = wend
-        except AttributeError:
-            pass
+    if wend > f._staged_write_end:
+        f._staged_write_end = wend
     return 0
 
 
