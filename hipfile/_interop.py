@@ -12,7 +12,6 @@ calls, and the argument rules they share.
 from __future__ import annotations
 
 import ctypes
-import operator
 import threading
 import time
 from typing import Any
@@ -110,13 +109,29 @@ def host_view(obj: Any) -> memoryview | None:
 
 
 def as_int(value: Any, name: str) -> int:
-    """``value`` as an int (``__index__``); bools and non-integers raise TypeError."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not bool")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    """``value`` as an int: an int or an object with ``__index__`` (numpy
+    integers), below 2**63; the package's one rule for integer arguments
+    (``_core._as_index``, which the compiled modules use).
+
+    Raises
+    ------
+    TypeError
+        A bool, or not an integer.
+    ValueError
+        2**63 or more, or below -2**63.
+    """
+    return _core.as_index(value, name)
+
+
+def as_size(value: Any, name: str) -> int:
+    """``value`` as an int >= 0 (the rule of :func:`as_int`); ValueError
+    names ``name`` and the value."""
+    return _core.as_size(value, name)
+
+
+def as_positive(value: Any, name: str) -> int:
+    """``value`` as an int > 0 (the rule of :func:`as_int`)."""
+    return _core.as_positive(value, name)
 
 
 def as_timeout(timeout: Any, name: str = "timeout") -> float | None:

@@ -91,6 +91,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
+from hipfile._interop import as_int
 from hipfile._lib import _runtime
 
 __all__ = [
@@ -152,13 +153,7 @@ def parse_size(text: str) -> int:
 
 
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not bool")
-    if not isinstance(value, int):
-        try:
-            value = value.__index__()
-        except (AttributeError, TypeError):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
+    value = as_int(value, name)
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise ValueError(f"{name} must be {bound}, got {value}")

@@ -22,12 +22,11 @@ use opens the driver in the child.
 from __future__ import annotations
 
 import atexit
-import operator
 import threading
 from types import TracebackType
 
 from hipfile import _lifetime
-from hipfile._interop import as_timeout
+from hipfile._interop import as_size, as_timeout
 from hipfile._lib import _hipfile
 from hipfile._lifetime import Closes, drain, exit_block
 from hipfile.errors import InFlightTimeoutError
@@ -190,22 +189,23 @@ class Driver(Closes):
     def set_poll_mode(poll: bool, poll_threshold_kib: int) -> None:
         """Use polling for I/O up to ``poll_threshold_kib`` KiB.
         Wraps ``hipFileDriverSetPollMode``."""
-        _hipfile.driver_set_poll_mode(bool(poll), _size(poll_threshold_kib))
+        _hipfile.driver_set_poll_mode(bool(poll), as_size(poll_threshold_kib,
+                                                          "poll_threshold_kib"))
 
     @staticmethod
     def set_max_direct_io_size(kib: int) -> None:
         """Largest direct I/O in KiB. Wraps ``hipFileDriverSetMaxDirectIOSize``."""
-        _hipfile.driver_set_max_direct_io_size(_size(kib))
+        _hipfile.driver_set_max_direct_io_size(as_size(kib, "kib"))
 
     @staticmethod
     def set_max_cache_size(kib: int) -> None:
         """Device bounce-cache size in KiB. Wraps ``hipFileDriverSetMaxCacheSize``."""
-        _hipfile.driver_set_max_cache_size(_size(kib))
+        _hipfile.driver_set_max_cache_size(as_size(kib, "kib"))
 
     @staticmethod
     def set_max_pinned_mem_size(kib: int) -> None:
         """Pinned memory limit in KiB. Wraps ``hipFileDriverSetMaxPinnedMemSize``."""
-        _hipfile.driver_set_max_pinned_mem_size(_size(kib))
+        _hipfile.driver_set_max_pinned_mem_size(as_size(kib, "kib"))
 
 
 def _in_flight() -> int:
@@ -218,15 +218,6 @@ def _wait_idle(timeout: float | None, held_timeout: float | None = None) -> bool
     :func:`hipfile._lifetime.drain`); returns whether none is left."""
     return drain(lambda left: int(_hipfile.wait_for(None, left)), _hipfile._files_held,
                  timeout, held_timeout)
-
-
-def _size(value: int) -> int:
-    if isinstance(value, bool):
-        raise TypeError("size must be an int, not bool")
-    value = operator.index(value)  # TypeError for str, float and other non-integers
-    if value < 0:
-        raise ValueError(f"size must be >= 0, got {value}")
-    return value
 
 
 # --------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from typing import Any
 
 from hipfile import defaults
-from hipfile._interop import as_int, as_timeout, check_writable, io_range_or_host, wait_event
+from hipfile._interop import as_positive, as_timeout, check_writable, io_range_or_host, wait_event
 from hipfile._lib import _hipfile
 from hipfile._lib._core import _BufferCore, _FileCore
 from hipfile._transfer import host_transfer, transfer
@@ -46,13 +46,6 @@ __all__ = [
 
 _log = logging.getLogger("hipfile")
 DEFAULT_TASK_SIZE = 4 << 20
-
-
-def _positive_int(value: Any, name: str) -> int:
-    n = as_int(value, name)
-    if n <= 0:
-        raise ValueError(f"{name} must be positive, got {n}")
-    return n
 
 
 def default_task_size() -> int:
@@ -112,7 +105,7 @@ def set_num_threads(n: int) -> None:
     """
     warnings.warn('hipfile.set_num_threads() is deprecated; use '
                   'hipfile.defaults.set("num_threads", n)', DeprecationWarning, stacklevel=2)
-    defaults.set("num_threads", _positive_int(n, "n"))
+    defaults.set("num_threads", as_positive(n, "n"))
     shutdown(wait=False)
 
 
@@ -489,7 +482,7 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
             buffer_offset: int, task_size: int | None, executor: Executor | None) -> IOFuture:
     if not isinstance(fh, _FileCore):
         raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
-    tsize = INLINE_MAX if task_size is None else _positive_int(task_size, "task_size")
+    tsize = INLINE_MAX if task_size is None else as_positive(task_size, "task_size")
     if executor is not None and not callable(getattr(executor, "submit", None)):
         raise TypeError(f"executor must be a concurrent.futures.Executor, not "
                         f"{type(executor).__name__}")

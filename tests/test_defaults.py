@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -268,3 +269,33 @@ def test_sizes_take_units_in_set_as_in_the_environment() -> None:
     with pytest.raises(TypeError, match="num_threads must be an int"):
         defaults.set("num_threads", "4")  # counts are not sizes
     assert defaults.task_size() == 1 << 20
+
+
+
+def _pread_task_size(value: Any, tmp_path: Path) -> None:
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"x" * 4096)
+    out = bytearray(4096)
+    with hipfile.open(path) as fh:
+        hipfile.pread(fh, out, 4096, 0, task_size=value).result()
+
+
+INT_ARGUMENTS = [
+    ("defaults.set(num_threads)", lambda v, _: hipfile.defaults.set(num_threads=v)),
+    ("Driver.set_max_cache_size(kib)", lambda v, _: hipfile.Driver.set_max_cache_size(v)),
+    ("Buffer(length)", lambda v, _: hipfile.Buffer(4096, v)),
+    ("pread(task_size)", _pread_task_size),
+]
+
+
+@pytest.mark.parametrize("call", [c for _, c in INT_ARGUMENTS],
+                         ids=[n for n, _ in INT_ARGUMENTS])
+def test_one_rule_for_integer_arguments(call: Any, tmp_path: Path) -> None:
+    """Every integer argument follows one rule (the core's): a bool or a
+    float is a TypeError that names the type, 2**63 or more a ValueError."""
+    with pytest.raises(TypeError, match="must be an int, not bool"):
+        call(True, tmp_path)
+    with pytest.raises(TypeError, match="must be an int, not float"):
+        call(4.0, tmp_path)
+    with pytest.raises(ValueError, match="out of range"):
+        call(1 << 63, tmp_path)

@@ -376,7 +376,7 @@ cdef class AsyncIOHandle(_Completion):
         cdef long long n = _as_index(value, name)
         self._check_settable(fixed_flag, name)
         if n < 0:
-            raise ValueError(f"{name} must be >= 0")
+            raise ValueError(f"{name} must be >= 0, got {n}")
         return n
 
     cdef int _check_settable(self, unsigned fixed_flag, str name) except -1:

@@ -64,6 +64,7 @@ cdef sweep_fn held_sweep_hook
 
 cdef long long _as_index(object value, str name) except? -1
 cdef long long _as_positive(object value, str name) except? -1
+cdef long long _as_size(object value, str name) except? -1
 cdef int _io_range(size_t length, object size, object file_offset, object buffer_offset,
                    size_t *nbytes, hoff_t *foff, hoff_t *boff, object buf=*) except -1
 

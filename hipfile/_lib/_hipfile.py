@@ -60,6 +60,9 @@ from hipfile._lib._core import (
     _files_held,
     _StreamCore,
     _StreamState,
+    as_index,
+    as_positive,
+    as_size,
 )
 from hipfile._lib._decode import hip_layout
 from hipfile._lib._engine import engine_prepare, engine_submit, engine_submit_files
@@ -120,6 +123,9 @@ __all__ = [
     "_files_held",
     "_ring_layout",
     "abi_layout",
+    "as_index",
+    "as_positive",
+    "as_size",
     "as_timeout",
     "batch_io_cancel",
     "batch_io_destroy",
