@@ -53,6 +53,7 @@ from hipfile._lifetime import ClosesWhenCollected
 from hipfile.enums import BatchMode, Opcode, OpError, Status
 from hipfile.errors import (
     BatchFullError,
+    ClosedError,
     ClosedFileError,
 )
 
@@ -143,7 +144,7 @@ class BatchIO(ClosesWhenCollected):
     def _check_open(self) -> int:
         handle = self._handle
         if handle is None or self._closing:
-            raise ValueError("operation on a closed BatchIO")
+            raise ClosedError("operation on a closed BatchIO")
         return handle
 
     # -- building -----------------------------------------------------------
@@ -511,7 +512,7 @@ class BatchIO(ClosesWhenCollected):
                     out, self._undelivered = self._undelivered, []
                     return out
                 if self._handle is None or self._closing:
-                    raise ValueError("the BatchIO was closed while waiting")
+                    raise ClosedError("the BatchIO was closed while waiting")
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"{len(self._inflight)} batch entry(ies) still in "
                                        f"flight after {timeout} s")

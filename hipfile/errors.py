@@ -4,9 +4,11 @@ Every hipFile status becomes a :class:`HipFileException` (or a subclass chosen
 by its code, which also inherits the matching builtin where one exists);
 ``-1`` results of the I/O calls become :class:`OSError` subclasses chosen by
 ``errno``; a missing library or symbol becomes :class:`HipFileLibraryError`.
-Two :class:`HipFileException` subclasses are raised by the package itself,
-not for a library status: :class:`InFlightError` and :class:`ClosedFileError`
-(``hipfile_err`` 0, ``from_library`` False). All of them pickle.
+:class:`HipFileException` subclasses raised by the package itself, not for a
+library status: :class:`InFlightError` and :class:`ClosedError` (an object
+used after close; :class:`ClosedFileError` for a file) (``hipfile_err`` 0,
+``from_library`` False). The statistics errors
+(:class:`hipfile.stats.StatsError`) are :class:`HipFileException` too. All of them pickle.
 
 The classes are defined in :mod:`hipfile._lib._errors`, below the compiled
 core that raises them, and are public here.
@@ -26,6 +28,7 @@ from hipfile._lib._errors import (
 __all__ = [
     "AsyncNotSupportedError",
     "BatchFullError",
+    "ClosedError",
     "ClosedFileError",
     "DriverNotInitializedError",
     "ForkedProcessError",

@@ -29,6 +29,7 @@ from typing import Any
 from hipfile._interop import as_timeout, wait_event
 from hipfile._lib import _hipfile
 from hipfile._lib._enums import _member_or_int
+from hipfile._lib._errors import ClosedError, HipFileException
 
 __all__ = [
     "PathStats",
@@ -54,8 +55,13 @@ class StatsStatus(enum.IntEnum):
     REPORT_GENERATION_FAILED = 4
 
 
-class StatsError(Exception):
+class StatsError(HipFileException):
     """A statistics call failed with a ``hipFileStatsError_t`` status.
+
+    A :class:`~hipfile.HipFileException` (the package's one hierarchy): its
+    ``hipfile_err`` is 0, as the statistics calls report a
+    ``hipFileStatsError_t`` (:attr:`status`) rather than a
+    ``hipFileOpError_t``.
 
     Parameters
     ----------
@@ -68,10 +74,9 @@ class StatsError(Exception):
     """
 
     def __init__(self, status: int, func: str, detail: str = "") -> None:
+        super().__init__(0, 0, func, detail)
         self._status = int(status)
-        self._func = func
-        self._detail = detail
-        super().__init__(status, func)
+        self.args = (status, func)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self._status, self._func, self._detail))
@@ -84,7 +89,7 @@ class StatsError(Exception):
     @property
     def func(self) -> str:
         """The C function that failed."""
-        return self._func
+        return str(self._func)
 
     def __str__(self) -> str:
         st = self.status
@@ -348,7 +353,7 @@ class StatsContext:
     def _enter(self) -> int:
         with self._lock:
             if self._ctx == 0 or self._closing:
-                raise ValueError("the StatsContext is closed")
+                raise ClosedError("the StatsContext is closed")
             self._users += 1
             return self._ctx
 

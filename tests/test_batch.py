@@ -134,6 +134,10 @@ def test_empty_submit_and_repr(driver):
     assert batch.closed and batch.handle is None
     assert "closed" in repr(batch)
     batch.close()  # idempotent
+    with pytest.raises(hipfile.ClosedError, match="closed BatchIO") as info:
+        batch.submit()
+    assert isinstance(info.value, ValueError) and not isinstance(info.value,
+                                                                 hipfile.ClosedFileError)
 
 
 # -- status, min_nr, timeouts ---------------------------------------------------

@@ -198,7 +198,7 @@ def test_setters_reject_wrong_types(setter: str, value: Any) -> None:
 
 @pytest.mark.parametrize("setter", [s for s, _, _ in SIZE_SETTERS])
 def test_setters_reject_negative_sizes(setter: str) -> None:
-    with pytest.raises(ValueError, match="^kib must be >= 0, got -1$"):
+    with pytest.raises(ValueError, match=r"^kib must be >= 0, got -1$"):
         getattr(Driver, setter)(-1)
 
 

@@ -251,6 +251,7 @@ def test_status_exceptions_pickle(exc: errors.HipFileException) -> None:
     "exc",
     [
         errors.ClosedFileError("I/O operation on a closed FileHandle"),
+        errors.ClosedError("operation on a closed BatchIO"),
         errors.InFlightError("cannot close the file: 2 in flight", "close"),
         errors.InFlightTimeoutError("cannot close the file: 2 in flight after 1.0 s"),
         errors.ForkedProcessError("the file was opened in process 1"),
@@ -272,6 +273,7 @@ def test_other_exceptions_pickle(exc: Exception) -> None:
 def test_every_exported_exception_is_covered() -> None:
     exported = {getattr(errors, n) for n in errors.__all__}
     covered = {type(e) for e in _status_exceptions()} | {
+        errors.ClosedError,
         errors.ClosedFileError,
         errors.InFlightError,
         errors.InFlightTimeoutError,
@@ -283,6 +285,18 @@ def test_every_exported_exception_is_covered() -> None:
     assert exported <= covered
     for name in errors.__all__:
         assert getattr(hipfile, name) is getattr(errors, name)
+
+
+def test_one_base_for_objects_used_after_close() -> None:
+    """ClosedError: a package error (hipfile_err 0), a ValueError as for
+    closed Python files, a RuntimeError as upstream raised; a closed file's
+    error is one of them."""
+    exc = errors.ClosedError()
+    assert isinstance(exc, errors.HipFileException) and not exc.from_library
+    assert isinstance(exc, ValueError) and isinstance(exc, RuntimeError)
+    assert str(exc) == "operation on a closed object"
+    assert issubclass(errors.ClosedFileError, errors.ClosedError)
+    assert str(errors.ClosedFileError()) == "I/O operation on a closed FileHandle"
 
 
 def test_in_flight_timeout_is_both_an_in_flight_error_and_a_timeout() -> None:

@@ -193,8 +193,20 @@ def test_closed_context_refuses_calls() -> None:
     stats.close()
     assert stats.closed
     for call in (stats.connect, stats.poll, stats.report_text, stats.report):
-        with pytest.raises(ValueError, match="closed"):
+        with pytest.raises(hipfile.ClosedError, match="closed") as info:
             call()
+        assert isinstance(info.value, ValueError)      # as before ClosedError
+
+
+def test_stats_errors_are_hipfile_exceptions() -> None:
+    """One hierarchy: a statistics status is a HipFileException (hipfile_err
+    0, the status in ``status``), still the builtin its status maps to."""
+    from hipfile.stats import StatsInvalidArgumentError, StatsStatus
+
+    e = StatsInvalidArgumentError(int(StatsStatus.INVALID_ARGUMENT), "hipFileStatsPoll", "x")
+    assert isinstance(e, hipfile.HipFileException) and isinstance(e, ValueError)
+    assert e.hipfile_err == 0 and e.status == StatsStatus.INVALID_ARGUMENT
+    assert e.func == "hipFileStatsPoll" and str(e).startswith("hipFileStatsPoll: ")
 
 
 @needs_stats

@@ -235,8 +235,10 @@ class InFlightTimeoutError(InFlightError, TimeoutError):
     _default = "operations are still in flight after the timeout"
 
 
-class ClosedFileError(_PackageError, ValueError, RuntimeError):
-    """An operation on a closed :class:`~hipfile.FileHandle`.
+class ClosedError(_PackageError, ValueError, RuntimeError):
+    """An object of the package was used after it was closed: a
+    :class:`~hipfile.FileHandle` (:class:`ClosedFileError`), a
+    :class:`~hipfile.BatchIO`, a :class:`~hipfile.stats.StatsContext`.
 
     A :class:`HipFileException` (so that ``except HipFileException`` sees
     every failure of a hipFile operation) raised by the package, not by
@@ -244,6 +246,13 @@ class ClosedFileError(_PackageError, ValueError, RuntimeError):
     ValueError, as for closed Python files, and a RuntimeError, as upstream
     raised.
     """
+
+    _default = "operation on a closed object"
+
+
+class ClosedFileError(ClosedError):
+    """An operation on a closed :class:`~hipfile.FileHandle` (a
+    :class:`ClosedError`)."""
 
     _default = "I/O operation on a closed FileHandle"
 
