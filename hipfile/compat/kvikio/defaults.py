@@ -61,7 +61,6 @@ dict checks every value before it applies any: on an error nothing changes.
 from __future__ import annotations
 
 import enum
-import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -298,13 +297,11 @@ def get(config_name: str) -> Any:
             return _copy(_own[name])
     spec = _SPEC[name]
     assert spec.env is not None
-    text = os.environ.get(spec.env)
-    if text is None or not text.strip():
-        return _copy(spec.default)
-    try:
-        return _copy(spec.check(name, spec.parse(text)))
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"environment variable {spec.env}={text!r}: {e}") from None
+    # the environment is read where hipfile's own settings read it
+    found, value = _hipfile_defaults.Setting(
+        name, spec.env, lambda: spec.default, spec.check, spec.parse, spec.effect,
+        repr(spec.default)).from_environment()
+    return _copy(value if found else spec.default)
 
 
 class ConfigContextManager:
