@@ -12,7 +12,6 @@ call (closing either from another thread raises
 from __future__ import annotations
 
 import errno as _errno
-import time
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
@@ -22,7 +21,7 @@ import numpy as np
 from hipfile import _batch_event as shared
 from hipfile._abi import IO_EVENTS, IO_PARAMS
 from hipfile._batch_event import BatchEvent
-from hipfile._interop import as_timeout, buffer_info
+from hipfile._interop import Deadline, as_timeout, buffer_info
 from hipfile._lib import _api, _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
 from hipfile.enums import BatchMode, Opcode, Status
@@ -187,14 +186,11 @@ class _Run:
 
     # -- collecting -----------------------------------------------------------
 
-    def collect(self, deadline: float | None) -> None:
+    def collect(self, deadline: Deadline) -> None:
         """Wait (one slice at most) on the oldest submission and decode what
         the library hands over."""
         slot = self.busy[0]
-        if deadline is None:
-            wait = shared._SLICE
-        else:
-            wait = max(0.0, min(shared._SLICE, deadline - time.monotonic()))
+        wait = deadline.left(shared._SLICE) or 0.0
         self._poll(slot, slot.inflight if wait > 0 else 0, wait)
 
     def _poll(self, slot: _Slot, min_nr: int, wait: float | None) -> None:
@@ -275,10 +271,10 @@ class _Run:
                 _hipfile.batch_io_cancel(slot.handle)
             except Exception:
                 pass
-        deadline = time.monotonic() + shared.CLOSE_TIMEOUT
+        deadline = Deadline(shared.CLOSE_TIMEOUT)
         for slot in busy:
             try:
-                while slot.inflight and time.monotonic() < deadline:
+                while slot.inflight and not deadline.passed():
                     self._poll(slot, slot.inflight, shared._SLICE)
             except Exception:
                 pass
@@ -316,7 +312,7 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
         return [0] * count
     per_batch = min(per_batch, len(entries))
     depth = min(depth, -(-len(entries) // per_batch))
-    deadline = None if timeout is None else time.monotonic() + timeout
+    deadline = Deadline(timeout)
     core = owner if isinstance(owner, _BufferCore) else None
     if fh.handle is None:
         raise ClosedFileError("the file was closed before the batches were submitted")
@@ -331,7 +327,7 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
             while run.busy:
                 run.collect(deadline)
                 run.fill()
-                if run.busy and deadline is not None and time.monotonic() >= deadline:
+                if run.busy and deadline.passed():
                     raise TimeoutError(f"{run.inflight} batch entry(ies) still in flight "
                                        f"after {timeout} s")
         finally:

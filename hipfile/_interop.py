@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import time
 from typing import Any
 
 from hipfile._lib import _api, _core, _decode, _runtime
@@ -148,6 +147,10 @@ def as_timeout(timeout: Any, name: str = "timeout") -> float | None:
     return _runtime.as_timeout(timeout, name)
 
 
+#: The end of a wait (``Deadline(timeout)``; ``left(cap)``, ``passed()``):
+#: how every wait of the package counts down.
+Deadline = _runtime.Deadline
+
 #: Longest single blocking wait of :func:`wait_event`, so that signals are seen.
 WAIT_SLICE = 0.05
 
@@ -157,10 +160,9 @@ def wait_event(event: threading.Event, timeout: float | None) -> bool:
     another thread (Ctrl-C can land on any thread) is handled by the main
     thread between them. True once set, False when ``timeout`` seconds
     (None: no limit) passed first."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while not event.wait(WAIT_SLICE if deadline is None
-                         else max(0.0, min(WAIT_SLICE, deadline - time.monotonic()))):
-        if deadline is not None and time.monotonic() >= deadline:
+    deadline = Deadline(timeout)
+    while not event.wait(deadline.left(WAIT_SLICE)):
+        if deadline.passed():
             return False
     return True
 

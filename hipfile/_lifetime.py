@@ -25,6 +25,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from hipfile._interop import Deadline
 from hipfile._lib import _hipfile
 from hipfile.errors import InFlightError
 
@@ -44,9 +45,9 @@ def wait_idle(obj: Any, state: Any) -> None:
     held = getattr(obj, "_held_count", None)
     if held is None:
         return
-    deadline = time.monotonic() + HELD_WAIT_TIMEOUT
+    deadline = Deadline(HELD_WAIT_TIMEOUT)
     delay = 1e-4
-    while held() and time.monotonic() < deadline:
+    while held() and not deadline.passed():
         time.sleep(delay)
         delay = min(delay * 2, 0.01)
 
@@ -68,21 +69,18 @@ def drain(streamed: Callable[[float | None], int], held: Callable[[], int],
     KeyboardInterrupt (``streamed`` and the pauses between rounds both
     check for signals).
     """
-    start = time.monotonic()
-    deadline = None if timeout is None else start + timeout
-    held_deadline = None if held_timeout is None else start + held_timeout
+    deadline = Deadline(timeout)
+    held_deadline = Deadline(held_timeout)
     delay = 1e-4
     while True:
-        left = None if deadline is None else max(0.0, deadline - time.monotonic())
-        still = streamed(left)
+        still = streamed(deadline.left())
         if not still and not held():
             return True
-        now = time.monotonic()
-        if deadline is not None and now >= deadline:
+        if deadline.passed():
             return False
-        if not still and held_deadline is not None and now >= held_deadline:
+        if not still and held_deadline.passed():
             return False
-        time.sleep(delay if deadline is None else min(delay, deadline - now))
+        time.sleep(deadline.left(delay) or 0.0)
         delay = min(delay * 2, 0.01)
 
 

@@ -28,7 +28,6 @@ file and buffer and run them as batches, several in flight at once::
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import numpy as np
@@ -46,7 +45,7 @@ from hipfile._batch_event import (
     _Submission,
 )
 from hipfile._batch_ranges import batch_read, batch_write
-from hipfile._interop import as_int, as_timeout, io_range
+from hipfile._interop import Deadline, as_int, as_timeout, io_range
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _FileCore
 from hipfile._lifetime import ClosesWhenCollected
@@ -375,7 +374,7 @@ class BatchIO(ClosesWhenCollected):
                     self._finish(entry)
             self._nr[0] = 0
 
-    def _gather(self, min_nr: int, deadline: float | None) -> None:
+    def _gather(self, min_nr: int, deadline: Deadline) -> None:
         """Poll until ``min_nr`` events are undelivered, nothing is in
         flight, or ``deadline`` passed; the caller holds ``_status_lock``."""
         first = True
@@ -384,20 +383,17 @@ class BatchIO(ClosesWhenCollected):
             if handle is None or (self._closing and not first):
                 return
             need = max(0, min_nr - len(self._undelivered))
-            if deadline is None:
-                wait = _SLICE
-            else:
-                wait = max(0.0, min(_SLICE, deadline - time.monotonic()))
+            wait = deadline.left(_SLICE) or 0.0
             self._poll(handle, need if wait > 0 else 0, wait if need else 0.0)
             first = False
             if len(self._undelivered) >= min_nr or not self._inflight:
                 return
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline.passed():
                 return
 
     def _collect(self, min_nr: int, timeout: float | None) -> list[BatchEvent]:
         """Events until ``min_nr`` of them arrived or ``timeout`` passed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         with self._status_lock:
             self._gather(min_nr, deadline)
             out, self._undelivered = self._undelivered, []
@@ -464,7 +460,7 @@ class BatchIO(ClosesWhenCollected):
         self._check_open()
         if self._inflight:
             with self._status_lock:
-                self._gather(0, time.monotonic())
+                self._gather(0, Deadline(0))
         return not self._inflight
 
     def result(self, timeout: float | None = None) -> list[BatchEvent]:
@@ -504,7 +500,7 @@ class BatchIO(ClosesWhenCollected):
         self._check_open()
         self._check_submitted("wait()")
         timeout = as_timeout(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = Deadline(timeout)
         with self._status_lock:
             while True:
                 self._gather(len(self._undelivered) + len(self._inflight), deadline)
@@ -513,7 +509,7 @@ class BatchIO(ClosesWhenCollected):
                     return out
                 if self._handle is None or self._closing:
                     raise ClosedError("the BatchIO was closed while waiting")
-                if deadline is not None and time.monotonic() >= deadline:
+                if deadline.passed():
                     raise TimeoutError(f"{len(self._inflight)} batch entry(ies) still in "
                                        f"flight after {timeout} s")
 
@@ -560,8 +556,8 @@ class BatchIO(ClosesWhenCollected):
                         _hipfile.batch_io_cancel(handle)
                     except Exception:
                         pass
-                    deadline = time.monotonic() + CLOSE_TIMEOUT
-                    while self._inflight and time.monotonic() < deadline:
+                    deadline = Deadline(CLOSE_TIMEOUT)
+                    while self._inflight and not deadline.passed():
                         try:
                             self._poll(handle, len(self._inflight), _SLICE)
                         except Exception:

@@ -606,3 +606,25 @@ def test_close_wait_with_nothing_in_flight_and_bad_arguments(driver, data_file):
     assert not fh.closed
     fh.close(wait=True, timeout=0)
     assert fh.closed
+
+
+def test_deadline_counts_down_as_every_wait_does() -> None:
+    """The package's waits count down with one Deadline: no end for None
+    or infinity, left() capped and never negative, passed() once the end
+    has come, and the timeout rule of every wait for bad values."""
+    from hipfile._interop import Deadline
+
+    none = Deadline(None)
+    assert none.unlimited and not none.passed()
+    assert none.left() is None and none.left(0.05) == 0.05
+    assert Deadline(float("inf")).unlimited
+    short = Deadline(0.02)
+    assert not short.unlimited and 0 < short.left() <= 0.02
+    assert short.left(0.001) == 0.001
+    time.sleep(0.03)
+    assert short.passed() and short.left() == 0.0 and short.left(0.05) == 0.0
+    assert Deadline(0).passed()
+    for bad, exc in ((True, TypeError), ("1", TypeError), (-1, ValueError),
+                     (float("nan"), ValueError)):
+        with pytest.raises(exc):
+            Deadline(bad)

@@ -3,7 +3,6 @@
 from Python (see _engine_ops.pyx for the invariants)."""
 
 cimport cython
-import time as _time
 
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t, uint32_t, uintptr_t
@@ -16,7 +15,7 @@ from hipfile._lib._engine_hip import MECHANISM_STREAM_MEMOPS
 from hipfile._lib._engine_ops cimport _eng_parked, _ParkedOp, _unhold
 from hipfile._lib._errors import raise_result
 from hipfile._lib._runtime cimport (
-    _as_timeout, _Completion, _destroy_event, _exiting, _fork_gen, _forked, _hipapi)
+    Deadline, _Completion, _destroy_event, _exiting, _fork_gen, _forked, _hipapi)
 from hipfile._lib._runtime import on_device
 
 cdef double WAIT_SLICE = 0.05
@@ -240,24 +239,17 @@ cdef class StreamIOHandle(_Completion):
         TypeError, ValueError
             A bad ``timeout`` (bools refused).
         """
-        cdef double step, left = -1.0
+        cdef double step
         cdef int ok = 0
         cdef const uint32_t *flag = NULL
         cdef uint32_t value = self._value
         if self._stream_completes and self._flag is not None:
             flag = self._flag.ptr
-        cdef double t = _as_timeout(timeout)
-        deadline = None
-        if t >= 0:
-            deadline = _time.monotonic() + t
+        cdef Deadline deadline = Deadline(timeout)
         while not self.done():
-            step = WAIT_SLICE
-            if deadline is not None:
-                left = deadline - _time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"operation not complete after {timeout} s")
-                if left < step:
-                    step = left
+            if deadline.passed():
+                raise TimeoutError(f"operation not complete after {timeout} s")
+            step = deadline.left_s(WAIT_SLICE)
             with nogil:
                 ok = eng.op_wait(self._op, step)
                 if ok and flag != NULL:

@@ -19,14 +19,13 @@ Invariants
 """
 
 import gc as _gc
-import time as _time
 
 from libc.stdint cimport uintptr_t
 
 from hipfile._lib._aio cimport AsyncIOHandle, _pending_head
 from hipfile._lib._pool cimport SLOT_DONE, _lose, _Parked, _parked, _state_ptr, _sweep
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_FLAG, _as_timeout, _event_query, _exiting, _fork_gen,
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_FLAG, Deadline, _event_query, _exiting, _fork_gen,
     _stream_query, wait_interruptible)
 
 from cpython.ref cimport PyObject
@@ -81,17 +80,12 @@ def wait_for(obj=None, timeout=None):
     stay in their handles. Interruptible (Ctrl-C raises within a few ms;
     nothing observed is lost). Returns how many are still in flight.
     """
-    cdef double deadline = -1.0, left = -1.0
     cdef int n
-    cdef double t = _as_timeout(timeout)
-    if t >= 0:
-        deadline = _time.monotonic() + t
+    cdef Deadline deadline = Deadline(timeout)
     for h in pending_handles():
         if obj is not None and not (<AsyncIOHandle>h)._uses(obj):
             continue
-        if deadline >= 0:
-            left = max(0.0, deadline - _time.monotonic())
-        (<AsyncIOHandle>h)._wait_complete(left)
+        (<AsyncIOHandle>h)._wait_complete(deadline.left_s(-1.0))
     # a snapshot: the loop body may let other threads change _parked
     snapshot = list(_parked.items())
     for n, rec in snapshot:
@@ -101,20 +95,16 @@ def wait_for(obj=None, timeout=None):
     return settle(obj)
 
 
-cdef int _wait_parked(int n, _Parked rec, double deadline) except -1:
+cdef int _wait_parked(int n, _Parked rec, Deadline deadline) except -1:
     # Wait for the marker behind a parked slot, in slices; between them the
     # stream is queried, so a stream destroyed meanwhile ends the wait (the
     # slot is then lost) instead of blocking for ever.
-    cdef double left
     cdef int err
     while not rec.lost:
-        left = 0.1
-        if deadline >= 0:
-            left = min(0.1, max(0.0, deadline - _time.monotonic()))
-        if wait_interruptible(WAIT_FLAG, <uintptr_t>_state_ptr(n), left,
+        if wait_interruptible(WAIT_FLAG, <uintptr_t>_state_ptr(n), deadline.left_s(0.1),
                               SLOT_DONE) == HIP_SUCCESS:
             return 1
-        if deadline >= 0 and _time.monotonic() >= deadline:
+        if deadline.passed():
             return 0
         err = _stream_query(rec.stream)
         if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:

@@ -73,6 +73,12 @@ cdef int _event_query(object event) except? -1
 cdef int _event_query_h(uintptr_t ev) except? -1
 cdef double _as_timeout(object timeout, str name=*) except? -2.0
 cdef double _now() noexcept nogil
+
+# The end of a wait (see _runtime.pyx)
+cdef class Deadline:
+    cdef readonly double at      # CLOCK_MONOTONIC seconds; -1: no end
+    cdef double left_s(self, double cap) noexcept
+    cpdef bint passed(self)
 cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
                             unsigned char ready_value=*) except -1
 cdef int _hip_fail(int err, str func) except -1

@@ -443,6 +443,50 @@ cdef double _now() noexcept nogil:
     return ts.tv_sec + ts.tv_nsec * 1e-9
 
 
+cdef class Deadline:
+    """The end of a wait of ``timeout`` seconds counted from now (None or
+    infinity: no end; the rule of :func:`as_timeout`): the one way the
+    package's waits count down.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad ``timeout`` (see :func:`as_timeout`).
+    """
+
+    def __init__(self, timeout=None):
+        cdef double t = _as_timeout(timeout)
+        self.at = -1.0 if t < 0 else _now() + t
+
+    cdef double left_s(self, double cap) noexcept:
+        """Seconds left (>= 0), at most ``cap`` (< 0: no cap); -1 with
+        neither an end nor a cap."""
+        cdef double left
+        if self.at < 0:
+            return cap
+        left = self.at - _now()
+        if left < 0:
+            left = 0.0
+        if cap >= 0 and cap < left:
+            return cap
+        return left
+
+    def left(self, cap=None):
+        """Seconds left (>= 0), at most ``cap``; None when there is no end
+        and no ``cap``."""
+        cdef double v = self.left_s(-1.0 if cap is None else <double>cap)
+        return None if v < 0 else v
+
+    cpdef bint passed(self):
+        """Whether the end has come (never, without one)."""
+        return self.at >= 0 and _now() >= self.at
+
+    @property
+    def unlimited(self):
+        """Whether the wait has no end."""
+        return self.at < 0
+
+
 cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
                             unsigned char ready_value=1) except -1:
     """Wait until a HIP event or stream has passed its work, or until a C
