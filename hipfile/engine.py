@@ -113,7 +113,8 @@ def pread_async_scatter(buffer: Any, ranges: Iterable[FileRange], stream: Any = 
     --------
     hipStreamWaitValue32, hipMemcpyAsync
     """
-    return _hipfile.engine_submit_files(0, buffer, ranges, stream, task_size, ordered, prefetch)
+    return _hipfile.engine_submit_files(buffer, ranges, stream, task_size=task_size,
+                                        ordered=ordered, prefetch=prefetch)
 
 
 def pwrite_async_gather(buffer: Any, ranges: Iterable[FileRange], stream: Any = 0, *,
@@ -135,7 +136,8 @@ def pwrite_async_gather(buffer: Any, ranges: Iterable[FileRange], stream: Any = 
     --------
     hipStreamWaitValue32, hipMemcpyAsync
     """
-    return _hipfile.engine_submit_files(1, buffer, ranges, stream, task_size, ordered, False)
+    return _hipfile.engine_submit_files(buffer, ranges, stream, write=True, task_size=task_size,
+                                        ordered=ordered)
 
 
 def configure(threads: int | None = None, task_size: int | None = None) -> None:

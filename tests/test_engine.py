@@ -256,6 +256,24 @@ def test_prefetch_reads_the_file_before_the_stream_passes(drv, layers_file, nb_s
         assert np.array_equal(from_device(dev, N), data[:N])
 
 
+def test_prefetch_on_hipfiles_path_waits_for_the_stream(drv, layers_file, nb_stream):
+    """Where hipFile's own calls move the bytes (``engine_data_path``
+    "hipfile"), hipFile writes into the buffer itself: a prefetch cannot
+    read early, so it starts once the stream has passed, as any read, and
+    nothing lands before."""
+    path, data = layers_file
+    with hipfile.defaults.set("engine_data_path", "hipfile"), device_array(N) as dev, \
+            FileHandle(path) as fh:
+        check(hip.hipMemset(dev, 0, N))
+        with StreamBlocker(nb_stream):
+            h = fh.pread_async(dev, N, 0, 0, nb_stream, prefetch=True)
+            time.sleep(0.1)
+            assert h.calls == 0 and not h.done()
+            assert not from_device(dev, N).any(), "bytes landed before the stream passed"
+        assert h.wait(timeout=30) == N
+        assert np.array_equal(from_device(dev, N), data[:N])
+
+
 def test_write_waits_for_the_callers_stream(drv, tmp_path, nb_stream, mechanism):
     """The write must read the buffer only after earlier work on the stream
     (here: a copy that fills it) has run."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import gc
+import importlib.util
 import json
 import os
 import struct
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import device_array, from_device, random_bytes, to_device
+from _util import device_array, from_device, random_bytes, run_python, to_device
 
 import hipfile
 from hipfile import safetensors as hst
@@ -591,6 +592,37 @@ def test_torch_key_loop_and_splits_match_safetensors(tmp_path: Path) -> None:
                 assert torch.equal(cols.cpu(),
                                    want.get_slice(k)[:, r * m // 4:(r + 1) * m // 4]), k
                 assert cols.is_contiguous() and cols.is_cuda
+
+
+def test_torch_loads_never_import_hip_pythons_python_layer(tmp_path: Path) -> None:
+    """A fresh torch process that loads into GPU memory (load_file,
+    get_tensor, row and column slices) never imports HIP-Python's Python
+    layer: the engine's set-up and its device queries take HIP's C entry
+    points alone."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no GPU here")
+    if importlib.util.find_spec("rocm.bindings.cyhip") is None:
+        pytest.skip("this HIP-Python has no module of C entry points of its own")
+    from hipfile.safetensors import torch as hst_torch
+
+    path = tmp_path / "m.safetensors"
+    hst_torch.save_file({"w": torch.randn(64, 48), "b": torch.randn(7)}, path)
+    proc = run_python(f"""
+        import sys, torch
+        import hipfile.safetensors as hst
+        from hipfile.safetensors import torch as hst_torch
+        out = hst_torch.load_file({str(path)!r}, device="cuda:0")
+        with hst.safe_open({str(path)!r}, "pt", device="cuda:0") as f:
+            f.get_tensor("b")
+            f.get_slice("w")[8:16]
+            f.get_slice("w")[:, 4:12]
+        torch.cuda.synchronize()
+        print("imported", sorted(m for m in ("hip", "hip.hip", "rocm.bindings.hip")
+                                 if m in sys.modules))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "imported []" in proc.stdout, proc.stdout
 
 
 def test_torch_reads_follow_the_current_stream(tmp_path: Path) -> None:

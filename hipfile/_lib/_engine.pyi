@@ -6,12 +6,12 @@ from hipfile._lib._core import _FileCore
 from hipfile._lib._engine_handle import StreamIOHandle
 
 def engine_submit(
-    f: _FileCore, opcode: int, buffer: Any, ranges: Any,
-    stream: Any = 0, task_size: int | None = None, fd: int = -1, ordered: bool = True,
+    f: _FileCore, buffer: Any, ranges: Any, stream: Any = 0, *, write: bool = False,
+    task_size: int | None = None, fd: int = -1, ordered: bool = True,
     grouped: bool = False, prefetch: bool = False,
 ) -> list[StreamIOHandle]: ...
 def engine_submit_files(
-    opcode: int, buffer: Any, entries: Any, stream: Any = 0, task_size: int | None = None,
-    ordered: bool = True, prefetch: bool = False,
+    buffer: Any, entries: Any, stream: Any = 0, *, write: bool = False,
+    task_size: int | None = None, ordered: bool = True, prefetch: bool = False,
 ) -> StreamIOHandle: ...
 def engine_prepare(device: int = -1) -> None: ...

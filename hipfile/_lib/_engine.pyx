@@ -142,7 +142,7 @@ cdef hfe_span *_parse_ranges(object ranges, size_t length, Py_ssize_t *count) ex
     return out
 
 
-def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=None,
+def engine_submit(_FileCore f, buffer, ranges, stream=0, *, bint write=False, task_size=None,
                   int fd=-1, bint ordered=True, bint grouped=False, bint prefetch=False):
     """Submit stream-ordered ranges ``(size, file_offset, buffer_offset)`` of
     ``buffer`` to the engine; returns one :class:`StreamIOHandle` per range
@@ -152,7 +152,9 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
 
     The ranges start together once ``stream`` passes the submit point
     (``prefetch``: a read on the staging path reads the file at once, and
-    only its copies into ``buffer`` wait for ``stream``). With
+    only its copies into ``buffer`` wait for ``stream``; on the worker path
+    hipFile writes into ``buffer`` itself, so there a prefetch starts with
+    the stream, as any read). ``write``: a write, else a read. With
     ``fd`` (a POSIX descriptor of the file) and stream waits on the buffer's
     device, the bytes move through the device's staging ring and the copies
     to or from device memory are enqueued on ``stream`` (``ordered``) or on
@@ -168,6 +170,7 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
     HipRuntimeError
         The runtime refused a stream operation of the submission.
     """
+    cdef int opcode = 1 if write else 0
     cdef uintptr_t base, sh
     cdef size_t length, task
     cdef _BufferCore bc = None
@@ -206,7 +209,7 @@ def engine_submit(_FileCore f, int opcode, buffer, ranges, stream=0, task_size=N
         f._entering -= 1
 
 
-def engine_submit_files(int opcode, buffer, entries, stream=0, task_size=None,
+def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_size=None,
                         bint ordered=True, bint prefetch=False):
     """Submit ``(file, size, file_offset, buffer_offset)`` entries (ranges of
     several open files, one buffer) to the staged path as one operation;
@@ -242,8 +245,7 @@ def engine_submit_files(int opcode, buffer, entries, stream=0, task_size=None,
     cdef bint is_device = 0
     cdef _FlagPool pool
     cdef _FileCore f
-    if opcode not in (0, 1):
-        raise ValueError(f"opcode must be 0 (read) or 1 (write), got {opcode}")
+    cdef int opcode = 1 if write else 0
     if not isinstance(entries, (list, tuple)):
         entries = list(entries)
     n = len(entries)

@@ -757,7 +757,10 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             True: the engine reads the file at once, before ``stream`` has
             passed this point; only the copies into ``buffer`` wait for it
             (layers submitted one by one then overlap). Not for bytes that
-            work enqueued earlier on ``stream`` writes to the file.
+            work enqueued earlier on ``stream`` writes to the file. Where
+            hipFile's own calls move the bytes (no staging path: see
+            :mod:`hipfile.engine`), hipFile writes into ``buffer`` itself,
+            so the read starts once ``stream`` has passed, as without it.
 
         Raises
         ------
@@ -808,8 +811,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     def _engine_write(self, ranges: Ranges, buffer: Any, stream: Any, task_size: int | None,
                       ordered: bool) -> StreamIOHandle:
-        handles = _engine.engine_submit(self, 1, buffer, ranges, stream, task_size,
-                                        self._engine_fd(), ordered)
+        handles = _engine.engine_submit(self, buffer, ranges, stream, write=True,
+                                        task_size=task_size, fd=self._engine_fd(),
+                                        ordered=ordered)
         return one_group(list(handles), "pwrite_async")
 
     def pread_async_ranges(self, buffer: Any, ranges: Ranges,
@@ -830,8 +834,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return list(_engine.engine_submit(self, 0, buffer, ranges, stream,
-                                           task_size, self._engine_fd(), ordered,
+        return list(_engine.engine_submit(self, buffer, ranges, stream, task_size=task_size,
+                                           fd=self._engine_fd(), ordered=ordered,
                                            prefetch=prefetch))
 
     def pwrite_async_ranges(self, buffer: Any, ranges: Ranges,
@@ -852,8 +856,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         hipStreamWaitValue32, hipMemcpyAsync
         """
         self._refuse_ranges_on_append("pwrite_async_ranges")
-        return list(_engine.engine_submit(self, 1, buffer, ranges, stream,
-                                           task_size, self._engine_fd(), ordered))
+        return list(_engine.engine_submit(self, buffer, ranges, stream, write=True,
+                                           task_size=task_size, fd=self._engine_fd(),
+                                           ordered=ordered))
 
     def pread_async_scatter(self, buffer: Any, ranges: Ranges,
                             stream: Any = 0, *, task_size: int | None = None,
@@ -884,8 +889,10 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync, hipFileRead
         """
-        return one_group(_engine.engine_submit(self, 0, buffer, ranges, stream, task_size,
-                                               self._engine_fd(), ordered, True, prefetch),
+        return one_group(_engine.engine_submit(self, buffer, ranges, stream,
+                                               task_size=task_size, fd=self._engine_fd(),
+                                               ordered=ordered, grouped=True,
+                                               prefetch=prefetch),
                          "pread_async_scatter")
 
     def pwrite_async_gather(self, buffer: Any, ranges: Ranges,
@@ -907,8 +914,9 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         hipStreamWaitValue32, hipMemcpyAsync, hipFileWrite
         """
         self._refuse_ranges_on_append("pwrite_async_gather")
-        return one_group(_engine.engine_submit(self, 1, buffer, ranges, stream, task_size,
-                                               self._engine_fd(), ordered, True),
+        return one_group(_engine.engine_submit(self, buffer, ranges, stream, write=True,
+                                               task_size=task_size, fd=self._engine_fd(),
+                                               ordered=ordered, grouped=True),
                          "pwrite_async_gather")
 
     def _engine_fd(self) -> int:
