@@ -356,27 +356,48 @@ def first_rows(folder: str, gib: float, samples: int, stagings: list[str],
     os.unlink(path)
 
 
-def _odirect_reader(path: str, threads: int, block: int, hip: Any, dev: Device,
-                    direct: bool) -> Callable[[], None]:
+def _plain_reader(path: str, threads: int, block: int, direct: bool, *,
+                  partitioned: bool = False, hip: Any = None, dev: Device | None = None
+                  ) -> Callable[[], None]:
+    """A plain reader of the whole file: ``threads`` threads of ``block``-byte
+    ``preadv`` calls (``O_DIRECT`` or buffered), each thread taking the next
+    block from one queue, or a contiguous part of the file
+    (``partitioned``). With ``dev``, each block is read into pinned memory and
+    copied into device memory (a device read's floor); else into host memory
+    only (the disk's side alone)."""
+    import mmap
+
     size = os.path.getsize(path)
-    pinned = [hip_check(hip.hipHostMalloc(block, 0)) for _ in range(threads)]
+    pinned = [hip_check(hip.hipHostMalloc(block, 0)) for _ in range(threads)] \
+        if dev is not None else []
+    bufs: list[Any] = [(ctypes.c_char * block).from_address(int(p)) for p in pinned] \
+        if dev is not None else [mmap.mmap(-1, block) for _ in range(threads)]
     flags = os.O_RDONLY | (getattr(os, "O_DIRECT", 0) if direct else 0)
 
     def run() -> None:
         fd = os.open(path, flags)
-        offsets = list(range(0, size, block))
+        blocks = list(range(0, size, block))
         lock = threading.Lock()
 
         def worker(k: int) -> None:
-            view = (ctypes.c_char * block).from_address(int(pinned[k]))
+            view = memoryview(bufs[k])
+
+            def one(off: int) -> None:
+                n = os.preadv(fd, [view[:min(block, size - off)]], off)
+                if dev is not None:
+                    hip_check(hip.hipMemcpy(dev.addr + off, pinned[k], n,
+                                            hip.hipMemcpyKind.hipMemcpyHostToDevice))
+
+            if partitioned:
+                for off in blocks[k * len(blocks) // threads:(k + 1) * len(blocks) // threads]:
+                    one(off)
+                return
             while True:
                 with lock:
-                    if not offsets:
+                    if not blocks:
                         return
-                    off = offsets.pop(0)
-                n = os.preadv(fd, [memoryview(view)[:min(block, size - off)]], off)
-                hip_check(hip.hipMemcpy(dev.addr + off, pinned[k], n,
-                                        hip.hipMemcpyKind.hipMemcpyHostToDevice))
+                    off = blocks.pop(0)
+                one(off)
 
         ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
         for t in ts:
@@ -389,45 +410,15 @@ def _odirect_reader(path: str, threads: int, block: int, hip: Any, dev: Device,
     return run
 
 
-def _disk_reader(path: str, threads: int, block: int, direct: bool, partitioned: bool
-                 ) -> Callable[[], None]:
-    """Read the whole file into host memory only (the disk's side alone):
-    ``threads`` threads of ``block``-byte requests, each thread a contiguous
-    part of the file (``partitioned``) or the next block from one queue."""
-    import mmap
-
-    size = os.path.getsize(path)
-    bufs = [mmap.mmap(-1, block) for _ in range(threads)]   # page-aligned
-    flags = os.O_RDONLY | (getattr(os, "O_DIRECT", 0) if direct else 0)
-
-    def run() -> None:
-        fd = os.open(path, flags)
-        blocks = list(range(0, size, block))
-        lock = threading.Lock()
-
-        def worker(k: int) -> None:
-            view = memoryview(bufs[k])
-            mine = blocks[k::threads] if not partitioned else \
-                blocks[k * len(blocks) // threads:(k + 1) * len(blocks) // threads]
-            if partitioned or threads == 1:
-                for off in mine:
-                    os.preadv(fd, [view[:min(block, size - off)]], off)
-                return
-            while True:
-                with lock:
-                    if not blocks:
-                        return
-                    off = blocks.pop(0)
-                os.preadv(fd, [view[:min(block, size - off)]], off)
-
-        ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        os.close(fd)
-
-    return run
+def _engine_read(hipfile: Any, dev: Device, path: str, size: int) -> None:
+    """The whole file into device memory with the engine, as a loader calls
+    it: 16 MiB ranges, prefetched, on the caller's stream."""
+    with hipfile.open(path) as fh:
+        n = 16 << 20
+        hs = fh.pread_async_ranges(dev.buf, [(n, o, o) for o in range(0, size, n)],
+                                   dev.stream, prefetch=True)
+        for h in hs:
+            h.wait()
 
 
 def cold_sweep(hipfile: Any, dev: Device, folder: str, gib: float, out: dict[str, Any]) -> None:
@@ -446,21 +437,16 @@ def cold_sweep(hipfile: Any, dev: Device, folder: str, gib: float, out: dict[str
                     continue
                 name = f"odirect {block >> 20:2d} MiB x{threads:2d} " + \
                     ("parts" if part else "queue")
-                cases[name] = _disk_reader(path, threads, block, True, part)
+                cases[name] = _plain_reader(path, threads, block, True, partitioned=part)
     for block in (1 << 20, 4 << 20):
         for threads in (1, 8, 16):
-            cases[f"buffered {block >> 20:2d} MiB x{threads:2d} queue"] = _disk_reader(
-                path, threads, block, False, False)
+            cases[f"buffered {block >> 20:2d} MiB x{threads:2d} queue"] = _plain_reader(
+                path, threads, block, False)
 
     def engine_case(task: int, threads: int) -> Callable[[], None]:
         def run() -> None:
             with hipfile.defaults.set(engine_task_size=task, engine_threads=threads):
-                with hipfile.open(path) as fh:
-                    n = 16 << 20
-                    hs = fh.pread_async_ranges(dev.buf, [(n, o, o) for o in range(0, size, n)],
-                                               dev.stream, prefetch=True)
-                    for h in hs:
-                        h.wait()
+                _engine_read(hipfile, dev, path, size)
         return run
 
     engine_cases = {}
@@ -501,12 +487,7 @@ def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
     cases: dict[str, Callable[[], None]] = {}
 
     def engine() -> None:
-        with hipfile.open(path) as fh:
-            n = 16 << 20
-            hs = fh.pread_async_ranges(dev.buf, [(n, o, o) for o in range(0, size, n)],
-                                       dev.stream, prefetch=True)
-            for h in hs:
-                h.wait()
+        _engine_read(hipfile, dev, path, size)
 
     def pread() -> None:
         with hipfile.open(path) as fh:
@@ -514,9 +495,9 @@ def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
 
     cases["engine"] = engine
     cases["pread"] = pread
-    readers = {"odirect_1x16MiB": _odirect_reader(path, 1, 16 << 20, hip, dev, True),
-               "odirect_8x16MiB": _odirect_reader(path, 8, 16 << 20, hip, dev, True),
-               "buffered_16x4MiB": _odirect_reader(path, 16, 4 << 20, hip, dev, False)}
+    readers = {"odirect_1x16MiB": _plain_reader(path, 1, 16 << 20, True, hip=hip, dev=dev),
+               "odirect_8x16MiB": _plain_reader(path, 8, 16 << 20, True, hip=hip, dev=dev),
+               "buffered_16x4MiB": _plain_reader(path, 16, 4 << 20, False, hip=hip, dev=dev)}
     cases.update(readers)
     try:
         import cupy  # noqa: F401
