@@ -91,8 +91,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
-from hipfile._interop import as_int
-from hipfile._lib import _runtime
+from hipfile._lib import _hipfile, _runtime
 
 __all__ = [
     "SETTINGS",
@@ -153,7 +152,7 @@ def parse_size(text: str) -> int:
 
 
 def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    value = as_int(value, name)
+    value = _hipfile.as_index(value, name)   # the package's one rule for integers
     if value < low or (high is not None and value > high):
         bound = f"between {low} and {high}" if high is not None else f"at least {low}"
         raise ValueError(f"{name} must be {bound}, got {value}")
