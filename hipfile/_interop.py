@@ -110,7 +110,8 @@ def host_view(obj: Any) -> memoryview | None:
 def as_int(value: Any, name: str) -> int:
     """``value`` as an int: an int or an object with ``__index__`` (numpy
     integers), below 2**63; the package's one rule for integer arguments
-    (``_core._as_index``, which the compiled modules use).
+    (``_core._as_index``, which the compiled modules use; ``_api`` gives
+    its Python forms).
 
     Raises
     ------
@@ -119,18 +120,18 @@ def as_int(value: Any, name: str) -> int:
     ValueError
         2**63 or more, or below -2**63.
     """
-    return _core.as_index(value, name)
+    return _api.as_index(value, name)
 
 
 def as_size(value: Any, name: str) -> int:
     """``value`` as an int >= 0 (the rule of :func:`as_int`); ValueError
     names ``name`` and the value."""
-    return _core.as_size(value, name)
+    return _api.as_size(value, name)
 
 
 def as_positive(value: Any, name: str) -> int:
     """``value`` as an int > 0 (the rule of :func:`as_int`)."""
-    return _core.as_positive(value, name)
+    return _api.as_positive(value, name)
 
 
 def as_timeout(timeout: Any, name: str = "timeout") -> float | None:

@@ -16,7 +16,8 @@ from hipfile._lib._loader cimport check_status
 from hipfile._lib._bindings cimport (
     bind, p_hipFileBatchIOGetStatus, p_hipFileDriverGetProperties, p_hipFileGetParameterString,
     p_hipFileHandleRegister)
-from hipfile._lib._core cimport _as_positive, _BufferCore, _buffer_info, _io_range, _StreamCore
+from hipfile._lib._core cimport (
+    _as_index, _as_positive, _as_size, _BufferCore, _buffer_info, _io_range, _StreamCore)
 from hipfile._lib._runtime cimport _as_timeout
 
 from hipfile._lib import _bindings
@@ -210,6 +211,35 @@ def io_range_check(size_t length, size, file_offset, buffer_offset, buf=None):
     cdef hoff_t f, b
     _io_range(length, size, file_offset, buffer_offset, &n, &f, &b, buf)
     return n, f, b
+
+
+def as_index(value, str name):
+    """``value`` as an int, by the package's one rule for integer arguments
+    (``_core._as_index``): an int or an object with ``__index__`` (numpy
+    integers), below 2**63.
+
+    Raises
+    ------
+    TypeError
+        Not an integer (bools and floats refused).
+    ValueError
+        2**63 and more, or below -2**63.
+    """
+    return _as_index(value, name)
+
+
+def as_size(value, str name):
+    """``value`` as an int >= 0, by the rule of :func:`as_index`.
+
+    Raises
+    ------
+    TypeError
+        Not an integer (bools and floats refused).
+    ValueError
+        Negative, or 2**63 and more (the message names ``name`` and the
+        value).
+    """
+    return _as_size(value, name)
 
 
 def as_positive(value, str name):

@@ -270,26 +270,6 @@ cdef long long _as_size(object value, str name) except? -1:
     return n
 
 
-# The package's one rule for integer arguments, for its Python modules
-# (hipfile._interop hands these out).
-
-def as_index(value, name):
-    """``value`` as an int: an int or an object with ``__index__`` (numpy
-    integers), below 2**63. TypeError for a bool or any other type,
-    ValueError out of range."""
-    return _as_index(value, name)
-
-
-def as_size(value, name):
-    """``value`` as an int >= 0 (the rule of :func:`as_index`)."""
-    return _as_size(value, name)
-
-
-def as_positive(value, name):
-    """``value`` as an int > 0 (the rule of :func:`as_index`)."""
-    return _as_positive(value, name)
-
-
 cdef int _io_range(size_t length, object size, object file_offset, object buffer_offset,
                    size_t *nbytes, hoff_t *foff, hoff_t *boff, object buf=None) except -1:
     """Check one transfer against a buffer of ``length`` bytes: the library

@@ -448,10 +448,7 @@ cdef uintptr_t _gate_event(uintptr_t stream, int device) except? 0:
             ev = hc_event_create(HIP_EVENT_DISABLE_TIMING)
     except Exception:
         return 0
-    if _c_event_record != NULL:
-        err = _c_event_record(<void *>ev, <void *>stream)
-    else:
-        err = hc_event_record(ev, stream)
+    err = hc_event_record(ev, stream)
     if err != HIP_SUCCESS:
         _destroy_event_handle(ev)
         return 0
@@ -459,10 +456,7 @@ cdef uintptr_t _gate_event(uintptr_t stream, int device) except? 0:
 
 
 cdef void _destroy_event_handle(uintptr_t ev):
-    if _c_event_destroy != NULL:
-        _c_event_destroy(<void *>ev)
-    else:
-        try:
-            hc_event_destroy(ev)
-        except Exception:
-            pass
+    try:
+        hc_event_destroy(ev)
+    except Exception:
+        pass

@@ -38,14 +38,14 @@ from libc.string cimport memset
 from hipfile._lib._core cimport _BufferCore, _FileCore
 from hipfile._lib._engine_c cimport eng, hfe_op, hfe_ring, hfe_set_device_fn
 from hipfile._lib._engine_hip cimport (
-    HIP_HOST_MALLOC_MAPPED, HIP_STREAM_NON_BLOCKING, _c_event_record, _c_memcpy_batch, _c_set_device, _c_stream_wait_event,
-    _eng_defaults, _eng_rt, _eng_task_default, _eng_threads_wanted, _flag_pools, _Flag, _FlagPool,
+    HIP_HOST_MALLOC_MAPPED, HIP_STREAM_NON_BLOCKING, _c_event_record, _c_memcpy_batch,
+    _c_set_device, _c_stream_wait_event, _eng_defaults, _eng_rt, _eng_task_default, _eng_threads_wanted, _flag_pools, _Flag, _FlagPool,
     _load_engine_capi, _per_device, _PerDevice, _release_per_device, _settings_module)
 from hipfile._lib._engine_hip import (
     MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS, _eng_options_changed)
 from hipfile._lib._runtime cimport (
-    HIP_EVENT_DISABLE_TIMING, _as_timeout, hc_event_create, hc_event_destroy, hc_host_device_pointer,
-    hc_host_free, hc_host_malloc, hc_stream_create, hc_stream_destroy)
+    HIP_EVENT_DISABLE_TIMING, _as_timeout, hc_event_create, hc_event_destroy,
+    hc_host_device_pointer, hc_host_free, hc_host_malloc, hc_stream_create, hc_stream_destroy)
 from hipfile._lib._runtime import on_device
 
 from hipfile._lib cimport _core, _pool
@@ -108,7 +108,7 @@ cdef size_t _slot_size(size_t total, size_t task):
 
 def _ring_layout(total, task):
     """``(slot_size, nslots)`` of a ring of ``total`` bytes when the default
-    task is ``task`` bytes. Test hook."""
+    task is ``task`` bytes (the layout _new_ring makes; a test hook too)."""
     cdef size_t slot = _slot_size(<size_t>total, <size_t>task)
     return slot, <int>max(2, <size_t>total // slot)
 
@@ -116,9 +116,9 @@ def _ring_layout(total, task):
 cdef _PerDevice _new_ring(int device):
     d = _settings_module()
     _eng_defaults()
-    cdef size_t total = <size_t>d.engine_staging_size()
-    cdef size_t slot = _slot_size(total, _eng_task_default)
-    cdef int nslots = <int>max(2, total // slot)
+    cdef size_t slot
+    cdef int nslots
+    slot, nslots = _ring_layout(d.engine_staging_size(), _eng_task_default)
     cdef uintptr_t fbase, fdev
     cdef _Ring r
     r = _Ring.__new__(_Ring)

@@ -10,6 +10,9 @@ from hipfile._lib._api import (
     SIZEOF_IO_EVENTS,
     SIZEOF_IO_PARAMS,
     abi_layout,
+    as_index,
+    as_positive,
+    as_size,
     batch_io_get_status,
     buffer_info,
     driver_get_properties,
@@ -60,9 +63,6 @@ from hipfile._lib._core import (
     _files_held,
     _StreamCore,
     _StreamState,
-    as_index,
-    as_positive,
-    as_size,
 )
 from hipfile._lib._decode import hip_layout
 from hipfile._lib._engine import engine_prepare, engine_submit, engine_submit_files

@@ -96,10 +96,6 @@ def _rt() -> Any:
     return _hip.hip
 
 
-def _hip_free(ptr: int) -> None:
-    _hipfile.device_free(ptr)
-
-
 class DeviceAllocation:
     """``nbytes`` of device memory from ``hipMalloc`` on ``device``, freed
     by :meth:`free` or when the object is collected.
@@ -120,7 +116,7 @@ class DeviceAllocation:
         self.nbytes = nbytes
         self.device = device
         self.ptr = int(_hipfile.device_malloc(max(nbytes, 1), device))
-        self._finalizer = weakref.finalize(self, _hip_free, self.ptr)
+        self._finalizer = weakref.finalize(self, _hipfile.device_free, self.ptr)
 
     def free(self) -> None:
         """Free the memory now (idempotent). Views must not be used after."""
