@@ -43,13 +43,8 @@ def wait_idle(obj: Any, state: Any) -> None:
     if state is not None:
         _hipfile.wait_for(state)
     held = getattr(obj, "_held_count", None)
-    if held is None:
-        return
-    deadline = Deadline(HELD_WAIT_TIMEOUT)
-    delay = 1e-4
-    while held() and not deadline.passed():
-        time.sleep(delay)
-        delay = min(delay * 2, 0.01)
+    if held is not None:
+        drain(lambda left: 0, held, None, HELD_WAIT_TIMEOUT)
 
 
 def drain(streamed: Callable[[float | None], int], held: Callable[[], int],

@@ -15,10 +15,28 @@ from hipfile._lib._engine_hip import MECHANISM_STREAM_MEMOPS
 from hipfile._lib._engine_ops cimport _eng_parked, _ParkedOp, _unhold
 from hipfile._lib._errors import raise_result
 from hipfile._lib._runtime cimport (
-    Deadline, _Completion, _destroy_event, _exiting, _fork_gen, _forked, _hipapi)
+    Deadline, wait_sliced, _Completion, _destroy_event, _exiting, _fork_gen, _forked, _hipapi)
 from hipfile._lib._runtime import on_device
 
 cdef double WAIT_SLICE = 0.05
+
+
+cdef struct _op_wait_t:
+    hfe_op *op
+    const uint32_t *flag          # the stream's completion flag, or NULL
+    uint32_t value
+
+
+cdef int _op_wait_slice(void *p, double seconds) except -1:
+    """One slice of :meth:`StreamIOHandle.wait`: the engine's side on its
+    condition variable, then the stream's copies (the flag)."""
+    cdef _op_wait_t *c = <_op_wait_t *>p
+    cdef int ok
+    with nogil:
+        ok = eng.op_wait(c.op, seconds)
+        if ok and c.flag != NULL:
+            ok = eng.flag_wait(c.flag, c.value, seconds)
+    return ok
 
 
 cdef class _GateRef:
@@ -239,25 +257,15 @@ cdef class StreamIOHandle(_Completion):
         TypeError, ValueError
             A bad ``timeout`` (bools refused).
         """
-        cdef double step
-        cdef int ok = 0
-        cdef const uint32_t *flag = NULL
-        cdef uint32_t value = self._value
-        if self._stream_completes and self._flag is not None:
-            flag = self._flag.ptr
+        cdef _op_wait_t c
         cdef Deadline deadline = Deadline(timeout)
-        while not self.done():
-            if deadline.passed():
+        if not self.done():
+            c.op = self._op
+            c.flag = self._flag.ptr if self._stream_completes and self._flag is not None \
+                else NULL
+            c.value = self._value
+            if not wait_sliced(_op_wait_slice, &c, deadline, WAIT_SLICE):
                 raise TimeoutError(f"operation not complete after {timeout} s")
-            step = deadline.left_s(WAIT_SLICE)
-            with nogil:
-                ok = eng.op_wait(self._op, step)
-                if ok and flag != NULL:
-                    # the engine's side is done: the stream's copies remain
-                    ok = eng.flag_wait(flag, value, step)
-            if ok:
-                break
-            PyErr_CheckSignals()
         self._observe()
         return self._result()
 

@@ -79,6 +79,10 @@ cdef class Deadline:
     cdef readonly double at      # CLOCK_MONOTONIC seconds; -1: no end
     cdef double left_s(self, double cap) noexcept
     cpdef bint passed(self)
+# One slice of a wait: waits at most `seconds` (0: only looks); nonzero once over
+ctypedef int (*slice_wait_t)(void *ctx, double seconds) except -1
+cdef int wait_sliced(slice_wait_t wait_slice, void *ctx, Deadline deadline,
+                     double slice_s) except -1
 cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
                             unsigned char ready_value=*) except -1
 cdef int _hip_fail(int err, str func) except -1

@@ -16,9 +16,13 @@ Invariants
   never take the GIL.
 - The atomics are the only way memory shared with a stream's thread or
   with worker threads is read or written.
-- Every blocking wait goes through ``wait_interruptible``: short queries
-  with a backoff, the GIL released while sleeping, signals checked between
-  them, so Ctrl-C is seen within a few milliseconds and nothing blocks in C.
+- Every blocking wait goes through ``wait_sliced``: slices of a few
+  milliseconds with the GIL released, signals checked between them, so
+  Ctrl-C is seen within a slice and nothing blocks in C for longer.
+  ``wait_interruptible`` is its form for HIP events, streams and flags
+  (queries with a backoff); the engine's handles wait on its condition
+  variable in slices; Python's ``threading.Event`` waits go through
+  ``hipfile._interop.wait_event``.
 - ``_fork_gen`` counts the forks this process descends from (0 in the
   process that imported hipfile). Objects record it when they are opened,
   registered or submitted: one whose generation differs was inherited
@@ -487,6 +491,59 @@ cdef class Deadline:
         return self.at < 0
 
 
+cdef int wait_sliced(slice_wait_t wait_slice, void *ctx, Deadline deadline,
+                     double slice_s) except -1:
+    """The one interruptible wait loop: call ``wait_slice(ctx, seconds)``,
+    which waits at most ``seconds`` (0: only looks) and returns nonzero once
+    the wait is over, until it does (returns 1) or ``deadline`` has passed
+    (returns 0). Each slice is at most ``slice_s`` seconds, and
+    ``PyErr_CheckSignals`` runs between slices, so a signal handler's
+    exception (``KeyboardInterrupt``) is raised from here between two of
+    them; nothing is lost, the caller may wait again."""
+    while True:
+        if wait_slice(ctx, deadline.left_s(slice_s)):
+            return 1
+        if deadline.passed():
+            return 0
+        PyErr_CheckSignals()
+
+
+cdef struct _poll_t:
+    int kind
+    uintptr_t target
+    unsigned char ready_value
+    int err
+    long delay_ns
+
+
+cdef int _poll_slice(void *p, double seconds) except -1:
+    """One query of ``wait_interruptible``'s target; when not ready, a sleep
+    of the backoff's step (at most ``seconds``) without the GIL."""
+    cdef _poll_t *c = <_poll_t *>p
+    cdef timespec ts
+    cdef long ns
+    if c.kind == WAIT_FLAG:
+        c.err = HIP_SUCCESS if hipfile_atomic_load_u8(<unsigned char *>c.target) \
+            == c.ready_value else HIP_ERROR_NOT_READY
+    elif c.kind == WAIT_EVENT:
+        c.err = _event_query_h(c.target)
+    else:
+        c.err = _stream_query(c.target)
+    if c.err != HIP_ERROR_NOT_READY:
+        return 1
+    ns = c.delay_ns
+    if seconds < ns * 1e-9:
+        ns = <long>(seconds * 1e9)
+    if ns > 0:
+        ts.tv_sec = 0
+        ts.tv_nsec = ns
+        with nogil:
+            nanosleep(&ts, NULL)
+    if c.delay_ns < 2000000:
+        c.delay_ns = min(c.delay_ns * 2, 2000000)
+    return 0
+
+
 cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
                             unsigned char ready_value=1) except -1:
     """Wait until a HIP event or stream has passed its work, or until a C
@@ -501,37 +558,18 @@ cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
     or the ``hipError_t`` of a failed query (left to the caller). Never
     blocks in C for more than 2 ms: queries are repeated with a backoff
     (10 us doubling to 2 ms) and the GIL is released while sleeping;
-    ``PyErr_CheckSignals`` runs between them, so a signal handler's
-    exception (``KeyboardInterrupt``) is raised from here within a few
-    milliseconds. Safe to call from any thread holding the GIL.
+    the loop is :func:`wait_sliced`'s, so Ctrl-C raises
+    ``KeyboardInterrupt`` from here within a few milliseconds. Safe to
+    call from any thread holding the GIL.
     """
-    cdef int err
-    cdef double deadline = -1.0
-    cdef long delay_ns = 10000
-    cdef timespec ts
-    if timeout_s >= 0:
-        deadline = _now() + timeout_s
-    while True:
-        if kind == WAIT_FLAG:
-            err = HIP_SUCCESS if hipfile_atomic_load_u8(<unsigned char *>target) \
-                == ready_value else HIP_ERROR_NOT_READY
-        elif kind == WAIT_EVENT:
-            err = _event_query_h(target)
-        else:
-            err = _stream_query(target)
-        if err != HIP_ERROR_NOT_READY:
-            return err
-        if deadline >= 0 and _now() >= deadline:
-            return HIP_ERROR_NOT_READY
-        PyErr_CheckSignals()
-        ts.tv_sec = 0
-        ts.tv_nsec = delay_ns
-        with nogil:
-            nanosleep(&ts, NULL)
-        if delay_ns < 2000000:
-            delay_ns *= 2
-            if delay_ns > 2000000:
-                delay_ns = 2000000
+    cdef _poll_t c
+    c.kind = kind
+    c.target = target
+    c.ready_value = ready_value
+    c.err = HIP_ERROR_NOT_READY
+    c.delay_ns = 10000
+    wait_sliced(_poll_slice, &c, Deadline(None if timeout_s < 0 else timeout_s), 0.002)
+    return c.err
 
 
 cdef int _hip_fail(int err, str func) except -1:

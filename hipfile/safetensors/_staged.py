@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hipfile._interop import wait_event
 from hipfile.safetensors._header import ALIGNMENT
 from hipfile.safetensors._read import ReadRange, _on_device
 
@@ -124,7 +125,7 @@ class StagedReader:
                 self._workers.append(t)
 
         def wait(progress: Callable[[int], None]) -> int:
-            job.done.wait()
+            wait_event(job.done, None)
             if job.error is not None:
                 raise job.error
             progress(sum(n for _, n, _ in job.blocks))
