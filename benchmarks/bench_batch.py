@@ -132,8 +132,8 @@ def main() -> int:
     hipfile = select_platform(args.platform)
     from hip import hip
 
-    from hipfile._abi import IO_EVENTS
     from hipfile._lib import _hipfile
+    from hipfile.batch._abi import IO_EVENTS
 
     block = args.block_kib << 10
     n = args.blocks

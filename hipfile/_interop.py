@@ -15,13 +15,14 @@ import ctypes
 import threading
 from typing import Any
 
-from hipfile._lib import _api, _core, _decode, _runtime
-from hipfile._lib._api import buffer_info, stream_info
-from hipfile._lib._decode import (
+from hipfile._lib import _hipfile
+from hipfile._lib._hipfile import (
     HOST_BUFFERS_HINT,
+    buffer_info,
     check_stream_handle,
     pointer_value,
     protocol_buffer_info,
+    stream_info,
 )
 
 __all__ = [
@@ -81,7 +82,7 @@ def host_view(obj: Any) -> memoryview | None:
     ValueError
         The memory is not one contiguous range.
     """
-    if obj is None or isinstance(obj, bool | int | _core._BufferCore):
+    if obj is None or isinstance(obj, bool | int | _hipfile._BufferCore):
         return None
     if getattr(obj, "__cuda_array_interface__", None) is not None:
         return None
@@ -95,9 +96,9 @@ def host_view(obj: Any) -> memoryview | None:
     if device is None or not hasattr(obj, "__dlpack__"):
         return None
     kind = int(device()[0])
-    if kind != _decode.DL_CPU and kind not in _decode.DL_HOST_PINNED:
+    if kind != _hipfile.DL_CPU and kind not in _hipfile.DL_HOST_PINNED:
         return None
-    ptr, nbytes, _kind, owner = _decode.dlpack_info(obj)
+    ptr, nbytes, _kind, owner = _hipfile.dlpack_info(obj)
     if nbytes == 0:
         return memoryview(bytearray())
     # The ctypes array keeps the capsule (which frees the tensor when it
@@ -120,18 +121,18 @@ def as_int(value: Any, name: str) -> int:
     ValueError
         2**63 or more, or below -2**63.
     """
-    return _api.as_index(value, name)
+    return _hipfile.as_index(value, name)
 
 
 def as_size(value: Any, name: str) -> int:
     """``value`` as an int >= 0 (the rule of :func:`as_int`); ValueError
     names ``name`` and the value."""
-    return _api.as_size(value, name)
+    return _hipfile.as_size(value, name)
 
 
 def as_positive(value: Any, name: str) -> int:
     """``value`` as an int > 0 (the rule of :func:`as_int`)."""
-    return _api.as_positive(value, name)
+    return _hipfile.as_positive(value, name)
 
 
 def as_timeout(timeout: Any, name: str = "timeout") -> float | None:
@@ -145,12 +146,12 @@ def as_timeout(timeout: Any, name: str = "timeout") -> float | None:
     ValueError
         Negative (or NaN).
     """
-    return _runtime.as_timeout(timeout, name)
+    return _hipfile.as_timeout(timeout, name)
 
 
 #: The end of a wait (``Deadline(timeout)``; ``left(cap)``, ``passed()``):
 #: how every wait of the package counts down.
-Deadline = _runtime.Deadline
+Deadline = _hipfile.Deadline
 
 #: Longest single blocking wait of :func:`wait_event`, so that signals are seen.
 WAIT_SLICE = 0.05
@@ -184,7 +185,7 @@ def io_range(buffer: Any, size: Any, file_offset: Any,
         library is never asked to touch memory outside it.
     """
     ptr, length, owner = buffer_info(buffer)
-    size, file_offset, buffer_offset = _api.io_range_check(
+    size, file_offset, buffer_offset = _hipfile.io_range_check(
         length, size, file_offset, buffer_offset, owner)
     return ptr, length, owner, size, file_offset, buffer_offset
 
@@ -215,7 +216,7 @@ def io_range_or_host(buffer: Any, size: Any, file_offset: Any, buffer_offset: An
             raise
         check_host_buffers_allowed(type(buffer).__name__)
         ptr, length, owner = 0, view.nbytes, view
-    size, file_offset, buffer_offset = _api.io_range_check(
+    size, file_offset, buffer_offset = _hipfile.io_range_check(
         length, size, file_offset, buffer_offset, owner)
     return ptr, length, owner, size, file_offset, buffer_offset, view
 

@@ -91,7 +91,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
-from hipfile._lib import _hipfile, _runtime
+from hipfile._lib import _hipfile
 
 __all__ = [
     "SETTINGS",
@@ -160,7 +160,7 @@ def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
 
 
 def _check_timeout(name: str, value: Any) -> float | None:
-    return _runtime.as_timeout(value, name)
+    return _hipfile.as_timeout(value, name)
 
 
 def _check_bool(name: str, value: Any) -> bool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ctypes
 
-from hipfile._hip import check, hip
+from hipfile._lib._hip import check, hip
 from hipfile.compat._errors import also
 from hipfile.errors import HipFileException
 

@@ -31,8 +31,8 @@ from typing import Any
 from hipfile import defaults
 from hipfile._interop import as_positive, as_timeout, check_writable, io_range_or_host, wait_event
 from hipfile._lib import _hipfile
-from hipfile._lib._core import _BufferCore, _FileCore
-from hipfile._transfer import host_transfer, transfer
+from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile.file._transfer import host_transfer, transfer
 
 __all__ = [
     "IOFuture",
@@ -180,7 +180,7 @@ class _Job:
 
 def _run_task(job: _Job, start: int, size: int) -> int:
     """Move ``size`` bytes at ``start`` (relative to the request); returns
-    the bytes moved, fewer only at end of file (see :mod:`hipfile._transfer`)."""
+    the bytes moved, fewer only at end of file (see :mod:`hipfile.file._transfer`)."""
 
     def check() -> None:
         if job.stop:

@@ -1,4 +1,4 @@
-"""The hipFile structures as the package declares them (``hipfile._abi``).
+"""The hipFile structures as the package declares them (``hipfile.batch._abi``).
 
 Two independent checks: the sizes and offsets the ABI states (LP64), and the
 layout a C compiler gives the active platform's header.
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from conftest import PLATFORM
 
-from hipfile._abi import DESCR, DRIVER_PROPS_SIZE, IO_EVENTS, IO_PARAMS
 from hipfile._lib import _hipfile
+from hipfile.batch._abi import DESCR, DRIVER_PROPS_SIZE, IO_EVENTS, IO_PARAMS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -23,7 +23,8 @@ from _util import check, from_device, hip_stream, to_device
 from hip import hip
 
 import hipfile
-from hipfile import Buffer, _hip
+from hipfile import Buffer
+from hipfile._lib import _hip
 
 N = 1 << 20          # the allocation (the conftest's ``dev`` and ``payload``)
 CHUNK = 64 << 10     # one transfer

@@ -211,7 +211,7 @@ def test_an_event_reported_twice_counts_once(batch_status: None, driver: hipfile
 
     path, data = blocks
     real = _hipfile.batch_io_get_status
-    row = np.dtype(hipfile._abi.IO_EVENTS).itemsize
+    row = np.dtype(hipfile.batch._abi.IO_EVENTS).itemsize
 
     def get_status(batch: int, min_nr: int, capacity: int, events: int,
                    timeout: Any = None, nr_out: int = 0) -> int:

@@ -57,7 +57,7 @@ class CountingShim:
 @pytest.fixture
 def shim(monkeypatch: pytest.MonkeyPatch) -> CountingShim:
     counting = CountingShim()
-    monkeypatch.setattr(hipfile._transfer, "_hipfile", counting)
+    monkeypatch.setattr(hipfile.file._transfer, "_hipfile", counting)
     return counting
 
 
@@ -171,7 +171,7 @@ def test_large_transfers_are_split(
     driver: hipfile.Driver, data_path: Path, payload: np.ndarray, dev: Any, tmp_path: Path,
     shim: CountingShim, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(hipfile._transfer, "_MAX_CHUNK", 5000)
+    monkeypatch.setattr(hipfile.file._transfer, "_MAX_CHUNK", 5000)
     fill(dev, 0)
     with hipfile.open(data_path) as fh:
         assert fh.read(dev, 12345, 100, 10) == 12345
@@ -200,7 +200,7 @@ def test_split_read_stops_at_end_of_file(
     driver: hipfile.Driver, data_path: Path, payload: np.ndarray, dev: Any,
     shim: CountingShim, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(hipfile._transfer, "_MAX_CHUNK", 5000)
+    monkeypatch.setattr(hipfile.file._transfer, "_MAX_CHUNK", 5000)
     with hipfile.open(data_path) as fh:
         assert fh.read(dev, 20000, N - 7000) == 7000
     # 5000, then 2000 of 5000 (a short count is asked again), then 0: end of file
@@ -209,7 +209,7 @@ def test_split_read_stops_at_end_of_file(
 
 
 def test_default_chunk_is_the_library_clamp() -> None:
-    assert hipfile._transfer._MAX_CHUNK == 0x7FFFF000 == _hipfile.MAX_IO_CHUNK
+    assert hipfile.file._transfer._MAX_CHUNK == 0x7FFFF000 == _hipfile.MAX_IO_CHUNK
 
 
 # -- argument checks ---------------------------------------------------------------------
@@ -350,7 +350,7 @@ def test_error_in_the_middle_of_a_split_transfer(
 ) -> None:
     from hipfile.platforms import emulated
 
-    monkeypatch.setattr(hipfile._transfer, "_MAX_CHUNK", 1000)
+    monkeypatch.setattr(hipfile.file._transfer, "_MAX_CHUNK", 1000)
     with hipfile.open(data_path) as fh:
         emulated.inject_fault("read", errno.EIO, count=1, after=2)
         with pytest.raises(OSError) as info:

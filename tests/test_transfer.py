@@ -1,4 +1,4 @@
-"""The short-transfer rule, on every synchronous path (hipfile._transfer).
+"""The short-transfer rule, on every synchronous path (hipfile.file._transfer).
 
 The emulated platform caps each library call at a few bytes, so every
 transfer comes back short: reads and writes must ask again for the rest and

@@ -3,6 +3,8 @@ names of the compiled modules of :mod:`hipfile._lib`, lowest first (see
 docs/design/architecture.md). Nothing is defined here."""
 
 from hipfile._lib._aio import AsyncIOHandle
+from hipfile._lib._aio import read_async as aio_read_async
+from hipfile._lib._aio import write_async as aio_write_async
 from hipfile._lib._api import (
     MAX_IO_CHUNK,
     SIZEOF_DESCR,
@@ -20,6 +22,7 @@ from hipfile._lib._api import (
     handle_register,
     io_range_check,
     read,
+    stream_info,
     write,
 )
 from hipfile._lib._bindings import (
@@ -64,7 +67,16 @@ from hipfile._lib._core import (
     _StreamCore,
     _StreamState,
 )
-from hipfile._lib._decode import hip_layout
+from hipfile._lib._decode import (
+    DL_CPU,
+    DL_HOST_PINNED,
+    HOST_BUFFERS_HINT,
+    check_stream_handle,
+    dlpack_info,
+    hip_layout,
+    pointer_value,
+    protocol_buffer_info,
+)
 from hipfile._lib._engine import engine_prepare, engine_submit, engine_submit_files
 from hipfile._lib._engine_handle import StreamIOHandle
 from hipfile._lib._engine_hip import (
@@ -74,6 +86,7 @@ from hipfile._lib._engine_hip import (
     engine_configure,
     engine_mechanism,
     engine_settings,
+    use_settings,
 )
 from hipfile._lib._engine_ops import (
     _engine_inject_faults,
@@ -91,6 +104,7 @@ from hipfile._lib._loader import (
 from hipfile._lib._observe import pending_handles, settle, wait_for
 from hipfile._lib._pool import defer_release, deferred_releases, pool_stats, reserve_pool, trim_pool
 from hipfile._lib._runtime import (
+    Deadline,
     as_timeout,
     device_free,
     device_malloc,
@@ -103,6 +117,9 @@ from hipfile._lib._runtime import (
 )
 
 __all__ = [
+    "DL_CPU",
+    "DL_HOST_PINNED",
+    "HOST_BUFFERS_HINT",
     "MAX_IO_CHUNK",
     "MECHANISM_HOST_FUNCTIONS",
     "MECHANISM_STREAM_MEMOPS",
@@ -111,6 +128,7 @@ __all__ = [
     "SIZEOF_IO_EVENTS",
     "SIZEOF_IO_PARAMS",
     "AsyncIOHandle",
+    "Deadline",
     "StreamIOHandle",
     "_BufferCore",
     "_FileCore",
@@ -123,6 +141,8 @@ __all__ = [
     "_files_held",
     "_ring_layout",
     "abi_layout",
+    "aio_read_async",
+    "aio_write_async",
     "as_index",
     "as_positive",
     "as_size",
@@ -136,10 +156,12 @@ __all__ = [
     "buf_register",
     "buffer_info",
     "candidate_paths",
+    "check_stream_handle",
     "defer_release",
     "deferred_releases",
     "device_free",
     "device_malloc",
+    "dlpack_info",
     "driver_close",
     "driver_epoch",
     "driver_get_properties",
@@ -174,7 +196,9 @@ __all__ = [
     "on_device",
     "on_fork_child",
     "pending_handles",
+    "pointer_value",
     "pool_stats",
+    "protocol_buffer_info",
     "read",
     "read_async",
     "read_raw",
@@ -189,9 +213,11 @@ __all__ = [
     "stats_generate_report",
     "stats_poll_target_process",
     "stream_deregister",
+    "stream_info",
     "stream_register",
     "trim_pool",
     "use_count",
+    "use_settings",
     "wait_for",
     "write",
     "write_async",

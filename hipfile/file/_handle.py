@@ -11,11 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from hipfile import _lifetime
 from hipfile._interop import as_timeout, check_writable, io_range_or_host
-from hipfile._lib import _aio, _api, _bindings, _engine, _observe
-from hipfile._lib._core import _FileCore
+from hipfile._lib import _hipfile
+from hipfile._lib._hipfile import _FileCore
 from hipfile._lifetime import ClosesWhenCollected, drain, exit_block, finalize
-from hipfile._residency import cached_fraction
-from hipfile._transfer import host_transfer, transfer
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError, InFlightTimeoutError
 from hipfile.file._args import (
@@ -29,6 +27,8 @@ from hipfile.file._args import (
     parse_mode,
     raise_if_read_only,
 )
+from hipfile.file._residency import cached_fraction
+from hipfile.file._transfer import host_transfer, transfer
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -76,8 +76,8 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     # hipFileReadAsync/hipFileWriteAsync: compiled functions of _aio bound
     # as methods, so the submit path runs in C from the call on.
-    read_async = _aio.read_async
-    write_async = _aio.write_async
+    read_async = _hipfile.aio_read_async
+    write_async = _hipfile.aio_write_async
 
     def __init__(
         self,
@@ -338,10 +338,10 @@ class FileHandle(_FileCore, ClosesWhenCollected):
             fd = self._fd
             if fd is None:
                 raise ClosedFileError(self._closed_reason())
-            handle = _api.handle_register(fd, int(self._handle_type))
+            handle = _hipfile.handle_register(fd, int(self._handle_type))
             if not self._open or self._fd != fd:
                 # closed by another thread while the library registered it
-                _bindings.handle_deregister(handle)
+                _hipfile.handle_deregister(handle)
                 raise ClosedFileError(self._closed_reason())
             self._attach(handle)
 
@@ -433,7 +433,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         while operations are in flight."""
         handle = self._detach()
         if handle is not None:
-            _bindings.handle_deregister(handle)
+            _hipfile.handle_deregister(handle)
         if self._fd is not None:
             fd, self._fd = self._fd, None
             if self._owns_fd:
@@ -447,7 +447,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     def _in_flight(self) -> int:
         """Operations on this file not yet complete, of every kind."""
-        return int(_observe.settle(self)) + self._held_count()
+        return int(_hipfile.settle(self)) + self._held_count()
 
     def _wait_in_flight(self, timeout: float | None, held_timeout: float | None = None
                         ) -> bool:
@@ -455,7 +455,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         dropped handles included, and the others), at most ``timeout``
         seconds (None: no limit), see :func:`hipfile._lifetime.drain`.
         Returns whether none is left (close() refuses what is)."""
-        return drain(lambda left: int(_observe.wait_for(self, left)), self._held_count,
+        return drain(lambda left: int(_hipfile.wait_for(self, left)), self._held_count,
                      timeout, held_timeout)
 
     def __enter__(self) -> FileHandle:
@@ -811,7 +811,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
 
     def _engine_write(self, ranges: Ranges, buffer: Any, stream: Any, task_size: int | None,
                       ordered: bool) -> StreamIOHandle:
-        handles = _engine.engine_submit(self, buffer, ranges, stream, write=True,
+        handles = _hipfile.engine_submit(self, buffer, ranges, stream, write=True,
                                         task_size=task_size, fd=self._engine_fd(),
                                         ordered=ordered)
         return one_group(list(handles), "pwrite_async")
@@ -834,7 +834,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync
         """
-        return list(_engine.engine_submit(self, buffer, ranges, stream, task_size=task_size,
+        return list(_hipfile.engine_submit(self, buffer, ranges, stream, task_size=task_size,
                                            fd=self._engine_fd(), ordered=ordered,
                                            prefetch=prefetch))
 
@@ -856,7 +856,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         hipStreamWaitValue32, hipMemcpyAsync
         """
         self._refuse_ranges_on_append("pwrite_async_ranges")
-        return list(_engine.engine_submit(self, buffer, ranges, stream, write=True,
+        return list(_hipfile.engine_submit(self, buffer, ranges, stream, write=True,
                                            task_size=task_size, fd=self._engine_fd(),
                                            ordered=ordered))
 
@@ -889,7 +889,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         --------
         hipStreamWaitValue32, hipMemcpyAsync, hipFileRead
         """
-        return one_group(_engine.engine_submit(self, buffer, ranges, stream,
+        return one_group(_hipfile.engine_submit(self, buffer, ranges, stream,
                                                task_size=task_size, fd=self._engine_fd(),
                                                ordered=ordered, grouped=True,
                                                prefetch=prefetch),
@@ -914,7 +914,7 @@ class FileHandle(_FileCore, ClosesWhenCollected):
         hipStreamWaitValue32, hipMemcpyAsync, hipFileWrite
         """
         self._refuse_ranges_on_append("pwrite_async_gather")
-        return one_group(_engine.engine_submit(self, buffer, ranges, stream, write=True,
+        return one_group(_hipfile.engine_submit(self, buffer, ranges, stream, write=True,
                                                task_size=task_size, fd=self._engine_fd(),
                                                ordered=ordered, grouped=True),
                          "pwrite_async_gather")

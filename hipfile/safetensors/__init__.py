@@ -70,7 +70,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from hipfile._residency import cached_fraction
+from hipfile.file._residency import cached_fraction
 from hipfile.safetensors._header import (
     ALIGNMENT,
     DTYPE_ORDER,

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hipfile._mounts import mount_of
-from hipfile._residency import cached_fraction
 from hipfile.buffer import Buffer
 from hipfile.file import FileHandle
+from hipfile.file._mounts import mount_of
+from hipfile.file._residency import cached_fraction
 from hipfile.safetensors._header import (
     ALIGNMENT,
     Header,

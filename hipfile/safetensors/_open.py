@@ -10,11 +10,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hipfile._file_holder import FileHolder
 from hipfile._interop import as_int
 from hipfile._lifetime import ClosesWhenCollected
 from hipfile.buffer import Buffer
 from hipfile.file import FileHandle
+from hipfile.file._holder import FileHolder
 from hipfile.safetensors._header import (
     ALIGNMENT,
     DTYPES,

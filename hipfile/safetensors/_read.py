@@ -91,7 +91,7 @@ def plan_reads(spans: Sequence[tuple[int, int]], *, alignment: int = ALIGNMENT,
 
 def _rt() -> Any:
     """HIP-Python's ``hip`` module (loaded on first use)."""
-    from hipfile import _hip
+    from hipfile._lib import _hip
 
     return _hip.hip
 
@@ -240,7 +240,7 @@ class DeviceTensor:
         """
         import numpy as np
 
-        from hipfile import _hip
+        from hipfile._lib import _hip
 
         dt = self.host_dtype()
         shape = (self.nbytes,) if self.dtype.bits % 8 else self.shape

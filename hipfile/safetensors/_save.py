@@ -128,7 +128,7 @@ def _device_memory(ptr: int) -> bool:
     hipPointerGetAttributes
     """
     try:
-        from hipfile import _hip
+        from hipfile._lib import _hip
 
         hip: Any = _hip.hip
         err, attrs = hip.hipPointerGetAttributes(ptr)
@@ -278,7 +278,7 @@ def serialize(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = N
 def _device_bytes(dev: Any, nbytes: int) -> bytes:
     import numpy as np
 
-    from hipfile import _hip
+    from hipfile._lib import _hip
 
     src = dev[0] if isinstance(dev, tuple) else Buffer(dev)
     out = np.empty(nbytes, np.uint8)

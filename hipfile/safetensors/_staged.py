@@ -85,7 +85,7 @@ class StagedReader:
 
     def __init__(self, device: int, threads: int = STAGED_THREADS,
                  block: int = STAGED_BLOCK) -> None:
-        from hipfile import _hip
+        from hipfile._lib import _hip
 
         if threads <= 0 or block <= 0:
             raise ValueError("threads and block must be positive")

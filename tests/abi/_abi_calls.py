@@ -1,7 +1,7 @@
 """The hipFile C ABI for calling the library directly with ctypes.
 
 Structures that cross the ABI come from the package's one declaration
-(``hipfile._abi``, numpy dtypes built from the shim's offsets), turned into
+(``hipfile.batch._abi``, numpy dtypes built from the shim's offsets), turned into
 ctypes types; only ``hipFileError_t``, ``hipFileDriverProps_t`` (whose
 members the tests read) and ``struct timespec`` are declared here. The
 library is the active platform's, as the shim loads it.
@@ -23,8 +23,8 @@ from _hipfile_ctypes import Error as Error
 from _hipfile_ctypes import P as P
 from _hipfile_ctypes import signatures
 
-from hipfile._abi import DESCR, IO_EVENTS, IO_PARAMS
 from hipfile._lib import _hipfile
+from hipfile.batch._abi import DESCR, IO_EVENTS, IO_PARAMS
 from hipfile.enums import OpError
 
 hip = pytest.importorskip("hip").hip
@@ -96,7 +96,7 @@ class Props(ctypes.Structure):
     ]
 
 
-#: ``hipFileIOParams_t``: fields named as in :data:`hipfile._abi.IO_PARAMS`
+#: ``hipFileIOParams_t``: fields named as in :data:`hipfile.batch._abi.IO_PARAMS`
 #: (``buffer``, ``buffer_offset``, ``file_offset``, ``size`` for the batch member).
 IOParams: Any = np.ctypeslib.as_ctypes_type(IO_PARAMS)
 #: ``hipFileIOEvents_t`` (``ret`` read as signed).

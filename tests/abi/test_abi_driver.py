@@ -8,7 +8,7 @@ import errno
 import pytest
 from _abi_calls import *  # noqa: F403
 
-from hipfile._abi import DRIVER_PROPS_SIZE
+from hipfile.batch._abi import DRIVER_PROPS_SIZE
 
 # --------------------------------------------------------------------------
 # Layouts, version, error strings.

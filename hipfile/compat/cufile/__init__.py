@@ -61,13 +61,13 @@ import os
 import threading
 from typing import Any
 
-from hipfile._file_holder import QuietFileHolder
 from hipfile.buffer import Buffer
 from hipfile.compat._errors import also
 from hipfile.driver import Driver, process_driver
 from hipfile.enums import OpError
 from hipfile.errors import HipFileException
 from hipfile.file import FileHandle
+from hipfile.file._holder import QuietFileHolder
 
 __all__ = ["MODES", "CuFile", "CuFileDriver", "InvalidModeError"]
 
@@ -404,7 +404,7 @@ def _overrun(ptr: int, size: int, dev_offset: int) -> str | None:
     --------
     hipMemGetAddressRange
     """
-    from hipfile import _hip
+    from hipfile._lib import _hip
 
     hip: Any = _hip.hip
     try:

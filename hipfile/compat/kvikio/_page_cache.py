@@ -18,9 +18,9 @@ import os
 import warnings
 from typing import Any
 
-from hipfile._residency import libc
 from hipfile.compat._errors import also
 from hipfile.compat.kvikio._args import size_t
+from hipfile.file._residency import libc
 
 __all__ = ["clear_page_cache", "drop_file_page_cache", "drop_system_page_cache",
            "get_page_cache_info"]

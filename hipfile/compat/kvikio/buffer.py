@@ -31,7 +31,7 @@ _registered: dict[int, Buffer] = {}       # allocation base -> its registration
 def _allocation(buf: Any) -> tuple[int, int, Any]:
     """(base, size, owner) of the device allocation that holds ``buf``."""
     ptr, nbytes, owner = buffer_info(buf)
-    from hipfile import _hip
+    from hipfile._lib import _hip
 
     hip: Any = _hip.hip
     try:

@@ -36,7 +36,6 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from hipfile._file_holder import QuietFileHolder
 from hipfile._interop import buffer_info, host_view
 from hipfile.compat._errors import also
 from hipfile.compat.kvikio._page_cache import (
@@ -48,6 +47,7 @@ from hipfile.compat.kvikio._page_cache import (
 from hipfile.driver import Driver
 from hipfile.errors import HipFileException
 from hipfile.file import FileHandle
+from hipfile.file._holder import QuietFileHolder
 from hipfile.parallel import IOFuture as _Future
 
 __all__ = ["CuFile", "IOFuture", "IOFutureStream", "clear_page_cache", "drop_file_page_cache",

@@ -82,7 +82,7 @@ def _copy(dest: _Dest, dest_offset: int, src: int, size: int) -> None:
     if not dest.device:
         ctypes.memmove(dest.address + dest_offset, src, size)
         return
-    from hipfile import _hip
+    from hipfile._lib import _hip
 
     hip: Any = _hip.hip        # HIP-Python, whichever module path it has
     step = int(defaults.get("bounce_buffer_size"))

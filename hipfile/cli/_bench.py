@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from hipfile._cli_info import _human, _platform
+from hipfile.cli._info import _human, _platform
 
 # -- bench ------------------------------------------------------------------------------------
 
@@ -196,7 +196,7 @@ def _approx(n: int) -> str:
 
 def _device_memory() -> tuple[int, int]:
     """``(free, total)`` bytes of the current device's memory."""
-    from hipfile import _hip
+    from hipfile._lib import _hip
 
     hip: Any = _hip.hip
     free, total = _hip.check(hip.hipMemGetInfo(), "hipMemGetInfo")
@@ -285,7 +285,8 @@ def _runs(args: argparse.Namespace) -> list[dict[str, Any]]:
 def run_bench(args: argparse.Namespace, log: TextIO) -> dict[str, Any]:
     """Run every combination of the sweep; returns the JSON-ready report."""
     import hipfile
-    from hipfile import _hip, defaults
+    from hipfile import defaults
+    from hipfile._lib import _hip
 
     check = _hip.check
     hip: Any = _hip.hip

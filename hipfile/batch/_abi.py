@@ -44,7 +44,7 @@ _IO_EVENTS_TYPES: dict[str, np.dtype[Any]] = {
 
 def _struct(size: int, offsets: dict[str, int], types: dict[str, np.dtype[Any]]) -> np.dtype[Any]:
     if set(offsets) != set(types):  # pragma: no cover - a shim out of step with this module
-        raise ImportError(f"hipfile._abi: the shim reports members {sorted(offsets)}, "
+        raise ImportError(f"hipfile.batch._abi: the shim reports members {sorted(offsets)}, "
                           f"expected {sorted(types)}")
     names = sorted(offsets, key=offsets.__getitem__)
     return np.dtype({

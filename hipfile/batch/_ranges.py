@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from hipfile import _batch_event as shared
-from hipfile._abi import IO_EVENTS, IO_PARAMS
-from hipfile._batch_event import BatchEvent
 from hipfile._interop import Deadline, as_timeout, buffer_info
-from hipfile._lib import _api, _hipfile
+from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile.batch import _event as shared
+from hipfile.batch._abi import IO_EVENTS, IO_PARAMS
+from hipfile.batch._event import BatchEvent
 from hipfile.enums import BatchMode, Opcode, Status
 from hipfile.errors import ClosedFileError, HipFileException
 
@@ -299,11 +299,11 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
     if batch_size is None:
         per_batch = defaults.batch_max_entries()
     else:
-        per_batch = _api.as_positive(batch_size, "batch_size")
+        per_batch = _hipfile.as_positive(batch_size, "batch_size")
     if in_flight is None:
         depth = IN_FLIGHT
     else:
-        depth = _api.as_positive(in_flight, "in_flight")
+        depth = _hipfile.as_positive(in_flight, "in_flight")
     timeout = as_timeout(timeout)
     # Every range is checked before anything is submitted.
     ptr, length, owner = buffer_info(buffer)

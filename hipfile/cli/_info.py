@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from hipfile._mounts import mount_of
+from hipfile.file._mounts import mount_of
 
 # -- shared helpers ---------------------------------------------------------------------------
 
@@ -261,7 +261,7 @@ def info_report(paths: Sequence[str]) -> dict[str, Any]:
 
     devices: dict[str, Any] = {}
     try:
-        from hipfile import _hip
+        from hipfile._lib import _hip
 
         check = _hip.check
         hip: Any = _hip.hip

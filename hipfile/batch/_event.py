@@ -13,8 +13,8 @@ import numpy as np
 
 from hipfile import defaults
 from hipfile._lib import _hipfile
-from hipfile._lib._core import _BufferCore, _FileCore
 from hipfile._lib._errors import error_for_result
+from hipfile._lib._hipfile import _BufferCore, _FileCore
 from hipfile.enums import BASE_ERR, Opcode, OpError, Status
 from hipfile.errors import HipFileException, InvalidValueError
 from hipfile.properties import driver_get_properties

@@ -30,19 +30,19 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from hipfile import _cli_bench
-from hipfile._cli_bench import BenchJob, IOKind, cmd_bench
-from hipfile._cli_bench import run_bench as run_bench
-from hipfile._cli_info import DIRECT_FILE_SYSTEMS as DIRECT_FILE_SYSTEMS
-from hipfile._cli_info import FS_MAGIC as FS_MAGIC
-from hipfile._cli_info import cmd_info
-from hipfile._cli_info import info_report as info_report
-from hipfile._cli_info import path_report as path_report
+from hipfile.cli import _bench
+from hipfile.cli._bench import BenchJob, IOKind, cmd_bench
+from hipfile.cli._bench import run_bench as run_bench
+from hipfile.cli._info import DIRECT_FILE_SYSTEMS as DIRECT_FILE_SYSTEMS
+from hipfile.cli._info import FS_MAGIC as FS_MAGIC
+from hipfile.cli._info import cmd_info
+from hipfile.cli._info import info_report as info_report
+from hipfile.cli._info import path_report as path_report
 
 __all__ = ["IO_KINDS", "BenchJob", "IOKind", "build_parser", "main"]
 
 #: The I/O kinds of ``hipfile bench --io``, by name (the dict ``bench`` looks them up in).
-IO_KINDS: dict[str, IOKind] = _cli_bench.IO_KINDS
+IO_KINDS: dict[str, IOKind] = _bench.IO_KINDS
 
 # -- shared helpers ---------------------------------------------------------------------------
 

@@ -32,8 +32,12 @@ from typing import Any
 
 import numpy as np
 
-from hipfile._abi import IO_EVENTS, IO_PARAMS
-from hipfile._batch_event import (
+from hipfile._interop import Deadline, as_int, as_timeout, io_range
+from hipfile._lib import _hipfile
+from hipfile._lib._hipfile import _FileCore
+from hipfile._lifetime import ClosesWhenCollected
+from hipfile.batch._abi import IO_EVENTS, IO_PARAMS
+from hipfile.batch._event import (
     _FINAL,
     _MAX_ENTRY,
     _SLICE,
@@ -44,11 +48,7 @@ from hipfile._batch_event import (
     _set_up,
     _Submission,
 )
-from hipfile._batch_ranges import batch_read, batch_write
-from hipfile._interop import Deadline, as_int, as_timeout, io_range
-from hipfile._lib import _hipfile
-from hipfile._lib._hipfile import _FileCore
-from hipfile._lifetime import ClosesWhenCollected
+from hipfile.batch._ranges import batch_read, batch_write
 from hipfile.enums import BatchMode, Opcode, OpError, Status
 from hipfile.errors import (
     BatchFullError,

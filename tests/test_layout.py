@@ -1,0 +1,134 @@
+"""The package's layout rules, read from its sources: one way into the
+compiled core, and no import circle among the Python modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import hipfile
+
+PKG = Path(hipfile.__file__).resolve().parent
+LIB = PKG / "_lib"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _python_modules() -> dict[str, Path]:
+    """Every Python module of the package outside the compiled core's folder."""
+    return {_module_name(p): p for p in sorted(PKG.rglob("*.py"))
+            if LIB not in p.parents and "_prefix" not in p.parts}
+
+
+def _imports(path: Path, top_level_only: bool) -> list[tuple[int, str, list[str]]]:
+    """``(line, module, names)`` of each import in ``path`` (relative imports
+    resolved); ``top_level_only``: those that run when the module is imported
+    (not inside a function)."""
+    tree = ast.parse(path.read_text(), str(path))
+    here = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        here = here[:-1]
+    nodes: list[ast.AST] = []
+    if top_level_only:
+        todo: list[ast.AST] = list(tree.body)
+        while todo:
+            n = todo.pop()
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                continue
+            if isinstance(n, ast.If) and isinstance(n.test, ast.Name) \
+                    and n.test.id == "TYPE_CHECKING":
+                continue
+            nodes.append(n)
+            todo.extend(ast.iter_child_nodes(n))
+    else:
+        nodes = list(ast.walk(tree))
+    out = []
+    for n in nodes:
+        if isinstance(n, ast.Import):
+            out += [(n.lineno, a.name, []) for a in n.names]
+        elif isinstance(n, ast.ImportFrom):
+            base = n.module or ""
+            if n.level:
+                base = ".".join(here[:len(here) - n.level + 1] + ([base] if base else []))
+            out.append((n.lineno, base, [a.name for a in n.names]))
+    return out
+
+
+def _compiled_modules() -> set[str]:
+    return {f"hipfile._lib.{p.stem}" for p in LIB.glob("*.pyx")}
+
+
+def test_the_compiled_core_is_entered_through_one_module() -> None:
+    compiled = _compiled_modules()
+    assert "hipfile._lib._engine" in compiled     # the rule reads the right folder
+    found = []
+    for name, path in _python_modules().items():
+        for line, module, names in _imports(path, top_level_only=False):
+            targets = {module} | {f"{module}.{n}" for n in names}
+            bad = sorted(t for t in targets if t in compiled and t != "hipfile._lib._hipfile")
+            if bad:
+                found.append(f"{name}:{line} imports {', '.join(bad)}")
+    assert not found, ("outside hipfile/_lib, the compiled modules are reached through "
+                       "hipfile._lib._hipfile only:\n" + "\n".join(found))
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _python_modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for _line, module, names in _imports(path, top_level_only=True):
+            for n in names or [""]:
+                sub = f"{module}.{n}" if n else module
+                target = sub if sub in modules else module
+                if target in modules and target != name:
+                    edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_no_import_circle_among_the_python_modules() -> None:
+    graph = _graph()
+    assert graph["hipfile.file._handle"], "the graph has the package's imports"
+    # a package's __init__ importing its own submodules is how packages are
+    # built; what must not happen is a module reaching back up into its
+    # package's __init__ (or any module) that imports it again
+    inner = {n: {m for m in e if not n.startswith(m + ".")} for n, e in graph.items()}
+    cycle = _cycle(inner)
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
