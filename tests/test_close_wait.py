@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _platform import PLATFORM
 from _util import (
     check,
     device_array,
@@ -33,7 +34,6 @@ from _util import (
     random_file,
     to_device,
 )
-from conftest import PLATFORM
 from hip import hip
 
 import hipfile

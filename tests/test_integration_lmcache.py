@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _platform import PLATFORM
 from _util import (
     check,
     device_array,
@@ -20,7 +21,6 @@ from _util import (
     random_bytes,
     to_device,
 )
-from conftest import PLATFORM
 from hip import hip
 
 import hipfile

@@ -101,7 +101,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(n)
         for m in sorted(graph.get(n, ())):
             if state.get(m) == 1:
-                return stack[stack.index(m):] + [m]
+                return [*stack[stack.index(m):], m]
             if m not in state:
                 found = visit(m)
                 if found:

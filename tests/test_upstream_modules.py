@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import PLATFORM
+from _platform import PLATFORM
 
 import hipfile
 

@@ -20,8 +20,8 @@ bash platforms/cuda/udev-stub.sh /tmp >>"$out/build.log" 2>&1 || true
     || { tail -30 "$out/install.log"; exit 1; }
 export HIPFILE_PLATFORM=cuda HIPFILE_PLATFORM_QUIET=1
 timeout -s ABRT 180 "$py" -X faulthandler -m pytest -q -p no:cacheprovider -rs \
-    tests/test_batch_ranges.py tests/test_batch.py tests/test_conveniences.py \
-    tests/abi/test_abi_batch.py tests/test_cuda_platform_batch_wait.py >"$out/pytest.log" 2>&1
+    tests/batch/test_batch_ranges.py tests/batch/test_batch.py tests/test_conveniences.py \
+    tests/abi/test_abi_batch.py tests/batch/test_cuda_platform_batch_wait.py >"$out/pytest.log" 2>&1
 echo "pytest exit $?"; tail -15 "$out/pytest.log"
 bench() {
     timeout -s ABRT 150 "$py" -X faulthandler benchmarks/bench_batch.py --platform cuda \

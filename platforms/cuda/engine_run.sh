@@ -21,7 +21,7 @@ export HIPFILE_PLATFORM=cuda HIPFILE_PLATFORM_QUIET=1
 # SIGABRT on a time-out makes faulthandler print every thread's stack
 run_tests() {
     timeout -s ABRT "${ENGINE_RUN_TEST_TIMEOUT:-200}" "$py" -X faulthandler -m pytest -q \
-        -p no:cacheprovider -rs ${ENGINE_RUN_TESTS:-tests/test_engine.py \
+        -p no:cacheprovider -rs ${ENGINE_RUN_TESTS:-tests/engine/test_engine.py \
         tests/hip} >"$out/pytest.log" 2>&1
     echo "pytest exit $?"; tail -15 "$out/pytest.log"
 }

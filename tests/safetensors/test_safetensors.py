@@ -660,7 +660,7 @@ def test_benchmark_checks_correctness_on_the_emulated_platform(tmp_path: Path) -
     import subprocess
     import sys
 
-    script = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_safetensors.py"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_safetensors.py"
     env = dict(os.environ, HIPFILE_PLATFORM="emulated", PYTHONWARNINGS="ignore")
     refused = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                              text=True, timeout=120)

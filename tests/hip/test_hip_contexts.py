@@ -2,7 +2,7 @@
 context is its device's primary context; making one current makes its device
 current; each thread has a context stack; the primary context is active while
 retained. (hip-python-interop maps NVIDIA's driver-API context calls onto
-these; see test_interop_cufile.py.)"""
+these; see compat/test_interop_cufile.py.)"""
 
 from __future__ import annotations
 

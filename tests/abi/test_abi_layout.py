@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PLATFORM
+from _platform import PLATFORM
 
 from hipfile._lib import _hipfile
 from hipfile.batch._abi import DESCR, DRIVER_PROPS_SIZE, IO_EVENTS, IO_PARAMS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: (header, include folders) of each platform built from this tree.
 HEADERS = {

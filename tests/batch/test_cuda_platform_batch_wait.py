@@ -21,8 +21,8 @@ import pytest
 
 from hipfile.enums import OpError
 
-ROOT = Path(__file__).resolve().parent.parent
-FAKE = Path(__file__).resolve().parent / "cuda_fake"
+ROOT = Path(__file__).resolve().parents[2]
+FAKE = ROOT / "tests" / "cuda_fake"
 
 
 @pytest.fixture(scope="module")

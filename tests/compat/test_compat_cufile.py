@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _platform import PLATFORM
 from _util import from_device, to_device
-from conftest import PLATFORM
 
 import hipfile
 from hipfile.compat import cufile
