@@ -82,7 +82,7 @@ def host_view(obj: Any) -> memoryview | None:
     ValueError
         The memory is not one contiguous range.
     """
-    if obj is None or isinstance(obj, bool | int | _hipfile._BufferCore):
+    if obj is None or isinstance(obj, bool | int | _hipfile.BufferCore):
         return None
     if getattr(obj, "__cuda_array_interface__", None) is not None:
         return None
@@ -111,7 +111,7 @@ def host_view(obj: Any) -> memoryview | None:
 def as_int(value: Any, name: str) -> int:
     """``value`` as an int: an int or an object with ``__index__`` (numpy
     integers), below 2**63; the package's one rule for integer arguments
-    (``_core._as_index``, which the compiled modules use; ``_api`` gives
+    (``_core.c_as_index``, which the compiled modules use; ``_api`` gives
     its Python forms).
 
     Raises

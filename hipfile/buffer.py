@@ -6,13 +6,13 @@ import ctypes
 from typing import Any
 
 from hipfile._interop import as_int, buffer_info, pointer_value
-from hipfile._lib._hipfile import _BufferCore
+from hipfile._lib._hipfile import BufferCore
 from hipfile._lifetime import RegistrationLifetime
 
 __all__ = ["Buffer"]
 
 
-class Buffer(_BufferCore, RegistrationLifetime):
+class Buffer(BufferCore, RegistrationLifetime):
     """A range of device memory, optionally registered with hipFile.
 
     ``Buffer`` never owns the allocation: it keeps the object it was made
@@ -61,7 +61,7 @@ class Buffer(_BufferCore, RegistrationLifetime):
 
     def __init__(self, buffer_ptr: Any, length: int | None = None, flags: int = 0) -> None:
         bare = False
-        if isinstance(buffer_ptr, _BufferCore):
+        if isinstance(buffer_ptr, BufferCore):
             ptr, size, owner = buffer_ptr.ptr, buffer_ptr.length, buffer_ptr
             bare = buffer_ptr.bare
         elif length is None:

@@ -140,7 +140,7 @@ class Driver(Closes):
         if not wait or use_count() > 1:
             self._close_now()
             return
-        _hipfile._begin_driver_closing()
+        _hipfile.begin_driver_closing()
         try:
             if not _wait_idle(limit):
                 raise InFlightTimeoutError(
@@ -149,7 +149,7 @@ class Driver(Closes):
                     "again")
             self._close_now()
         finally:
-            _hipfile._end_driver_closing()
+            _hipfile.end_driver_closing()
 
     def _close_now(self) -> None:
         if self._open:
@@ -173,12 +173,12 @@ class Driver(Closes):
         if not (self._open and use_count() <= 1):
             exit_block(exc, lambda: None, self._close_now)
             return
-        _hipfile._begin_driver_closing()
+        _hipfile.begin_driver_closing()
         try:
             exit_block(exc, lambda: _wait_idle(None, _lifetime.HELD_WAIT_TIMEOUT),
                        self._close_now)
         finally:
-            _hipfile._end_driver_closing()
+            _hipfile.end_driver_closing()
 
     def __repr__(self) -> str:
         return f"<hipfile.Driver {'open' if self._open else 'closed'}>"
@@ -210,13 +210,13 @@ class Driver(Closes):
 
 def _in_flight() -> int:
     """Operations in flight on every file, of every kind."""
-    return int(_hipfile.settle(None)) + int(_hipfile._files_held())
+    return int(_hipfile.settle(None)) + int(_hipfile.files_held())
 
 
 def _wait_idle(timeout: float | None, held_timeout: float | None = None) -> bool:
     """Wait until no operation is in flight on any file (see
     :func:`hipfile._lifetime.drain`); returns whether none is left."""
-    return drain(lambda left: int(_hipfile.wait_for(None, left)), _hipfile._files_held,
+    return drain(lambda left: int(_hipfile.wait_for(None, left)), _hipfile.files_held,
                  timeout, held_timeout)
 
 

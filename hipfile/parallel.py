@@ -31,7 +31,7 @@ from typing import Any
 from hipfile import defaults
 from hipfile._interop import as_positive, as_timeout, check_writable, io_range_or_host, wait_event
 from hipfile._lib import _hipfile
-from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile._lib._hipfile import BufferCore, FileCore
 from hipfile.file._transfer import host_transfer, transfer
 
 __all__ = [
@@ -480,7 +480,7 @@ INLINE_MAX = 256 << 10
 
 def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: int | None,
             buffer_offset: int, task_size: int | None, executor: Executor | None) -> IOFuture:
-    if not isinstance(fh, _FileCore):
+    if not isinstance(fh, FileCore):
         raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
     tsize = INLINE_MAX if task_size is None else as_positive(task_size, "task_size")
     if executor is not None and not callable(getattr(executor, "submit", None)):
@@ -496,7 +496,7 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
         if host_fd is None:
             raise TypeError(f"{type(fh).__name__} does not support host buffers")
 
-    core = owner if isinstance(owner, _BufferCore) else None
+    core = owner if isinstance(owner, BufferCore) else None
     # Check and hold in one step, so that a close racing with this call
     # either waits for it or refuses it (a closing file: ClosedFileError).
     fh._hold_open()

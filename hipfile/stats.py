@@ -28,7 +28,7 @@ from typing import Any
 
 from hipfile._interop import as_timeout, wait_event
 from hipfile._lib import _hipfile
-from hipfile._lib._enums import _member_or_int
+from hipfile._lib._enums import member_or_int
 from hipfile._lib._errors import ClosedError, HipFileException
 
 __all__ = [
@@ -84,7 +84,7 @@ class StatsError(HipFileException):
     @property
     def status(self) -> StatsStatus | int:
         """The status as a :class:`StatsStatus` where it is one."""
-        return _member_or_int(StatsStatus, self._status)
+        return member_or_int(StatsStatus, self._status)
 
     @property
     def func(self) -> str:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from hipfile._interop import stream_info
-from hipfile._lib._hipfile import _StreamCore
+from hipfile._lib._hipfile import StreamCore
 from hipfile._lifetime import RegistrationLifetime
 from hipfile.enums import StreamFlags
 
 __all__ = ["Stream"]
 
 
-class Stream(_StreamCore, RegistrationLifetime):
+class Stream(StreamCore, RegistrationLifetime):
     """A HIP stream as hipFile sees it, registered or not.
 
     Parameters

@@ -72,7 +72,7 @@ def _no_engine_faults() -> Iterator[None]:
     yield
     from hipfile._lib import _hipfile
 
-    _hipfile._engine_inject_faults()
+    _hipfile.engine_inject_faults()
 
 
 @pytest.fixture(autouse=True)

@@ -176,10 +176,10 @@ def test_wait_for_save_raises_the_first_error(tmp_path: Path, model: Any,
     meta = vkv.HipFileConnectorMetadata([vkv.ReqMeta("ok", ids[:2], save=True),
                                          vkv.ReqMeta("bad", ids[2:], save=True)])
     emulated.inject_fault("write", errno.ENOSPC, count=1, after=LAYERS // 2)
-    _hipfile._engine_inject_faults(errno.ENOSPC, count=1, after=LAYERS // 2)  # staged path
+    _hipfile.engine_inject_faults(errno.ENOSPC, count=1, after=LAYERS // 2)  # staged path
     with pytest.raises(OSError) as info:
         vkv.forward_pass(model, connector, meta)
-    _hipfile._engine_inject_faults()
+    _hipfile.engine_inject_faults()
     assert info.value.errno == errno.ENOSPC
     assert connector._saves == [] and connector._save_files == {}, "saves left in flight"
     # the failed write belongs to one of the two requests (the engine's
@@ -201,9 +201,9 @@ def test_a_failed_load_releases_the_stream_and_is_reported(tmp_path: Path, model
     _stored(tmp_path, "r", len(ids))
     meta = vkv.HipFileConnectorMetadata([vkv.ReqMeta("r", ids, load=True)])
     emulated.inject_fault("read", errno.EIO, count=1, after=3)
-    _hipfile._engine_inject_faults(errno.EIO, count=1, after=3)    # the staged path's reads
+    _hipfile.engine_inject_faults(errno.EIO, count=1, after=3)    # the staged path's reads
     vkv.forward_pass(model, connector, meta)
-    _hipfile._engine_inject_faults()
+    _hipfile.engine_inject_faults()
     model.synchronize()                      # released although a range failed
     assert vkv.collect_finished(connector, set()) == (set(), {"r"})
     assert connector.get_block_ids_with_load_errors() == set(ids)

@@ -4,14 +4,14 @@
 
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
-from hipfile._lib._runtime cimport _Completion
-from hipfile._lib._core cimport _StreamState
+from hipfile._lib._runtime cimport CompletionBase
+from hipfile._lib._core cimport StreamState
 from hipfile._lib._pool cimport Slots
 
 # Handles submitted and not yet observed complete (borrowed pointers).
-cdef PyObject *_pending_head
+cdef PyObject *pending_head
 
-cdef class AsyncIOHandle(_Completion):
+cdef class AsyncIOHandle(CompletionBase):
     cdef int _slot
     cdef Slots *_s
     cdef int _opcode
@@ -20,7 +20,7 @@ cdef class AsyncIOHandle(_Completion):
     cdef object _file
     cdef object _buffer
     cdef object _stream_owner
-    cdef _StreamState _state
+    cdef StreamState _state
     cdef uintptr_t _stream
     cdef unsigned _flags
     cdef size_t _submitted_size

@@ -2,14 +2,14 @@
 
 from typing import Any
 
-from hipfile._lib._core import _FileCore
+from hipfile._lib._core import FileCore
 
 def read_async(
-    self: _FileCore, buffer: Any, size: int | None = None, file_offset: int = 0,
+    self: FileCore, buffer: Any, size: int | None = None, file_offset: int = 0,
     buffer_offset: int = 0, stream: Any = 0,
 ) -> AsyncIOHandle: ...
 def write_async(
-    self: _FileCore, buffer: Any, size: int | None = None, file_offset: int | None = None,
+    self: FileCore, buffer: Any, size: int | None = None, file_offset: int | None = None,
     buffer_offset: int = 0, stream: Any = 0,
 ) -> AsyncIOHandle: ...
 

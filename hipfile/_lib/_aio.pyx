@@ -30,17 +30,17 @@ from libc.stdint cimport uintptr_t
 from hipfile._lib.chipfile cimport *
 from hipfile._lib._bindings cimport bind, p_hipFileReadAsync, p_hipFileWriteAsync
 from hipfile._lib._core cimport (
-    FIXED_BUF_OFFSET, FIXED_FILE_OFFSET, FIXED_FILE_SIZE, _as_index, _BufferCore,
-    _ensure_registered, _FileCore, _io_range, _release_refs, _StreamState, submit_preamble)
+    FIXED_BUF_OFFSET, FIXED_FILE_OFFSET, FIXED_FILE_SIZE, c_as_index, BufferCore,
+    ensure_registered, FileCore, io_range, release_refs, StreamState, submit_preamble)
 from hipfile._lib cimport _core
 from hipfile._lib._pool cimport (
-    SLOT_DONE, SLOT_PARKED, Slots, _give_back, _launch_marker, _lose, _Parked, _parked, _slot_ptr,
-    _state_ptr, _sweep, _take)
+    SLOT_DONE, SLOT_PARKED, Slots, give_back, launch_marker, lose_parked, Parked, parked_slots, slot_ptr,
+    slot_state_ptr, sweep_parked, take_slot)
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY, HIP_EVENT_DISABLE_TIMING, HIP_SUCCESS, WAIT_EVENT, _as_timeout,
-    _c_event_create, _c_event_free, _c_event_rec, _destroy_event, _event_query, _EventType,
-    _exiting, _fork_gen, _forked, _hip_fail, _hipapi, _load_hip_capi, _pointer_device,
-    _PointerType, _stream_query, wait_interruptible, _Completion)
+    HIP_ERROR_NOT_READY, HIP_EVENT_DISABLE_TIMING, HIP_SUCCESS, WAIT_EVENT, c_as_timeout,
+    c_event_create, c_event_free, c_event_rec, destroy_event, event_query, EventType,
+    exiting, fork_gen, raise_forked, hip_fail, hipapi, load_hip_capi, pointer_device,
+    PointerType, stream_query, wait_interruptible, CompletionBase)
 
 from hipfile._lib import _runtime
 from hipfile._lib._errors import HipRuntimeError, raise_result, raise_status, stream_error
@@ -48,17 +48,17 @@ from hipfile._lib._runtime import on_device
 
 # Intrusive list of handles submitted and not yet observed complete
 # (borrowed pointers; a handle unlinks itself before it dies).
-_pending_head = NULL
+pending_head = NULL
 
 
-cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
+cdef AsyncIOHandle _submit(FileCore f, int opcode, object buffer, object size,
                            object file_offset, object buffer_offset, object stream):
-    global _pending_head
+    global pending_head
     cdef hipFileReadAsync_t fn
     cdef uintptr_t base
     cdef size_t length
     cdef PyObject *state = NULL
-    cdef _StreamState st = None
+    cdef StreamState st = None
     cdef uintptr_t sh
     cdef hoff_t foff, boff
     cdef size_t nbytes
@@ -79,23 +79,23 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     try:   # counted in f._entering by the preamble until counted in _pending
         if state != NULL:
-            st = <_StreamState>state
+            st = <StreamState>state
         given = file_offset is not None
         if not given:
             file_offset = 0
         if opcode == 1 and f._appends:
             # an append handle: the range at the end of the file, taken now (a
             # given offset must be that end; FileHandle.appends)
-            _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
+            io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
             appended = f._reserve_append(foff if given else None, nbytes)
             file_offset = appended
-        _io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
+        io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
 
         if not f._registered:
-            _ensure_registered(f)
+            ensure_registered(f)
         h = AsyncIOHandle.__new__(AsyncIOHandle)
-        h._slot = _take()
-        s = _slot_ptr(h._slot)
+        h._slot = take_slot()
+        s = slot_ptr(h._slot)
         h._s = s
         s.size = nbytes
         s.file_offset = foff
@@ -109,7 +109,7 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
                 err_no = libc.errno.errno
         if e.err != 0:
             # not enqueued: the library keeps no pointer to the slots
-            _give_back(h._slot)
+            give_back(h._slot)
             h._slot = -1
             h._s = NULL
             if appended >= 0:
@@ -122,7 +122,7 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
             raise_status(e.err, e.hip_drv_err,
                          "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync")
         h._opcode = opcode
-        h._gen = _fork_gen
+        h._gen = fork_gen
         h._submitted = 1
         h._file = f
         h._buffer = buf_owner
@@ -135,23 +135,23 @@ cdef AsyncIOHandle _submit(_FileCore f, int opcode, object buffer, object size,
         h._submitted_size = nbytes
         h._buf_len = length
         f._pending += 1
-        if isinstance(buf_owner, _BufferCore):
-            (<_BufferCore>buf_owner)._pending += 1
+        if isinstance(buf_owner, BufferCore):
+            (<BufferCore>buf_owner)._pending += 1
         if st is not None:
             st.pending += 1
         # link
-        h._next = _pending_head
+        h._next = pending_head
         h._prev = NULL
-        if _pending_head != NULL:
-            (<AsyncIOHandle>_pending_head)._prev = <PyObject *>h
-        _pending_head = <PyObject *>h
+        if pending_head != NULL:
+            (<AsyncIOHandle>pending_head)._prev = <PyObject *>h
+        pending_head = <PyObject *>h
         return h
     finally:
         f._entering -= 1
 
 
 @cython.annotation_typing(False)    # the hints are for help() and IDEs, not Cython
-def read_async(_FileCore self, buffer: Any, size: int | None = None, file_offset: int = 0,
+def read_async(FileCore self, buffer: Any, size: int | None = None, file_offset: int = 0,
                buffer_offset: int = 0, stream: Any = 0) -> AsyncIOHandle:
     """Enqueue a read of ``size`` bytes at ``file_offset`` into ``buffer``
     at ``buffer_offset`` on ``stream``; returns an :class:`AsyncIOHandle`.
@@ -180,7 +180,7 @@ def read_async(_FileCore self, buffer: Any, size: int | None = None, file_offset
 
 
 @cython.annotation_typing(False)    # the hints are for help() and IDEs, not Cython
-def write_async(_FileCore self, buffer: Any, size: int | None = None,
+def write_async(FileCore self, buffer: Any, size: int | None = None,
                 file_offset: int | None = None, buffer_offset: int = 0,
                 stream: Any = 0) -> AsyncIOHandle:
     """Enqueue a write of ``size`` bytes from ``buffer`` at
@@ -201,11 +201,11 @@ def write_async(_FileCore self, buffer: Any, size: int | None = None,
 
 
 cdef void _unlink(AsyncIOHandle h):
-    global _pending_head
+    global pending_head
     if h._prev != NULL:
         (<AsyncIOHandle>h._prev)._next = h._next
-    elif _pending_head == <PyObject *>h:
-        _pending_head = h._next
+    elif pending_head == <PyObject *>h:
+        pending_head = h._next
     if h._next != NULL:
         (<AsyncIOHandle>h._next)._prev = h._prev
     h._prev = NULL
@@ -217,7 +217,7 @@ cdef void _unlink(AsyncIOHandle h):
 # once its completion is observed, by the GC callback in _observe.pxi.
 @cython.no_gc
 @cython.freelist(64)
-cdef class AsyncIOHandle(_Completion):
+cdef class AsyncIOHandle(CompletionBase):
     """One stream-ordered read or write and the four values it uses.
 
     The slots (size, file offset, buffer offset, bytes done) live in pinned
@@ -239,11 +239,11 @@ cdef class AsyncIOHandle(_Completion):
         cdef hoff_t f, b
         if size is None:
             raise TypeError("size must be an int, not None")
-        _io_range(<size_t>-1, size, file_offset, buffer_offset, &n, &f, &b)
-        self._gen = _fork_gen
+        io_range(<size_t>-1, size, file_offset, buffer_offset, &n, &f, &b)
+        self._gen = fork_gen
         if self._slot < 0:
-            self._slot = _take()
-            self._s = _slot_ptr(self._slot)
+            self._slot = take_slot()
+            self._s = slot_ptr(self._slot)
         self._s.size = n
         self._s.file_offset = f
         self._s.buffer_offset = b
@@ -258,7 +258,7 @@ cdef class AsyncIOHandle(_Completion):
             return
         self._complete = 1
         _unlink(self)
-        _release_refs(self._file, self._buffer, self._state)
+        release_refs(self._file, self._buffer, self._state)
         self._file = None
         self._buffer = None
         self._stream_owner = None
@@ -280,8 +280,8 @@ cdef class AsyncIOHandle(_Completion):
         cdef int dev
         if not self._lost or not self._stream_gone:
             return 0
-        h = _hipapi()
-        dev = _pointer_device(self._base)
+        h = hipapi()
+        dev = pointer_device(self._base)
         try:
             with on_device(dev):
                 err = int(h.hip.hipDeviceSynchronize()[0])
@@ -293,49 +293,49 @@ cdef class AsyncIOHandle(_Completion):
         return 0
 
     def __dealloc__(self):
-        cdef _Parked rec
-        if self._slot < 0 or self._gen != _fork_gen:
+        cdef Parked rec
+        if self._slot < 0 or self._gen != fork_gen:
             return   # inherited through fork: the parent owns the slot
         if self._lost:
-            rec = _Parked.__new__(_Parked)
+            rec = Parked.__new__(Parked)
             rec.event = self._event
             rec.lost = 1
-            _state_ptr(self._slot)[0] = SLOT_PARKED
-            _parked[self._slot] = rec
+            slot_state_ptr(self._slot)[0] = SLOT_PARKED
+            parked_slots[self._slot] = rec
             return
         if not self._submitted or self._complete:
-            _give_back(self._slot)   # first: the slot never stays without owner
+            give_back(self._slot)   # first: the slot never stays without owner
             if self._event is not None:
-                _destroy_event(self._event)
+                destroy_event(self._event)
             return
-        if _exiting:
+        if exiting:
             return   # in flight at exit: touch nothing
         # Dropped before completion was observed: park the slots (and the
         # objects the operation uses) until a host function enqueued behind
         # the operation marks them done. No blocking here.
         _unlink(self)
-        cdef unsigned char *state = _state_ptr(self._slot)
+        cdef unsigned char *state = slot_state_ptr(self._slot)
         state[0] = SLOT_PARKED
-        rec = _Parked.__new__(_Parked)
+        rec = Parked.__new__(Parked)
         rec.file = self._file
         rec.buffer = self._buffer
         rec.stream_state = self._state
         rec.event = self._event
         rec.stream = self._stream
-        _parked[self._slot] = rec
+        parked_slots[self._slot] = rec
         try:
-            _load_hip_capi()
+            load_hip_capi()
         except BaseException:
             pass
-        if _launch_marker(self._stream, state) != HIP_SUCCESS:
+        if launch_marker(self._stream, state) != HIP_SUCCESS:
             # Could not enqueue a marker: settle now if the stream is idle,
             # otherwise the slots stay parked (never reused).
             try:
-                err = _stream_query(self._stream)
+                err = stream_query(self._stream)
                 if err == HIP_SUCCESS:
                     state[0] = SLOT_DONE
                 elif err != HIP_ERROR_NOT_READY:
-                    _lose(rec)
+                    lose_parked(rec)
             except BaseException:
                 pass
 
@@ -366,14 +366,14 @@ cdef class AsyncIOHandle(_Completion):
         """The four slots as a HIP-Python ``Pointer`` (size_t size, off_t
         file_offset, off_t buffer_offset, ssize_t bytes_done)."""
         if self._slots_ptr is None:
-            _hipapi()
-            self._slots_ptr = _PointerType(<uintptr_t>self._s)
+            hipapi()
+            self._slots_ptr = PointerType(<uintptr_t>self._s)
         return self._slots_ptr
 
     cdef long long _settable(self, object value, unsigned fixed_flag, str name) except? -1:
         # a new size or offset: an int >= 0, while the operation has not
         # completed and the stream did not fix it at submit
-        cdef long long n = _as_index(value, name)
+        cdef long long n = c_as_index(value, name)
         self._check_settable(fixed_flag, name)
         if n < 0:
             raise ValueError(f"{name} must be >= 0, got {n}")
@@ -458,13 +458,13 @@ cdef class AsyncIOHandle(_Completion):
         """
         if self._complete or not self._submitted:
             return bool(self._complete)
-        if self._gen != _fork_gen:
-            _forked("this AsyncIOHandle")
+        if self._gen != fork_gen:
+            raise_forked("this AsyncIOHandle")
         if self._event is None:
-            if self._answered(_stream_query(self._stream)):
+            if self._answered(stream_query(self._stream)):
                 return True
             self._record()
-        return bool(self._answered(_event_query(self._event)))
+        return bool(self._answered(event_query(self._event)))
 
     cdef bint _answered(self, int err) except -1:
         # a query's answer: complete (observed now), gone (lost), or pending
@@ -479,24 +479,24 @@ cdef class AsyncIOHandle(_Completion):
     cdef _record(self):
         cdef void *ev = NULL
         cdef int err = 0
-        _load_hip_capi()
-        _hipapi()      # the event is handed out as HIP-Python's hipEvent_t
-        if _c_event_create != NULL and _c_event_rec != NULL and _c_event_free != NULL:
+        load_hip_capi()
+        hipapi()      # the event is handed out as HIP-Python's hipEvent_t
+        if c_event_create != NULL and c_event_rec != NULL and c_event_free != NULL:
             # C only from the creation to the owner: Ctrl-C cannot orphan it
             with nogil:
-                err = _c_event_create(&ev, HIP_EVENT_DISABLE_TIMING)
+                err = c_event_create(&ev, HIP_EVENT_DISABLE_TIMING)
                 if err == HIP_SUCCESS:
-                    err = _c_event_rec(ev, <void *>self._stream)
+                    err = c_event_rec(ev, <void *>self._stream)
                     if err != HIP_SUCCESS:
-                        _c_event_free(ev)
+                        c_event_free(ev)
             if err != HIP_SUCCESS:
-                _hip_fail(err, "hipEventRecord")
+                hip_fail(err, "hipEventRecord")
             if self._event is not None:
-                _c_event_free(ev)   # another thread recorded one meanwhile
+                c_event_free(ev)   # another thread recorded one meanwhile
                 return
-            self._event = _EventType.fromObj(<uintptr_t>ev)
+            self._event = EventType.fromObj(<uintptr_t>ev)
             return
-        h = _hipapi()
+        h = hipapi()
         ev_obj = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
                          "hipEventCreateWithFlags")
         try:
@@ -549,8 +549,8 @@ cdef class AsyncIOHandle(_Completion):
         """
         if not self._submitted:
             raise ValueError("the handle was never submitted")
-        if self._gen != _fork_gen:
-            _forked("this AsyncIOHandle")
+        if self._gen != fork_gen:
+            raise_forked("this AsyncIOHandle")
         if self._event is None:
             self._record()
         return self._event
@@ -593,12 +593,12 @@ cdef class AsyncIOHandle(_Completion):
         --------
         hipStreamQuery, hipEventQuery
         """
-        cdef double t = -1.0 if timeout is None else _as_timeout(timeout)
+        cdef double t = -1.0 if timeout is None else c_as_timeout(timeout)
         if not self._submitted:
             raise ValueError("the handle was never submitted")
         if not self._complete:
-            if self._gen != _fork_gen:
-                _forked("this AsyncIOHandle")
+            if self._gen != fork_gen:
+                raise_forked("this AsyncIOHandle")
             if not self._wait_complete(t):
                 raise TimeoutError(f"operation not complete after {timeout} s")
         if self._lost:
@@ -634,8 +634,8 @@ cdef class AsyncIOHandle(_Completion):
 
 def _after_fork_in_child():
     # the parent's pending handles: their completion is never observed here
-    global _pending_head
-    _pending_head = NULL
+    global pending_head
+    pending_head = NULL
 
 
 _runtime.on_fork_child(_after_fork_in_child)

@@ -17,11 +17,11 @@ from hipfile._lib._bindings cimport (
     bind, p_hipFileBatchIOGetStatus, p_hipFileDriverGetProperties, p_hipFileGetParameterString,
     p_hipFileHandleRegister)
 from hipfile._lib._core cimport (
-    _as_index, _as_positive, _as_size, _BufferCore, _buffer_info, _io_range, _StreamCore)
-from hipfile._lib._runtime cimport _as_timeout
+    c_as_index, c_as_positive, c_as_size, BufferCore, c_buffer_info, io_range, StreamCore)
+from hipfile._lib._runtime cimport c_as_timeout
 
 from hipfile._lib import _bindings
-from hipfile._lib._decode import stream_info as _decode_stream_info
+from hipfile._lib._decode import stream_info as decode_stream_info
 from hipfile._lib._errors import raise_result
 
 #: One hipFileRead/hipFileWrite call moves at most this many bytes.
@@ -103,7 +103,7 @@ def batch_io_get_status(uintptr_t batch, unsigned min_nr, unsigned capacity,
     cdef timespec ts
     cdef timespec *tsp = NULL
     cdef hipFileError_t e
-    cdef double t = _as_timeout(timeout)
+    cdef double t = c_as_timeout(timeout)
     if t >= 0:
         ts.tv_sec = <long>t
         ts.tv_nsec = <long>((t - <long>t) * 1e9)
@@ -179,16 +179,16 @@ def buffer_info(obj):
     """
     cdef uintptr_t base = 0
     cdef size_t length = 0
-    owner = _buffer_info(obj, &base, &length)
+    owner = c_buffer_info(obj, &base, &length)
     return base, length, owner
 
 
 def stream_info(obj):
     """``(handle, owner)`` of a stream object (see
     :func:`hipfile._lib._decode.stream_info`; a Stream is its own owner)."""
-    if isinstance(obj, _StreamCore):
-        return (<_StreamCore>obj)._handle, obj
-    return _decode_stream_info(obj)
+    if isinstance(obj, StreamCore):
+        return (<StreamCore>obj)._handle, obj
+    return decode_stream_info(obj)
 
 
 def io_range_check(size_t length, size, file_offset, buffer_offset, buf=None):
@@ -209,13 +209,13 @@ def io_range_check(size_t length, size, file_offset, buffer_offset, buf=None):
     """
     cdef size_t n
     cdef hoff_t f, b
-    _io_range(length, size, file_offset, buffer_offset, &n, &f, &b, buf)
+    io_range(length, size, file_offset, buffer_offset, &n, &f, &b, buf)
     return n, f, b
 
 
 def as_index(value, str name):
     """``value`` as an int, by the package's one rule for integer arguments
-    (``_core._as_index``): an int or an object with ``__index__`` (numpy
+    (``_core.c_as_index``): an int or an object with ``__index__`` (numpy
     integers), below 2**63.
 
     Raises
@@ -225,7 +225,7 @@ def as_index(value, str name):
     ValueError
         2**63 and more, or below -2**63.
     """
-    return _as_index(value, name)
+    return c_as_index(value, name)
 
 
 def as_size(value, str name):
@@ -239,7 +239,7 @@ def as_size(value, str name):
         Negative, or 2**63 and more (the message names ``name`` and the
         value).
     """
-    return _as_size(value, name)
+    return c_as_size(value, name)
 
 
 def as_positive(value, str name):
@@ -253,4 +253,4 @@ def as_positive(value, str name):
     ValueError
         0, negative, or 2**63 and more.
     """
-    return _as_positive(value, name)
+    return c_as_positive(value, name)

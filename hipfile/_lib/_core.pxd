@@ -11,7 +11,7 @@ cdef enum:
     FIXED_FILE_OFFSET = 2
     FIXED_FILE_SIZE = 4
 
-cdef class _StreamState:
+cdef class StreamState:
     cdef readonly uintptr_t handle
     cdef readonly unsigned flags
     cdef readonly bint registered
@@ -19,7 +19,7 @@ cdef class _StreamState:
     cdef unsigned long epoch
     cdef unsigned long gen
 
-cdef class _BufferCore:
+cdef class BufferCore:
     cdef uintptr_t _ptr
     cdef size_t _length
     cdef int _flags
@@ -34,13 +34,13 @@ cdef class _BufferCore:
     cdef public bint _appends
     cdef bint _bare           # made from a bare address: see _allocation_room
 
-cdef class _StreamCore:
+cdef class StreamCore:
     cdef uintptr_t _handle
     cdef unsigned _flags
     cdef object _owner
-    cdef _StreamState _state
+    cdef StreamState _state
 
-cdef class _FileCore:
+cdef class FileCore:
     cdef hipFileHandle_t _fh
     cdef bint _is_open
     cdef bint _registered            # _fh holds a registration (made at first need)
@@ -52,7 +52,7 @@ cdef class _FileCore:
     cdef unsigned long _gen
     cdef long long _staged_write_end   # where staged writes submitted so far leave the file
 
-cdef dict _stream_states
+cdef dict stream_states
 
 # What the layers above lend the cores (set when they are imported): how
 # many stream-ordered operations using an object are still in flight
@@ -62,24 +62,24 @@ ctypedef int (*sweep_fn)() except -1
 cdef settle_fn settle_hook
 cdef sweep_fn held_sweep_hook
 
-cdef long long _as_index(object value, str name) except? -1
-cdef long long _as_positive(object value, str name) except? -1
-cdef long long _as_size(object value, str name) except? -1
-cdef int _io_range(size_t length, object size, object file_offset, object buffer_offset,
+cdef long long c_as_index(object value, str name) except? -1
+cdef long long c_as_positive(object value, str name) except? -1
+cdef long long c_as_size(object value, str name) except? -1
+cdef int io_range(size_t length, object size, object file_offset, object buffer_offset,
                    size_t *nbytes, hoff_t *foff, hoff_t *boff, object buf=*) except -1
 
 
-cdef inline bint _range_fits(size_t length, long long n, long long f, long long b) noexcept nogil:
-    # The accept case of _io_range for a caller that holds C integers: every
+cdef inline bint range_fits(size_t length, long long n, long long f, long long b) noexcept nogil:
+    # The accept case of io_range for a caller that holds C integers: every
     # size and offset >= 0 and [b, b + n) inside the ``length`` bytes. Any
-    # other range goes to _io_range, which raises (or, for a bare address,
+    # other range goes to io_range, which raises (or, for a bare address,
     # checks the allocation).
     return (f >= 0 and b >= 0 and n >= 0 and <unsigned long long>b <= length
             and <unsigned long long>n <= length - <size_t>b)
-cdef int _check_file(_FileCore f) except -1
-cdef int _ensure_registered(_FileCore f) except -1
-cdef object _buffer_info(object obj, uintptr_t *base, size_t *length)
-cdef uintptr_t _stream_handle(object obj) except? 0
-cdef object submit_preamble(_FileCore f, object buffer, object stream, uintptr_t *base,
+cdef int check_file(FileCore f) except -1
+cdef int ensure_registered(FileCore f) except -1
+cdef object c_buffer_info(object obj, uintptr_t *base, size_t *length)
+cdef uintptr_t stream_handle(object obj) except? 0
+cdef object submit_preamble(FileCore f, object buffer, object stream, uintptr_t *base,
                             size_t *length, uintptr_t *sh, PyObject **state)
-cdef void _release_refs(object file, object buffer, object state)
+cdef void release_refs(object file, object buffer, object state)

@@ -11,7 +11,7 @@ Invariants
   (batch entries, parallel tasks, engine ranges). Closing or deregistering
   while either is non-zero raises InFlightError and changes nothing.
 - ``_epoch`` is the driver epoch at registration: a registration older
-  than ``_driver_epoch`` was dropped by the library and is never used or
+  than ``c_driver_epoch`` was dropped by the library and is never used or
   deregistered again.
 - ``_gen`` / ``gen`` is the fork generation at open or registration: in a
   forked child an inherited registration is dropped, never passed to the
@@ -43,7 +43,7 @@ from hipfile._lib._errors import (
     ClosedFileError, HandleNotRegisteredError, InFlightError, InvalidValueError)
 from hipfile._lib import _bindings
 from hipfile._lib._decode cimport foreign_buffer_info, foreign_stream_handle
-from hipfile._lib._runtime cimport _driver_epoch, _fork_gen, _forked, _hipapi
+from hipfile._lib._runtime cimport c_driver_epoch, fork_gen, raise_forked, hipapi
 
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object, int *) except? -1
@@ -65,28 +65,28 @@ cdef Py_ssize_t _driver_closing = 0
 _open_files = _WeakSet()
 
 
-def _begin_driver_closing():
+def begin_driver_closing():
     """Refuse new submissions on every file (ClosedFileError, "the driver
-    is closing") until :func:`_end_driver_closing` (counted, as a file's
+    is closing") until :func:`end_driver_closing` (counted, as a file's
     ``_begin_closing``)."""
     global _driver_closing
     _driver_closing += 1
 
 
-def _end_driver_closing():
-    """Undo one :func:`_begin_driver_closing`."""
+def end_driver_closing():
+    """Undo one :func:`begin_driver_closing`."""
     global _driver_closing
     if _driver_closing > 0:
         _driver_closing -= 1
 
 
-def _files_held():
+def files_held():
     """Operations other than stream-ordered ones (batch entries,
     synchronous, parallel and stream-engine reads and writes) and
     submissions under way, on every open file."""
     cdef Py_ssize_t n = 0
     for f in list(_open_files):
-        if (<_FileCore>f)._is_open:
+        if (<FileCore>f)._is_open:
             n += f._held_count()
     return n
 
@@ -96,22 +96,22 @@ def _files_held():
 # _decode
 # --------------------------------------------------------------------------
 
-cdef object _buffer_info(object obj, uintptr_t *base, size_t *length):
+cdef object c_buffer_info(object obj, uintptr_t *base, size_t *length):
     """Address and size of a buffer object; returns the object to keep
     alive. Buffer cores are read here, other objects by _decode."""
-    if isinstance(obj, _BufferCore):
-        base[0] = (<_BufferCore>obj)._ptr
-        length[0] = (<_BufferCore>obj)._length
+    if isinstance(obj, BufferCore):
+        base[0] = (<BufferCore>obj)._ptr
+        length[0] = (<BufferCore>obj)._length
         return obj
     return foreign_buffer_info(obj, base, length)
 
 
-cdef uintptr_t _stream_handle(object obj) except? 0:
+cdef uintptr_t stream_handle(object obj) except? 0:
     """A stream object's handle. Stream cores, ints and None are read here,
     others decoded by _decode; the object itself (unless an int or None) is
     what to keep alive while the stream is used."""
-    if isinstance(obj, _StreamCore):
-        return (<_StreamCore>obj)._handle
+    if isinstance(obj, StreamCore):
+        return (<StreamCore>obj)._handle
     if obj is None:
         return 0
     if type(obj) is int:
@@ -121,9 +121,9 @@ cdef uintptr_t _stream_handle(object obj) except? 0:
     return foreign_stream_handle(obj)
 
 
-cdef int _check_file(_FileCore f) except -1:
-    if f._gen != _fork_gen and f._is_open:
-        _forked("this FileHandle")
+cdef int check_file(FileCore f) except -1:
+    if f._gen != fork_gen and f._is_open:
+        raise_forked("this FileHandle")
     if _driver_closing and f._is_open:
         raise ClosedFileError(
             "I/O operation on a FileHandle while the driver is closing (Driver.close"
@@ -138,7 +138,7 @@ cdef int _check_file(_FileCore f) except -1:
         reason = getattr(f, "_closed_reason", None)
         raise ClosedFileError(reason() if reason is not None
                               else "I/O operation on a closed FileHandle")
-    if f._registered and f._epoch != _driver_epoch:
+    if f._registered and f._epoch != c_driver_epoch:
         raise HandleNotRegisteredError(
             OpError.HANDLE_NOT_REGISTERED, 0, None,
             "the driver was closed after this file was opened, which dropped its "
@@ -146,20 +146,20 @@ cdef int _check_file(_FileCore f) except -1:
     return 0
 
 
-cdef int _ensure_registered(_FileCore f) except -1:
+cdef int ensure_registered(FileCore f) except -1:
     """Register an open file with hipFile if it is not yet (its
     ``_register`` method, which calls hipFileHandleRegister and then
     ``_attach``): the registration, and with it the implicit driver open,
     happens at the first call that goes through hipFile's own data path."""
     if not f._registered:
-        _check_file(f)
+        check_file(f)
         f._register()
         if not f._registered:
             raise RuntimeError("the file's _register() did not register it")
     return 0
 
 
-cdef object submit_preamble(_FileCore f, object buffer, object stream, uintptr_t *base,
+cdef object submit_preamble(FileCore f, object buffer, object stream, uintptr_t *base,
                             size_t *length, uintptr_t *sh, PyObject **state):
     """What every stream-ordered submission checks and reads first: the
     file is open, current and this process's; the buffer's address and
@@ -172,69 +172,69 @@ cdef object submit_preamble(_FileCore f, object buffer, object stream, uintptr_t
     submission is counted in ``f._entering`` (close then waits for it); the
     caller takes it off (``f._entering -= 1``, in a ``finally``) once the
     operation is counted in ``_pending``/``_held`` or has failed."""
-    cdef _BufferCore bc
-    cdef _StreamState st = None
+    cdef BufferCore bc
+    cdef StreamState st = None
     if (not f._is_open or (f._closing | _driver_closing)
-            or (f._registered and f._epoch != _driver_epoch)):
-        _check_file(f)
+            or (f._registered and f._epoch != c_driver_epoch)):
+        check_file(f)
     # buffer
-    if isinstance(buffer, _BufferCore):
-        bc = <_BufferCore>buffer
-        if bc._gen != _fork_gen and bc._registered:
-            _forked("this Buffer")
+    if isinstance(buffer, BufferCore):
+        bc = <BufferCore>buffer
+        if bc._gen != fork_gen and bc._registered:
+            raise_forked("this Buffer")
         base[0] = bc._ptr
         length[0] = bc._length
         buf_owner = buffer
     else:
         buf_owner = foreign_buffer_info(buffer, base, length)
     # stream
-    if isinstance(stream, _StreamCore):
-        sh[0] = (<_StreamCore>stream)._handle
-        st = (<_StreamCore>stream)._state
+    if isinstance(stream, StreamCore):
+        sh[0] = (<StreamCore>stream)._handle
+        st = (<StreamCore>stream)._state
     elif type(stream) is int:
         try:
             sh[0] = <uintptr_t>stream
-        except OverflowError:   # the rule of _stream_handle, off the fast path
+        except OverflowError:   # the rule of stream_handle, off the fast path
             raise ValueError(f"stream handle {stream:#x} out of range") from None
-        if _stream_states:
-            o = _stream_states.get(stream)
+        if stream_states:
+            o = stream_states.get(stream)
             if o is not None:
-                st = <_StreamState>o
+                st = <StreamState>o
     else:
-        sh[0] = _stream_handle(stream)
-        if _stream_states:
-            o = _stream_states.get(sh[0])
+        sh[0] = stream_handle(stream)
+        if stream_states:
+            o = stream_states.get(sh[0])
             if o is not None:
-                st = <_StreamState>o
-    if st is not None and (not st.registered or st.gen != _fork_gen):
+                st = <StreamState>o
+    if st is not None and (not st.registered or st.gen != fork_gen):
         if st.registered:
-            _forked("this Stream")
+            raise_forked("this Stream")
         st = None
     state[0] = <PyObject *>st if st is not None else NULL
     # Decoding may have run Python code (a foreign buffer's or stream's
     # protocol), and a close may have begun meanwhile: check again, then
     # count the submission, with nothing in between that lets a close in.
     if (not f._is_open or (f._closing | _driver_closing)
-            or (f._registered and f._epoch != _driver_epoch)):
-        _check_file(f)
+            or (f._registered and f._epoch != c_driver_epoch)):
+        check_file(f)
     f._entering += 1
     return buf_owner
 
 
-cdef void _release_refs(object file, object buffer, object state):
+cdef void release_refs(object file, object buffer, object state):
     if file is not None:
-        (<_FileCore>file)._pending -= 1
-    if isinstance(buffer, _BufferCore):
-        (<_BufferCore>buffer)._pending -= 1
+        (<FileCore>file)._pending -= 1
+    if isinstance(buffer, BufferCore):
+        (<BufferCore>buffer)._pending -= 1
     if state is not None:
-        (<_StreamState>state).pending -= 1
+        (<StreamState>state).pending -= 1
 
 
 # --------------------------------------------------------------------------
 # The one range check of every I/O path
 # --------------------------------------------------------------------------
 
-cdef long long _as_index(object value, str name) except? -1:
+cdef long long c_as_index(object value, str name) except? -1:
     # ints (and numpy integers, through __index__) only: a float or a bool
     # is refused rather than truncated; a value no C long long holds (2**63
     # or more) is out of range, ValueError like any other bad size or
@@ -254,23 +254,23 @@ cdef long long _as_index(object value, str name) except? -1:
     return n
 
 
-cdef long long _as_positive(object value, str name) except? -1:
-    """``value`` as a positive int (the rule of ``_as_index``, and > 0)."""
-    cdef long long n = _as_index(value, name)
+cdef long long c_as_positive(object value, str name) except? -1:
+    """``value`` as a positive int (the rule of ``c_as_index``, and > 0)."""
+    cdef long long n = c_as_index(value, name)
     if n <= 0:
         raise ValueError(f"{name} must be positive, got {n}")
     return n
 
 
-cdef long long _as_size(object value, str name) except? -1:
-    """``value`` as an int >= 0 (the rule of ``_as_index``)."""
-    cdef long long n = _as_index(value, name)
+cdef long long c_as_size(object value, str name) except? -1:
+    """``value`` as an int >= 0 (the rule of ``c_as_index``)."""
+    cdef long long n = c_as_index(value, name)
     if n < 0:
         raise ValueError(f"{name} must be >= 0, got {n}")
     return n
 
 
-cdef int _io_range(size_t length, object size, object file_offset, object buffer_offset,
+cdef int io_range(size_t length, object size, object file_offset, object buffer_offset,
                    size_t *nbytes, hoff_t *foff, hoff_t *boff, object buf=None) except -1:
     """Check one transfer against a buffer of ``length`` bytes: the library
     is never asked to touch memory outside it. ``size`` None means the rest
@@ -282,11 +282,11 @@ cdef int _io_range(size_t length, object size, object file_offset, object buffer
     allocation the address lies in rather than its declared length (see
     ``_allocation_room``); a registered one against its registration, as
     hipFile checks it."""
-    cdef long long f = _as_index(file_offset, "file_offset")
-    cdef long long b = _as_index(buffer_offset, "buffer_offset")
+    cdef long long f = c_as_index(file_offset, "file_offset")
+    cdef long long b = c_as_index(buffer_offset, "buffer_offset")
     cdef long long n = 0
     if size is not None:
-        n = _as_index(size, "size")
+        n = c_as_index(size, "size")
     if f < 0:
         raise ValueError(f"file_offset must be >= 0, got {f}")
     if b < 0:
@@ -306,14 +306,14 @@ cdef int _io_range(size_t length, object size, object file_offset, object buffer
     return 0
 
 
-cdef tuple _allocation_room(_BufferCore buf):
+cdef tuple _allocation_room(BufferCore buf):
     """``(room, base, size, reason)`` for a buffer made from a bare address:
     ``room`` is how many bytes lie between its address and the end of the
     device allocation holding it (``hipMemGetAddressRange``), 0 when the
     runtime knows no such allocation (``reason`` then says why). Asked at
     each transfer that goes past the declared length, never cached: the
     buffer does not own the memory, which may be freed and reallocated."""
-    h = _hipapi()
+    h = hipapi()
     try:
         err, base, size = h.hip.hipMemGetAddressRange(buf._ptr)
     except Exception as e:          # a runtime without the function
@@ -330,24 +330,24 @@ cdef tuple _allocation_room(_BufferCore buf):
 cdef bint _fits_allocation(object buf, long long b, long long n) except -1:
     """Whether ``[b, b + n)`` from a bare-address buffer's address lies in
     its device allocation (False for any other buffer)."""
-    if not isinstance(buf, _BufferCore) or not (<_BufferCore>buf)._bare:
+    if not isinstance(buf, BufferCore) or not (<BufferCore>buf)._bare:
         return 0
-    if (<_BufferCore>buf).registered:
+    if (<BufferCore>buf).registered:
         return 0        # hipFile holds a registered buffer to its registration
-    room = <unsigned long long>(_allocation_room(<_BufferCore>buf)[0])
+    room = <unsigned long long>(_allocation_room(<BufferCore>buf)[0])
     return <unsigned long long>b <= room and <unsigned long long>n <= room - <unsigned long long>b
 
 
 cdef int _raise_outside(object buf, size_t length, object size, long long b,
                         long long n) except -1:
-    cdef _BufferCore bc
+    cdef BufferCore bc
     if <unsigned long long>b > length:
         what = f"buffer_offset {b} is past the {length}-byte buffer"
     else:
         what = f"size {n} at buffer_offset {b} overruns the {length}-byte buffer"
-    if not isinstance(buf, _BufferCore) or not (<_BufferCore>buf)._bare:
+    if not isinstance(buf, BufferCore) or not (<BufferCore>buf)._bare:
         raise ValueError(what)
-    bc = <_BufferCore>buf
+    bc = <BufferCore>buf
     if bc.registered:
         raise ValueError(f"{what}: the buffer is registered with hipFile for those "
                          f"{length} bytes, and hipFile refuses transfers outside a "
@@ -368,15 +368,15 @@ cdef int _raise_outside(object buf, size_t length, object size, long long b,
                      f"{base:#x}, which ends {room} bytes after it")
 
 
-cdef class _StreamState:
+cdef class StreamState:
     """Registration state of one stream, shared by its Stream objects and
     the handles of operations on it."""
 
 
-_stream_states = {}     # handle -> _StreamState (registered streams)
+stream_states = {}     # handle -> StreamState (registered streams)
 
 
-cdef class _BufferCore:
+cdef class BufferCore:
     """Address, size and registration of a buffer (base of :class:`Buffer`)."""
 
     def __cinit__(self):
@@ -392,7 +392,7 @@ cdef class _BufferCore:
     @property
     def inherited(self):
         """Whether the buffer was registered in the parent of a ``fork``."""
-        return bool(self._registered and self._gen != _fork_gen)
+        return bool(self._registered and self._gen != fork_gen)
 
     @property
     def ptr(self):
@@ -408,7 +408,7 @@ cdef class _BufferCore:
     def registered(self):
         """Whether the memory is registered with hipFile by this object (a
         registration dropped by closing the driver counts as gone)."""
-        return bool(self._registered and self._epoch == _driver_epoch)
+        return bool(self._registered and self._epoch == c_driver_epoch)
 
     @property
     def pending(self):
@@ -452,16 +452,16 @@ cdef class _BufferCore:
         --------
         hipFileBufRegister
         """
-        if self._registered and self._gen != _fork_gen:
-            _forked("this Buffer")
-        if self._registered and self._epoch == _driver_epoch:
+        if self._registered and self._gen != fork_gen:
+            raise_forked("this Buffer")
+        if self._registered and self._epoch == c_driver_epoch:
             return
         if self._length == 0:
             raise ValueError("cannot register an empty buffer")
         _bindings.buf_register(self._ptr, self._length, self._flags)
         self._registered = 1
-        self._epoch = _driver_epoch
-        self._gen = _fork_gen
+        self._epoch = c_driver_epoch
+        self._gen = fork_gen
 
     def deregister(self):
         """Deregister the memory (idempotent). Never waits; in a forked
@@ -479,7 +479,7 @@ cdef class _BufferCore:
         """
         if not self._registered:
             return
-        if self._epoch != _driver_epoch or self._gen != _fork_gen:
+        if self._epoch != c_driver_epoch or self._gen != fork_gen:
             # the driver was closed since (the library dropped the
             # registration), or this is a forked child (the parent owns it)
             self._registered = 0
@@ -497,7 +497,7 @@ cdef class _BufferCore:
         _bindings.buf_deregister(self._ptr)
 
 
-cdef class _StreamCore:
+cdef class StreamCore:
     """Handle and registration state of a stream (base of :class:`Stream`)."""
 
     @property
@@ -514,7 +514,7 @@ cdef class _StreamCore:
     def inherited(self):
         """Whether the stream was registered in the parent of a ``fork``."""
         return bool(self._state is not None and self._state.registered
-                    and self._state.gen != _fork_gen)
+                    and self._state.gen != fork_gen)
 
     def _inflight_state(self):
         return self._state
@@ -552,18 +552,18 @@ cdef class _StreamCore:
         hipFileStreamRegister
         """
         if self._state is not None and self._state.registered:
-            if self._state.gen != _fork_gen:
-                _forked("this Stream")
+            if self._state.gen != fork_gen:
+                raise_forked("this Stream")
             return
         _bindings.stream_register(self._handle, self._flags)
-        cdef _StreamState st = _StreamState.__new__(_StreamState)
+        cdef StreamState st = StreamState.__new__(StreamState)
         st.handle = self._handle
         st.flags = self._flags
         st.registered = 1
-        st.epoch = _driver_epoch
-        st.gen = _fork_gen
+        st.epoch = c_driver_epoch
+        st.gen = fork_gen
         self._state = st
-        _stream_states[self._handle] = st
+        stream_states[self._handle] = st
 
     def deregister(self):
         """Deregister the stream (idempotent). Never waits.
@@ -587,10 +587,10 @@ cdef class _StreamCore:
         --------
         hipFileStreamDeregister
         """
-        cdef _StreamState st = self._state
+        cdef StreamState st = self._state
         if st is None or not st.registered:
             return
-        if st.gen != _fork_gen:
+        if st.gen != fork_gen:
             # inherited through fork: the parent owns the registration
             st.registered = 0
             self._state = None
@@ -599,10 +599,10 @@ cdef class _StreamCore:
             raise InFlightError(detail=f"cannot deregister stream {self._handle:#x}: "
                                 f"{st.pending} asynchronous operation(s) still in flight")
         st.registered = 0
-        if _stream_states.get(self._handle) is st:
-            del _stream_states[self._handle]
+        if stream_states.get(self._handle) is st:
+            del stream_states[self._handle]
         self._state = None
-        if st.epoch == _driver_epoch:
+        if st.epoch == c_driver_epoch:
             _bindings.stream_deregister(self._handle)
             return
         # the driver was closed since: some libraries drop stream
@@ -613,7 +613,7 @@ cdef class _StreamCore:
             pass
 
 
-cdef class _FileCore:
+cdef class FileCore:
     """Registered hipFile handle of an open file (base of :class:`FileHandle`)."""
 
     def _hold(self, Py_ssize_t delta):
@@ -634,8 +634,8 @@ cdef class _FileCore:
             The driver was closed since the file was opened.
         """
         if (not self._is_open or (self._closing | _driver_closing)
-                or (self._registered and self._epoch != _driver_epoch)):
-            _check_file(self)
+                or (self._registered and self._epoch != c_driver_epoch)):
+            check_file(self)
         self._held += 1
 
     def _held_count(self):
@@ -684,7 +684,7 @@ cdef class _FileCore:
         if not self._is_open:
             return None
         if not self._registered:
-            _ensure_registered(self)
+            ensure_registered(self)
         return <uintptr_t>self._fh
 
     @property
@@ -702,15 +702,15 @@ cdef class _FileCore:
         self._fh = NULL
         self._registered = 0
         self._is_open = 1
-        self._epoch = _driver_epoch
-        self._gen = _fork_gen
+        self._epoch = c_driver_epoch
+        self._gen = fork_gen
 
     def _attach(self, uintptr_t fh):
         self._fh = <hipFileHandle_t>fh
         self._registered = 1
         self._is_open = 1
-        self._epoch = _driver_epoch
-        self._gen = _fork_gen
+        self._epoch = c_driver_epoch
+        self._gen = fork_gen
         try:
             _open_files.add(self)
         except TypeError:   # a subclass without weak references: not tracked
@@ -720,7 +720,7 @@ cdef class _FileCore:
     def inherited(self):
         """Whether the file was opened in the parent of a ``fork`` (it is
         then unusable here; close() only drops it)."""
-        return bool(self._is_open and self._gen != _fork_gen)
+        return bool(self._is_open and self._gen != fork_gen)
 
     def _check_registered(self):
         """Raise unless the file is open and its registration is current.
@@ -733,7 +733,7 @@ cdef class _FileCore:
             The driver was closed since the file was opened, which dropped
             the registration; the stale handle is never passed on.
         """
-        _check_file(self)
+        check_file(self)
 
     def _detach(self):
         """Mark closed and return the handle to deregister (None if not open).
@@ -742,7 +742,7 @@ cdef class _FileCore:
         """
         if not self._is_open:
             return None
-        if self._gen != _fork_gen:
+        if self._gen != fork_gen:
             self._is_open = 0   # inherited through fork: the parent owns it
             return None
         if self._held:
@@ -764,6 +764,6 @@ cdef class _FileCore:
         if not self._registered:
             return None  # never registered: nothing to deregister
         self._registered = 0
-        if self._epoch != _driver_epoch:
+        if self._epoch != c_driver_epoch:
             return None  # dropped with the driver: nothing to deregister
         return <uintptr_t>self._fh

@@ -30,7 +30,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t, uintptr_
 import sys
 
 from hipfile._lib._errors import error_name
-from hipfile._lib._runtime cimport HIP_ERROR_NOT_READY, HIP_SUCCESS, _hipapi, _stream_query
+from hipfile._lib._runtime cimport HIP_ERROR_NOT_READY, HIP_SUCCESS, hipapi, stream_query
 
 cdef dict _modules = sys.modules
 
@@ -99,7 +99,7 @@ cdef int _calibrate() except -1:
 cdef int _load_hip_types() except -1:
     global _HipNDBuffer, _HipDeviceArray, _HipStream, _hip_types_loaded
     import sys
-    h = _hipapi()
+    h = hipapi()
     mod = sys.modules.get(h.Pointer.__module__)
     _HipNDBuffer = getattr(mod, "NDBuffer", None)
     _HipDeviceArray = getattr(mod, "DeviceArray", None)
@@ -420,7 +420,7 @@ def check_stream_handle(handle):
     """
     if handle == 0:
         return  # the null stream
-    err = _stream_query(<uintptr_t>handle)
+    err = stream_query(<uintptr_t>handle)
     if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
         raise ValueError(f"{handle:#x} is not a stream HIP knows (hipStreamQuery: "
                          f"{error_name(err)}); pass the stream object or its handle")
@@ -470,7 +470,7 @@ def stream_info(obj):
         check_handle_range(ptr)
         return ptr, obj
     _hip_types_if_loaded()
-    if _hip_types_loaded and isinstance(obj, _hipapi().Pointer):
+    if _hip_types_loaded and isinstance(obj, hipapi().Pointer):
         handle = pointer_value(obj)
         return handle, obj
     raise TypeError(

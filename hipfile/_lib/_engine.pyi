@@ -2,11 +2,11 @@
 
 from typing import Any
 
-from hipfile._lib._core import _FileCore
+from hipfile._lib._core import FileCore
 from hipfile._lib._engine_handle import StreamIOHandle
 
 def engine_submit(
-    f: _FileCore, buffer: Any, ranges: Any, stream: Any = 0, *, write: bool = False,
+    f: FileCore, buffer: Any, ranges: Any, stream: Any = 0, *, write: bool = False,
     task_size: int | None = None, fd: int = -1, ordered: bool = True,
     grouped: bool = False, prefetch: bool = False,
 ) -> list[StreamIOHandle]: ...

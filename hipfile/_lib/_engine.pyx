@@ -15,19 +15,19 @@ from libc.stdlib cimport calloc, free, malloc
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
 from hipfile._lib._core cimport (
-    _as_positive, _BufferCore, _check_file, _ensure_registered, _FileCore, _io_range, _range_fits,
+    c_as_positive, BufferCore, check_file, ensure_registered, FileCore, io_range, range_fits,
     submit_preamble)
 from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime, hfe_span
-from hipfile._lib._engine_handle cimport _GateRef, StreamIOHandle
+from hipfile._lib._engine_handle cimport GateRef, StreamIOHandle
 from hipfile._lib._engine_hip cimport (
-    _destroy_event_handle, _device_arg, _eng_defaults, _eng_rt, _eng_task_default,
-    _eng_threads_wanted, _Flag,
-    _FlagPool, _gate_event, _internal_stream, _pool_for, _staged_path, _stream_after,
-    _wait_value32, _write_value32)
-from hipfile._lib._engine_ops cimport _eng_start, _eng_sweep, _ring_for, _Ring
+    destroy_event_handle, device_arg, eng_defaults, eng_rt, eng_task_default,
+    eng_threads_wanted, Flag,
+    FlagPool, record_gate_event, internal_stream, pool_for, staged_path, stream_after,
+    wait_value32, write_value32)
+from hipfile._lib._engine_ops cimport eng_start, eng_sweep, ring_for, Ring
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, _pointer_device, _stream_device, _stream_fail,
-    _stream_query, wait_interruptible)
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, pointer_device, stream_device, stream_fail,
+    stream_query, wait_interruptible)
 from hipfile._lib._engine_hip import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
 
 
@@ -58,7 +58,7 @@ cdef int _check_slow(object r, size_t length, hfe_span *out) except -1:
     if t is None or len(t) != 3:
         raise TypeError("each range must be a (size, file_offset, buffer_offset) tuple, "
                         f"got {type(r).__name__} {r!r}")
-    return _io_range(length, t[0], t[1], t[2], <size_t *>&out.len,
+    return io_range(length, t[0], t[1], t[2], <size_t *>&out.len,
                      <hoff_t *>&out.file_offset, <hoff_t *>&out.buffer_offset)
 
 
@@ -66,7 +66,7 @@ cdef inline bint _take_fitting(long long n, long long f, long long b, size_t len
                                hfe_span *out) noexcept:
     """Store a range that fits the buffer; False (nothing stored) for any
     other, which then goes through the one range check."""
-    if not _range_fits(length, n, f, b):
+    if not range_fits(length, n, f, b):
         return 0
     out.len = <uint64_t>n
     out.file_offset = f
@@ -142,7 +142,7 @@ cdef hfe_span *_parse_ranges(object ranges, size_t length, Py_ssize_t *count) ex
     return out
 
 
-def engine_submit(_FileCore f, buffer, ranges, stream=0, *, bint write=False, task_size=None,
+def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, task_size=None,
                   int fd=-1, bint ordered=True, bint grouped=False, bint prefetch=False):
     """Submit stream-ordered ranges ``(size, file_offset, buffer_offset)`` of
     ``buffer`` to the engine; returns one :class:`StreamIOHandle` per range
@@ -173,7 +173,7 @@ def engine_submit(_FileCore f, buffer, ranges, stream=0, *, bint write=False, ta
     cdef int opcode = 1 if write else 0
     cdef uintptr_t base, sh
     cdef size_t length, task
-    cdef _BufferCore bc = None
+    cdef BufferCore bc = None
     cdef object buf_owner, stream_owner = None
     cdef int n
     cdef PyObject *state = NULL
@@ -184,22 +184,22 @@ def engine_submit(_FileCore f, buffer, ranges, stream=0, *, bint write=False, ta
     cdef hfe_span *checked = NULL
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     try:   # counted in f._entering by the preamble until the handles hold the file
-        if isinstance(buffer, _BufferCore):
-            bc = <_BufferCore>buffer
+        if isinstance(buffer, BufferCore):
+            bc = <BufferCore>buffer
         if stream is not None and type(stream) is not int:
             stream_owner = stream
-        _eng_defaults()
+        eng_defaults()
         if task_size is None:
-            task = _eng_task_default
+            task = eng_task_default
         else:
-            task = <size_t>_as_positive(task_size, "task_size")
+            task = <size_t>c_as_positive(task_size, "task_size")
         checked = _parse_ranges(ranges, length, &count)
         n = <int>count
         if n == 0:
             return []
         if task_size is None and n == 1:
             total = checked[0].len
-            ways = min(SPLIT_WAYS, max(_eng_threads_wanted, 1))
+            ways = min(SPLIT_WAYS, max(eng_threads_wanted, 1))
             if total > SPLIT_MIN and total < ways * task:
                 task = max(SPLIT_MIN, ((total + ways - 1) // ways + 4095) & ~4095)
         return _submit_checked(f, opcode, base, length, bc, buf_owner, checked, n, sh,
@@ -234,7 +234,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     """
     cdef uintptr_t base, sh
     cdef size_t length, task
-    cdef _BufferCore bc = None
+    cdef BufferCore bc = None
     cdef object buf_owner, stream_owner = None
     cdef PyObject *state = NULL
     cdef Py_ssize_t n, i, k
@@ -243,8 +243,8 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     cdef long long *ends = NULL
     cdef int device, fd
     cdef bint is_device = 0
-    cdef _FlagPool pool
-    cdef _FileCore f
+    cdef FlagPool pool
+    cdef FileCore f
     cdef int opcode = 1 if write else 0
     if not isinstance(entries, (list, tuple)):
         entries = list(entries)
@@ -261,7 +261,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
             raise TypeError("each entry must be a (file, size, file_offset, buffer_offset) "
                             f"tuple, got {type(e).__name__} {e!r}")
         fo = t[0]
-        if not isinstance(fo, _FileCore):
+        if not isinstance(fo, FileCore):
             raise TypeError(f"an entry's file must be an open hipfile.FileHandle, not "
                             f"{type(fo).__name__}")
         k = where.get(id(fo), -1)
@@ -270,22 +270,22 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
             where[id(fo)] = k
             files.append(fo)
         idx.append(k)
-    buf_owner = submit_preamble(<_FileCore>files[0], buffer, stream, &base, &length, &sh, &state)
+    buf_owner = submit_preamble(<FileCore>files[0], buffer, stream, &base, &length, &sh, &state)
     entered = [files[0]]   # counted in _entering until the handle holds them
     try:
-        if isinstance(buffer, _BufferCore):
-            bc = <_BufferCore>buffer
+        if isinstance(buffer, BufferCore):
+            bc = <BufferCore>buffer
         if stream is not None and type(stream) is not int:
             stream_owner = stream
-        _eng_defaults()
-        task = _eng_task_default if task_size is None else <size_t>_as_positive(task_size,
+        eng_defaults()
+        task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
         file_fds = []
         file_ends = []
         import fcntl
         for fo in files:
-            f = <_FileCore>fo
-            _check_file(f)
+            f = <FileCore>fo
+            check_file(f)
             if fo is not files[0]:      # (the first one is counted by the preamble)
                 f._entering += 1        # with the check: a close waits for it or refused it
                 entered.append(fo)
@@ -310,12 +310,12 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
                 raise MemoryError()
             for i in range(n):
                 t = tuple(entries[i])
-                _io_range(length, t[1], t[2], t[3], <size_t *>&checked[i].len,
+                io_range(length, t[1], t[2], t[3], <size_t *>&checked[i].len,
                           <hoff_t *>&checked[i].file_offset, <hoff_t *>&checked[i].buffer_offset)
                 fds[i] = file_fds[idx[i]]
                 ends[i] = file_ends[idx[i]]
             pool = _engine_for(base, bc, &device, &is_device)
-            if not _staged_path(fds[0], pool, is_device):
+            if not staged_path(fds[0], pool, is_device):
                 raise NotImplementedError(
                     "a many-file operation needs the staging path (device memory on a device "
                     "with stream waits, and the engine_data_path setting 'auto')")
@@ -326,8 +326,8 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
                         wends[idx[i]] = max(wends[idx[i]], checked[i].file_offset
                                             + <long long>checked[i].len)
                 for k in range(len(files)):
-                    _record_write_end(<_FileCore>files[k], wends[k])
-            handles = _submit_staged(<_FileCore>files[0], opcode, fds[0], base, checked, <int>n,
+                    _record_write_end(<FileCore>files[k], wends[k])
+            handles = _submit_staged(<FileCore>files[0], opcode, fds[0], base, checked, <int>n,
                                      sh, device, pool, task, ordered, True, prefetch, fds, ends)
         finally:
             free(checked)
@@ -338,17 +338,17 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         return handles[0]
     finally:
         for fo in entered:
-            (<_FileCore>fo)._entering -= 1
+            (<FileCore>fo)._entering -= 1
 
 
-cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length,
-                          _BufferCore bc, object buf_owner, hfe_span *checked, int n,
+cdef list _submit_checked(FileCore f, int opcode, uintptr_t base, size_t length,
+                          BufferCore bc, object buf_owner, hfe_span *checked, int n,
                           uintptr_t sh, object stream_owner, size_t task, int fd,
                           bint ordered, bint grouped, bint prefetch):
     cdef int device
     cdef bint is_device = 0, staged
-    cdef _FlagPool pool = _engine_for(base, bc, &device, &is_device)
-    staged = _staged_path(fd, pool, is_device)
+    cdef FlagPool pool = _engine_for(base, bc, &device, &is_device)
+    staged = staged_path(fd, pool, is_device)
     if staged:
         handles = _submit_staged(f, opcode, fd, base, checked, n, sh, device, pool, task,
                                  ordered, grouped, prefetch, NULL, NULL)
@@ -362,18 +362,18 @@ cdef list _submit_checked(_FileCore f, int opcode, uintptr_t base, size_t length
     return handles
 
 
-cdef _FlagPool _engine_for(uintptr_t base, _BufferCore bc, int *device, bint *is_device):
+cdef FlagPool _engine_for(uintptr_t base, BufferCore bc, int *device, bint *is_device):
     """The engine started (parked handles swept) and the flag pool of the
     buffer's device; ``device`` and ``is_device`` from one pointer query
     (a registered Buffer keeps the device it found first)."""
-    _eng_sweep()
-    _eng_start()
-    device[0] = _pointer_device(base, is_device)
+    eng_sweep()
+    eng_start()
+    device[0] = pointer_device(base, is_device)
     if bc is not None:
         if bc._device < 0:
             bc._device = device[0]
         device[0] = bc._device
-    return _pool_for(device[0])
+    return pool_for(device[0])
 
 
 cdef int _order_after(list handles, uintptr_t sh) except -1:
@@ -386,7 +386,7 @@ cdef int _order_after(list handles, uintptr_t sh) except -1:
 
 
 cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t boff, int device,
-                                uintptr_t sh, _FlagPool pool, int count):
+                                uintptr_t sh, FlagPool pool, int count):
     cdef StreamIOHandle hd = StreamIOHandle.__new__(StreamIOHandle)
     hd._flag = pool.take()
     hd._value = hd._flag.next_value()
@@ -401,15 +401,15 @@ cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t b
     return hd
 
 
-cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
-                         uintptr_t sh, int device, _FlagPool pool, size_t task, bint ordered,
+cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
+                         uintptr_t sh, int device, FlagPool pool, size_t task, bint ordered,
                          bint grouped, bint prefetch, const int *fds, const long long *ends):
     """The staged path. ``fds``/``ends`` (a many-file submission, else
     NULL): each range's descriptor and, for a read, the end of its file
     (the caller then keeps the files' write ends itself). A one-file read
     goes through the file's ``O_DIRECT`` descriptor (``fd`` for what that
     refuses) where :func:`_direct_fd` says so."""
-    cdef _Ring ring = _ring_for(device)
+    cdef Ring ring = ring_for(device)
     cdef int direct_fd = -1
     cdef int ng = 1 if grouped else n, i, rc = 0, qerr
     cdef long long wend
@@ -422,8 +422,8 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
     cdef uint32_t *cval = NULL
     cdef const uint32_t *gate = NULL
     cdef uint32_t gvalue = 0
-    cdef _Flag gflag = None
-    cdef _FlagPool spool
+    cdef Flag gflag = None
+    cdef FlagPool spool
     cdef uintptr_t target = sh
     cdef StreamIOHandle hd
     cdef int sdev
@@ -485,24 +485,24 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
         # enqueued meanwhile); a prefetch reads at once (its copies still
         # wait for the stream)
         if opcode == 0:
-            sdev = _stream_device(sh)
-            spool = _pool_for(sdev)
+            sdev = stream_device(sh)
+            spool = pool_for(sdev)
             if not spool.memops:
                 raise ValueError("the stream's device cannot use stream waits: "
                                  "the buffer and the stream must be on one device")
-        if opcode == 0 and not prefetch and _stream_query(sh) != HIP_SUCCESS:
+        if opcode == 0 and not prefetch and stream_query(sh) != HIP_SUCCESS:
             gflag = spool.take()
             gvalue = gflag.next_value()
-            qerr = _write_value32(sh, gflag.devptr, gvalue)
+            qerr = write_value32(sh, gflag.devptr, gvalue)
             if qerr != HIP_SUCCESS:
                 spool.free.append(gflag)
                 gflag = None
-                _stream_fail(qerr, "hipStreamWriteValue32", sh)
+                stream_fail(qerr, "hipStreamWriteValue32", sh)
             gate = gflag.ptr
         if not ordered:
-            target = <uintptr_t>int(_internal_stream(pool))
-            _stream_after(target, sh, device)
-        rt = _eng_rt      # a copy: set() may change the table while the GIL is released
+            target = <uintptr_t>int(internal_stream(pool))
+            stream_after(target, sh, device)
+        rt = eng_rt      # a copy: set() may change the table while the GIL is released
         with nogil:
             rc = eng.stage_submit(ring.ring, &rt, opcode, fd, pieces, n, groups, ng,
                                   cdev, cval, <void *>target, gate, gvalue, task, INLINE_MAX)
@@ -524,24 +524,24 @@ cdef list _submit_staged(_FileCore f, int opcode, int fd, uintptr_t base, hfe_sp
         # the runtime refused a stream operation part way: what was enqueued
         # runs; the handles report the failure and are parked until done
         _submitted_anyway(f, handles)
-        _stream_fail(rc, "the stream-engine submission", sh)
+        stream_fail(rc, "the stream-engine submission", sh)
     if opcode == 1 and ordered:
         # later work on the stream sees the file written, as after write_async
         # (a read of the same bytes submitted next starts after it)
         for o in handles:
             hd = <StreamIOHandle>o
-            _wait_value32(sh, hd._flag.devptr, hd._value)
+            wait_value32(sh, hd._flag.devptr, hd._value)
     return handles
 
 
-cdef long long _file_end(_FileCore f, int fd) except -1:
+cdef long long _file_end(FileCore f, int fd) except -1:
     """Where reads of ``f`` stop: the end of the file as it is now, or as
     the staged writes submitted on it before will leave it (a write then a
     read of the same bytes, in stream order)."""
     return max(os.fstat(fd).st_size, f._staged_write_end)
 
 
-cdef int _record_write_end(_FileCore f, long long wend) except -1:
+cdef int _record_write_end(FileCore f, long long wend) except -1:
     """A staged write submitted on ``f`` ends at ``wend``: reads submitted
     after it stop there at the earliest (see :func:`_file_end`)."""
     if wend > f._staged_write_end:
@@ -549,14 +549,14 @@ cdef int _record_write_end(_FileCore f, long long wend) except -1:
     return 0
 
 
-cdef int _hand_over(list handles, object files, _BufferCore bc, object buf_owner,
+cdef int _hand_over(list handles, object files, BufferCore bc, object buf_owner,
                     object stream_owner) except -1:
     """The submitted handles hold the file(s) (one, or a tuple of them),
     buffer and stream until their completion is observed."""
     cdef StreamIOHandle hd
     cdef Py_ssize_t ng = len(handles)
     for o in (files if type(files) is tuple else (files,)):
-        (<_FileCore>o)._held += ng
+        (<FileCore>o)._held += ng
     if bc is not None:
         bc._held += ng
     for o in handles:
@@ -576,7 +576,7 @@ cdef int _hand_over(list handles, object files, _BufferCore bc, object buf_owner
 cdef size_t DIRECT_MIN = 16 << 20
 
 
-cdef int _direct_fd(_FileCore f, hfe_span *checked, int n) except -2:
+cdef int _direct_fd(FileCore f, hfe_span *checked, int n) except -2:
     """The ``O_DIRECT`` descriptor a read of these ranges should use, or -1
     (the file's buffered one)."""
     cdef size_t total = 0
@@ -589,7 +589,7 @@ cdef int _direct_fd(_FileCore f, hfe_span *checked, int n) except -2:
     return <int>getter(total >= DIRECT_MIN)
 
 
-cdef int _submitted_anyway(_FileCore f, list handles) except -1:
+cdef int _submitted_anyway(FileCore f, list handles) except -1:
     cdef StreamIOHandle hd
     for o in handles:
         hd = <StreamIOHandle>o
@@ -599,8 +599,8 @@ cdef int _submitted_anyway(_FileCore f, list handles) except -1:
     return 0
 
 
-cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, hfe_span *checked, int n,
-                          uintptr_t sh, int device, _FlagPool pool, size_t task, bint grouped):
+cdef list _submit_workers(FileCore f, int opcode, uintptr_t base, hfe_span *checked, int n,
+                          uintptr_t sh, int device, FlagPool pool, size_t task, bint grouped):
     """The worker path: each range's chunks run as hipFileRead/hipFileWrite
     calls on the engine's threads (no staging ring: no POSIX descriptor, no
     stream waits, or the ``engine_data_path`` setting ``"hipfile"``). A
@@ -611,13 +611,13 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, hfe_span *che
     cdef hfe_io_fn fn = <hfe_io_fn>_get_io(opcode)
     cdef hfe_op **ops = NULL
     cdef uintptr_t gate_event = 0
-    cdef _Flag gflag = None
+    cdef Flag gflag = None
     cdef uint32_t gvalue = 0
-    cdef _FlagPool spool
+    cdef FlagPool spool
     cdef StreamIOHandle hd
     cdef int qerr
     cdef int m = 1 if grouped else n     # operations: a group is one, over its ranges
-    _ensure_registered(f)                # hipFile's own calls move the bytes
+    ensure_registered(f)                # hipFile's own calls move the bytes
     ops = <hfe_op **>malloc(m * sizeof(hfe_op *))
     if ops == NULL:
         raise MemoryError()
@@ -641,35 +641,35 @@ cdef list _submit_workers(_FileCore f, int opcode, uintptr_t base, hfe_span *che
             ops[i] = hd._op
 
         # the gate: start at once when the caller's stream is idle
-        qerr = _stream_query(sh)
+        qerr = stream_query(sh)
         if qerr == HIP_SUCCESS:
             rc = eng.submit(ops, m, NULL, 0, NULL)
         elif qerr != HIP_ERROR_NOT_READY:
-            _stream_fail(qerr, "hipStreamQuery", sh)
+            stream_fail(qerr, "hipStreamQuery", sh)
         else:
-            sdev = _stream_device(sh)
-            spool = _pool_for(sdev)
+            sdev = stream_device(sh)
+            spool = pool_for(sdev)
             rc = -1
             if spool.memops:
                 gflag = spool.take()
                 gvalue = gflag.next_value()
-                if _write_value32(sh, gflag.devptr, gvalue) == HIP_SUCCESS:
+                if write_value32(sh, gflag.devptr, gvalue) == HIP_SUCCESS:
                     rc = eng.submit(ops, m, gflag.ptr, gvalue, NULL)
                 else:
                     spool.free.append(gflag)
                     gflag = None
             if rc == -1:
                 # an event the gate thread polls (no host function)
-                gate_event = _gate_event(sh, sdev)
+                gate_event = record_gate_event(sh, sdev)
                 if gate_event:
                     rc = eng.submit(ops, m, NULL, 0, <void *>gate_event)
                     if rc:
-                        _destroy_event_handle(gate_event)
+                        destroy_event_handle(gate_event)
                 else:
                     # no event: wait here (interruptibly) for the stream
                     qerr = wait_interruptible(WAIT_STREAM, sh, -1.0)
                     if qerr != HIP_SUCCESS:
-                        _stream_fail(qerr, "hipStreamQuery", sh)
+                        stream_fail(qerr, "hipStreamQuery", sh)
                     rc = eng.submit(ops, m, NULL, 0, NULL)
         if rc:
             if gflag is not None:
@@ -698,12 +698,12 @@ cdef int _group_spans(StreamIOHandle hd, hfe_span *checked, int n) noexcept:
     return 0
 
 
-cdef int _share_gate(list handles, _Flag gflag, bint staged) except -1:
+cdef int _share_gate(list handles, Flag gflag, bint staged) except -1:
     """Give the submission's handles its gate flag (returned to its pool
     once none of them needs it) and say which path moves their bytes."""
-    cdef _GateRef gate_ref = None
+    cdef GateRef gate_ref = None
     if gflag is not None:
-        gate_ref = _GateRef.__new__(_GateRef)
+        gate_ref = GateRef.__new__(GateRef)
         gate_ref.flag = gflag
     for o in handles:
         (<StreamIOHandle>o)._gate = gate_ref
@@ -715,12 +715,12 @@ def engine_prepare(device=-1):
     """hipfile.engine.prepare: a device's flags, internal stream and staging
     ring, made now (what is there already is kept). TypeError for a
     non-int device, ValueError for no such device."""
-    cdef int dev = _device_arg(device)
-    _eng_start()
-    cdef _FlagPool pool = _pool_for(dev)
+    cdef int dev = device_arg(device)
+    eng_start()
+    cdef FlagPool pool = pool_for(dev)
     if pool.nflags == 0:
         pool._grow()
-    _internal_stream(pool)
-    if _staged_path(0, pool, 1):
-        _ring_for(dev)
+    internal_stream(pool)
+    if staged_path(0, pool, 1):
+        ring_for(dev)
     return None

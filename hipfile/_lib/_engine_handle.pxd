@@ -2,17 +2,17 @@
 # StreamIOHandle (see _engine_handle.pyx).
 
 from libc.stdint cimport uint32_t, uintptr_t
-from hipfile._lib._runtime cimport _Completion
+from hipfile._lib._runtime cimport CompletionBase
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._engine_c cimport hfe_op
-from hipfile._lib._engine_hip cimport _Flag
+from hipfile._lib._engine_hip cimport Flag
 
-cdef class _GateRef:
-    cdef _Flag flag
+cdef class GateRef:
+    cdef Flag flag
 
-cdef class StreamIOHandle(_Completion):
+cdef class StreamIOHandle(CompletionBase):
     cdef hfe_op *_op
-    cdef _Flag _flag
+    cdef Flag _flag
     cdef uint32_t _value
     cdef int _opcode
     cdef size_t _size

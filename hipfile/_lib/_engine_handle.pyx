@@ -7,15 +7,15 @@ cimport cython
 from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t, uint32_t, uintptr_t
 
-from hipfile._lib._core cimport _stream_handle
+from hipfile._lib._core cimport stream_handle
 from hipfile._lib._decode import check_stream_handle
 from hipfile._lib._engine_c cimport eng
-from hipfile._lib._engine_hip cimport _Flag, _FlagPool, _internal_stream, _pool_for, _wait_value32
+from hipfile._lib._engine_hip cimport Flag, FlagPool, internal_stream, pool_for, wait_value32
 from hipfile._lib._engine_hip import MECHANISM_STREAM_MEMOPS
-from hipfile._lib._engine_ops cimport _eng_parked, _ParkedOp, _unhold
+from hipfile._lib._engine_ops cimport eng_parked, ParkedOp, unhold
 from hipfile._lib._errors import raise_result
 from hipfile._lib._runtime cimport (
-    Deadline, wait_sliced, _Completion, _destroy_event, _exiting, _fork_gen, _forked, _hipapi)
+    Deadline, wait_sliced, CompletionBase, destroy_event, exiting, fork_gen, raise_forked, hipapi)
 from hipfile._lib._runtime import on_device
 
 cdef double WAIT_SLICE = 0.05
@@ -39,7 +39,7 @@ cdef int _op_wait_slice(void *p, double seconds) except -1:
     return ok
 
 
-cdef class _GateRef:
+cdef class GateRef:
     """Returns a gate flag to its pool once no handle of the submission
     needs it (the gate has opened by then: every holder is done or parked)."""
 
@@ -50,7 +50,7 @@ cdef class _GateRef:
 
 
 @cython.no_gc_clear
-cdef class StreamIOHandle(_Completion):
+cdef class StreamIOHandle(CompletionBase):
     """One stream-ordered read or write run by the parallel engine.
 
     Returned by :meth:`FileHandle.pread_async`,
@@ -68,7 +68,7 @@ cdef class StreamIOHandle(_Completion):
 
     def __cinit__(self):
         self._device = -1
-        self._gen = _fork_gen
+        self._gen = fork_gen
 
     def __init__(self):
         raise TypeError("StreamIOHandle objects are returned by FileHandle.pread_async "
@@ -87,7 +87,7 @@ cdef class StreamIOHandle(_Completion):
         if self._observed or not self._submitted:
             return
         self._observed = 1
-        _unhold(self._file, self._bcore)
+        unhold(self._file, self._bcore)
         self._file = None
         self._bcore = None
         self._buffer = None
@@ -98,17 +98,17 @@ cdef class StreamIOHandle(_Completion):
             self._flag = None
 
     def __dealloc__(self):
-        cdef _ParkedOp rec
+        cdef ParkedOp rec
         if self._op == NULL:
             return
-        if self._gen != _fork_gen or _exiting:
+        if self._gen != fork_gen or exiting:
             # the parent's operation (its engine threads are not here), or
             # interpreter exit: drop the reference only, never wait or park
             self._op = NULL
             return
         if self._submitted and not self._observed:
             if not self._complete():
-                rec = _ParkedOp.__new__(_ParkedOp)
+                rec = ParkedOp.__new__(ParkedOp)
                 rec.op = self._op        # the handle's reference moves to the record
                 self._op = NULL
                 rec.file = self._file
@@ -117,7 +117,7 @@ cdef class StreamIOHandle(_Completion):
                 rec.value = self._value
                 rec.stream_completes = self._stream_completes
                 rec.keep = (self._buffer, self._stream_owner, self._gate)
-                _eng_parked.append(rec)
+                eng_parked.append(rec)
                 self._destroy_event()
                 return
             self._observe()
@@ -127,7 +127,7 @@ cdef class StreamIOHandle(_Completion):
 
     cdef void _destroy_event(self):
         if self._event is not None:
-            _destroy_event(self._event)
+            destroy_event(self._event)
             self._event = None
 
     # -- values ---------------------------------------------------------
@@ -202,12 +202,12 @@ cdef class StreamIOHandle(_Completion):
         gate flag, each with the value that opens it, as
         ``{"complete": (now, opens_at), "gate": (now, opens_at) or None}``;
         ``None`` once the handle has given its flags back (observed done)."""
-        cdef _Flag g
+        cdef Flag g
         if self._flag is None:
             return None
         gate = None
         if self._gate is not None:
-            g = (<_GateRef>self._gate).flag
+            g = (<GateRef>self._gate).flag
             if g is not None:
                 gate = (g.ptr[0], g.value)
         return {"complete": (self._flag.ptr[0], self._value), "gate": gate}
@@ -234,8 +234,8 @@ cdef class StreamIOHandle(_Completion):
         """
         if self._observed:
             return True
-        if self._gen != _fork_gen:
-            _forked("this stream-engine operation")
+        if self._gen != fork_gen:
+            raise_forked("this stream-engine operation")
         if self._complete():
             self._observe()
             return True
@@ -301,7 +301,7 @@ cdef class StreamIOHandle(_Completion):
         --------
         hipStreamWaitValue32
         """
-        cdef uintptr_t sh = _stream_handle(stream)
+        cdef uintptr_t sh = stream_handle(stream)
         if type(stream) is int:
             check_stream_handle(sh)   # a made-up handle is refused
         self._release_to(sh)
@@ -311,7 +311,7 @@ cdef class StreamIOHandle(_Completion):
         if self.done():
             return 0      # nothing left to wait for
         if self._mechanism == MECHANISM_STREAM_MEMOPS:   # as it was submitted
-            _wait_value32(sh, self._flag.devptr, self._value)
+            wait_value32(sh, self._flag.devptr, self._value)
             return 0
         self.wait()
         return 0
@@ -327,9 +327,9 @@ cdef class StreamIOHandle(_Completion):
         """
         if self._event is not None:
             return self._event
-        h = _hipapi()
-        cdef _FlagPool pool = _pool_for(self._device)
-        stream = _internal_stream(pool)
+        h = hipapi()
+        cdef FlagPool pool = pool_for(self._device)
+        stream = internal_stream(pool)
         with on_device(self._device):
             ev = h.check(h.hip.hipEventCreateWithFlags(h.hip.hipEventDisableTiming),
                          "hipEventCreateWithFlags")

@@ -23,66 +23,66 @@ ctypedef int (*hip_memcpy_batch_t)(void **, void **, size_t *, size_t, void *, s
                                    size_t, size_t *, void *) noexcept nogil
 ctypedef int (*hip_count_fn_t)(int *) noexcept nogil
 
-# HIP-Python's C functions the engine uses (NULL until _load_engine_capi)
-cdef hip_int_fn_t _c_set_device
-cdef hip_wait32_t _c_wait_value32
-cdef hip_write32_t _c_write_value32
-cdef hip_handle_fn_t _c_event_destroy
-cdef hip_record_fn_t _c_event_record
-cdef hip_memcpy_async_t _c_memcpy_async
-cdef hip_wait_event_t _c_stream_wait_event
-cdef hip_memcpy_batch_t _c_memcpy_batch
+# HIP-Python's C functions the engine uses (NULL until load_engine_capi)
+cdef hip_int_fn_t c_set_device
+cdef hip_wait32_t c_wait_value32
+cdef hip_write32_t c_write_value32
+cdef hip_handle_fn_t c_event_destroy
+cdef hip_record_fn_t c_event_record
+cdef hip_memcpy_async_t c_memcpy_async
+cdef hip_wait_event_t c_stream_wait_event
+cdef hip_memcpy_batch_t c_memcpy_batch
 # the same, as the engine's C source takes them
-cdef hfe_runtime _eng_rt
-cdef bint _eng_capi_tried
-# the options read once (see _eng_options), and whether to read them again
-cdef bint _eng_options_stale
-cdef bint _eng_batch_copies
-cdef bint _eng_release_host
-cdef bint _eng_data_hipfile
+cdef hfe_runtime eng_rt
+cdef bint eng_capi_tried
+# the options read once (see eng_options), and whether to read them again
+cdef bint eng_options_stale
+cdef bint eng_batch_copies
+cdef bint eng_release_host
+cdef bint eng_data_hipfile
 
-cdef class _PerDevice:
+cdef class PerDevice:
     cdef readonly int device
     cdef int release(self) except -1
 
-ctypedef _PerDevice (*per_device_fn)(int device)
+ctypedef PerDevice (*per_device_fn)(int device)
 
-cdef class _Flag:
+cdef class Flag:
     cdef uint32_t *ptr        # host view
     cdef uintptr_t devptr     # what a stream waits on or writes
     cdef uint32_t value       # the last value handed out
-    cdef _FlagPool pool
+    cdef FlagPool pool
     cdef uint32_t next_value(self)
 
-cdef class _FlagPool(_PerDevice):
+cdef class FlagPool(PerDevice):
     cdef readonly bint can_memops     # the device can use stream memory operations
     cdef readonly bint memops         # ... and engine_release lets the next submission
     cdef list free
     cdef list mems                    # HIP-Python pointers of the pages to free
     cdef object stream                # internal stream for record_event
     cdef int nflags
-    cdef _Flag take(self)
+    cdef Flag take(self)
     cdef int _grow(self) except -1
     cdef int release(self) except -1
 
-cdef dict _flag_pools
+cdef dict flag_pools
 # the engine's settings as read at the last submission
-cdef int _eng_threads_wanted
-cdef size_t _eng_task_default
+cdef int eng_threads_wanted
+cdef size_t eng_task_default
 
-cdef int _load_engine_capi() except -1
-cdef int _wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1
-cdef int _write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value)
-cdef _PerDevice _per_device(dict made, int device, per_device_fn make)
-cdef int _release_per_device(dict made) except -1
-cdef _FlagPool _pool_for(int device)
-cdef int _device_arg(object device) except -2
-cdef bint _memops_supported(int device) except -1
-cdef bint _staged_path(int fd, _FlagPool pool, bint is_device) except -1
-cdef object _internal_stream(_FlagPool pool)
-cdef int _stream_after(uintptr_t target, uintptr_t stream, int device) except -1
-cdef object _settings_module()
-cdef int _eng_options() except -1
-cdef int _eng_defaults() except -1
-cdef uintptr_t _gate_event(uintptr_t stream, int device) except? 0
-cdef void _destroy_event_handle(uintptr_t ev)
+cdef int load_engine_capi() except -1
+cdef int wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1
+cdef int write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value)
+cdef PerDevice per_device(dict made, int device, per_device_fn make)
+cdef int release_per_device(dict made) except -1
+cdef FlagPool pool_for(int device)
+cdef int device_arg(object device) except -2
+cdef bint memops_supported(int device) except -1
+cdef bint staged_path(int fd, FlagPool pool, bint is_device) except -1
+cdef object internal_stream(FlagPool pool)
+cdef int stream_after(uintptr_t target, uintptr_t stream, int device) except -1
+cdef object settings_module()
+cdef int eng_options() except -1
+cdef int eng_defaults() except -1
+cdef uintptr_t record_gate_event(uintptr_t stream, int device) except? 0
+cdef void destroy_event_handle(uintptr_t ev)

@@ -11,105 +11,105 @@ from cpython.exc cimport PyErr_Occurred
 from libc.stdint cimport uint32_t, uintptr_t
 from libc.string cimport memset
 
-from hipfile._lib._core cimport _as_index
+from hipfile._lib._core cimport c_as_index
 from hipfile._lib._engine_c cimport eng, hfe_event_fn, hfe_runtime
 from hipfile._lib._runtime cimport (
-    HIP_EVENT_DISABLE_TIMING, HIP_SUCCESS, _c_event_free, _c_event_query, _c_event_rec,
-    _current_device, _hip_fail, _hip_fn, _hipapi, _load_hip_capi, _stream_fail,
+    HIP_EVENT_DISABLE_TIMING, HIP_SUCCESS, c_event_free, c_event_query, c_event_rec,
+    current_device, hip_fail, hip_fn, hipapi, load_hip_capi, stream_fail,
     hc_device_attribute, hc_device_count, hc_device_synchronize, hc_event_create,
     hc_event_destroy, hc_event_record, hc_get_device, hc_host_device_pointer, hc_host_free,
     hc_host_malloc, hc_stream_create, hc_stream_destroy, hip_handle_fn_t)
 from hipfile._lib._runtime import on_device
 
-_eng_capi_tried = 0
-_eng_options_stale = 1
-_eng_batch_copies = 1
-_eng_release_host = 0
-_eng_data_hipfile = 0
+eng_capi_tried = 0
+eng_options_stale = 1
+eng_batch_copies = 1
+eng_release_host = 0
+eng_data_hipfile = 0
 
 #: Mechanisms by which completion reaches GPU streams.
 MECHANISM_STREAM_MEMOPS = "stream-memory-operations"
 MECHANISM_HOST_FUNCTIONS = "host-waits"
 
 
-def _engine_batch_copies():
+def engine_batch_copies():
     """Whether the staged path hands a chunk's copies to the stream in one
     hipMemcpyBatchAsync: the runtime has it and the ``engine_batch_copies``
     setting is on. Test hook."""
-    _eng_options()
-    _load_engine_capi()
-    return _eng_rt.memcpy_batch_async != NULL
+    eng_options()
+    load_engine_capi()
+    return eng_rt.memcpy_batch_async != NULL
 
 
-cdef int _load_engine_capi() except -1:
-    global _eng_capi_tried, _c_set_device, _c_wait_value32, _c_write_value32
-    global _c_event_destroy, _c_event_record, _c_memcpy_async, _c_stream_wait_event
-    global _c_memcpy_batch
+cdef int load_engine_capi() except -1:
+    global eng_capi_tried, c_set_device, c_wait_value32, c_write_value32
+    global c_event_destroy, c_event_record, c_memcpy_async, c_stream_wait_event
+    global c_memcpy_batch
     cdef hip_count_fn_t count_fn
     cdef int ndev = 0
-    if _eng_capi_tried:
+    if eng_capi_tried:
         return 0
-    _load_hip_capi()
+    load_hip_capi()
     # the event entry points _runtime looked up already
-    _c_event_destroy = _c_event_free
-    _c_event_record = <hip_record_fn_t>_c_event_rec
-    _c_set_device = <hip_int_fn_t>_hip_fn("hipSetDevice", b"int")
-    _c_wait_value32 = <hip_wait32_t>_hip_fn(
+    c_event_destroy = c_event_free
+    c_event_record = <hip_record_fn_t>c_event_rec
+    c_set_device = <hip_int_fn_t>hip_fn("hipSetDevice", b"int")
+    c_wait_value32 = <hip_wait32_t>hip_fn(
         "hipStreamWaitValue32", b"hipStream_t, void *, uint32_t, unsigned int, uint32_t")
-    _c_write_value32 = <hip_write32_t>_hip_fn(
+    c_write_value32 = <hip_write32_t>hip_fn(
         "hipStreamWriteValue32", b"hipStream_t, void *, uint32_t, unsigned int")
-    _c_stream_wait_event = <hip_wait_event_t>_hip_fn(
+    c_stream_wait_event = <hip_wait_event_t>hip_fn(
         "hipStreamWaitEvent", b"hipStream_t, hipEvent_t, unsigned int")
     for src in (b"void const *", b"const void *"):   # as HIP-Python versions spell it
-        _c_memcpy_async = <hip_memcpy_async_t>_hip_fn(
+        c_memcpy_async = <hip_memcpy_async_t>hip_fn(
             "hipMemcpyAsync", b"void *, " + src + b", size_t, enum hipMemcpyKind, hipStream_t")
-        if _c_memcpy_async != NULL:
+        if c_memcpy_async != NULL:
             break
     # HIP-Python declares every entry point; the runtime it loads may
     # predate hipMemcpyBatchAsync (ROCm 7), so ask the library itself,
     # once a first call has made HIP-Python load it.
-    count_fn = <hip_count_fn_t>_hip_fn("hipGetDeviceCount", b"int *")
+    count_fn = <hip_count_fn_t>hip_fn("hipGetDeviceCount", b"int *")
     if count_fn != NULL:
         count_fn(&ndev)
         if PyErr_Occurred() != NULL:
             return -1       # HIP-Python could not load the runtime: its error, raised
     if eng.runtime_exports(b"libamdhip64", b"hipMemcpyBatchAsync"):
-        _c_memcpy_batch = <hip_memcpy_batch_t>_hip_fn(
+        c_memcpy_batch = <hip_memcpy_batch_t>hip_fn(
             "hipMemcpyBatchAsync", b"void **, void **, size_t *, size_t, "
             b"struct hipMemcpyAttributes *, size_t *, size_t, size_t *, hipStream_t")
-    _eng_rt.wait_value32 = _c_wait_value32
-    _eng_rt.write_value32 = _c_write_value32
-    _eng_rt.memcpy_async = _c_memcpy_async
-    _eng_rt.event_record = <int (*)(void *, void *) noexcept nogil>_c_event_record
-    _eng_rt.stream_wait_event = _c_stream_wait_event
-    _eng_rt.memcpy_batch_async = _c_memcpy_batch if _eng_batch_copies else NULL
-    _eng_capi_tried = 1
-    if _c_event_query != NULL and _c_event_destroy != NULL:
-        eng.set_event_fns(<hfe_event_fn>_c_event_query, <hfe_event_fn>_c_event_destroy)
+    eng_rt.wait_value32 = c_wait_value32
+    eng_rt.write_value32 = c_write_value32
+    eng_rt.memcpy_async = c_memcpy_async
+    eng_rt.event_record = <int (*)(void *, void *) noexcept nogil>c_event_record
+    eng_rt.stream_wait_event = c_stream_wait_event
+    eng_rt.memcpy_batch_async = c_memcpy_batch if eng_batch_copies else NULL
+    eng_capi_tried = 1
+    if c_event_query != NULL and c_event_destroy != NULL:
+        eng.set_event_fns(<hfe_event_fn>c_event_query, <hfe_event_fn>c_event_destroy)
     return 0
 
 
-cdef int _wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1:
+cdef int wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1:
     cdef int err
-    if _c_wait_value32 != NULL:
+    if c_wait_value32 != NULL:
         with nogil:
-            err = _c_wait_value32(<void *>stream, <void *>ptr, value,
+            err = c_wait_value32(<void *>stream, <void *>ptr, value,
                                   HIP_STREAM_WAIT_VALUE_GTE, 0xFFFFFFFF)
     else:
-        err = int(_hipapi().hip.hipStreamWaitValue32(
+        err = int(hipapi().hip.hipStreamWaitValue32(
             stream, ptr, value, HIP_STREAM_WAIT_VALUE_GTE, 0xFFFFFFFF)[0])
     if err != HIP_SUCCESS:
-        _stream_fail(err, "hipStreamWaitValue32", stream)
+        stream_fail(err, "hipStreamWaitValue32", stream)
     return 0
 
 
-cdef int _write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value):
+cdef int write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value):
     """Enqueue the gate write; returns the hipError_t."""
-    if _c_write_value32 != NULL:
+    if c_write_value32 != NULL:
         with nogil:
-            return _c_write_value32(<void *>stream, <void *>ptr, value, 0)
+            return c_write_value32(<void *>stream, <void *>ptr, value, 0)
     try:
-        return int(_hipapi().hip.hipStreamWriteValue32(stream, ptr, value, 0)[0])
+        return int(hipapi().hip.hipStreamWriteValue32(stream, ptr, value, 0)[0])
     except BaseException:
         return -1
 
@@ -119,7 +119,7 @@ cdef int _write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value):
 # (_engine_ops)
 # --------------------------------------------------------------------------
 
-cdef class _PerDevice:
+cdef class PerDevice:
     """What the engine keeps one of per device, made on first use and freed
     by ``trim_pool`` once nothing is outstanding."""
 
@@ -128,25 +128,25 @@ cdef class _PerDevice:
         return 0
 
 
-cdef _PerDevice _per_device(dict made, int device, per_device_fn make):
+cdef PerDevice per_device(dict made, int device, per_device_fn make):
     """The device's entry of ``made`` (device -> entry), made by ``make``
     the first time. Making one calls HIP, which lets other threads in: one
     of them may have stored the device's entry first, and then that one is
     kept and this one released."""
     o = made.get(device)
     if o is not None:
-        return <_PerDevice>o
-    cdef _PerDevice fresh = make(device)
-    cdef _PerDevice kept = <_PerDevice>made.setdefault(device, fresh)
+        return <PerDevice>o
+    cdef PerDevice fresh = make(device)
+    cdef PerDevice kept = <PerDevice>made.setdefault(device, fresh)
     if kept is not fresh:
         fresh.release()
     return kept
 
 
-cdef int _release_per_device(dict made) except -1:
+cdef int release_per_device(dict made) except -1:
     """Release and forget every entry of ``made``."""
     for o in list(made.values()):
-        (<_PerDevice>o).release()
+        (<PerDevice>o).release()
     made.clear()
     return 0
 
@@ -155,7 +155,7 @@ cdef int _release_per_device(dict made) except -1:
 # Flags
 # --------------------------------------------------------------------------
 
-cdef class _Flag:
+cdef class Flag:
     """One 32-bit completion or gate counter."""
 
     cdef uint32_t next_value(self):
@@ -165,14 +165,14 @@ cdef class _Flag:
         return self.value
 
 
-cdef class _FlagPool:
+cdef class FlagPool:
     """The flags of one device, and how streams of that device are released."""
 
-    cdef _Flag take(self):
+    cdef Flag take(self):
         # _grow calls HIP, which may let another thread take the new flags
         while not self.free:
             self._grow()
-        return <_Flag>self.free.pop()
+        return <Flag>self.free.pop()
 
     cdef int _grow(self) except -1:
         # Mapped pinned host memory: the engine's threads store completions
@@ -181,7 +181,7 @@ cdef class _FlagPool:
         # hipExtMallocWithFlags is not host-writable on every platform; AMD's
         # runtime accepts any memory it knows unless GPU_STREAMOPS_CP_WAIT=1,
         # under which the engine uses host functions instead.)
-        cdef _Flag f
+        cdef Flag f
         cdef int i
         cdef uintptr_t base, devbase
         with on_device(self.device):
@@ -193,7 +193,7 @@ cdef class _FlagPool:
                 devbase = base
         memset(<void *>base, 0, FLAGS_PER_HOST_PAGE * 4)
         for i in range(FLAGS_PER_HOST_PAGE):
-            f = _Flag.__new__(_Flag)
+            f = Flag.__new__(Flag)
             f.ptr = <uint32_t *>(base + 4 * i)
             f.devptr = devbase + 4 * i
             f.pool = self
@@ -210,7 +210,7 @@ cdef class _FlagPool:
         with on_device(self.device):
             err = hc_device_synchronize()
             if err != HIP_SUCCESS:
-                _hip_fail(err, "hipDeviceSynchronize")
+                hip_fail(err, "hipDeviceSynchronize")
             if self.stream is not None:
                 hc_stream_destroy(<uintptr_t>self.stream)
                 self.stream = None
@@ -222,34 +222,34 @@ cdef class _FlagPool:
         return 0
 
 
-_flag_pools = {}      # device -> _FlagPool
+flag_pools = {}      # device -> FlagPool
 
 
-cdef _FlagPool _pool_for(int device):
-    return <_FlagPool>_per_device(_flag_pools, device, _new_pool)
+cdef FlagPool pool_for(int device):
+    return <FlagPool>per_device(flag_pools, device, _new_pool)
 
 
-cdef _PerDevice _new_pool(int device):
-    cdef bint can = _memops_supported(device)
-    cdef _FlagPool p = _FlagPool.__new__(_FlagPool)
+cdef PerDevice _new_pool(int device):
+    cdef bint can = memops_supported(device)
+    cdef FlagPool p = FlagPool.__new__(FlagPool)
     p.device = device
     p.free = []
     p.mems = []
     p.can_memops = can
-    p.memops = can and not _eng_release_host
+    p.memops = can and not eng_release_host
     return p
 
 
-cdef bint _memops_supported(int device) except -1:
+cdef bint memops_supported(int device) except -1:
     """Whether streams of ``device`` can wait on a flag (whatever the
     ``engine_release`` setting says)."""
     if os.environ.get("GPU_STREAMOPS_CP_WAIT", "").strip().lower() in ("1", "true", "yes"):
         return 0      # AMD's runtime then waits on signal memory only
     cdef int value = 0
     cdef int dev
-    _load_engine_capi()
-    if _c_wait_value32 == NULL or _c_write_value32 == NULL:
-        if not hasattr(_hipapi().hip, "hipStreamWaitValue32"):
+    load_engine_capi()
+    if c_wait_value32 == NULL or c_write_value32 == NULL:
+        if not hasattr(hipapi().hip, "hipStreamWaitValue32"):
             return 0
     try:
         dev = device if device >= 0 else hc_get_device()
@@ -259,18 +259,18 @@ cdef bint _memops_supported(int device) except -1:
     return err == HIP_SUCCESS and value != 0
 
 
-cdef bint _staged_path(int fd, _FlagPool pool, bint is_device) except -1:
+cdef bint staged_path(int fd, FlagPool pool, bint is_device) except -1:
     """Whether a submission takes the staged path: a POSIX descriptor, stream
     waits on the buffer's device, the runtime's copy entry point, and device
     memory (anything else goes to hipFile, which gives its own verdict)."""
-    if fd < 0 or not pool.memops or not is_device or _eng_data_hipfile:
+    if fd < 0 or not pool.memops or not is_device or eng_data_hipfile:
         return 0
-    _load_engine_capi()
-    return (_c_memcpy_async != NULL and _c_wait_value32 != NULL
-            and _c_write_value32 != NULL)
+    load_engine_capi()
+    return (c_memcpy_async != NULL and c_wait_value32 != NULL
+            and c_write_value32 != NULL)
 
 
-cdef object _internal_stream(_FlagPool pool):
+cdef object internal_stream(FlagPool pool):
     """The device's own non-blocking stream (copies of unordered submissions,
     record_event)."""
     if pool.stream is None:
@@ -279,7 +279,7 @@ cdef object _internal_stream(_FlagPool pool):
     return pool.stream
 
 
-cdef int _stream_after(uintptr_t target, uintptr_t stream, int device) except -1:
+cdef int stream_after(uintptr_t target, uintptr_t stream, int device) except -1:
     """Make ``target`` wait for the work enqueued on ``stream`` so far."""
     cdef uintptr_t ev
     cdef int err
@@ -288,14 +288,14 @@ cdef int _stream_after(uintptr_t target, uintptr_t stream, int device) except -1
         try:
             err = hc_event_record(ev, stream)
             if err != HIP_SUCCESS:
-                _hip_fail(err, "hipEventRecord")
-            _load_engine_capi()
-            if _c_stream_wait_event != NULL:
-                err = _c_stream_wait_event(<void *>target, <void *>ev, 0)
+                hip_fail(err, "hipEventRecord")
+            load_engine_capi()
+            if c_stream_wait_event != NULL:
+                err = c_stream_wait_event(<void *>target, <void *>ev, 0)
             else:
-                err = int(_hipapi().hip.hipStreamWaitEvent(target, ev, 0)[0])
+                err = int(hipapi().hip.hipStreamWaitEvent(target, ev, 0)[0])
             if err != HIP_SUCCESS:
-                _hip_fail(err, "hipStreamWaitEvent")
+                hip_fail(err, "hipStreamWaitEvent")
         finally:
             hc_event_destroy(ev)
     return 0
@@ -322,14 +322,14 @@ def engine_configure(threads=None, task_size=None):
     if task_size is not None:
         values["engine_task_size"] = task_size
     if values:
-        _settings_module().set(values)
+        settings_module().set(values)
 
 
 def engine_settings():
     """The engine's thread count and default task size in bytes, from
     ``hipfile.defaults``."""
-    _eng_defaults()
-    return {"threads": _eng_threads_wanted, "task_size": _eng_task_default}
+    eng_defaults()
+    return {"threads": eng_threads_wanted, "task_size": eng_task_default}
 
 
 def use_settings(source):
@@ -339,52 +339,52 @@ def use_settings(source):
     ``engine_copy_streams()``, ``engine_batch_copies()``,
     ``engine_release()``, ``engine_data_path()``, ``set(values)`` and
     ``_watch(callback)``, which calls ``callback()`` after each change."""
-    global _settings, _eng_options_stale
+    global _settings, eng_options_stale
     _settings = source
-    _eng_options_stale = 1
-    source._watch(_eng_options_changed)
+    eng_options_stale = 1
+    source._watch(eng_options_changed)
 
 
-def _eng_options_changed():
+def eng_options_changed():
     """The settings changed: read the engine's options again before they
     are next used (flags, nothing else: it runs inside ``set()``)."""
-    global _eng_options_stale, _eng_sizes_stale
-    _eng_options_stale = 1
+    global eng_options_stale, _eng_sizes_stale
+    eng_options_stale = 1
     _eng_sizes_stale = 1
 
 
-cdef int _eng_options() except -1:
+cdef int eng_options() except -1:
     """Bring the options the engine reads once (``engine_batch_copies``,
     ``engine_release``, ``engine_data_path``) up to date, when a change of
     the settings (or ``trim_pool``) has made them stale: one C flag to test
     on a submission, no lookup of the environment."""
-    global _eng_options_stale, _eng_batch_copies, _eng_release_host, _eng_data_hipfile
-    cdef _FlagPool p
-    if not _eng_options_stale:
+    global eng_options_stale, eng_batch_copies, eng_release_host, eng_data_hipfile
+    cdef FlagPool p
+    if not eng_options_stale:
         return 0
-    d = _settings_module()
-    _eng_options_stale = 0      # a change while these are read marks them again
+    d = settings_module()
+    eng_options_stale = 0      # a change while these are read marks them again
     try:
         batch = bool(d.engine_batch_copies())
         host = d.engine_release() == "host-waits"
         hipfile_path = d.engine_data_path() == "hipfile"
     except BaseException:
-        _eng_options_stale = 1
+        eng_options_stale = 1
         raise
-    _eng_batch_copies = batch
-    _eng_release_host = host
-    _eng_data_hipfile = hipfile_path
-    if _eng_capi_tried:
-        _eng_rt.memcpy_batch_async = _c_memcpy_batch if batch else NULL
-    for o in _flag_pools.values():
+    eng_batch_copies = batch
+    eng_release_host = host
+    eng_data_hipfile = hipfile_path
+    if eng_capi_tried:
+        eng_rt.memcpy_batch_async = c_memcpy_batch if batch else NULL
+    for o in flag_pools.values():
         # operations submitted before keep their mechanism (each handle has
         # its own); the next submission takes the new one
-        p = <_FlagPool>o
+        p = <FlagPool>o
         p.memops = p.can_memops and not host
     return 0
 
 
-cdef object _settings_module():
+cdef object settings_module():
     if _settings is None:
         raise RuntimeError("the engine has no settings: import hipfile first")
     return _settings
@@ -393,17 +393,17 @@ cdef object _settings_module():
 cdef bint _eng_sizes_stale = 1
 
 
-cdef int _eng_defaults() except -1:
+cdef int eng_defaults() except -1:
     """Bring ``engine_threads`` and ``engine_task_size`` up to date from
     ``hipfile.defaults`` (set(), else the environment, else the default),
     the one source of the engine's settings. Called at every submission,
     it reads them only when a change of the settings has marked them stale
     (one C flag to test: no Python call, no lookup of the environment)."""
-    global _eng_threads_wanted, _eng_task_default, _eng_sizes_stale
-    _eng_options()
+    global eng_threads_wanted, eng_task_default, _eng_sizes_stale
+    eng_options()
     if not _eng_sizes_stale:
         return 0
-    d = _settings_module()
+    d = settings_module()
     _eng_sizes_stale = 0        # a change while these are read marks them again
     try:
         threads = <int>d.engine_threads()
@@ -411,21 +411,21 @@ cdef int _eng_defaults() except -1:
     except BaseException:
         _eng_sizes_stale = 1
         raise
-    _eng_threads_wanted = threads
-    _eng_task_default = task
+    eng_threads_wanted = threads
+    eng_task_default = task
     return 0
 
 
-cdef int _device_arg(object device) except -2:
+cdef int device_arg(object device) except -2:
     """``device`` as a device number: an int naming a device, or -1 for the
     current one (TypeError for anything else, bools too; ValueError for no
     such device)."""
-    cdef long long dev = _as_index(device, "device")
+    cdef long long dev = c_as_index(device, "device")
     cdef int count = hc_device_count()
     if dev < -1 or dev >= count:
         raise ValueError(f"no device {dev}: {count} device(s), or -1 for the current one")
     if dev == -1:
-        return _current_device()
+        return current_device()
     return <int>dev
 
 
@@ -434,12 +434,12 @@ def engine_mechanism(device=-1):
     device): ``"stream-memory-operations"`` (hipStreamWaitValue32 on a flag)
     or ``"host-waits"`` (the device cannot wait on a flag: ``wait_on`` and
     stream-ordered submissions wait on the host)."""
-    cdef int dev = _device_arg(device)
-    _eng_options()
-    return MECHANISM_STREAM_MEMOPS if _pool_for(dev).memops else MECHANISM_HOST_FUNCTIONS
+    cdef int dev = device_arg(device)
+    eng_options()
+    return MECHANISM_STREAM_MEMOPS if pool_for(dev).memops else MECHANISM_HOST_FUNCTIONS
 
 
-cdef uintptr_t _gate_event(uintptr_t stream, int device) except? 0:
+cdef uintptr_t record_gate_event(uintptr_t stream, int device) except? 0:
     """An event recorded on ``stream`` now (0 if the runtime refused)."""
     cdef uintptr_t ev
     cdef int err
@@ -450,12 +450,12 @@ cdef uintptr_t _gate_event(uintptr_t stream, int device) except? 0:
         return 0
     err = hc_event_record(ev, stream)
     if err != HIP_SUCCESS:
-        _destroy_event_handle(ev)
+        destroy_event_handle(ev)
         return 0
     return ev
 
 
-cdef void _destroy_event_handle(uintptr_t ev):
+cdef void destroy_event_handle(uintptr_t ev):
     try:
         hc_event_destroy(ev)
     except Exception:

@@ -4,9 +4,9 @@
 
 from libc.stdint cimport uint32_t
 from hipfile._lib._engine_c cimport hfe_op, hfe_ring
-from hipfile._lib._engine_hip cimport _Flag, _PerDevice
+from hipfile._lib._engine_hip cimport Flag, PerDevice
 
-cdef class _Ring(_PerDevice):
+cdef class Ring(PerDevice):
     cdef hfe_ring *ring
     cdef readonly size_t slot_size
     cdef readonly int nslots
@@ -16,9 +16,9 @@ cdef class _Ring(_PerDevice):
     cdef list copy_events
     cdef int release(self) except -1
 
-cdef class _ParkedOp:
+cdef class ParkedOp:
     cdef hfe_op *op
-    cdef _Flag flag
+    cdef Flag flag
     cdef uint32_t value
     cdef bint stream_completes
     cdef object file
@@ -26,10 +26,10 @@ cdef class _ParkedOp:
     cdef object keep
 
 cdef dict _rings
-cdef list _eng_parked
+cdef list eng_parked
 
-cdef _Ring _ring_for(int device)
-cdef int _eng_start() except -1
-cdef void _unhold(object file, object bcore)
-cdef int _eng_sweep() except -1
-cdef int _eng_trim() except -1
+cdef Ring ring_for(int device)
+cdef int eng_start() except -1
+cdef void unhold(object file, object bcore)
+cdef int eng_sweep() except -1
+cdef int eng_trim() except -1

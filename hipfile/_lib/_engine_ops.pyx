@@ -35,16 +35,16 @@ import os
 from libc.stdint cimport uint32_t, uintptr_t
 from libc.string cimport memset
 
-from hipfile._lib._core cimport _BufferCore, _FileCore
+from hipfile._lib._core cimport BufferCore, FileCore
 from hipfile._lib._engine_c cimport eng, hfe_op, hfe_ring, hfe_set_device_fn
 from hipfile._lib._engine_hip cimport (
-    HIP_HOST_MALLOC_MAPPED, HIP_STREAM_NON_BLOCKING, _c_event_record, _c_memcpy_batch,
-    _c_set_device, _c_stream_wait_event, _eng_defaults, _eng_rt, _eng_task_default, _eng_threads_wanted, _flag_pools, _Flag, _FlagPool,
-    _load_engine_capi, _per_device, _PerDevice, _release_per_device, _settings_module)
+    HIP_HOST_MALLOC_MAPPED, HIP_STREAM_NON_BLOCKING, c_event_record, c_memcpy_batch,
+    c_set_device, c_stream_wait_event, eng_defaults, eng_rt, eng_task_default, eng_threads_wanted, flag_pools, Flag, FlagPool,
+    load_engine_capi, per_device, PerDevice, release_per_device, settings_module)
 from hipfile._lib._engine_hip import (
-    MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS, _eng_options_changed)
+    MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS, eng_options_changed)
 from hipfile._lib._runtime cimport (
-    HIP_EVENT_DISABLE_TIMING, _as_timeout, hc_event_create, hc_event_destroy,
+    HIP_EVENT_DISABLE_TIMING, c_as_timeout, hc_event_create, hc_event_destroy,
     hc_host_device_pointer, hc_host_free, hc_host_malloc, hc_stream_create, hc_stream_destroy)
 from hipfile._lib._runtime import on_device
 
@@ -52,10 +52,10 @@ from hipfile._lib cimport _core, _pool
 
 cdef bint _eng_atexit = 0
 
-def _engine_inject_faults(int err_no=0, int count=0, size_t short_max=0, int after=0):
+def engine_inject_faults(int err_no=0, int count=0, size_t short_max=0, int after=0):
     """Test hook: after ``after`` more file calls of the staged path, the
     next ``count`` fail with ``err_no``; every call moves at most
-    ``short_max`` bytes (0: no limit). ``_engine_inject_faults()`` clears
+    ``short_max`` bytes (0: no limit). ``engine_inject_faults()`` clears
     them."""
     eng.inject(err_no, count, short_max, after)
 
@@ -63,7 +63,7 @@ def _engine_inject_faults(int err_no=0, int count=0, size_t short_max=0, int aft
 cdef enum:
     MIN_SLOTS = 4     # staging slots a ring has at least
 
-cdef class _Ring:
+cdef class Ring:
     """A device's staging ring: pinned host slots the engine's threads read
     and write with POSIX calls, and their filled/drained flags in mapped
     pinned memory that streams wait on and write (see engine.h)."""
@@ -88,11 +88,11 @@ cdef class _Ring:
         return 0
 
 
-_rings = {}      # device -> _Ring
+_rings = {}      # device -> Ring
 
 
-cdef _Ring _ring_for(int device):
-    return <_Ring>_per_device(_rings, device, _new_ring)
+cdef Ring ring_for(int device):
+    return <Ring>per_device(_rings, device, _new_ring)
 
 
 cdef size_t _slot_size(size_t total, size_t task):
@@ -106,22 +106,22 @@ cdef size_t _slot_size(size_t total, size_t task):
     return slot
 
 
-def _ring_layout(total, task):
+def ring_layout(total, task):
     """``(slot_size, nslots)`` of a ring of ``total`` bytes when the default
     task is ``task`` bytes (the layout _new_ring makes; a test hook too)."""
     cdef size_t slot = _slot_size(<size_t>total, <size_t>task)
     return slot, <int>max(2, <size_t>total // slot)
 
 
-cdef _PerDevice _new_ring(int device):
-    d = _settings_module()
-    _eng_defaults()
+cdef PerDevice _new_ring(int device):
+    d = settings_module()
+    eng_defaults()
     cdef size_t slot
     cdef int nslots
-    slot, nslots = _ring_layout(d.engine_staging_size(), _eng_task_default)
+    slot, nslots = ring_layout(d.engine_staging_size(), eng_task_default)
     cdef uintptr_t fbase, fdev
-    cdef _Ring r
-    r = _Ring.__new__(_Ring)
+    cdef Ring r
+    r = Ring.__new__(Ring)
     r.device = device
     r.slot_size = slot
     r.nslots = nslots
@@ -147,7 +147,7 @@ cdef _PerDevice _new_ring(int device):
     cdef void *cs[8]
     cdef void *je[8]
     cdef int k
-    if ncopy > 1 and _c_stream_wait_event != NULL and _c_event_record != NULL:
+    if ncopy > 1 and c_stream_wait_event != NULL and c_event_record != NULL:
         r.copy_streams = []
         r.copy_events = []
         try:
@@ -167,11 +167,11 @@ cdef _PerDevice _new_ring(int device):
     return r
 
 
-cdef int _eng_start() except -1:
+cdef int eng_start() except -1:
     global _eng_atexit
-    _eng_defaults()
-    _load_engine_capi()
-    cdef int rc = eng.start(_eng_threads_wanted, <hfe_set_device_fn>_c_set_device)
+    eng_defaults()
+    load_engine_capi()
+    cdef int rc = eng.start(eng_threads_wanted, <hfe_set_device_fn>c_set_device)
     if rc:
         raise OSError(rc, f"the stream engine could not start its threads: {os.strerror(rc)}")
     if not _eng_atexit:
@@ -195,9 +195,9 @@ def engine_shutdown(timeout=None):
     TypeError, ValueError
         ``timeout`` is not a number >= 0 or None.
     """
-    cdef double t = _as_timeout(timeout)
+    cdef double t = c_as_timeout(timeout)
     cdef int rc
-    _eng_sweep()
+    eng_sweep()
     with nogil:
         rc = eng.stop(t)
     if rc:
@@ -208,26 +208,26 @@ def engine_info():
     """The engine's state: threads running, outstanding operations, parked
     handles, and per device the release mechanism, flags allocated and
     staging ring (bytes, bytes per slot)."""
-    _eng_sweep()
-    _eng_defaults()
+    eng_sweep()
+    eng_defaults()
     return {
         "threads": eng.threads(),
-        "threads_configured": _eng_threads_wanted,
-        "task_size": _eng_task_default,
+        "threads_configured": eng_threads_wanted,
+        "task_size": eng_task_default,
         "outstanding": eng.outstanding(),
-        "parked": len(_eng_parked),
-        "devices": {d: {"mechanism": MECHANISM_STREAM_MEMOPS if (<_FlagPool>p).memops
+        "parked": len(eng_parked),
+        "devices": {d: {"mechanism": MECHANISM_STREAM_MEMOPS if (<FlagPool>p).memops
                         else MECHANISM_HOST_FUNCTIONS,
-                        "flags": (<_FlagPool>p).nflags,
-                        "staging_bytes": ((<_Ring>_rings[d]).slot_size * (<_Ring>_rings[d]).nslots
+                        "flags": (<FlagPool>p).nflags,
+                        "staging_bytes": ((<Ring>_rings[d]).slot_size * (<Ring>_rings[d]).nslots
                                           if d in _rings else 0),
-                        "staging_slot_bytes": ((<_Ring>_rings[d]).slot_size
+                        "staging_slot_bytes": ((<Ring>_rings[d]).slot_size
                                                if d in _rings else 0)}
-                    for d, p in _flag_pools.items()},
+                    for d, p in flag_pools.items()},
     }
 
 
-cdef class _ParkedOp:
+cdef class ParkedOp:
     """A dropped StreamIOHandle's operation, kept until it has finished."""
 
     def __dealloc__(self):
@@ -236,32 +236,32 @@ cdef class _ParkedOp:
             self.op = NULL
 
 
-_eng_parked = []
+eng_parked = []
 
 
-cdef void _unhold(object file, object bcore):
+cdef void unhold(object file, object bcore):
     # file: one file, or a tuple of them (a many-file operation)
     if file is not None:
         if type(file) is tuple:
             for o in <tuple>file:
-                (<_FileCore>o)._held -= 1
+                (<FileCore>o)._held -= 1
         else:
-            (<_FileCore>file)._held -= 1
+            (<FileCore>file)._held -= 1
     if bcore is not None:
-        (<_BufferCore>bcore)._held -= 1
+        (<BufferCore>bcore)._held -= 1
 
 
-cdef int _eng_sweep() except -1:
-    cdef _ParkedOp rec
+cdef int eng_sweep() except -1:
+    cdef ParkedOp rec
     cdef list keep
-    if not _eng_parked:
+    if not eng_parked:
         return 0
     keep = []
-    for o in _eng_parked:
-        rec = <_ParkedOp>o
+    for o in eng_parked:
+        rec = <ParkedOp>o
         if eng.op_done(rec.op) and (not rec.stream_completes or rec.flag is None
                                     or eng.flag_reached(rec.flag.ptr, rec.value)):
-            _unhold(rec.file, rec.bcore)
+            unhold(rec.file, rec.bcore)
             rec.file = None
             rec.bcore = None
             if rec.flag is not None:
@@ -269,26 +269,26 @@ cdef int _eng_sweep() except -1:
                 rec.flag = None
         else:
             keep.append(rec)
-    _eng_parked[:] = keep
+    eng_parked[:] = keep
     return 0
 
 
-cdef int _eng_trim() except -1:
+cdef int eng_trim() except -1:
     """Free the flags and internal streams once nothing is outstanding; the
     options read once are read again (environment included) before next used."""
-    _eng_options_changed()
-    _eng_sweep()
-    if _eng_parked or eng.outstanding():
+    eng_options_changed()
+    eng_sweep()
+    if eng_parked or eng.outstanding():
         return 0
-    for p in _flag_pools.values():
-        if len((<_FlagPool>p).free) != (<_FlagPool>p).nflags:
+    for p in flag_pools.values():
+        if len((<FlagPool>p).free) != (<FlagPool>p).nflags:
             return 0      # a live handle (or its gate) still holds a flag
-    _release_per_device(_flag_pools)    # a pool holding flags synchronizes its device first
-    _release_per_device(_rings)
+    release_per_device(flag_pools)    # a pool holding flags synchronizes its device first
+    release_per_device(_rings)
     return 0
 
 
 
 
-_core.held_sweep_hook = _eng_sweep
-_pool.trim_hook = _eng_trim
+_core.held_sweep_hook = eng_sweep
+_pool.trim_hook = eng_trim

@@ -9,7 +9,7 @@ from typing import TypeVar
 _E = TypeVar("_E", bound=IntEnum)
 
 
-def _member_or_int(kind: type[_E], value: int) -> _E | int:
+def member_or_int(kind: type[_E], value: int) -> _E | int:
     """``kind(value)`` where ``value`` is one of its members, else ``value``
     itself (a code that a newer library added stays readable)."""
     try:

@@ -10,7 +10,7 @@ import errno as _errno
 import os
 from typing import Any, NoReturn
 
-from hipfile._lib._enums import OpError, _member_or_int
+from hipfile._lib._enums import OpError, member_or_int
 
 _FALLBACK_STRINGS = {e.value: e.name.replace("_", " ").lower() for e in OpError}
 
@@ -85,7 +85,7 @@ class HipFileException(Exception):
     @property
     def err(self) -> OpError | int:
         """The code as an :class:`OpError` where it is one."""
-        return _member_or_int(OpError, self._hipfile_err)
+        return member_or_int(OpError, self._hipfile_err)
 
     @property
     def func(self) -> str | None:

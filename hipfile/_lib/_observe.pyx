@@ -7,7 +7,7 @@ Invariants
   so it is interruptible and loses nothing.
 - A finalizer that finds operations in flight never drops a registration:
   the object is kept in ``_deferred`` and released by the sweep that sees
-  the operations complete (``_sweep`` calls ``_retry_deferred``).
+  the operations complete (``sweep_parked`` calls ``_retry_deferred``).
 - A handle that takes part in a reference cycle (``fh.h = fh.read_async()``)
   is not tracked by the cyclic GC, which keeps submit short: each
   collection of the older generations schedules (``Py_AddPendingCall``)
@@ -15,18 +15,18 @@ Invariants
   non-blocking query per stream), which drops their references and so
   breaks the cycle. Nothing is added to the submit path.
 - Nothing here runs inside a GC callback but the scheduling: the callback
-  may fire in the middle of any loop over the pending list or ``_parked``.
+  may fire in the middle of any loop over the pending list or ``parked_slots``.
 """
 
 import gc as _gc
 
 from libc.stdint cimport uintptr_t
 
-from hipfile._lib._aio cimport AsyncIOHandle, _pending_head
-from hipfile._lib._pool cimport SLOT_DONE, _lose, _Parked, _parked, _state_ptr, _sweep
+from hipfile._lib._aio cimport AsyncIOHandle, pending_head
+from hipfile._lib._pool cimport SLOT_DONE, lose_parked, Parked, parked_slots, slot_state_ptr, sweep_parked
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_FLAG, Deadline, _event_query, _exiting, _fork_gen,
-    _stream_query, wait_interruptible)
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_FLAG, Deadline, event_query, exiting, fork_gen,
+    stream_query, wait_interruptible)
 
 from cpython.ref cimport PyObject
 
@@ -35,7 +35,7 @@ from hipfile._lib cimport _core
 def pending_handles():
     """Handles submitted through hipfile whose completion is not yet observed."""
     out = []
-    cdef PyObject *p = _pending_head
+    cdef PyObject *p = pending_head
     while p != NULL:
         out.append(<object>p)
         p = (<AsyncIOHandle>p)._next
@@ -50,24 +50,24 @@ def settle(obj=None):
     """Observe completion of every pending operation that has finished
     (all of them, or those using ``obj``: a file, buffer or stream state),
     without blocking. Returns how many of those are still in flight."""
-    _sweep()
+    sweep_parked()
     cdef int left = 0
     for h in pending_handles():
         if obj is not None and not (<AsyncIOHandle>h)._uses(obj):
             continue
         if not (<AsyncIOHandle>h).done():
             left += 1
-    cdef _Parked r
-    # a snapshot: the loop body may let other threads change _parked
-    snapshot = list(_parked.items())
+    cdef Parked r
+    # a snapshot: the loop body may let other threads change parked_slots
+    snapshot = list(parked_slots.items())
     for n, rec in snapshot:
-        r = <_Parked>rec
+        r = <Parked>rec
         if r.lost:
             continue
         if obj is None or obj is r.file or obj is r.buffer or obj is r.stream_state:
-            err = _stream_query(r.stream)
+            err = stream_query(r.stream)
             if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
-                _lose(r)   # destroyed behind the binding's back
+                lose_parked(r)   # destroyed behind the binding's back
                 continue
             left += 1
     return left
@@ -86,29 +86,29 @@ def wait_for(obj=None, timeout=None):
         if obj is not None and not (<AsyncIOHandle>h)._uses(obj):
             continue
         (<AsyncIOHandle>h)._wait_complete(deadline.left_s(-1.0))
-    # a snapshot: the loop body may let other threads change _parked
-    snapshot = list(_parked.items())
+    # a snapshot: the loop body may let other threads change parked_slots
+    snapshot = list(parked_slots.items())
     for n, rec in snapshot:
-        if obj is None or obj is (<_Parked>rec).file or obj is (<_Parked>rec).buffer \
-                or obj is (<_Parked>rec).stream_state:
-            _wait_parked(n, <_Parked>rec, deadline)
+        if obj is None or obj is (<Parked>rec).file or obj is (<Parked>rec).buffer \
+                or obj is (<Parked>rec).stream_state:
+            _wait_parked(n, <Parked>rec, deadline)
     return settle(obj)
 
 
-cdef int _wait_parked(int n, _Parked rec, Deadline deadline) except -1:
+cdef int _wait_parked(int n, Parked rec, Deadline deadline) except -1:
     # Wait for the marker behind a parked slot, in slices; between them the
     # stream is queried, so a stream destroyed meanwhile ends the wait (the
     # slot is then lost) instead of blocking for ever.
     cdef int err
     while not rec.lost:
-        if wait_interruptible(WAIT_FLAG, <uintptr_t>_state_ptr(n), deadline.left_s(0.1),
+        if wait_interruptible(WAIT_FLAG, <uintptr_t>slot_state_ptr(n), deadline.left_s(0.1),
                               SLOT_DONE) == HIP_SUCCESS:
             return 1
         if deadline.passed():
             return 0
-        err = _stream_query(rec.stream)
+        err = stream_query(rec.stream)
         if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
-            _lose(rec)
+            lose_parked(rec)
     return 0
 
 
@@ -126,9 +126,9 @@ def _gc_observe(phase, info):
     # schedules the work, which the main thread runs between bytecodes
     # (where other threads may run too, so our structures are consistent).
     global _observe_scheduled
-    if phase != "start" or _exiting or _observe_scheduled:
+    if phase != "start" or exiting or _observe_scheduled:
         return
-    if info.get("generation", 0) < 1 or (_pending_head == NULL and not _parked):
+    if info.get("generation", 0) < 1 or (pending_head == NULL and not parked_slots):
         return
     if Py_AddPendingCall(<_pending_fn_t>_observe_pending, NULL) == 0:
         _observe_scheduled = 1
@@ -140,26 +140,26 @@ cdef int _observe_pending(void *arg) except -1:
     # blocks; errors are dropped, a KeyboardInterrupt propagates.
     global _observe_scheduled
     _observe_scheduled = 0
-    if _exiting:
+    if exiting:
         return 0
     cdef dict idle
     cdef AsyncIOHandle h
     try:
-        if _pending_head != NULL:
+        if pending_head != NULL:
             idle = {}
             for o in pending_handles():
                 h = <AsyncIOHandle>o
-                if h._complete or h._gen != _fork_gen:
+                if h._complete or h._gen != fork_gen:
                     continue
                 ok = idle.get(h._stream)
                 if ok is None:
-                    ok = _stream_query(h._stream) == HIP_SUCCESS
+                    ok = stream_query(h._stream) == HIP_SUCCESS
                     idle[h._stream] = ok
                 if not ok and h._event is not None:
-                    ok = _event_query(h._event) == HIP_SUCCESS
+                    ok = event_query(h._event) == HIP_SUCCESS
                 if ok:
                     h._observed()
-        _sweep()
+        sweep_parked()
     except Exception:
         pass
     return 0

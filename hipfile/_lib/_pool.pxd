@@ -21,7 +21,7 @@ cdef enum:
     SLOT_PARKED = 2
     SLOT_DONE = 3      # written by a host function on the stream's thread
 
-cdef class _Parked:
+cdef class Parked:
     cdef object file
     cdef object buffer
     cdef object stream_state
@@ -29,30 +29,30 @@ cdef class _Parked:
     cdef bint lost
     cdef uintptr_t stream
 
-cdef dict _parked
+cdef dict parked_slots
 cdef list _deferred
 
 # The slots and their states, per page (read on the submit path of every
 # module, inline; changed by _pool only).
-cdef Slots **_pslots
-cdef unsigned char **_pstate
+cdef Slots **pslots
+cdef unsigned char **pstate
 
 
 @cython.cdivision(True)
-cdef inline Slots *_slot_ptr(int n) noexcept:
-    return &_pslots[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
+cdef inline Slots *slot_ptr(int n) noexcept:
+    return &pslots[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
 
 
 @cython.cdivision(True)
-cdef inline unsigned char *_state_ptr(int n) noexcept:
-    return &_pstate[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
+cdef inline unsigned char *slot_state_ptr(int n) noexcept:
+    return &pstate[n // SLOTS_PER_PAGE][n % SLOTS_PER_PAGE]
 
 
-cdef void _lose(_Parked rec)
-cdef int _take() except -1
-cdef void _give_back(int n) noexcept
-cdef int _sweep() except -1
-cdef int _launch_marker(uintptr_t stream, unsigned char *state)
+cdef void lose_parked(Parked rec)
+cdef int take_slot() except -1
+cdef void give_back(int n) noexcept
+cdef int sweep_parked() except -1
+cdef int launch_marker(uintptr_t stream, unsigned char *state)
 
 # The engine's trim, lent by the engine when it is imported.
 ctypedef int (*trim_fn)() except -1

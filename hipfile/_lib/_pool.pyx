@@ -5,12 +5,12 @@ Invariants
 - Slots live in pages of pinned host memory (``hipHostMalloc`` through
   HIP-Python); a page never moves and is freed only when none of its slots
   is in use or parked (``trim_pool``).
-- The C arrays (``_pslots``, ``_pstate``, ``_pused``, ``_fstack``) are
+- The C arrays (``pslots``, ``pstate``, ``_pused``, ``_fstack``) are
   changed only with the GIL held and without yielding it between reading
   and writing them: growing calls HIP first, then updates the arrays in C
   only, so two threads never interleave an update.
 - A slot is FREE, USED (owned by one AsyncIOHandle), PARKED (its handle
-  died before completion was observed; ``_parked`` owns the objects the
+  died before completion was observed; ``parked_slots`` owns the objects the
   operation uses) or DONE (a host function behind the operation said the
   stream passed it; written on the stream's thread with a release store).
 - A parked slot is ``lost`` when its stream can no longer be queried
@@ -28,10 +28,10 @@ from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
 
 from hipfile._lib._errors import InFlightError
-from hipfile._lib._core cimport _as_index, _release_refs
+from hipfile._lib._core cimport c_as_index, release_refs
 from hipfile._lib._runtime cimport (
-    HIP_SUCCESS, _c_host_free, _c_host_malloc, _c_launch_host_func, _destroy_event, _exiting,
-    _fork_gen, _hip_fail, _hipapi, _load_hip_capi, hipfile_atomic_load_u8, hipfile_atomic_store_u8)
+    HIP_SUCCESS, c_host_free, c_host_malloc, c_launch_host_func, destroy_event, exiting,
+    fork_gen, hip_fail, hipapi, load_hip_capi, hipfile_atomic_load_u8, hipfile_atomic_store_u8)
 from hipfile._lib import _runtime
 
 cdef class _Page:
@@ -46,9 +46,9 @@ cdef class _Page:
     cdef unsigned char *state   # malloc'ed, never moves
 
     def __dealloc__(self):
-        if self.base != NULL and not self.adopted and _c_host_free != NULL \
-                and not _exiting and not _fork_gen:
-            _c_host_free(self.base)
+        if self.base != NULL and not self.adopted and c_host_free != NULL \
+                and not exiting and not fork_gen:
+            c_host_free(self.base)
         self.base = NULL
         if self.state != NULL:
             free(self.state)
@@ -56,12 +56,12 @@ cdef class _Page:
 
 
 cdef list _pages = []         # the _Page objects (own the memory)
-_parked = {}                  # slot number -> _Parked
+parked_slots = {}                  # slot number -> Parked
 
 # C views of the pool for the hot path: per page its slots, states and use
 # count; a stack of free slot numbers.
-_pslots = NULL      # (declared with _slot_ptr and _state_ptr in _pool.pxd)
-_pstate = NULL
+pslots = NULL      # (declared with slot_ptr and slot_state_ptr in _pool.pxd)
+pstate = NULL
 cdef int *_pused = NULL
 cdef int _npages = 0
 cdef int _pcap = 0
@@ -69,22 +69,22 @@ cdef int *_fstack = NULL
 cdef int _nfree = 0
 
 
-cdef class _Parked:
+cdef class Parked:
     """What a slot parked behind an operation in flight keeps alive."""
 
 
-cdef void _lose(_Parked rec):
+cdef void lose_parked(Parked rec):
     # The stream can no longer be queried: what the operation uses is
     # released now; the slot waits for a device synchronise (trim_pool).
     rec.lost = 1
-    _release_refs(rec.file, rec.buffer, rec.stream_state)
+    release_refs(rec.file, rec.buffer, rec.stream_state)
     rec.file = None
     rec.buffer = None
     rec.stream_state = None
 
 
 cdef int _new_page() except -1:
-    global _pslots, _pstate, _pused, _pcap, _npages, _fstack, _nfree
+    global pslots, pstate, _pused, _pcap, _npages, _fstack, _nfree
     cdef int cap, i, base
     cdef void *p
     cdef unsigned char *state
@@ -95,17 +95,17 @@ cdef int _new_page() except -1:
     cdef _Page page = _Page.__new__(_Page)
     cdef int err = 0
     cdef Slots *slots
-    _load_hip_capi()
-    if _c_host_malloc != NULL and _c_host_free != NULL:
+    load_hip_capi()
+    if c_host_malloc != NULL and c_host_free != NULL:
         with nogil:
-            err = _c_host_malloc(&page.base, SLOTS_PER_PAGE * sizeof(Slots), 0)
+            err = c_host_malloc(&page.base, SLOTS_PER_PAGE * sizeof(Slots), 0)
         if err != HIP_SUCCESS:
             page.base = NULL
-            _hip_fail(err, "hipHostMalloc")
+            hip_fail(err, "hipHostMalloc")
         slots = <Slots *>page.base
     else:
         # HIP-Python without C-level exports: its Python-level call
-        h = _hipapi()
+        h = hipapi()
         page.mem = h.check(h.hip.hipHostMalloc(SLOTS_PER_PAGE * sizeof(Slots), 0),
                            "hipHostMalloc")
         slots = <Slots *><uintptr_t>int(page.mem)
@@ -117,12 +117,12 @@ cdef int _new_page() except -1:
     # from here to the append: C only, so no other thread runs in between
     if _npages == _pcap:
         cap = 8 if _pcap == 0 else 2 * _pcap
-        p = realloc(_pslots, cap * sizeof(Slots *))
+        p = realloc(pslots, cap * sizeof(Slots *))
         if p != NULL:
-            _pslots = <Slots **>p
-            p = realloc(_pstate, cap * sizeof(unsigned char *))
+            pslots = <Slots **>p
+            p = realloc(pstate, cap * sizeof(unsigned char *))
         if p != NULL:
-            _pstate = <unsigned char **>p
+            pstate = <unsigned char **>p
             p = realloc(_pused, cap * sizeof(int))
         if p != NULL:
             _pused = <int *>p
@@ -131,8 +131,8 @@ cdef int _new_page() except -1:
             raise MemoryError()  # the page frees its memory and state
         _fstack = <int *>p
         _pcap = cap
-    _pslots[_npages] = slots
-    _pstate[_npages] = state
+    pslots[_npages] = slots
+    pstate[_npages] = state
     _pused[_npages] = 0
     base = _npages * SLOTS_PER_PAGE
     _npages += 1
@@ -144,44 +144,44 @@ cdef int _new_page() except -1:
     return 0
 
 
-cdef int _sweep() except -1:
+cdef int sweep_parked() except -1:
     """Return parked slots whose operation has passed to the free list."""
     cdef int n
-    cdef _Parked rec
-    if not _parked:
+    cdef Parked rec
+    if not parked_slots:
         if _deferred:
             _retry_deferred()
         return 0
-    done = [n for n in _parked if hipfile_atomic_load_u8(_state_ptr(n)) == SLOT_DONE]
+    done = [n for n in parked_slots if hipfile_atomic_load_u8(slot_state_ptr(n)) == SLOT_DONE]
     for n in done:
-        o = _parked.pop(n, None)
+        o = parked_slots.pop(n, None)
         if o is None:  # another thread's sweep took it
             continue
-        rec = <_Parked>o
-        _give_back(n)   # first: nothing below may leave the slot without owner
-        _release_refs(rec.file, rec.buffer, rec.stream_state)
-        _destroy_event(rec.event)
+        rec = <Parked>o
+        give_back(n)   # first: nothing below may leave the slot without owner
+        release_refs(rec.file, rec.buffer, rec.stream_state)
+        destroy_event(rec.event)
     if _deferred:
         _retry_deferred()
     return 0
 
 
-cdef void _give_back(int n) noexcept:
+cdef void give_back(int n) noexcept:
     global _nfree
-    _state_ptr(n)[0] = SLOT_FREE
+    slot_state_ptr(n)[0] = SLOT_FREE
     _pused[n // SLOTS_PER_PAGE] -= 1
     _fstack[_nfree] = n
     _nfree += 1
 
 
 cdef int _refill() except -1:
-    _sweep()
+    sweep_parked()
     if _nfree == 0:
         _new_page()
     return 0
 
 
-cdef int _take() except -1:
+cdef int take_slot() except -1:
     global _nfree
     cdef int n
     # _refill may let other threads run and take the new slots: check again
@@ -190,7 +190,7 @@ cdef int _take() except -1:
         _refill()
     _nfree -= 1
     n = _fstack[_nfree]
-    _state_ptr(n)[0] = SLOT_USED
+    slot_state_ptr(n)[0] = SLOT_USED
     _pused[n // SLOTS_PER_PAGE] += 1
     return n
 
@@ -212,19 +212,19 @@ def trim_pool():
     global _npages, _nfree
     cdef int i, freed = 0
     cdef int n
-    if _fork_gen or _exiting:
+    if fork_gen or exiting:
         return 0
     if trim_hook != NULL:
         trim_hook()
-    lost = [n for n, rec in _parked.items() if (<_Parked>rec).lost]
+    lost = [n for n, rec in parked_slots.items() if (<Parked>rec).lost]
     if lost:
         # the device has passed every operation once it synchronises, also
         # those of streams destroyed since
-        h = _hipapi()
+        h = hipapi()
         h.check(h.hip.hipDeviceSynchronize(), "hipDeviceSynchronize")
         for n in lost:
-            hipfile_atomic_store_u8(_state_ptr(n), SLOT_DONE)
-    _sweep()
+            hipfile_atomic_store_u8(slot_state_ptr(n), SLOT_DONE)
+    sweep_parked()
     if _npages == 0:
         return 0
     for i in range(_npages):
@@ -243,18 +243,18 @@ def trim_pool():
         pg = <_Page>p
         if pg.base != NULL:
             # C only: Ctrl-C cannot stop the loop half way
-            err = _c_host_free(pg.base)
+            err = c_host_free(pg.base)
             pg.base = NULL
             if err != HIP_SUCCESS and first_err == 0:
                 first_err = err
         else:
             if h is None:
-                h = _hipapi()
+                h = hipapi()
             h.check(h.hip.hipHostFree(pg.mem), "hipHostFree")
             pg.mem = None
         freed += 1
     if first_err:
-        _hip_fail(first_err, "hipHostFree")
+        hip_fail(first_err, "hipHostFree")
     return freed
 
 
@@ -279,14 +279,14 @@ def reserve_pool(slots):
     HipRuntimeError
         ``hipHostMalloc`` failed.
     """
-    cdef long long want = _as_index(slots, "slots")
+    cdef long long want = c_as_index(slots, "slots")
     cdef int pages = 0
     if want < 0:
         raise ValueError(f"slots must be >= 0, got {want}")
     if want > INT_MAX - SLOTS_PER_PAGE:
         raise ValueError(f"slots {want} is more than the pool can hold "
                          f"({INT_MAX - SLOTS_PER_PAGE})")
-    _sweep()
+    sweep_parked()
     while _nfree < want:
         _new_page()
         pages += 1
@@ -295,12 +295,12 @@ def reserve_pool(slots):
 
 def pool_stats():
     """Counts of the slot pool: pages, free, in_use, parked."""
-    _sweep()
+    sweep_parked()
     cdef int i, used = 0
     for i in range(_npages):
         used += _pused[i]
-    return {"pages": _npages, "free": _nfree, "in_use": used - len(_parked),
-            "parked": len(_parked), "slots_per_page": SLOTS_PER_PAGE}
+    return {"pages": _npages, "free": _nfree, "in_use": used - len(parked_slots),
+            "parked": len(parked_slots), "slots_per_page": SLOTS_PER_PAGE}
 
 
 # Finalizers that found operations in flight: the objects are kept here and
@@ -317,7 +317,7 @@ def defer_release(obj, str method):
 
 cdef int _retry_deferred() except -1:
     global _retrying
-    if _retrying or not _deferred or _exiting:
+    if _retrying or not _deferred or exiting:
         return 0
     _retrying = 1
     try:
@@ -343,12 +343,12 @@ def deferred_releases():
     return [item[0] for item in _deferred]
 
 
-cdef int _launch_marker(uintptr_t stream, unsigned char *state):
+cdef int launch_marker(uintptr_t stream, unsigned char *state):
     """Enqueue _host_done(state) on the stream; returns the hipError_t."""
-    if _c_launch_host_func != NULL:
-        return _c_launch_host_func(<void *>stream, _host_done, <void *>state)
+    if c_launch_host_func != NULL:
+        return c_launch_host_func(<void *>stream, _host_done, <void *>state)
     try:
-        return int(_hipapi().hip.hipLaunchHostFunc(
+        return int(hipapi().hip.hipLaunchHostFunc(
             stream, <uintptr_t>&_host_done, <uintptr_t>state)[0])
     except BaseException:
         return -1
@@ -356,8 +356,8 @@ cdef int _launch_marker(uintptr_t stream, unsigned char *state):
 
 def _after_fork_in_child():
     # the parent's parked slots: their completion can never be observed here
-    parked = list(_parked.values())
-    _parked.clear()
+    parked = list(parked_slots.values())
+    parked_slots.clear()
     del parked       # dropped here: their finalizers see the new generation
 
 

@@ -41,37 +41,37 @@ ctypedef int (*hip_pointer_attributes_t)(void *, const void *) noexcept nogil
 ctypedef int (*hip_stream_get_device_t)(void *, int *) noexcept nogil
 ctypedef int (*hip_malloc_t)(void **, size_t) noexcept nogil
 
-# HIP-Python's C-level functions (NULL until _load_hip_capi, or when absent)
-cdef hip_launch_host_func_t _c_launch_host_func
-cdef hip_handle_fn_t _c_stream_query
-cdef hip_handle_fn_t _c_event_query
-cdef hip_host_malloc_t _c_host_malloc
-cdef hip_handle_fn_t _c_host_free
-cdef hip_event_create_t _c_event_create
-cdef hip_event_record_t _c_event_rec
-cdef hip_handle_fn_t _c_event_free
-cdef hip_int_out_t _c_get_device
-cdef hip_int_in_t _c_set_device
-cdef hip_int_out_t _c_device_count
-cdef hip_device_attribute_t _c_device_attribute
-cdef hip_host_device_pointer_t _c_host_device_pointer
-cdef hip_event_create_t _c_stream_create
-cdef hip_handle_fn_t _c_stream_destroy
-cdef hip_void_fn_t _c_device_synchronize
-cdef hip_pointer_attributes_t _c_pointer_attributes
-cdef hip_stream_get_device_t _c_stream_get_device
-cdef hip_malloc_t _c_malloc
-cdef hip_handle_fn_t _c_free
-cdef object _PointerType
-cdef object _EventType
+# HIP-Python's C-level functions (NULL until load_hip_capi, or when absent)
+cdef hip_launch_host_func_t c_launch_host_func
+cdef hip_handle_fn_t c_stream_query
+cdef hip_handle_fn_t c_event_query
+cdef hip_host_malloc_t c_host_malloc
+cdef hip_handle_fn_t c_host_free
+cdef hip_event_create_t c_event_create
+cdef hip_event_record_t c_event_rec
+cdef hip_handle_fn_t c_event_free
+cdef hip_int_out_t c_get_device
+cdef hip_int_in_t c_set_device
+cdef hip_int_out_t c_device_count
+cdef hip_device_attribute_t c_device_attribute
+cdef hip_host_device_pointer_t c_host_device_pointer
+cdef hip_event_create_t c_stream_create
+cdef hip_handle_fn_t c_stream_destroy
+cdef hip_void_fn_t c_device_synchronize
+cdef hip_pointer_attributes_t c_pointer_attributes
+cdef hip_stream_get_device_t c_stream_get_device
+cdef hip_malloc_t c_malloc
+cdef hip_handle_fn_t c_free
+cdef object PointerType
+cdef object EventType
 
-cdef void *_hip_fn(str name, bytes params)
-cdef int _load_hip_capi() except -1
-cdef object _hipapi()
-cdef int _stream_query(uintptr_t stream) except? -1
-cdef int _event_query(object event) except? -1
-cdef int _event_query_h(uintptr_t ev) except? -1
-cdef double _as_timeout(object timeout, str name=*) except? -2.0
+cdef void *hip_fn(str name, bytes params)
+cdef int load_hip_capi() except -1
+cdef object hipapi()
+cdef int stream_query(uintptr_t stream) except? -1
+cdef int event_query(object event) except? -1
+cdef int event_query_h(uintptr_t ev) except? -1
+cdef double c_as_timeout(object timeout, str name=*) except? -2.0
 cdef double _now() noexcept nogil
 
 # The end of a wait (see _runtime.pyx)
@@ -85,9 +85,9 @@ cdef int wait_sliced(slice_wait_t wait_slice, void *ctx, Deadline deadline,
                      double slice_s) except -1
 cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
                             unsigned char ready_value=*) except -1
-cdef int _hip_fail(int err, str func) except -1
-cdef int _stream_fail(int err, str func, uintptr_t stream) except -1
-cdef void _destroy_event(object event)
+cdef int hip_fail(int err, str func) except -1
+cdef int stream_fail(int err, str func, uintptr_t stream) except -1
+cdef void destroy_event(object event)
 
 # HIP calls outside the hot paths (see _runtime.pyx): C where HIP-Python
 # exports them, its Python layer otherwise
@@ -108,18 +108,18 @@ cdef uintptr_t hc_malloc(size_t size) except? 0
 cdef int hc_free(uintptr_t ptr) except -1
 
 # devices
-cdef int _current_device() except? -2
-cdef int _pointer_device(uintptr_t ptr, bint *is_device=*) except? -2
-cdef int _stream_device(uintptr_t stream) except? -2
+cdef int current_device() except? -2
+cdef int pointer_device(uintptr_t ptr, bint *is_device=*) except? -2
+cdef int stream_device(uintptr_t stream) except? -2
 
 # the process
-cdef unsigned long _fork_gen
-cdef bint _exiting
-cdef unsigned long _driver_epoch
-cdef int _forked(str what) except -1
-cdef void _note_driver_close()
+cdef unsigned long fork_gen
+cdef bint exiting
+cdef unsigned long c_driver_epoch
+cdef int raise_forked(str what) except -1
+cdef void note_driver_close()
 
 # The names every handle of an operation in flight answers besides wait()
 # (see hipfile.Completion); the compiled handles derive from it.
-cdef class _Completion:
+cdef class CompletionBase:
     pass

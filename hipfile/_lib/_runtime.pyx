@@ -10,7 +10,7 @@ Invariants
   set-up and the load paths never import HIP-Python's Python layer, which
   costs a first call about 0.1 s; HIP-Python still opens the runtime, with
   its own loader, so a process has one copy of it.
-- ``_c_*`` pointers are set once, under the GIL, by ``_load_hip_capi``;
+- ``_c_*`` pointers are set once, under the GIL, by ``load_hip_capi``;
   they may then be called without the GIL from any thread.
 - Host functions enqueued on a stream (``host_fn_t``) make no HIP call and
   never take the GIL.
@@ -23,13 +23,13 @@ Invariants
   (queries with a backoff); the engine's handles wait on its condition
   variable in slices; Python's ``threading.Event`` waits go through
   ``hipfile._interop.wait_event``.
-- ``_fork_gen`` counts the forks this process descends from (0 in the
+- ``fork_gen`` counts the forks this process descends from (0 in the
   process that imported hipfile). Objects record it when they are opened,
   registered or submitted: one whose generation differs was inherited
   through ``fork``, never reaches the library (``ForkedProcessError``), and
   closing or finalizing it only drops references.
 - A fork starts a new driver epoch (every inherited registration counts as
-  gone). ``_driver_epoch`` also grows whenever a close brings the driver's
+  gone). ``c_driver_epoch`` also grows whenever a close brings the driver's
   count to 0: the library then drops every registration.
 - One fork hook: the child runs the resets registered with
   ``on_fork_child``, in the order of registration (each layer registers its
@@ -53,8 +53,8 @@ from hipfile._lib._errors import ForkedProcessError, HipRuntimeError, stream_err
 from hipfile._lib._bindings import driver_close as _driver_close, use_count as _use_count
 
 _hip_mod = None
-_PointerType = None
-_EventType = None    # HIP-Python hipEvent_t
+PointerType = None
+EventType = None    # HIP-Python hipEvent_t
 
 # HIP-Python exports its C-level HIP functions as capsules
 # (``__pyx_capi__`` of its Cython module); calling those keeps HIP access
@@ -106,7 +106,7 @@ cdef dict _find_hip_capi():
                     b"enum hipError_t (hipStream_t, hipHostFn_t, void *)") != NULL:
                 _hip_capi = capi
                 return _hip_capi
-        _hipapi()
+        hipapi()
         for mod in list(sys.modules.values()):
             capi = getattr(mod, "__pyx_capi__", None)
             if isinstance(capi, dict) and _capsule_fn(
@@ -117,7 +117,7 @@ cdef dict _find_hip_capi():
     return _hip_capi
 
 
-cdef void *_hip_fn(str name, bytes params):
+cdef void *hip_fn(str name, bytes params):
     """HIP-Python's C function ``name``, which takes ``params`` (its C
     parameter list as HIP-Python declares it) and returns ``hipError_t``;
     NULL where HIP-Python has no such function."""
@@ -127,46 +127,46 @@ cdef void *_hip_fn(str name, bytes params):
     return _capsule_fn(capi, name, b"enum hipError_t (" + params + b")")
 
 
-cdef int _load_hip_capi() except -1:
-    global _capi_tried, _c_launch_host_func, _c_stream_query, _c_event_query
-    global _c_host_malloc, _c_host_free, _c_event_create, _c_event_rec, _c_event_free
-    global _c_get_device, _c_set_device, _c_device_count, _c_device_attribute
-    global _c_host_device_pointer, _c_stream_create, _c_stream_destroy
-    global _c_device_synchronize, _c_pointer_attributes, _c_stream_get_device
-    global _c_malloc, _c_free
+cdef int load_hip_capi() except -1:
+    global _capi_tried, c_launch_host_func, c_stream_query, c_event_query
+    global c_host_malloc, c_host_free, c_event_create, c_event_rec, c_event_free
+    global c_get_device, c_set_device, c_device_count, c_device_attribute
+    global c_host_device_pointer, c_stream_create, c_stream_destroy
+    global c_device_synchronize, c_pointer_attributes, c_stream_get_device
+    global c_malloc, c_free
     if _capi_tried:
         return 0
     _capi_tried = 1
-    _c_launch_host_func = <hip_launch_host_func_t>_hip_fn(
+    c_launch_host_func = <hip_launch_host_func_t>hip_fn(
         "hipLaunchHostFunc", b"hipStream_t, hipHostFn_t, void *")
-    _c_stream_query = <hip_handle_fn_t>_hip_fn("hipStreamQuery", b"hipStream_t")
-    _c_event_query = <hip_handle_fn_t>_hip_fn("hipEventQuery", b"hipEvent_t")
-    _c_host_malloc = <hip_host_malloc_t>_hip_fn("hipHostMalloc", b"void **, size_t, unsigned int")
-    _c_host_free = <hip_handle_fn_t>_hip_fn("hipHostFree", b"void *")
-    _c_event_create = <hip_event_create_t>_hip_fn("hipEventCreateWithFlags",
+    c_stream_query = <hip_handle_fn_t>hip_fn("hipStreamQuery", b"hipStream_t")
+    c_event_query = <hip_handle_fn_t>hip_fn("hipEventQuery", b"hipEvent_t")
+    c_host_malloc = <hip_host_malloc_t>hip_fn("hipHostMalloc", b"void **, size_t, unsigned int")
+    c_host_free = <hip_handle_fn_t>hip_fn("hipHostFree", b"void *")
+    c_event_create = <hip_event_create_t>hip_fn("hipEventCreateWithFlags",
                                                   b"hipEvent_t *, unsigned int")
-    _c_event_rec = <hip_event_record_t>_hip_fn("hipEventRecord", b"hipEvent_t, hipStream_t")
-    _c_event_free = <hip_handle_fn_t>_hip_fn("hipEventDestroy", b"hipEvent_t")
-    _c_get_device = <hip_int_out_t>_hip_fn("hipGetDevice", b"int *")
-    _c_set_device = <hip_int_in_t>_hip_fn("hipSetDevice", b"int")
-    _c_device_count = <hip_int_out_t>_hip_fn("hipGetDeviceCount", b"int *")
-    _c_device_attribute = <hip_device_attribute_t>_hip_fn(
+    c_event_rec = <hip_event_record_t>hip_fn("hipEventRecord", b"hipEvent_t, hipStream_t")
+    c_event_free = <hip_handle_fn_t>hip_fn("hipEventDestroy", b"hipEvent_t")
+    c_get_device = <hip_int_out_t>hip_fn("hipGetDevice", b"int *")
+    c_set_device = <hip_int_in_t>hip_fn("hipSetDevice", b"int")
+    c_device_count = <hip_int_out_t>hip_fn("hipGetDeviceCount", b"int *")
+    c_device_attribute = <hip_device_attribute_t>hip_fn(
         "hipDeviceGetAttribute", b"int *, enum hipDeviceAttribute_t, int")
-    _c_host_device_pointer = <hip_host_device_pointer_t>_hip_fn(
+    c_host_device_pointer = <hip_host_device_pointer_t>hip_fn(
         "hipHostGetDevicePointer", b"void **, void *, unsigned int")
-    _c_stream_create = <hip_event_create_t>_hip_fn("hipStreamCreateWithFlags",
+    c_stream_create = <hip_event_create_t>hip_fn("hipStreamCreateWithFlags",
                                                    b"hipStream_t *, unsigned int")
-    _c_stream_destroy = <hip_handle_fn_t>_hip_fn("hipStreamDestroy", b"hipStream_t")
-    _c_device_synchronize = <hip_void_fn_t>_hip_fn("hipDeviceSynchronize", b"void")
+    c_stream_destroy = <hip_handle_fn_t>hip_fn("hipStreamDestroy", b"hipStream_t")
+    c_device_synchronize = <hip_void_fn_t>hip_fn("hipDeviceSynchronize", b"void")
     for src in (b"void const *", b"const void *"):   # as HIP-Python versions spell it
-        _c_pointer_attributes = <hip_pointer_attributes_t>_hip_fn(
+        c_pointer_attributes = <hip_pointer_attributes_t>hip_fn(
             "hipPointerGetAttributes", b"struct hipPointerAttribute_t *, " + src)
-        if _c_pointer_attributes != NULL:
+        if c_pointer_attributes != NULL:
             break
-    _c_stream_get_device = <hip_stream_get_device_t>_hip_fn("hipStreamGetDevice",
+    c_stream_get_device = <hip_stream_get_device_t>hip_fn("hipStreamGetDevice",
                                                              b"hipStream_t, int *")
-    _c_malloc = <hip_malloc_t>_hip_fn("hipMalloc", b"void **, size_t")
-    _c_free = <hip_handle_fn_t>_hip_fn("hipFree", b"void *")
+    c_malloc = <hip_malloc_t>hip_fn("hipMalloc", b"void **, size_t")
+    c_free = <hip_handle_fn_t>hip_fn("hipFree", b"void *")
     return 0
 
 
@@ -187,7 +187,7 @@ cdef int _hc_check(int err, str func) except -1:
 
 
 cdef object _py_hip(str func, tuple args):
-    h = _hipapi()
+    h = hipapi()
     return h.check(getattr(h.hip, func)(*args), func)
 
 
@@ -195,30 +195,30 @@ cdef int hc_get_device() except? -2:
     """hipGetDevice: the calling thread's device."""
     cdef int dev = 0
     cdef int err
-    _load_hip_capi()
-    if _c_get_device == NULL:
+    load_hip_capi()
+    if c_get_device == NULL:
         return int(_py_hip("hipGetDevice", ()))
-    err = _c_get_device(&dev)
+    err = c_get_device(&dev)
     _hc_check(err, "hipGetDevice")
     return dev
 
 
 cdef int hc_set_device(int device) except -1:
     """hipSetDevice."""
-    _load_hip_capi()
-    if _c_set_device == NULL:
+    load_hip_capi()
+    if c_set_device == NULL:
         _py_hip("hipSetDevice", (device,))
         return 0
-    return _hc_check(_c_set_device(device), "hipSetDevice")
+    return _hc_check(c_set_device(device), "hipSetDevice")
 
 
 cdef int hc_device_count() except -1:
     """hipGetDeviceCount."""
     cdef int n = 0
-    _load_hip_capi()
-    if _c_device_count == NULL:
+    load_hip_capi()
+    if c_device_count == NULL:
         return int(_py_hip("hipGetDeviceCount", ()))
-    _hc_check(_c_device_count(&n), "hipGetDeviceCount")
+    _hc_check(c_device_count(&n), "hipGetDeviceCount")
     return n
 
 
@@ -226,14 +226,14 @@ cdef int hc_device_attribute(int attr, int device, int *value) except -1:
     """hipDeviceGetAttribute into ``*value``; returns the hipError_t (not
     raised: callers treat an unknown attribute as absent)."""
     cdef int err
-    _load_hip_capi()
-    if _c_device_attribute == NULL:
-        h = _hipapi()
+    load_hip_capi()
+    if c_device_attribute == NULL:
+        h = hipapi()
         err, v = h.hip.hipDeviceGetAttribute(h.hip.hipDeviceAttribute_t(attr), device)
         if int(err) == HIP_SUCCESS:
             value[0] = int(v)
         return int(err)
-    err = _c_device_attribute(value, attr, device)
+    err = c_device_attribute(value, attr, device)
     if PyErr_Occurred() != NULL:
         return -1
     return err
@@ -243,90 +243,90 @@ cdef uintptr_t hc_host_malloc(size_t size, unsigned int flags) except? 0:
     """hipHostMalloc: page-locked host memory of ``size`` bytes."""
     cdef void *p = NULL
     cdef int err
-    _load_hip_capi()
-    if _c_host_malloc == NULL:
+    load_hip_capi()
+    if c_host_malloc == NULL:
         return <uintptr_t>int(_py_hip("hipHostMalloc", (size, flags)))
     with nogil:
-        err = _c_host_malloc(&p, size, flags)
+        err = c_host_malloc(&p, size, flags)
     _hc_check(err, "hipHostMalloc")
     return <uintptr_t>p
 
 
 cdef int hc_host_free(uintptr_t ptr) except -1:
     """hipHostFree."""
-    _load_hip_capi()
-    if _c_host_free == NULL:
+    load_hip_capi()
+    if c_host_free == NULL:
         _py_hip("hipHostFree", (ptr,))
         return 0
-    return _hc_check(_c_host_free(<void *>ptr), "hipHostFree")
+    return _hc_check(c_host_free(<void *>ptr), "hipHostFree")
 
 
 cdef uintptr_t hc_host_device_pointer(uintptr_t host) except? 0:
     """hipHostGetDevicePointer of mapped host memory."""
     cdef void *p = NULL
-    _load_hip_capi()
-    if _c_host_device_pointer == NULL:
+    load_hip_capi()
+    if c_host_device_pointer == NULL:
         return <uintptr_t>int(_py_hip("hipHostGetDevicePointer", (host, 0)))
-    _hc_check(_c_host_device_pointer(&p, <void *>host, 0), "hipHostGetDevicePointer")
+    _hc_check(c_host_device_pointer(&p, <void *>host, 0), "hipHostGetDevicePointer")
     return <uintptr_t>p
 
 
 cdef uintptr_t hc_stream_create(unsigned int flags) except? 0:
     """hipStreamCreateWithFlags."""
     cdef void *s = NULL
-    _load_hip_capi()
-    if _c_stream_create == NULL:
+    load_hip_capi()
+    if c_stream_create == NULL:
         return <uintptr_t>int(_py_hip("hipStreamCreateWithFlags", (flags,)))
-    _hc_check(_c_stream_create(&s, flags), "hipStreamCreateWithFlags")
+    _hc_check(c_stream_create(&s, flags), "hipStreamCreateWithFlags")
     return <uintptr_t>s
 
 
 cdef int hc_stream_destroy(uintptr_t stream) except -1:
     """hipStreamDestroy."""
-    _load_hip_capi()
-    if _c_stream_destroy == NULL:
+    load_hip_capi()
+    if c_stream_destroy == NULL:
         _py_hip("hipStreamDestroy", (stream,))
         return 0
-    return _hc_check(_c_stream_destroy(<void *>stream), "hipStreamDestroy")
+    return _hc_check(c_stream_destroy(<void *>stream), "hipStreamDestroy")
 
 
 cdef uintptr_t hc_event_create(unsigned int flags) except? 0:
     """hipEventCreateWithFlags."""
     cdef void *e = NULL
-    _load_hip_capi()
-    if _c_event_create == NULL:
+    load_hip_capi()
+    if c_event_create == NULL:
         return <uintptr_t>int(_py_hip("hipEventCreateWithFlags", (flags,)))
-    _hc_check(_c_event_create(&e, flags), "hipEventCreateWithFlags")
+    _hc_check(c_event_create(&e, flags), "hipEventCreateWithFlags")
     return <uintptr_t>e
 
 
 cdef int hc_event_record(uintptr_t event, uintptr_t stream) except -1:
     """hipEventRecord; returns the hipError_t (not raised)."""
     cdef int err
-    _load_hip_capi()
-    if _c_event_rec == NULL:
-        return int(_hipapi().hip.hipEventRecord(event, stream)[0])
+    load_hip_capi()
+    if c_event_rec == NULL:
+        return int(hipapi().hip.hipEventRecord(event, stream)[0])
     with nogil:
-        err = _c_event_rec(<void *>event, <void *>stream)
+        err = c_event_rec(<void *>event, <void *>stream)
     return err
 
 
 cdef int hc_event_destroy(uintptr_t event) except -1:
     """hipEventDestroy; returns the hipError_t (not raised)."""
-    _load_hip_capi()
-    if _c_event_free == NULL:
-        return int(_hipapi().hip.hipEventDestroy(event)[0])
-    return _c_event_free(<void *>event)
+    load_hip_capi()
+    if c_event_free == NULL:
+        return int(hipapi().hip.hipEventDestroy(event)[0])
+    return c_event_free(<void *>event)
 
 
 cdef int hc_device_synchronize() except -1:
     """hipDeviceSynchronize; returns the hipError_t (not raised)."""
     cdef int err
-    _load_hip_capi()
-    if _c_device_synchronize == NULL:
-        return int(_hipapi().hip.hipDeviceSynchronize()[0])
+    load_hip_capi()
+    if c_device_synchronize == NULL:
+        return int(hipapi().hip.hipDeviceSynchronize()[0])
     with nogil:
-        err = _c_device_synchronize()
+        err = c_device_synchronize()
     return err
 
 
@@ -334,11 +334,11 @@ cdef uintptr_t hc_malloc(size_t size) except? 0:
     """hipMalloc on the current device."""
     cdef void *p = NULL
     cdef int err
-    _load_hip_capi()
-    if _c_malloc == NULL:
+    load_hip_capi()
+    if c_malloc == NULL:
         return <uintptr_t>int(_py_hip("hipMalloc", (size,)))
     with nogil:
-        err = _c_malloc(&p, size)
+        err = c_malloc(&p, size)
     _hc_check(err, "hipMalloc")
     return <uintptr_t>p
 
@@ -346,11 +346,11 @@ cdef uintptr_t hc_malloc(size_t size) except? 0:
 cdef int hc_free(uintptr_t ptr) except -1:
     """hipFree; returns the hipError_t (not raised)."""
     cdef int err
-    _load_hip_capi()
-    if _c_free == NULL:
-        return int(_hipapi().hip.hipFree(ptr)[0])
+    load_hip_capi()
+    if c_free == NULL:
+        return int(hipapi().hip.hipFree(ptr)[0])
     with nogil:
-        err = _c_free(<void *>ptr)
+        err = c_free(<void *>ptr)
     return err
 
 
@@ -377,28 +377,28 @@ cdef int _query(hip_handle_fn_t fn, str name, uintptr_t handle) except? -1:
         with nogil:
             err = fn(<void *>handle)
         return err
-    return int(getattr(_hipapi().hip, name)(handle)[0])
+    return int(getattr(hipapi().hip, name)(handle)[0])
 
 
-cdef int _stream_query(uintptr_t stream) except? -1:
-    _load_hip_capi()
-    return _query(_c_stream_query, "hipStreamQuery", stream)
+cdef int stream_query(uintptr_t stream) except? -1:
+    load_hip_capi()
+    return _query(c_stream_query, "hipStreamQuery", stream)
 
 
-cdef int _event_query(object event) except? -1:
-    return _event_query_h(<uintptr_t>int(event))
+cdef int event_query(object event) except? -1:
+    return event_query_h(<uintptr_t>int(event))
 
 
-cdef int _event_query_h(uintptr_t ev) except? -1:
-    _load_hip_capi()
-    return _query(_c_event_query, "hipEventQuery", ev)
+cdef int event_query_h(uintptr_t ev) except? -1:
+    load_hip_capi()
+    return _query(c_event_query, "hipEventQuery", ev)
 
 
 # --------------------------------------------------------------------------
 # The one timeout rule
 # --------------------------------------------------------------------------
 
-cdef double _as_timeout(object timeout, str name="timeout") except? -2.0:
+cdef double c_as_timeout(object timeout, str name="timeout") except? -2.0:
     """A wait's ``timeout`` in seconds; -1.0 for no limit (None or
     infinity). The rule of every wait in the package, as ``threading`` and
     ``concurrent.futures`` would refuse: a real number >= 0 or None; a bool,
@@ -414,7 +414,7 @@ cdef double _as_timeout(object timeout, str name="timeout") except? -2.0:
     try:
         t = float(timeout)
     except OverflowError:     # an int beyond any float: no limit in practice
-        return -1.0 if timeout > 0 else _as_timeout(-1.0, name)
+        return -1.0 if timeout > 0 else c_as_timeout(-1.0, name)
     if not t >= 0:
         raise ValueError(f"{name} must be >= 0 seconds or None, got {timeout!r}")
     if t == float("inf"):
@@ -433,7 +433,7 @@ def as_timeout(timeout, name="timeout"):
     ValueError
         Negative, or NaN.
     """
-    cdef double t = _as_timeout(timeout, name)
+    cdef double t = c_as_timeout(timeout, name)
     return None if t < 0 else t
 
 
@@ -459,7 +459,7 @@ cdef class Deadline:
     """
 
     def __init__(self, timeout=None):
-        cdef double t = _as_timeout(timeout)
+        cdef double t = c_as_timeout(timeout)
         self.at = -1.0 if t < 0 else _now() + t
 
     cdef double left_s(self, double cap) noexcept:
@@ -526,9 +526,9 @@ cdef int _poll_slice(void *p, double seconds) except -1:
         c.err = HIP_SUCCESS if hipfile_atomic_load_u8(<unsigned char *>c.target) \
             == c.ready_value else HIP_ERROR_NOT_READY
     elif c.kind == WAIT_EVENT:
-        c.err = _event_query_h(c.target)
+        c.err = event_query_h(c.target)
     else:
-        c.err = _stream_query(c.target)
+        c.err = stream_query(c.target)
     if c.err != HIP_ERROR_NOT_READY:
         return 1
     ns = c.delay_ns
@@ -572,39 +572,39 @@ cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
     return c.err
 
 
-cdef int _hip_fail(int err, str func) except -1:
+cdef int hip_fail(int err, str func) except -1:
     raise HipRuntimeError(hip_err=err, func=func)
 
 
-cdef int _stream_fail(int err, str func, uintptr_t stream) except -1:
+cdef int stream_fail(int err, str func, uintptr_t stream) except -1:
     """Raise for a failed HIP call on the caller's stream: an unknown
     stream handle is said to be one (InvalidStreamError)."""
     raise stream_error(err, func, stream)
 
 
-cdef object _hipapi():
-    global _hip_mod, _PointerType, _EventType
+cdef object hipapi():
+    global _hip_mod, PointerType, EventType
     if _hip_mod is None:
         from hipfile._lib import _hip
         _hip_mod = _hip
-        _PointerType = _hip.Pointer
-        _EventType = _hip.hip.hipEvent_t
+        PointerType = _hip.Pointer
+        EventType = _hip.hip.hipEvent_t
     return _hip_mod
 
 
 
-cdef void _destroy_event(object event):
+cdef void destroy_event(object event):
     # The C-level call when HIP-Python exports it: no Python code runs, so
     # Ctrl-C cannot land half way (the event is destroyed or left alone).
     cdef uintptr_t ev
-    if event is None or _exiting:
+    if event is None or exiting:
         return
-    if _c_event_free != NULL:
+    if c_event_free != NULL:
         ev = <uintptr_t>int(event)
-        _c_event_free(<void *>ev)
+        c_event_free(<void *>ev)
         return
     try:
-        _hipapi().hip.hipEventDestroy(event)
+        hipapi().hip.hipEventDestroy(event)
     except Exception:
         pass
 
@@ -636,14 +636,14 @@ class on_device:
         return False
 
 
-cdef int _current_device() except? -2:
+cdef int current_device() except? -2:
     try:
         return hc_get_device()
     except Exception:
         return -1
 
 
-cdef int _pointer_device(uintptr_t ptr, bint *is_device=NULL) except? -2:
+cdef int pointer_device(uintptr_t ptr, bint *is_device=NULL) except? -2:
     """The device of a device pointer, or the current device when the
     runtime cannot say; ``*is_device``: whether the runtime knows ``ptr`` as
     device (or managed) memory."""
@@ -653,18 +653,18 @@ cdef int _pointer_device(uintptr_t ptr, bint *is_device=NULL) except? -2:
     cdef int err
     if is_device != NULL:
         is_device[0] = 0
-    _load_hip_capi()
-    if _c_pointer_attributes != NULL:
+    load_hip_capi()
+    if c_pointer_attributes != NULL:
         memset(attrs, 0, sizeof(attrs))
-        err = _c_pointer_attributes(<void *>attrs, <const void *>ptr)
+        err = c_pointer_attributes(<void *>attrs, <const void *>ptr)
         if PyErr_Occurred() != NULL:
             PyErr_Clear()
         elif err == HIP_SUCCESS and attrs[0] in (2, 3):
             if is_device != NULL:
                 is_device[0] = 1
             return attrs[1]
-        return _current_device()
-    h = _hipapi()
+        return current_device()
+    h = hipapi()
     try:
         err, a = h.hip.hipPointerGetAttributes(ptr)
         if err == h.hip.hipError_t.hipSuccess and int(a.type) in (2, 3):
@@ -673,36 +673,36 @@ cdef int _pointer_device(uintptr_t ptr, bint *is_device=NULL) except? -2:
             return int(a.device)
     except Exception:
         pass
-    return _current_device()
+    return current_device()
 
 
-cdef int _stream_device(uintptr_t stream) except? -2:
+cdef int stream_device(uintptr_t stream) except? -2:
     cdef int dev = -1
     cdef int err
     if stream == 0:
-        return _current_device()
-    _load_hip_capi()
-    if _c_stream_get_device != NULL:
-        err = _c_stream_get_device(<void *>stream, &dev)
+        return current_device()
+    load_hip_capi()
+    if c_stream_get_device != NULL:
+        err = c_stream_get_device(<void *>stream, &dev)
         if PyErr_Occurred() != NULL:
             PyErr_Clear()
         elif err == HIP_SUCCESS:
             return dev
-        return _current_device()
-    h = _hipapi()
+        return current_device()
+    h = hipapi()
     try:
         return h.check(h.hip.hipStreamGetDevice(stream), "hipStreamGetDevice")
     except Exception:
-        return _current_device()
+        return current_device()
 
 
 # --------------------------------------------------------------------------
 # The process: fork, exit and driver epochs
 # --------------------------------------------------------------------------
 
-cdef unsigned long _fork_gen = 0
-cdef bint _exiting = 0
-cdef unsigned long _driver_epoch = 0
+cdef unsigned long fork_gen = 0
+cdef bint exiting = 0
+cdef unsigned long c_driver_epoch = 0
 cdef list _fork_resets = []
 
 
@@ -713,16 +713,16 @@ def on_fork_child(reset):
 
 
 def _after_fork_in_child():
-    global _fork_gen, _driver_epoch
-    _fork_gen += 1
-    _driver_epoch += 1
+    global fork_gen, c_driver_epoch
+    fork_gen += 1
+    c_driver_epoch += 1
     for reset in list(_fork_resets):
         reset()
 
 
 def _at_exit():
-    global _exiting
-    _exiting = 1
+    global exiting
+    exiting = 1
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -732,44 +732,44 @@ atexit.register(_at_exit)
 def fork_generation():
     """How many ``fork`` calls separate this process from the one that
     imported hipfile (0 there)."""
-    return _fork_gen
+    return fork_gen
 
 
 def finalizing():
     """Whether the interpreter is exiting (finalizers then do nothing)."""
-    return bool(_exiting)
+    return bool(exiting)
 
 
 def driver_epoch():
     """How many times the driver's open count has dropped to 0 through
     :func:`driver_close` (or a fork) in this process."""
-    return _driver_epoch
+    return c_driver_epoch
 
 
-cdef int _forked(str what) except -1:
+cdef int raise_forked(str what) except -1:
     raise ForkedProcessError(detail=f"{what} was opened, registered or submitted in the "
                              "parent process before fork; hipFile state does not survive "
                              "fork: open, register and submit again in this process")
 
 
-cdef void _note_driver_close():
+cdef void note_driver_close():
     # a close that brings the driver's count to 0 drops every registration
-    global _driver_epoch
+    global c_driver_epoch
     try:
         if _use_count() == 0:
-            _driver_epoch += 1
+            c_driver_epoch += 1
     except Exception:
-        _driver_epoch += 1
+        c_driver_epoch += 1
 
 
 def driver_close():
     """Wraps ``hipFileDriverClose``; a close that brings the driver's count
     to 0 starts a new driver epoch (every registration counts as gone)."""
     _driver_close()
-    _note_driver_close()
+    note_driver_close()
 
 
-cdef class _Completion:
+cdef class CompletionBase:
     """``result`` and ``get``, the names of ``concurrent.futures`` and of
     KvikIO for ``wait`` (see :class:`hipfile.Completion`), for the compiled
     handles, which derive from it."""

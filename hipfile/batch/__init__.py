@@ -34,7 +34,7 @@ import numpy as np
 
 from hipfile._interop import Deadline, as_int, as_timeout, io_range
 from hipfile._lib import _hipfile
-from hipfile._lib._hipfile import _FileCore
+from hipfile._lib._hipfile import FileCore
 from hipfile._lifetime import ClosesWhenCollected
 from hipfile.batch._abi import IO_EVENTS, IO_PARAMS
 from hipfile.batch._event import (
@@ -151,7 +151,7 @@ class BatchIO(ClosesWhenCollected):
     def _add(self, opcode: Opcode, fh: Any, buffer: Any, size: int | None,
              file_offset: int, buffer_offset: int, cookie: Any) -> int:
         self._check_open()
-        if not isinstance(fh, _FileCore):
+        if not isinstance(fh, FileCore):
             raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
         fh._check_registered()
         if opcode == Opcode.WRITE and getattr(fh, "_appends", False):

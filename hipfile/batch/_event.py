@@ -14,7 +14,7 @@ import numpy as np
 from hipfile import defaults
 from hipfile._lib import _hipfile
 from hipfile._lib._errors import error_for_result
-from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile._lib._hipfile import BufferCore, FileCore
 from hipfile.enums import BASE_ERR, Opcode, OpError, Status
 from hipfile.errors import HipFileException, InvalidValueError
 from hipfile.properties import driver_get_properties
@@ -123,14 +123,14 @@ class _Entry:
         "submission",
     )
 
-    def __init__(self, id: int, opcode: Opcode, fh: _FileCore, ptr: int, owner: Any,
+    def __init__(self, id: int, opcode: Opcode, fh: FileCore, ptr: int, owner: Any,
                  size: int, file_offset: int, buffer_offset: int, cookie: Any) -> None:
         self.id = id
         self.opcode = opcode
         self.fh = fh
         self.ptr = ptr
         self.owner = owner
-        self.buffer_core = owner if isinstance(owner, _BufferCore) else None
+        self.buffer_core = owner if isinstance(owner, BufferCore) else None
         self.size = size
         self.file_offset = file_offset
         self.buffer_offset = buffer_offset

@@ -20,7 +20,7 @@ import numpy as np
 
 from hipfile._interop import Deadline, as_timeout, buffer_info
 from hipfile._lib import _hipfile
-from hipfile._lib._hipfile import _BufferCore, _FileCore
+from hipfile._lib._hipfile import BufferCore, FileCore
 from hipfile.batch import _event as shared
 from hipfile.batch._abi import IO_EVENTS, IO_PARAMS
 from hipfile.batch._event import BatchEvent
@@ -293,7 +293,7 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
                  timeout: float | None, in_flight: int | None) -> list[int]:
     from hipfile import defaults
 
-    if not isinstance(fh, _FileCore):
+    if not isinstance(fh, FileCore):
         raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
     fh._check_registered()
     if batch_size is None:
@@ -313,7 +313,7 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
     per_batch = min(per_batch, len(entries))
     depth = min(depth, -(-len(entries) // per_batch))
     deadline = Deadline(timeout)
-    core = owner if isinstance(owner, _BufferCore) else None
+    core = owner if isinstance(owner, BufferCore) else None
     if fh.handle is None:
         raise ClosedFileError("the file was closed before the batches were submitted")
     fh._hold_open()   # checked and held in one step: a closing file is refused here

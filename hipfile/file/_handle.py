@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hipfile import _lifetime
 from hipfile._interop import as_timeout, check_writable, io_range_or_host
 from hipfile._lib import _hipfile
-from hipfile._lib._hipfile import _FileCore
+from hipfile._lib._hipfile import FileCore
 from hipfile._lifetime import ClosesWhenCollected, drain, exit_block, finalize
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError, InFlightTimeoutError
@@ -42,7 +42,7 @@ _TWIN_LOCK = threading.Lock()
 _REGISTER_LOCK = threading.Lock()
 
 
-class FileHandle(_FileCore, ClosesWhenCollected):
+class FileHandle(FileCore, ClosesWhenCollected):
     """A file opened with ``os.open`` and registered with hipFile.
 
     Parameters

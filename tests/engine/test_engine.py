@@ -387,12 +387,12 @@ def data_path(request: pytest.FixtureRequest) -> Iterator[str]:
     with hipfile.defaults.set("engine_data_path", "auto" if request.param == "staged"
                               else "hipfile"):
         yield request.param
-    _hipfile._engine_inject_faults()
+    _hipfile.engine_inject_faults()
 
 
 def _inject(data_path: str, err: int = 0, count: int = 0, short: int = 0) -> None:
     if data_path == "staged":
-        _hipfile._engine_inject_faults(err, count, short)
+        _hipfile.engine_inject_faults(err, count, short)
         return
     from hipfile.platforms import emulated
 
@@ -631,15 +631,15 @@ def engine_options() -> Iterator[None]:
 
 def test_set_changes_engine_batch_copies(engine_options):
     # the hook reports what the staged path will do: set() turns it off at once
-    has_batch = _hipfile._engine_batch_copies()
+    has_batch = _hipfile.engine_batch_copies()
     with hipfile.defaults.set("engine_batch_copies", False):
-        assert _hipfile._engine_batch_copies() is False
-    assert _hipfile._engine_batch_copies() is has_batch
+        assert _hipfile.engine_batch_copies() is False
+    assert _hipfile.engine_batch_copies() is has_batch
     hipfile.defaults.set("engine_batch_copies", False)
-    assert _hipfile._engine_batch_copies() is False
+    assert _hipfile.engine_batch_copies() is False
     hipfile.defaults.reset("engine_batch_copies")   # back to the environment or True
     if os.environ.get("HIPFILE_ENGINE_BATCH_COPIES", "").strip() in ("", "1"):
-        assert _hipfile._engine_batch_copies() is has_batch
+        assert _hipfile.engine_batch_copies() is has_batch
 
 
 def test_set_changes_engine_release(engine_options, drv, layers_file):
@@ -677,7 +677,7 @@ def test_set_changes_engine_data_path(engine_options, drv, layers_file):
         pytest.skip("the staged path needs stream waits")
     with device_array(N) as dev, FileHandle(path) as fh:
         try:
-            _hipfile._engine_inject_faults(errno.EIO, 1)
+            _hipfile.engine_inject_faults(errno.EIO, 1)
             with hipfile.defaults.set("engine_data_path", "hipfile"):
                 assert fh.pread_async(dev, 65536).wait(timeout=30) == 65536
             assert np.array_equal(from_device(dev, 65536), data[:65536])
@@ -685,7 +685,7 @@ def test_set_changes_engine_data_path(engine_options, drv, layers_file):
                 fh.pread_async(dev, 65536).wait(timeout=30)
             assert err.value.errno == errno.EIO
         finally:
-            _hipfile._engine_inject_faults()
+            _hipfile.engine_inject_faults()
     _wait_idle()
 
 
@@ -695,7 +695,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import hipfile
 from hipfile._lib import _hipfile
-print(_hipfile._engine_batch_copies(), hipfile.engine.mechanism(),
+print(_hipfile.engine_batch_copies(), hipfile.engine.mechanism(),
       hipfile.defaults.engine_data_path())
 hipfile.defaults.set(engine_batch_copies=True, engine_release="auto")
 print(hipfile.engine.mechanism())
@@ -725,7 +725,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     import hipfile
 from hipfile._lib import _hipfile
-_hipfile._engine_batch_copies()
+_hipfile.engine_batch_copies()
 """
 
 

@@ -39,7 +39,7 @@ def staged() -> Iterator[None]:
     if hipfile.engine.mechanism() != "stream-memory-operations":
         pytest.skip("the staged path needs stream waits")
     yield
-    _hipfile._engine_inject_faults()
+    _hipfile.engine_inject_faults()
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_later_work_on_the_stream_sees_the_bytes(data_file, stream):
     """As after read_async: a copy enqueued on the submitting stream after
     pread_async sees the bytes, even when the file I/O is slow."""
     path, data = data_file
-    _hipfile._engine_inject_faults(short_max=4096)     # many small calls: a slow read
+    _hipfile.engine_inject_faults(short_max=4096)     # many small calls: a slow read
     with device_array(N) as dev, FileHandle(path) as fh:
         check(hip.hipMemset(dev, 0, N))
         h = fh.pread_async(dev, N, 0, 0, stream)
@@ -87,7 +87,7 @@ def test_later_work_may_reuse_a_written_buffer(tmp_path, stream):
     the file holds what the buffer held at the submit point."""
     data = random_bytes(N, seed=29)
     path = tmp_path / "w.bin"
-    _hipfile._engine_inject_faults(short_max=4096)
+    _hipfile.engine_inject_faults(short_max=4096)
     with device_array(N) as dev, FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
         to_device(dev, data)
         h = fh.pwrite_async(dev, N, 0, 0, stream)
@@ -102,7 +102,7 @@ def test_a_read_after_a_write_in_stream_order_sees_it(tmp_path, stream):
     the file's size when it was submitted)."""
     data = random_bytes(N, seed=47)
     path = tmp_path / "new.bin"
-    _hipfile._engine_inject_faults(short_max=4096)      # the write takes a while
+    _hipfile.engine_inject_faults(short_max=4096)      # the write takes a while
     with device_array(N) as src, device_array(N) as dst, \
             FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
         to_device(src, data)
@@ -121,7 +121,7 @@ def test_unordered_leaves_the_stream_free(data_file, stream):
     ev = check(hip.hipEventCreateWithFlags(hip.hipEventDisableTiming))
     try:
         with device_array(N) as dev, FileHandle(path) as fh:
-            _hipfile._engine_inject_faults(short_max=1)    # a read that crawls
+            _hipfile.engine_inject_faults(short_max=1)    # a read that crawls
             h = fh.pread_async(dev, N, 0, 0, stream, ordered=False)
             check(hip.hipEventRecord(ev, stream))
             deadline = time.monotonic() + 10
@@ -129,7 +129,7 @@ def test_unordered_leaves_the_stream_free(data_file, stream):
                 assert time.monotonic() < deadline, "the stream waited for the read"
                 time.sleep(0.005)
             assert not h.done()
-            _hipfile._engine_inject_faults()
+            _hipfile.engine_inject_faults()
             h.wait_on(other)
             got = _copy_back_on(other, dev, N)
             assert np.array_equal(got, data)
@@ -144,7 +144,7 @@ def copy_calls(request):
     """The staged path's copies as one hipMemcpyBatchAsync per chunk (where
     the runtime has it) and as one hipMemcpyAsync per block."""
     with hipfile.defaults.set("engine_batch_copies", request.param == "batched"):
-        if request.param == "batched" and not _hipfile._engine_batch_copies():
+        if request.param == "batched" and not _hipfile.engine_batch_copies():
             pytest.skip("the runtime has no hipMemcpyBatchAsync")
         yield request.param
 
@@ -280,7 +280,7 @@ def test_submissions_larger_than_the_ring(tmp_path, stream, small_ring):
     (64 << 20, (1 << 20) + 1, ((1 << 20) + 4096, 63)),
 ])
 def test_ring_layout(total, task, layout):
-    assert _hipfile._ring_layout(total, task) == layout
+    assert _hipfile.ring_layout(total, task) == layout
 
 
 def test_ring_slots_follow_the_engine_task_size(tmp_path, stream):
@@ -326,7 +326,7 @@ def test_a_failed_read_releases_its_streams_and_leaks_no_stale_bytes(data_file, 
             first = fh.pread_async(dev, N, 0, 0, stream)     # fills the staging slots
             assert first.wait(timeout=30) == N
             check(hip.hipMemset(dev, 0, N))
-            _hipfile._engine_inject_faults(errno.EIO, count=1000)
+            _hipfile.engine_inject_faults(errno.EIO, count=1000)
             h = fh.pread_async(dev, N, 0, 0, stream)
             h.wait_on(other)
             check(hip.hipStreamSynchronize(other))
@@ -343,12 +343,12 @@ def test_a_failed_write_reports_and_frees_the_ring(tmp_path, stream):
     path = tmp_path / "w.bin"
     with device_array(N) as dev, FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
         to_device(dev, data)
-        _hipfile._engine_inject_faults(errno.ENOSPC, count=1000)
+        _hipfile.engine_inject_faults(errno.ENOSPC, count=1000)
         h = fh.pwrite_async(dev, N, 0, 0, stream)
         with pytest.raises(OSError) as info:
             h.wait(timeout=30)
         assert info.value.errno == errno.ENOSPC
-        _hipfile._engine_inject_faults()
+        _hipfile.engine_inject_faults()
         # the ring goes on serving
         assert fh.pwrite_async(dev, N, 0, 0, stream).wait(timeout=30) == N
     assert path.read_bytes() == data.tobytes()
@@ -418,12 +418,12 @@ def test_copies_spread_over_several_streams(tmp_path, stream, copy_streams):
     blocks = scattered_blocks(nblocks, BLOCK, seed=9)
     size = nblocks * BLOCK
     with device_array(size) as dev, device_array(size) as dev2, FileHandle(path) as fh:
-        _hipfile._engine_inject_faults(short_max=8192)
+        _hipfile.engine_inject_faults(short_max=8192)
         h = fh.pread_async_scatter(dev, blocks, stream, task_size=64 << 10)
         got = _copy_back_on(stream, dev, size)                 # ordered after the copies
         assert h.wait(timeout=30) == size
         assert_ranges_equal(got, data, blocks)
-        _hipfile._engine_inject_faults()
+        _hipfile.engine_inject_faults()
         layers = [(size // 8, k * size // 8, (7 - k) * size // 8) for k in range(8)]
         hs = fh.pread_async_ranges(dev2, layers, stream, task_size=64 << 10)
         assert [x.wait(timeout=30) for x in hs] == [size // 8] * 8

@@ -489,12 +489,12 @@ def test_read_failure_raises_and_frees(tmp_path: Path, reader: str) -> None:
     write_reference(path, {"a": ("U8", [100_000], random_bytes(100_000).tobytes())})
     before = emulated.counters()["allocations"]
     emulated.inject_fault("read", errno.EIO)
-    _hipfile._engine_inject_faults(errno.EIO, count=1 << 20)   # the engine's own reads
+    _hipfile.engine_inject_faults(errno.EIO, count=1 << 20)   # the engine's own reads
     try:
         with pytest.raises(OSError) as info:
             hst.load_file(path, task_size=4096, reader=reader)
     finally:
-        _hipfile._engine_inject_faults()
+        _hipfile.engine_inject_faults()
     assert info.value.errno == errno.EIO
     gc.collect()
     assert emulated.counters()["allocations"] == before
