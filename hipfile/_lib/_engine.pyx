@@ -209,6 +209,63 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
         f._entering -= 1
 
 
+cdef tuple _entry_files(entries):
+    """The distinct files of ``(file, size, file_offset, buffer_offset)``
+    entries in order of first use, and each entry's index among them."""
+    files = []
+    where = {}            # id(file) -> its index in files
+    idx = []
+    for e in entries:
+        t = None if isinstance(e, (dict, str, bytes)) else tuple(e)
+        if t is None or len(t) != 4:
+            raise TypeError("each entry must be a (file, size, file_offset, buffer_offset) "
+                            f"tuple, got {type(e).__name__} {e!r}")
+        fo = t[0]
+        if not isinstance(fo, FileCore):
+            raise TypeError(f"an entry's file must be an open hipfile.FileHandle, not "
+                            f"{type(fo).__name__}")
+        k = where.get(id(fo), -1)
+        if k < 0:
+            k = len(files)
+            where[id(fo)] = k
+            files.append(fo)
+        idx.append(k)
+    return files, idx
+
+
+cdef tuple _enter_files(list files, int opcode, list entered):
+    """Check each file of a many-file operation (open, current, a POSIX
+    descriptor open for the operation) and count it as entering (appended
+    to ``entered``; the first is counted by the preamble); returns each
+    file's descriptor and, for a read, where its reads stop."""
+    import fcntl
+
+    cdef FileCore f
+    cdef int fd
+    file_fds = []
+    file_ends = []
+    for fo in files:
+        f = <FileCore>fo
+        check_file(f)
+        if fo is not files[0]:
+            f._entering += 1        # with the check: a close waits for it or refuses it
+            entered.append(fo)
+        fd = fo._engine_fd()
+        if fd < 0:
+            raise NotImplementedError("a many-file operation needs files with a POSIX "
+                                      "descriptor")
+        acc = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+        if opcode == 0 and acc == os.O_WRONLY:
+            raise OSError(errno.EBADF, "cannot read: the file was opened write-only",
+                          getattr(fo, "path", None))
+        if opcode == 1 and acc == os.O_RDONLY:
+            raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
+                          "with 'r+' or 'w' to write", getattr(fo, "path", None))
+        file_fds.append(fd)
+        file_ends.append(_file_end(f, fd) if opcode == 0 else -1)
+    return file_fds, file_ends
+
+
 def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_size=None,
                         bint ordered=True, bint prefetch=False):
     """Submit ``(file, size, file_offset, buffer_offset)`` entries (ranges of
@@ -241,10 +298,9 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     cdef hfe_span *checked = NULL
     cdef int *fds = NULL
     cdef long long *ends = NULL
-    cdef int device, fd
+    cdef int device
     cdef bint is_device = 0
     cdef FlagPool pool
-    cdef FileCore f
     cdef int opcode = 1 if write else 0
     if not isinstance(entries, (list, tuple)):
         entries = list(entries)
@@ -252,24 +308,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     if n == 0:
         raise ValueError(("pread_async_scatter" if opcode == 0 else "pwrite_async_gather")
                          + " needs at least one range")
-    files = []            # distinct files, in order of first use
-    where = {}            # id(file) -> its index in files
-    idx = []
-    for e in entries:
-        t = None if isinstance(e, (dict, str, bytes)) else tuple(e)
-        if t is None or len(t) != 4:
-            raise TypeError("each entry must be a (file, size, file_offset, buffer_offset) "
-                            f"tuple, got {type(e).__name__} {e!r}")
-        fo = t[0]
-        if not isinstance(fo, FileCore):
-            raise TypeError(f"an entry's file must be an open hipfile.FileHandle, not "
-                            f"{type(fo).__name__}")
-        k = where.get(id(fo), -1)
-        if k < 0:
-            k = len(files)
-            where[id(fo)] = k
-            files.append(fo)
-        idx.append(k)
+    files, idx = _entry_files(entries)
     buf_owner = submit_preamble(<FileCore>files[0], buffer, stream, &base, &length, &sh, &state)
     entered = [files[0]]   # counted in _entering until the handle holds them
     try:
@@ -280,28 +319,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         eng_defaults()
         task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
-        file_fds = []
-        file_ends = []
-        import fcntl
-        for fo in files:
-            f = <FileCore>fo
-            check_file(f)
-            if fo is not files[0]:      # (the first one is counted by the preamble)
-                f._entering += 1        # with the check: a close waits for it or refused it
-                entered.append(fo)
-            fd = fo._engine_fd()
-            if fd < 0:
-                raise NotImplementedError("a many-file operation needs files with a POSIX "
-                                          "descriptor")
-            acc = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
-            if opcode == 0 and acc == os.O_WRONLY:
-                raise OSError(errno.EBADF, "cannot read: the file was opened write-only",
-                              getattr(fo, "path", None))
-            if opcode == 1 and acc == os.O_RDONLY:
-                raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
-                              "with 'r+' or 'w' to write", getattr(fo, "path", None))
-            file_fds.append(fd)
-            file_ends.append(_file_end(f, fd) if opcode == 0 else -1)
+        file_fds, file_ends = _enter_files(files, opcode, entered)
         checked = <hfe_span *>malloc(n * sizeof(hfe_span))
         fds = <int *>malloc(n * sizeof(int))
         ends = <long long *>malloc(n * sizeof(long long))
@@ -401,33 +419,43 @@ cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t b
     return hd
 
 
-cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
-                         uintptr_t sh, int device, FlagPool pool, size_t task, bint ordered,
-                         bint grouped, bint prefetch, const int *fds, const long long *ends):
-    """The staged path. ``fds``/``ends`` (a many-file submission, else
-    NULL): each range's descriptor and, for a read, the end of its file
-    (the caller then keeps the files' write ends itself). A one-file read
-    goes through the file's ``O_DIRECT`` descriptor (``fd`` for what that
-    refuses) where :func:`_direct_fd` says so."""
-    cdef Ring ring = ring_for(device)
-    cdef int direct_fd = -1
-    cdef int ng = 1 if grouped else n, i, rc = 0, qerr
-    cdef long long wend
+cdef class _StagedPlan:
+    """One staged submission, planned: its pieces (each range clipped at the
+    end of its file, with its descriptor), one handle per operation (one
+    for all ranges when grouped) with its engine operation, and where each
+    read operation's completion flag is. Frees its arrays itself."""
+
+    cdef hfe_piece *pieces
+    cdef int n
+    cdef hfe_op **groups
+    cdef uint64_t *cdev           # a read operation's completion flag (device address)
+    cdef uint32_t *cval           # ... and the value that completes it
+    cdef int ng
+    cdef list handles
+
+    def __dealloc__(self):
+        free(self.pieces)
+        free(self.groups)
+        free(self.cdev)
+        free(self.cval)
+
+    cdef int abandon(self) except -1:
+        for o in self.handles:
+            (<StreamIOHandle>o)._abandon()
+        return 0
+
+
+cdef _StagedPlan _plan_staged(FileCore f, int opcode, int fd, uintptr_t base,
+                              hfe_span *checked, int n, uintptr_t sh, int device, FlagPool pool,
+                              size_t task, bint grouped, const int *fds, const long long *ends):
+    """Plan the staged path's submission (see :func:`_submit_staged`); on
+    an error, what was made is abandoned."""
+    cdef _StagedPlan plan = _StagedPlan.__new__(_StagedPlan)
+    cdef int direct_fd = -1, i
+    cdef long long wend, end = -1
     cdef size_t nbytes, total = 0
     cdef hoff_t foff, boff
-    cdef long long end = -1
-    cdef hfe_piece *pieces = NULL
-    cdef hfe_op **groups = NULL
-    cdef uint64_t *cdev = NULL
-    cdef uint32_t *cval = NULL
-    cdef const uint32_t *gate = NULL
-    cdef uint32_t gvalue = 0
-    cdef Flag gflag = None
-    cdef FlagPool spool
-    cdef uintptr_t target = sh
     cdef StreamIOHandle hd
-    cdef int sdev
-    cdef hfe_runtime rt
     if fds == NULL and opcode == 0:
         end = _file_end(f, fd)
         direct_fd = _direct_fd(f, checked, n)
@@ -437,14 +465,16 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
             if checked[i].len and checked[i].file_offset + <long long>checked[i].len > wend:
                 wend = checked[i].file_offset + <long long>checked[i].len
         _record_write_end(f, wend)
-    pieces = <hfe_piece *>malloc(n * sizeof(hfe_piece))
-    groups = <hfe_op **>calloc(ng, sizeof(hfe_op *))
-    cdev = <uint64_t *>calloc(ng, sizeof(uint64_t))
-    cval = <uint32_t *>calloc(ng, sizeof(uint32_t))
-    handles = []
+    plan.n = n
+    plan.ng = 1 if grouped else n
+    plan.handles = []
+    plan.pieces = <hfe_piece *>malloc(n * sizeof(hfe_piece))
+    plan.groups = <hfe_op **>calloc(plan.ng, sizeof(hfe_op *))
+    plan.cdev = <uint64_t *>calloc(plan.ng, sizeof(uint64_t))
+    plan.cval = <uint32_t *>calloc(plan.ng, sizeof(uint32_t))
+    if plan.pieces == NULL or plan.groups == NULL or plan.cdev == NULL or plan.cval == NULL:
+        raise MemoryError()
     try:
-        if pieces == NULL or groups == NULL or cdev == NULL or cval == NULL:
-            raise MemoryError()
         for i in range(n):
             nbytes = checked[i].len
             foff = checked[i].file_offset
@@ -453,72 +483,104 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
                 end = ends[i]
             if end >= 0:
                 nbytes = 0 if foff >= end else <size_t>min(<long long>nbytes, end - foff)
-            pieces[i].file_offset = foff
-            pieces[i].device = base + boff
-            pieces[i].len = nbytes
-            pieces[i].group = 0 if grouped else i
-            pieces[i].fd = fds[i] if fds != NULL else direct_fd
-            pieces[i].fd_alt = fd if fds == NULL and direct_fd >= 0 else -1
+            plan.pieces[i].file_offset = foff
+            plan.pieces[i].device = base + boff
+            plan.pieces[i].len = nbytes
+            plan.pieces[i].group = 0 if grouped else i
+            plan.pieces[i].fd = fds[i] if fds != NULL else direct_fd
+            plan.pieces[i].fd_alt = fd if fds == NULL and direct_fd >= 0 else -1
             total += nbytes
             if grouped and i > 0:
                 continue
-            hd = _new_handle(opcode, nbytes, foff, boff, device, sh, pool, n if grouped else 1)
-            handles.append(hd)
+            plan.handles.append(_new_handle(opcode, nbytes, foff, boff, device, sh, pool,
+                                            n if grouped else 1))
         if grouped:
-            (<StreamIOHandle>handles[0])._size = total
-        for i in range(ng):
-            hd = <StreamIOHandle>handles[i]
+            (<StreamIOHandle>plan.handles[0])._size = total
+        for i in range(plan.ng):
+            hd = <StreamIOHandle>plan.handles[i]
             hd._op = eng.op_new(opcode, NULL, NULL, NULL, hd._size, hd._file_offset,
                                 hd._buffer_offset, device, task, hd._flag.ptr, hd._value)
             if hd._op == NULL:
                 raise MemoryError()
-            groups[i] = hd._op
+            plan.groups[i] = hd._op
             hd._stream_completes = opcode == 0
             if opcode == 0:
-                cdev[i] = hd._flag.devptr
-                cval[i] = hd._value
+                plan.cdev[i] = hd._flag.devptr
+                plan.cval[i] = hd._value
+    except BaseException:
+        plan.abandon()
+        raise
+    return plan
 
-        # the gate: a read's file I/O starts once the caller's stream has
-        # passed this point, a flag the stream writes; a stream found idle
-        # needs none (what it ran before, the writes of this engine
-        # included, is done; its copies are enqueued behind anything
-        # enqueued meanwhile); a prefetch reads at once (its copies still
-        # wait for the stream)
+
+cdef Flag _staged_gate(uintptr_t sh, bint prefetch):
+    """The gate of a staged read: its file I/O starts once the caller's
+    stream has passed this point, a flag the stream writes. A stream found
+    idle needs none (what it ran before, the writes of this engine
+    included, is done; the copies are enqueued behind anything enqueued
+    meanwhile); a prefetch reads at once (its copies still wait for the
+    stream). Returns the flag, or None."""
+    cdef int sdev = stream_device(sh)
+    cdef FlagPool spool = pool_for(sdev)
+    cdef Flag gflag
+    cdef uint32_t gvalue
+    cdef int qerr
+    if not spool.memops:
+        raise ValueError("the stream's device cannot use stream waits: "
+                         "the buffer and the stream must be on one device")
+    if prefetch or stream_query(sh) == HIP_SUCCESS:
+        return None
+    gflag = spool.take()
+    gvalue = gflag.next_value()
+    qerr = write_value32(sh, gflag.devptr, gvalue)
+    if qerr != HIP_SUCCESS:
+        spool.free.append(gflag)
+        stream_fail(qerr, "hipStreamWriteValue32", sh)
+    return gflag
+
+
+cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
+                         uintptr_t sh, int device, FlagPool pool, size_t task, bint ordered,
+                         bint grouped, bint prefetch, const int *fds, const long long *ends):
+    """The staged path: plan (:func:`_plan_staged`), gate
+    (:func:`_staged_gate`), hand the chunks to the engine and enqueue the
+    stream's side (``hfe_stage_submit``). ``fds``/``ends`` (a many-file
+    submission, else NULL): each range's descriptor and, for a read, the
+    end of its file (the caller then keeps the files' write ends itself). A
+    one-file read goes through the file's ``O_DIRECT`` descriptor (``fd``
+    for what that refuses) where :func:`_direct_fd` says so."""
+    cdef Ring ring = ring_for(device)
+    cdef _StagedPlan plan = _plan_staged(f, opcode, fd, base, checked, n, sh, device, pool,
+                                         task, grouped, fds, ends)
+    cdef Flag gflag = None
+    cdef const uint32_t *gate = NULL
+    cdef uint32_t gvalue = 0
+    cdef uintptr_t target = sh
+    cdef hfe_runtime rt
+    cdef StreamIOHandle hd
+    cdef int rc = 0
+    try:
         if opcode == 0:
-            sdev = stream_device(sh)
-            spool = pool_for(sdev)
-            if not spool.memops:
-                raise ValueError("the stream's device cannot use stream waits: "
-                                 "the buffer and the stream must be on one device")
-        if opcode == 0 and not prefetch and stream_query(sh) != HIP_SUCCESS:
-            gflag = spool.take()
-            gvalue = gflag.next_value()
-            qerr = write_value32(sh, gflag.devptr, gvalue)
-            if qerr != HIP_SUCCESS:
-                spool.free.append(gflag)
-                gflag = None
-                stream_fail(qerr, "hipStreamWriteValue32", sh)
-            gate = gflag.ptr
+            gflag = _staged_gate(sh, prefetch)
+            if gflag is not None:
+                gate = gflag.ptr
+                gvalue = gflag.value
         if not ordered:
             target = <uintptr_t>int(internal_stream(pool))
             stream_after(target, sh, device)
         rt = eng_rt      # a copy: set() may change the table while the GIL is released
         with nogil:
-            rc = eng.stage_submit(ring.ring, &rt, opcode, fd, pieces, n, groups, ng,
-                                  cdev, cval, <void *>target, gate, gvalue, task, INLINE_MAX)
+            rc = eng.stage_submit(ring.ring, &rt, opcode, fd, plan.pieces, n, plan.groups,
+                                  plan.ng, plan.cdev, plan.cval, <void *>target, gate, gvalue,
+                                  task, INLINE_MAX)
         if rc < 0:
             raise OSError(-rc, f"the stream engine refused the submission: {os.strerror(-rc)}")
     except BaseException:
-        for o in handles:
-            (<StreamIOHandle>o)._abandon()
+        plan.abandon()
         if gflag is not None and rc == 0:
             gflag.pool.free.append(gflag)
         raise
-    finally:
-        free(pieces)
-        free(groups)
-        free(cdev)
-        free(cval)
+    handles = plan.handles
     _share_gate(handles, gflag, 1)
     if rc > 0:
         # the runtime refused a stream operation part way: what was enqueued

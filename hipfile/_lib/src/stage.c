@@ -475,166 +475,224 @@ static int enqueue_chunk(const hfe_runtime *rt, void *stream, const chunk_t *c)
     return err;
 }
 
+/* One submission as the helpers below see it: the chunks planned over the
+ * ring, the groups (operations) they belong to and where each group's
+ * completion goes. */
+typedef struct submission {
+    hfe_ring *ring;
+    const hfe_runtime *rt;
+    int opcode;
+    void *stream;
+    chunk_t **chunks;
+    int nchunks;
+    hfe_op **groups;
+    int ngroups;
+    int *last_chunk;              /* a group's last chunk; -1: it has none */
+    const uint64_t *complete_dev; /* a read group's completion flag (device address), or 0 */
+    const uint32_t *complete_value;
+} submission_t;
+
+/* Each group: the engine's reference, and a hold of the submitter's so that
+ * it cannot finish before the stream's side is enqueued; each chunk holds
+ * the groups of its runs. */
+static void take_references(const submission_t *sb)
+{
+    int i, j, k;
+    for (i = 0; i < sb->ngroups; i++) {
+        sb->groups[i]->chunks_left = 1;
+        sb->groups[i]->stream_completes = sb->opcode == 0 && sb->complete_dev[i] != 0;
+        hfe_op_incref(sb->groups[i]);
+    }
+    for (j = 0; j < sb->nchunks; j++)
+        for (k = 0; k < sb->chunks[j]->nruns; k++) {
+            __atomic_add_fetch(&sb->chunks[j]->runs[k].group->chunks_left, 1, __ATOMIC_RELAXED);
+            hfe_op_incref(sb->chunks[j]->runs[k].group);   /* the chunk's */
+        }
+}
+
+/* The engine refused the chunks (shut down): drop every reference taken. */
+static void drop_references(const submission_t *sb)
+{
+    int i, j, k;
+    for (j = 0; j < sb->nchunks; j++) {
+        for (k = 0; k < sb->chunks[j]->nruns; k++)
+            hfe_op_decref(sb->chunks[j]->runs[k].group);
+        chunk_decref(sb->chunks[j]);
+        chunk_decref(sb->chunks[j]);
+    }
+    for (i = 0; i < sb->ngroups; i++)
+        hfe_op_decref(sb->groups[i]);
+}
+
+/* Slots and generations in sequence order (under ring->lock). */
+static void reserve_slots(const submission_t *sb, const uint32_t *gate, uint32_t gate_value)
+{
+    hfe_ring *ring = sb->ring;
+    int j;
+    for (j = 0; j < sb->nchunks; j++) {
+        uint64_t seq = ring->next + (uint64_t)j;
+        chunk_t *c = sb->chunks[j];
+        c->ring = ring;
+        c->slot = (int)(seq % (uint64_t)ring->nslots);
+        c->gen = (uint32_t)(seq / (uint64_t)ring->nslots + 1);
+        c->gate = sb->opcode == 0 ? gate : NULL;
+        c->gate_value = gate_value;
+        c->next = j + 1 < sb->nchunks ? sb->chunks[j + 1] : NULL;
+    }
+}
+
+/* Write read group i's completion flag on stream s. */
+static int complete_group(const submission_t *sb, void *s, int i)
+{
+    return sb->rt->write_value32(s, (void *)(uintptr_t)sb->complete_dev[i],
+                                 sb->complete_value[i], 0);
+}
+
+/* The stream's side, chunk by chunk, while the engine already moves file
+ * bytes. A read group's completion is written after its last copy (a group
+ * with no bytes: before the first chunk). With several copy streams, the
+ * chunks are spread over them between a fork from the submission's stream
+ * and a join back into it: a group's chunks go to one copy stream where
+ * there are several groups (its completion then follows its last chunk
+ * there), else round robin (its completion follows the join). Each copy
+ * stream gets its chunks in sequence order, so every wait still points to
+ * earlier work. Returns the hipError_t of a failed enqueue, with the first
+ * chunk whose side may be incomplete in *failed_at. */
+static int enqueue_stream_side(const submission_t *sb, int *failed_at)
+{
+    hfe_ring *ring = sb->ring;
+    const hfe_runtime *rt = sb->rt;
+    int reads = sb->opcode == 0, i, j, k, err = 0;
+    int ncopy = sb->nchunks > 1 ? ring->ncopy : 1;
+    int *where = NULL;            /* a group's copy stream; -2: several */
+    if (ncopy > 1) {
+        where = malloc((size_t)(sb->ngroups > 0 ? sb->ngroups : 1) * sizeof(int));
+        if (!where)
+            ncopy = 1;
+        for (i = 0; where && i < sb->ngroups; i++)
+            where[i] = -1;
+    }
+    for (i = 0; reads && !err && i < sb->ngroups; i++)
+        if (sb->last_chunk[i] < 0 && sb->complete_dev[i])
+            err = complete_group(sb, sb->stream, i);
+    if (!err && ncopy > 1) {
+        err = rt->event_record(ring->fork_event, sb->stream);
+        for (k = 0; !err && k < ncopy; k++)
+            err = rt->stream_wait_event(ring->copy_streams[k], ring->fork_event, 0);
+    }
+    for (j = 0; !err && j < sb->nchunks; j++) {
+        chunk_t *c = sb->chunks[j];
+        void *s = sb->stream;
+        if (ncopy > 1) {
+            int pick = sb->ngroups > 1 && c->nruns ? c->runs[0].gidx % ncopy : j % ncopy;
+            s = ring->copy_streams[pick];
+            for (k = 0; k < c->nruns; k++) {
+                int g = c->runs[k].gidx;
+                where[g] = where[g] == -1 || where[g] == pick ? pick : -2;
+            }
+        }
+        err = enqueue_chunk(rt, s, c);
+        for (i = 0; reads && !err && i < sb->ngroups; i++)
+            if (sb->last_chunk[i] == j && sb->complete_dev[i] && (ncopy == 1 || where[i] >= 0))
+                err = complete_group(sb, s, i);
+        if (err)
+            *failed_at = j;
+    }
+    if (!err && ncopy > 1) {
+        for (k = 0; !err && k < ncopy; k++) {
+            err = rt->event_record(ring->join_events[k], ring->copy_streams[k]);
+            if (!err)
+                err = rt->stream_wait_event(sb->stream, ring->join_events[k], 0);
+        }
+        for (i = 0; reads && !err && i < sb->ngroups; i++)
+            if (sb->last_chunk[i] >= 0 && sb->complete_dev[i] && where[i] < 0)
+                err = complete_group(sb, sb->stream, i);
+        if (err)
+            *failed_at = sb->nchunks - 1;
+    }
+    free(where);
+    if (err && *failed_at < 0)
+        *failed_at = 0;
+    return err;
+}
+
+/* A failed enqueue: abandon every chunk whose stream side is not complete
+ * (the engine then skips its file I/O and releases the slot itself; a read
+ * chunk the engine finished already has its slot released here), and fail
+ * the groups whose completion was not enqueued, releasing their waiters
+ * from here (under ring->lock). */
+static void abandon_from(const submission_t *sb, int failed_at)
+{
+    hfe_ring *ring = sb->ring;
+    int reads = sb->opcode == 0, i, j;
+    for (j = failed_at; j < sb->nchunks; j++) {
+        chunk_t *c = sb->chunks[j];
+        int expected = CHUNK_PENDING;
+        if (!__atomic_compare_exchange_n(&c->state, &expected, CHUNK_ABANDONED, 0,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) && reads)
+            __atomic_store_n(ring->flags + ring->nslots + c->slot, c->gen, __ATOMIC_RELEASE);
+    }
+    for (i = 0; i < sb->ngroups; i++) {
+        if (sb->last_chunk[i] >= failed_at || (reads && sb->last_chunk[i] < 0 && failed_at == 0)) {
+            hfe_op *g = sb->groups[i];
+            hfe__set_error(g, -1, EIO);
+            if (reads && sb->complete_dev[i] && g->flag)
+                __atomic_store_n(g->flag, g->flag_value, __ATOMIC_RELEASE);
+        }
+    }
+}
+
 int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                      const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                      const uint64_t *complete_dev, const uint32_t *complete_value,
                      void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap,
                      size_t inline_max)
 {
-    chunk_t **chunks = NULL;
-    int nchunks = 0, i, j, k, err = 0, failed_at = -1;
-    int *last_chunk = malloc((size_t)(ngroups > 0 ? ngroups : 1) * sizeof(int));
-    if (!last_chunk)
+    submission_t sb = {ring, rt, opcode, stream, NULL, 0, groups, ngroups, NULL,
+                       complete_dev, complete_value};
+    int i, j, err = 0, failed_at = -1;
+    sb.last_chunk = malloc((size_t)(ngroups > 0 ? ngroups : 1) * sizeof(int));
+    if (!sb.last_chunk)
         return -ENOMEM;
     if (chunk_cap == 0 || chunk_cap > ring->slot_size)
         chunk_cap = ring->slot_size;
     for (i = 0; i < ngroups; i++)
-        last_chunk[i] = -1;
-    if (plan(pieces, npieces, groups, chunk_cap, opcode, fd, &chunks, &nchunks, last_chunk)) {
-        free(last_chunk);
+        sb.last_chunk[i] = -1;
+    if (plan(pieces, npieces, groups, chunk_cap, opcode, fd, &sb.chunks, &sb.nchunks,
+             sb.last_chunk)) {
+        free(sb.last_chunk);
         return -ENOMEM;
     }
-    /* Each group: the engine's reference, and a hold of the submitter's so
-     * that it cannot finish before the stream's side is enqueued. */
-    for (i = 0; i < ngroups; i++) {
-        groups[i]->chunks_left = 1;
-        groups[i]->stream_completes = opcode == 0 && complete_dev[i] != 0;
-        hfe_op_incref(groups[i]);
-    }
-    for (j = 0; j < nchunks; j++)
-        for (k = 0; k < chunks[j]->nruns; k++) {
-            __atomic_add_fetch(&chunks[j]->runs[k].group->chunks_left, 1, __ATOMIC_RELAXED);
-            hfe_op_incref(chunks[j]->runs[k].group);   /* the chunk's */
-        }
+    take_references(&sb);
 
     pthread_mutex_lock(&ring->lock);
-    for (j = 0; j < nchunks; j++) {
-        uint64_t seq = ring->next + (uint64_t)j;
-        chunk_t *c = chunks[j];
-        c->ring = ring;
-        c->slot = (int)(seq % (uint64_t)ring->nslots);
-        c->gen = (uint32_t)(seq / (uint64_t)ring->nslots + 1);
-        c->gate = opcode == 0 ? gate : NULL;
-        c->gate_value = gate_value;
-        c->next = j + 1 < nchunks ? chunks[j + 1] : NULL;
-    }
+    reserve_slots(&sb, gate, gate_value);
     /* a lone small read chunk that the page cache holds: read here */
-    int inline_done = nchunks == 1 && opcode == 0 && !gate && inline_max &&
-                      chunks[0]->nruns && chunk_bytes(chunks[0]) <= inline_max &&
-                      try_inline_read(chunks[0]);
-    if (hfe__queue_chunks(nchunks && !inline_done ? chunks[0] : NULL,
-                          nchunks && !inline_done ? chunks[nchunks - 1] : NULL, ngroups)) {
+    int inline_done = sb.nchunks == 1 && opcode == 0 && !gate && inline_max &&
+                      sb.chunks[0]->nruns && chunk_bytes(sb.chunks[0]) <= inline_max &&
+                      try_inline_read(sb.chunks[0]);
+    int queue = sb.nchunks && !inline_done;
+    if (hfe__queue_chunks(queue ? sb.chunks[0] : NULL, queue ? sb.chunks[sb.nchunks - 1] : NULL,
+                          ngroups)) {
         pthread_mutex_unlock(&ring->lock);
-        for (j = 0; j < nchunks; j++) {
-            for (k = 0; k < chunks[j]->nruns; k++)
-                hfe_op_decref(chunks[j]->runs[k].group);
-            chunk_decref(chunks[j]);
-            chunk_decref(chunks[j]);
-        }
-        for (i = 0; i < ngroups; i++)
-            hfe_op_decref(groups[i]);
-        free(chunks);
-        free(last_chunk);
+        drop_references(&sb);
+        free(sb.chunks);
+        free(sb.last_chunk);
         return -ESHUTDOWN;
     }
-    ring->next += (uint64_t)nchunks;
+    ring->next += (uint64_t)sb.nchunks;
     if (inline_done)
-        release_chunk(chunks[0]);   /* the workers' reference: the submitter keeps its own */
+        release_chunk(sb.chunks[0]);   /* the workers' reference: the submitter keeps its own */
 
-    /* The stream's side, chunk by chunk, while the engine already moves
-     * file bytes. A read group's completion is written after its last copy
-     * (a group with no bytes: before the first chunk). With several copy
-     * streams, the chunks are spread over them between a fork from the
-     * submission's stream and a join back into it: a group's chunks go to
-     * one copy stream where there are several groups (its completion then
-     * follows its last chunk there), else round robin (its completion
-     * follows the join). Each copy stream gets its chunks in sequence
-     * order, so every wait still points to earlier work. */
-    int ncopy = nchunks > 1 ? ring->ncopy : 1;
-    int *where = NULL;            /* a group's copy stream; -2: several */
-    if (ncopy > 1) {
-        where = malloc((size_t)(ngroups > 0 ? ngroups : 1) * sizeof(int));
-        if (!where)
-            ncopy = 1;
-        for (i = 0; where && i < ngroups; i++)
-            where[i] = -1;
-    }
-    for (i = 0; opcode == 0 && !err && i < ngroups; i++)
-        if (last_chunk[i] < 0 && complete_dev[i])
-            err = rt->write_value32(stream, (void *)(uintptr_t)complete_dev[i],
-                                    complete_value[i], 0);
-    if (!err && ncopy > 1) {
-        err = rt->event_record(ring->fork_event, stream);
-        for (k = 0; !err && k < ncopy; k++)
-            err = rt->stream_wait_event(ring->copy_streams[k], ring->fork_event, 0);
-    }
-    for (j = 0; !err && j < nchunks; j++) {
-        void *s = stream;
-        if (ncopy > 1) {
-            int pick = ngroups > 1 && chunks[j]->nruns
-                           ? chunks[j]->runs[0].gidx % ncopy
-                           : j % ncopy;
-            s = ring->copy_streams[pick];
-            for (k = 0; k < chunks[j]->nruns; k++) {
-                int g = chunks[j]->runs[k].gidx;
-                if (where[g] == -1)
-                    where[g] = pick;
-                else if (where[g] != pick)
-                    where[g] = -2;
-            }
-        }
-        err = enqueue_chunk(rt, s, chunks[j]);
-        for (i = 0; opcode == 0 && !err && i < ngroups; i++)
-            if (last_chunk[i] == j && complete_dev[i] && (ncopy == 1 || where[i] >= 0))
-                err = rt->write_value32(s, (void *)(uintptr_t)complete_dev[i],
-                                        complete_value[i], 0);
-        if (err)
-            failed_at = j;
-    }
-    if (!err && ncopy > 1) {
-        for (k = 0; !err && k < ncopy; k++) {
-            err = rt->event_record(ring->join_events[k], ring->copy_streams[k]);
-            if (!err)
-                err = rt->stream_wait_event(stream, ring->join_events[k], 0);
-        }
-        for (i = 0; opcode == 0 && !err && i < ngroups; i++)
-            if (last_chunk[i] >= 0 && complete_dev[i] && where[i] < 0)
-                err = rt->write_value32(stream, (void *)(uintptr_t)complete_dev[i],
-                                        complete_value[i], 0);
-        if (err)
-            failed_at = nchunks - 1;
-    }
-    free(where);
-    if (err && failed_at < 0)
-        failed_at = 0;
-    if (err) {
-        /* Abandon every chunk whose stream side is not complete: the engine
-         * then skips its file I/O and releases the slot itself. A read chunk
-         * the engine finished already has its slot released here. */
-        for (j = failed_at; j < nchunks; j++) {
-            chunk_t *c = chunks[j];
-            int expected = CHUNK_PENDING;
-            if (!__atomic_compare_exchange_n(&c->state, &expected, CHUNK_ABANDONED, 0,
-                                             __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
-                opcode == 0)
-                __atomic_store_n(ring->flags + ring->nslots + c->slot, c->gen, __ATOMIC_RELEASE);
-        }
-        /* Groups whose completion was not enqueued: fail them and release
-         * their waiters from here. */
-        for (i = 0; i < ngroups; i++) {
-            if (last_chunk[i] >= failed_at || (opcode == 0 && last_chunk[i] < 0 && failed_at == 0)) {
-                hfe__set_error(groups[i], -1, EIO);
-                if (opcode == 0 && complete_dev[i] && groups[i]->flag)
-                    __atomic_store_n(groups[i]->flag, groups[i]->flag_value, __ATOMIC_RELEASE);
-            }
-        }
-    }
+    err = enqueue_stream_side(&sb, &failed_at);
+    if (err)
+        abandon_from(&sb, failed_at);
     pthread_mutex_unlock(&ring->lock);
-    for (j = 0; j < nchunks; j++)
-        chunk_decref(chunks[j]);
+    for (j = 0; j < sb.nchunks; j++)
+        chunk_decref(sb.chunks[j]);
     for (i = 0; i < ngroups; i++)
         group_account(groups[i], 0);   /* the submitter's hold */
-    free(chunks);
-    free(last_chunk);
+    free(sb.chunks);
+    free(sb.last_chunk);
     return err;
 }
