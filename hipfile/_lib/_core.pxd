@@ -56,7 +56,7 @@ cdef dict stream_states
 
 # What the layers above lend the cores (set when they are imported): how
 # many stream-ordered operations using an object are still in flight
-# (_aio), and counting off the engine's ranges that ended (_engine).
+# (_aio), and counting off the engine's ranges that ended (engine.submit).
 ctypedef Py_ssize_t (*settle_fn)(object) except -1
 ctypedef int (*sweep_fn)() except -1
 cdef settle_fn settle_hook

@@ -77,23 +77,6 @@ from hipfile._lib._decode import (
     pointer_value,
     protocol_buffer_info,
 )
-from hipfile._lib._engine import engine_prepare, engine_submit, engine_submit_files
-from hipfile._lib._engine_handle import StreamIOHandle
-from hipfile._lib._engine_hip import (
-    MECHANISM_HOST_FUNCTIONS,
-    MECHANISM_STREAM_MEMOPS,
-    engine_batch_copies,
-    engine_configure,
-    engine_mechanism,
-    engine_settings,
-    use_settings,
-)
-from hipfile._lib._engine_ops import (
-    engine_info,
-    engine_inject_faults,
-    engine_shutdown,
-    ring_layout,
-)
 from hipfile._lib._loader import (
     candidate_paths,
     has_symbol,
@@ -115,6 +98,23 @@ from hipfile._lib._runtime import (
     on_device,
     on_fork_child,
 )
+from hipfile._lib.engine.device import (
+    MECHANISM_HOST_FUNCTIONS,
+    MECHANISM_STREAM_MEMOPS,
+    engine_batch_copies,
+    engine_configure,
+    engine_mechanism,
+    engine_settings,
+    use_settings,
+)
+from hipfile._lib.engine.handle import StreamIOHandle
+from hipfile._lib.engine.ops import (
+    engine_info,
+    engine_inject_faults,
+    engine_shutdown,
+    ring_layout,
+)
+from hipfile._lib.engine.submit import engine_prepare, engine_submit, engine_submit_files
 
 __all__ = [
     "DL_CPU",

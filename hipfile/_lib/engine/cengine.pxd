@@ -1,5 +1,5 @@
 # cython: language_level=3
-# The engine's C source (src/engine.c, src/stage.c), compiled into _engine_c
+# The engine's C source (src/engine.c, src/stage.c), compiled into this module
 # alone: the other engine modules call it through ``eng``, a table of its
 # functions, so that one copy of its state exists in the process.
 
@@ -99,5 +99,5 @@ ctypedef struct EngineC:
     void (*inject)(int err_no, int count, size_t short_max, int after) noexcept nogil
     int (*runtime_exports)(const char *library, const char *symbol) noexcept nogil
 
-# The engine's functions (filled when _engine_c is imported).
+# The engine's functions (filled when cengine is imported).
 cdef EngineC eng

@@ -1,7 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The stream-ordered parallel engine's submissions:
 FileHandle.pread_async/pwrite_async and their _ranges, scatter and gather
-forms (see _engine_ops.pyx for the invariants)."""
+forms, and the many-file operation. Each entry point checks its arguments,
+has plan.pyx plan the submission and carries it out: the staged path hands
+the plan to the engine's C side, the worker path makes operations of
+hipFile calls (see ops.pyx for the invariants)."""
 
 import errno
 import os
@@ -17,18 +20,21 @@ from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
 from hipfile._lib._core cimport (
     c_as_positive, BufferCore, check_file, ensure_registered, FileCore, io_range, range_fits,
     submit_preamble)
-from hipfile._lib._engine_c cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime, hfe_span
-from hipfile._lib._engine_handle cimport GateRef, StreamIOHandle
-from hipfile._lib._engine_hip cimport (
+from hipfile._lib.engine.cengine cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime, hfe_span
+from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle
+from hipfile._lib.engine.device cimport (
     destroy_event_handle, device_arg, eng_defaults, eng_rt, eng_task_default,
     eng_threads_wanted, Flag,
     FlagPool, record_gate_event, internal_stream, pool_for, staged_path, stream_after,
     wait_value32, write_value32)
-from hipfile._lib._engine_ops cimport eng_start, eng_sweep, ring_for, Ring
+from hipfile._lib.engine.ops cimport eng_start, eng_sweep, ring_for, Ring
+from hipfile._lib.engine.plan cimport (
+    StagedPlan, direct_descriptor, enter_files, entry_files, file_end, group_spans,
+    lone_range_task, new_handle, parse_ranges, plan_staged, record_write_end, staged_gate)
 from hipfile._lib._runtime cimport (
     HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, pointer_device, stream_device, stream_fail,
     stream_query, wait_interruptible)
-from hipfile._lib._engine_hip import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
+from hipfile._lib.engine.device import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
 
 
 cdef void *_get_io(int opcode) except NULL:
@@ -37,109 +43,10 @@ cdef void *_get_io(int opcode) except NULL:
     return <void *>p_hipFileWrite if p_hipFileWrite != NULL else bind(b"hipFileWrite")
 
 
-cdef object _numpy = None
-
 # A lone read chunk of at most this many bytes that the page cache holds is
 # read by the submitting thread (no hand-off to a worker): about the bytes
 # one thread copies from the page cache in the time a hand-off takes.
 cdef size_t INLINE_MAX = 256 << 10
-# A lone range of less than one default task per thread (up to
-# SPLIT_WAYS threads) is cut into chunks of at least SPLIT_MIN bytes, one
-# per thread, so that several threads read it: on an H200, 2 MiB in 256 KiB
-# chunks loaded in 0.2 ms, in one chunk in 0.5 ms.
-cdef size_t SPLIT_MIN = 256 << 10
-cdef int SPLIT_WAYS = 8
-
-
-cdef int _check_slow(object r, size_t length, hfe_span *out) except -1:
-    """One range as any object: a 3-sequence (not a dict or a string) of
-    ints or ``None`` for the size, checked by the one range check."""
-    t = None if isinstance(r, (dict, str, bytes)) else tuple(r)
-    if t is None or len(t) != 3:
-        raise TypeError("each range must be a (size, file_offset, buffer_offset) tuple, "
-                        f"got {type(r).__name__} {r!r}")
-    return io_range(length, t[0], t[1], t[2], <size_t *>&out.len,
-                     <hoff_t *>&out.file_offset, <hoff_t *>&out.buffer_offset)
-
-
-cdef inline bint _take_fitting(long long n, long long f, long long b, size_t length,
-                               hfe_span *out) noexcept:
-    """Store a range that fits the buffer; False (nothing stored) for any
-    other, which then goes through the one range check."""
-    if not range_fits(length, n, f, b):
-        return 0
-    out.len = <uint64_t>n
-    out.file_offset = f
-    out.buffer_offset = b
-    return 1
-
-
-cdef hfe_span *_parse_ranges(object ranges, size_t length, Py_ssize_t *count) except NULL:
-    """Every range checked against ``length`` into a C array (freed by the
-    caller; ``count`` its length). ``ranges``: an iterable of
-    ``(size, file_offset, buffer_offset)`` tuples, or an integer array of
-    shape (N, 3), read without a Python object per range."""
-    global _numpy
-    cdef Py_ssize_t i, n
-    cdef hfe_span *out = NULL
-    cdef long long a0, a1, a2
-    cdef int o0 = 0, o1 = 0, o2 = 0
-    cdef const long long[:, ::1] view
-    cdef PyObject *item
-    if hasattr(ranges, "__array_interface__") and not isinstance(ranges, (list, tuple)):
-        if _numpy is None:
-            import numpy
-            _numpy = numpy
-        arr = _numpy.asarray(ranges)
-        if arr.dtype.kind not in "iu":
-            raise TypeError(f"ranges given as an array must hold integers, got {arr.dtype}")
-        if arr.ndim != 2 or arr.shape[1] != 3:
-            raise ValueError("ranges given as an array must have shape (N, 3): "
-                             f"(size, file_offset, buffer_offset) rows, got {arr.shape}")
-        if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= (1 << 63):
-            raise ValueError(f"a range holds {int(arr.max())}, out of range (a size or "
-                             "offset must be below 2**63)")
-        view = _numpy.ascontiguousarray(arr, dtype=_numpy.int64)
-        n = view.shape[0]
-        out = <hfe_span *>malloc((n if n > 0 else 1) * sizeof(hfe_span))
-        if out == NULL:
-            raise MemoryError()
-        try:
-            for i in range(n):
-                a0 = view[i, 0]
-                a1 = view[i, 1]
-                a2 = view[i, 2]
-                if not _take_fitting(a0, a1, a2, length, &out[i]):
-                    _check_slow((a0, a1, a2), length, &out[i])
-        except BaseException:
-            free(out)
-            raise
-        count[0] = n
-        return out
-    if not isinstance(ranges, (list, tuple)):
-        ranges = list(ranges)
-    n = len(ranges)
-    out = <hfe_span *>malloc((n if n > 0 else 1) * sizeof(hfe_span))
-    if out == NULL:
-        raise MemoryError()
-    try:
-        for i in range(n):
-            r = ranges[i]
-            if type(r) is tuple and PyTuple_GET_SIZE(r) == 3:
-                item = PyTuple_GET_ITEM(r, 0)
-                if (type(<object>item) is int and type(<object>PyTuple_GET_ITEM(r, 1)) is int
-                        and type(<object>PyTuple_GET_ITEM(r, 2)) is int):
-                    a0 = PyLong_AsLongLongAndOverflow(<object>item, &o0)
-                    a1 = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(r, 1), &o1)
-                    a2 = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(r, 2), &o2)
-                    if not (o0 or o1 or o2) and _take_fitting(a0, a1, a2, length, &out[i]):
-                        continue
-            _check_slow(r, length, &out[i])
-    except BaseException:
-        free(out)
-        raise
-    count[0] = n
-    return out
 
 
 def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, task_size=None,
@@ -193,77 +100,17 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
             task = eng_task_default
         else:
             task = <size_t>c_as_positive(task_size, "task_size")
-        checked = _parse_ranges(ranges, length, &count)
+        checked = parse_ranges(ranges, length, &count)
         n = <int>count
         if n == 0:
             return []
         if task_size is None and n == 1:
-            total = checked[0].len
-            ways = min(SPLIT_WAYS, max(eng_threads_wanted, 1))
-            if total > SPLIT_MIN and total < ways * task:
-                task = max(SPLIT_MIN, ((total + ways - 1) // ways + 4095) & ~4095)
+            task = lone_range_task(checked[0].len, task)
         return _submit_checked(f, opcode, base, length, bc, buf_owner, checked, n, sh,
                                stream_owner, task, fd, ordered, grouped, prefetch)
     finally:
         free(checked)
         f._entering -= 1
-
-
-cdef tuple _entry_files(entries):
-    """The distinct files of ``(file, size, file_offset, buffer_offset)``
-    entries in order of first use, and each entry's index among them."""
-    files = []
-    where = {}            # id(file) -> its index in files
-    idx = []
-    for e in entries:
-        t = None if isinstance(e, (dict, str, bytes)) else tuple(e)
-        if t is None or len(t) != 4:
-            raise TypeError("each entry must be a (file, size, file_offset, buffer_offset) "
-                            f"tuple, got {type(e).__name__} {e!r}")
-        fo = t[0]
-        if not isinstance(fo, FileCore):
-            raise TypeError(f"an entry's file must be an open hipfile.FileHandle, not "
-                            f"{type(fo).__name__}")
-        k = where.get(id(fo), -1)
-        if k < 0:
-            k = len(files)
-            where[id(fo)] = k
-            files.append(fo)
-        idx.append(k)
-    return files, idx
-
-
-cdef tuple _enter_files(list files, int opcode, list entered):
-    """Check each file of a many-file operation (open, current, a POSIX
-    descriptor open for the operation) and count it as entering (appended
-    to ``entered``; the first is counted by the preamble); returns each
-    file's descriptor and, for a read, where its reads stop."""
-    import fcntl
-
-    cdef FileCore f
-    cdef int fd
-    file_fds = []
-    file_ends = []
-    for fo in files:
-        f = <FileCore>fo
-        check_file(f)
-        if fo is not files[0]:
-            f._entering += 1        # with the check: a close waits for it or refuses it
-            entered.append(fo)
-        fd = fo._engine_fd()
-        if fd < 0:
-            raise NotImplementedError("a many-file operation needs files with a POSIX "
-                                      "descriptor")
-        acc = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
-        if opcode == 0 and acc == os.O_WRONLY:
-            raise OSError(errno.EBADF, "cannot read: the file was opened write-only",
-                          getattr(fo, "path", None))
-        if opcode == 1 and acc == os.O_RDONLY:
-            raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
-                          "with 'r+' or 'w' to write", getattr(fo, "path", None))
-        file_fds.append(fd)
-        file_ends.append(_file_end(f, fd) if opcode == 0 else -1)
-    return file_fds, file_ends
 
 
 def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_size=None,
@@ -308,7 +155,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     if n == 0:
         raise ValueError(("pread_async_scatter" if opcode == 0 else "pwrite_async_gather")
                          + " needs at least one range")
-    files, idx = _entry_files(entries)
+    files, idx = entry_files(entries)
     buf_owner = submit_preamble(<FileCore>files[0], buffer, stream, &base, &length, &sh, &state)
     entered = [files[0]]   # counted in _entering until the handle holds them
     try:
@@ -319,7 +166,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         eng_defaults()
         task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
-        file_fds, file_ends = _enter_files(files, opcode, entered)
+        file_fds, file_ends = enter_files(files, opcode, entered)
         checked = <hfe_span *>malloc(n * sizeof(hfe_span))
         fds = <int *>malloc(n * sizeof(int))
         ends = <long long *>malloc(n * sizeof(long long))
@@ -344,7 +191,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
                         wends[idx[i]] = max(wends[idx[i]], checked[i].file_offset
                                             + <long long>checked[i].len)
                 for k in range(len(files)):
-                    _record_write_end(<FileCore>files[k], wends[k])
+                    record_write_end(<FileCore>files[k], wends[k])
             handles = _submit_staged(<FileCore>files[0], opcode, fds[0], base, checked, <int>n,
                                      sh, device, pool, task, ordered, True, prefetch, fds, ends)
         finally:
@@ -403,154 +250,18 @@ cdef int _order_after(list handles, uintptr_t sh) except -1:
     return 0
 
 
-cdef StreamIOHandle _new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t boff, int device,
-                                uintptr_t sh, FlagPool pool, int count):
-    cdef StreamIOHandle hd = StreamIOHandle.__new__(StreamIOHandle)
-    hd._flag = pool.take()
-    hd._value = hd._flag.next_value()
-    hd._opcode = opcode
-    hd._size = nbytes
-    hd._file_offset = foff
-    hd._buffer_offset = boff
-    hd._device = device
-    hd._stream = sh
-    hd._count = count
-    hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
-    return hd
-
-
-cdef class _StagedPlan:
-    """One staged submission, planned: its pieces (each range clipped at the
-    end of its file, with its descriptor), one handle per operation (one
-    for all ranges when grouped) with its engine operation, and where each
-    read operation's completion flag is. Frees its arrays itself."""
-
-    cdef hfe_piece *pieces
-    cdef int n
-    cdef hfe_op **groups
-    cdef uint64_t *cdev           # a read operation's completion flag (device address)
-    cdef uint32_t *cval           # ... and the value that completes it
-    cdef int ng
-    cdef list handles
-
-    def __dealloc__(self):
-        free(self.pieces)
-        free(self.groups)
-        free(self.cdev)
-        free(self.cval)
-
-    cdef int abandon(self) except -1:
-        for o in self.handles:
-            (<StreamIOHandle>o)._abandon()
-        return 0
-
-
-cdef _StagedPlan _plan_staged(FileCore f, int opcode, int fd, uintptr_t base,
-                              hfe_span *checked, int n, uintptr_t sh, int device, FlagPool pool,
-                              size_t task, bint grouped, const int *fds, const long long *ends):
-    """Plan the staged path's submission (see :func:`_submit_staged`); on
-    an error, what was made is abandoned."""
-    cdef _StagedPlan plan = _StagedPlan.__new__(_StagedPlan)
-    cdef int direct_fd = -1, i
-    cdef long long wend, end = -1
-    cdef size_t nbytes, total = 0
-    cdef hoff_t foff, boff
-    cdef StreamIOHandle hd
-    if fds == NULL and opcode == 0:
-        end = _file_end(f, fd)
-        direct_fd = _direct_fd(f, checked, n)
-    elif fds == NULL:
-        wend = 0
-        for i in range(n):
-            if checked[i].len and checked[i].file_offset + <long long>checked[i].len > wend:
-                wend = checked[i].file_offset + <long long>checked[i].len
-        _record_write_end(f, wend)
-    plan.n = n
-    plan.ng = 1 if grouped else n
-    plan.handles = []
-    plan.pieces = <hfe_piece *>malloc(n * sizeof(hfe_piece))
-    plan.groups = <hfe_op **>calloc(plan.ng, sizeof(hfe_op *))
-    plan.cdev = <uint64_t *>calloc(plan.ng, sizeof(uint64_t))
-    plan.cval = <uint32_t *>calloc(plan.ng, sizeof(uint32_t))
-    if plan.pieces == NULL or plan.groups == NULL or plan.cdev == NULL or plan.cval == NULL:
-        raise MemoryError()
-    try:
-        for i in range(n):
-            nbytes = checked[i].len
-            foff = checked[i].file_offset
-            boff = checked[i].buffer_offset
-            if fds != NULL and opcode == 0:
-                end = ends[i]
-            if end >= 0:
-                nbytes = 0 if foff >= end else <size_t>min(<long long>nbytes, end - foff)
-            plan.pieces[i].file_offset = foff
-            plan.pieces[i].device = base + boff
-            plan.pieces[i].len = nbytes
-            plan.pieces[i].group = 0 if grouped else i
-            plan.pieces[i].fd = fds[i] if fds != NULL else direct_fd
-            plan.pieces[i].fd_alt = fd if fds == NULL and direct_fd >= 0 else -1
-            total += nbytes
-            if grouped and i > 0:
-                continue
-            plan.handles.append(_new_handle(opcode, nbytes, foff, boff, device, sh, pool,
-                                            n if grouped else 1))
-        if grouped:
-            (<StreamIOHandle>plan.handles[0])._size = total
-        for i in range(plan.ng):
-            hd = <StreamIOHandle>plan.handles[i]
-            hd._op = eng.op_new(opcode, NULL, NULL, NULL, hd._size, hd._file_offset,
-                                hd._buffer_offset, device, task, hd._flag.ptr, hd._value)
-            if hd._op == NULL:
-                raise MemoryError()
-            plan.groups[i] = hd._op
-            hd._stream_completes = opcode == 0
-            if opcode == 0:
-                plan.cdev[i] = hd._flag.devptr
-                plan.cval[i] = hd._value
-    except BaseException:
-        plan.abandon()
-        raise
-    return plan
-
-
-cdef Flag _staged_gate(uintptr_t sh, bint prefetch):
-    """The gate of a staged read: its file I/O starts once the caller's
-    stream has passed this point, a flag the stream writes. A stream found
-    idle needs none (what it ran before, the writes of this engine
-    included, is done; the copies are enqueued behind anything enqueued
-    meanwhile); a prefetch reads at once (its copies still wait for the
-    stream). Returns the flag, or None."""
-    cdef int sdev = stream_device(sh)
-    cdef FlagPool spool = pool_for(sdev)
-    cdef Flag gflag
-    cdef uint32_t gvalue
-    cdef int qerr
-    if not spool.memops:
-        raise ValueError("the stream's device cannot use stream waits: "
-                         "the buffer and the stream must be on one device")
-    if prefetch or stream_query(sh) == HIP_SUCCESS:
-        return None
-    gflag = spool.take()
-    gvalue = gflag.next_value()
-    qerr = write_value32(sh, gflag.devptr, gvalue)
-    if qerr != HIP_SUCCESS:
-        spool.free.append(gflag)
-        stream_fail(qerr, "hipStreamWriteValue32", sh)
-    return gflag
-
-
 cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
                          uintptr_t sh, int device, FlagPool pool, size_t task, bint ordered,
                          bint grouped, bint prefetch, const int *fds, const long long *ends):
-    """The staged path: plan (:func:`_plan_staged`), gate
-    (:func:`_staged_gate`), hand the chunks to the engine and enqueue the
+    """The staged path: plan (:func:`plan_staged`), gate
+    (:func:`staged_gate`), hand the chunks to the engine and enqueue the
     stream's side (``hfe_stage_submit``). ``fds``/``ends`` (a many-file
     submission, else NULL): each range's descriptor and, for a read, the
     end of its file (the caller then keeps the files' write ends itself). A
     one-file read goes through the file's ``O_DIRECT`` descriptor (``fd``
-    for what that refuses) where :func:`_direct_fd` says so."""
+    for what that refuses) where :func:`direct_fd` says so."""
     cdef Ring ring = ring_for(device)
-    cdef _StagedPlan plan = _plan_staged(f, opcode, fd, base, checked, n, sh, device, pool,
+    cdef StagedPlan plan = plan_staged(f, opcode, fd, base, checked, n, sh, device, pool,
                                          task, grouped, fds, ends)
     cdef Flag gflag = None
     cdef const uint32_t *gate = NULL
@@ -561,7 +272,7 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
     cdef int rc = 0
     try:
         if opcode == 0:
-            gflag = _staged_gate(sh, prefetch)
+            gflag = staged_gate(sh, prefetch)
             if gflag is not None:
                 gate = gflag.ptr
                 gvalue = gflag.value
@@ -596,21 +307,6 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
     return handles
 
 
-cdef long long _file_end(FileCore f, int fd) except -1:
-    """Where reads of ``f`` stop: the end of the file as it is now, or as
-    the staged writes submitted on it before will leave it (a write then a
-    read of the same bytes, in stream order)."""
-    return max(os.fstat(fd).st_size, f._staged_write_end)
-
-
-cdef int _record_write_end(FileCore f, long long wend) except -1:
-    """A staged write submitted on ``f`` ends at ``wend``: reads submitted
-    after it stop there at the earliest (see :func:`_file_end`)."""
-    if wend > f._staged_write_end:
-        f._staged_write_end = wend
-    return 0
-
-
 cdef int _hand_over(list handles, object files, BufferCore bc, object buf_owner,
                     object stream_owner) except -1:
     """The submitted handles hold the file(s) (one, or a tuple of them),
@@ -629,26 +325,6 @@ cdef int _hand_over(list handles, object files, BufferCore bc, object buf_owner,
         hd._buffer = buf_owner
         hd._stream_owner = stream_owner
     return 0
-
-
-# A one-file read of at least DIRECT_MIN bytes from a file the page cache
-# mostly lacks goes to the disk with O_DIRECT (no copy through the page
-# cache, requests the size of a chunk); so does every read of a file opened
-# with O_DIRECT.
-cdef size_t DIRECT_MIN = 16 << 20
-
-
-cdef int _direct_fd(FileCore f, hfe_span *checked, int n) except -2:
-    """The ``O_DIRECT`` descriptor a read of these ranges should use, or -1
-    (the file's buffered one)."""
-    cdef size_t total = 0
-    cdef int i
-    getter = getattr(f, "_engine_direct_fd", None)
-    if getter is None:
-        return -1
-    for i in range(n):
-        total += checked[i].len
-    return <int>getter(total >= DIRECT_MIN)
 
 
 cdef int _submitted_anyway(FileCore f, list handles) except -1:
@@ -689,10 +365,10 @@ cdef list _submit_workers(FileCore f, int opcode, uintptr_t base, hfe_span *chec
             nbytes = checked[i].len
             foff = checked[i].file_offset
             boff = checked[i].buffer_offset
-            hd = _new_handle(opcode, nbytes, foff, boff, device, sh, pool, n if grouped else 1)
+            hd = new_handle(opcode, nbytes, foff, boff, device, sh, pool, n if grouped else 1)
             hd._op = eng.op_new(opcode, fn, <void *>f._fh, <void *>base, nbytes, foff, boff,
                                 device, task, hd._flag.ptr, hd._value)
-            if hd._op == NULL or (grouped and _group_spans(hd, checked, n)):
+            if hd._op == NULL or (grouped and group_spans(hd, checked, n)):
                 if hd._op != NULL:
                     eng.op_decref(hd._op)
                     hd._op = NULL
@@ -745,19 +421,6 @@ cdef list _submit_workers(FileCore f, int opcode, uintptr_t base, hfe_span *chec
         free(ops)
     _share_gate(handles, gflag, 0)
     return handles
-
-
-cdef int _group_spans(StreamIOHandle hd, hfe_span *checked, int n) noexcept:
-    """Give a grouped operation its ranges (hfe_op_set_spans); the handle's
-    size becomes their total. Returns 0, or -1 without memory."""
-    cdef int i
-    cdef size_t total = 0
-    if eng.op_set_spans(hd._op, checked, n):
-        return -1
-    for i in range(n):
-        total += checked[i].len
-    hd._size = total
-    return 0
 
 
 cdef int _share_gate(list handles, Flag gflag, bint staged) except -1:

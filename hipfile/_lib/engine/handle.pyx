@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """StreamIOHandle: one range of the stream-ordered parallel engine, as seen
-from Python (see _engine_ops.pyx for the invariants)."""
+from Python (see ops.pyx for the invariants)."""
 
 cimport cython
 
@@ -9,10 +9,10 @@ from libc.stdint cimport int64_t, uint32_t, uintptr_t
 
 from hipfile._lib._core cimport stream_handle
 from hipfile._lib._decode import check_stream_handle
-from hipfile._lib._engine_c cimport eng
-from hipfile._lib._engine_hip cimport Flag, FlagPool, internal_stream, pool_for, wait_value32
-from hipfile._lib._engine_hip import MECHANISM_STREAM_MEMOPS
-from hipfile._lib._engine_ops cimport eng_parked, ParkedOp, unhold
+from hipfile._lib.engine.cengine cimport eng
+from hipfile._lib.engine.device cimport Flag, FlagPool, internal_stream, pool_for, wait_value32
+from hipfile._lib.engine.device import MECHANISM_STREAM_MEMOPS
+from hipfile._lib.engine.ops cimport eng_parked, ParkedOp, unhold
 from hipfile._lib._errors import raise_result
 from hipfile._lib._runtime cimport (
     Deadline, wait_sliced, CompletionBase, destroy_event, exiting, fork_gen, raise_forked, hipapi)

@@ -3,7 +3,7 @@
 from typing import Any
 
 from hipfile._lib._core import FileCore
-from hipfile._lib._engine_handle import StreamIOHandle
+from hipfile._lib.engine.handle import StreamIOHandle
 
 def engine_submit(
     f: FileCore, buffer: Any, ranges: Any, stream: Any = 0, *, write: bool = False,

@@ -12,7 +12,7 @@ from libc.stdint cimport uint32_t, uintptr_t
 from libc.string cimport memset
 
 from hipfile._lib._core cimport c_as_index
-from hipfile._lib._engine_c cimport eng, hfe_event_fn, hfe_runtime
+from hipfile._lib.engine.cengine cimport eng, hfe_event_fn, hfe_runtime
 from hipfile._lib._runtime cimport (
     HIP_EVENT_DISABLE_TIMING, HIP_SUCCESS, c_event_free, c_event_query, c_event_rec,
     current_device, hip_fail, hip_fn, hipapi, load_hip_capi, stream_fail,
@@ -116,7 +116,7 @@ cdef int write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value):
 
 # --------------------------------------------------------------------------
 # What the engine keeps per device: its flags (here) and its staging ring
-# (_engine_ops)
+# (ops)
 # --------------------------------------------------------------------------
 
 cdef class PerDevice:

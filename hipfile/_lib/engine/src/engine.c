@@ -394,7 +394,7 @@ static void *gate_main(void *arg)
     return NULL;
 }
 
-/* Called in a forked child by the package's one fork hook (_engine_c). */
+/* Called in a forked child by the package's one fork hook (engine.cengine). */
 void hfe_after_fork_child(void)
 {
     /* The threads do not exist in the child: forget them and whatever the

@@ -1,9 +1,9 @@
 # cython: language_level=3
 # What the stream engine needs of the HIP runtime and of the package
-# (see _engine_hip.pyx).
+# (see device.pyx).
 
 from libc.stdint cimport uint32_t, uintptr_t
-from hipfile._lib._engine_c cimport hfe_runtime
+from hipfile._lib.engine.cengine cimport hfe_runtime
 from hipfile._lib._runtime cimport hip_handle_fn_t
 
 cdef enum:

@@ -1,10 +1,10 @@
 # cython: language_level=3
 # The stream engine's threads, staging rings and parked operations
-# (see _engine_ops.pyx).
+# (see ops.pyx).
 
 from libc.stdint cimport uint32_t
-from hipfile._lib._engine_c cimport hfe_op, hfe_ring
-from hipfile._lib._engine_hip cimport Flag, PerDevice
+from hipfile._lib.engine.cengine cimport hfe_op, hfe_ring
+from hipfile._lib.engine.device cimport Flag, PerDevice
 
 cdef class Ring(PerDevice):
     cdef hfe_ring *ring

@@ -1,11 +1,11 @@
 # cython: language_level=3
-# StreamIOHandle (see _engine_handle.pyx).
+# StreamIOHandle (see handle.pyx).
 
 from libc.stdint cimport uint32_t, uintptr_t
 from hipfile._lib._runtime cimport CompletionBase
 from hipfile._lib.chipfile cimport hoff_t
-from hipfile._lib._engine_c cimport hfe_op
-from hipfile._lib._engine_hip cimport Flag
+from hipfile._lib.engine.cengine cimport hfe_op
+from hipfile._lib.engine.device cimport Flag
 
 cdef class GateRef:
     cdef Flag flag

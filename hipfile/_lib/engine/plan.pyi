@@ -1,0 +1,1 @@
+"""A submission planned: nothing here is called from Python."""

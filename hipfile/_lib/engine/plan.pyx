@@ -1,0 +1,370 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""A stream-ordered submission planned before it is carried out (see
+submit.pyx): its ranges parsed and checked against the buffer, a lone
+range's task size, the files of a many-file operation checked, and the
+staged path's plan (each range clipped at its file's end, one handle and
+engine operation per operation, completion flags) and gate. Nothing here
+enqueues stream work or hands chunks to the engine's threads, except the
+gate's flag write on the caller's stream."""
+
+import errno
+import os
+
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.ref cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from libc.stdint cimport uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport calloc, free, malloc
+
+from hipfile._lib.chipfile cimport hoff_t
+from hipfile._lib._core cimport FileCore, check_file, io_range, range_fits
+from hipfile._lib._runtime cimport HIP_SUCCESS, stream_device, stream_fail, stream_query
+from hipfile._lib.engine.cengine cimport eng, hfe_op, hfe_piece, hfe_span
+from hipfile._lib.engine.device cimport (
+    Flag, FlagPool, eng_threads_wanted, pool_for, write_value32)
+from hipfile._lib.engine.device import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
+from hipfile._lib.engine.handle cimport StreamIOHandle
+
+
+cdef object _numpy = None
+
+# A lone range of less than one default task per thread (up to
+# SPLIT_WAYS threads) is cut into chunks of at least SPLIT_MIN bytes, one
+# per thread, so that several threads read it: on an H200, 2 MiB in 256 KiB
+# chunks loaded in 0.2 ms, in one chunk in 0.5 ms.
+cdef size_t SPLIT_MIN = 256 << 10
+cdef int SPLIT_WAYS = 8
+
+
+cdef int _check_slow(object r, size_t length, hfe_span *out) except -1:
+    """One range as any object: a 3-sequence (not a dict or a string) of
+    ints or ``None`` for the size, checked by the one range check."""
+    t = None if isinstance(r, (dict, str, bytes)) else tuple(r)
+    if t is None or len(t) != 3:
+        raise TypeError("each range must be a (size, file_offset, buffer_offset) tuple, "
+                        f"got {type(r).__name__} {r!r}")
+    return io_range(length, t[0], t[1], t[2], <size_t *>&out.len,
+                     <hoff_t *>&out.file_offset, <hoff_t *>&out.buffer_offset)
+
+
+cdef inline bint _take_fitting(long long n, long long f, long long b, size_t length,
+                               hfe_span *out) noexcept:
+    """Store a range that fits the buffer; False (nothing stored) for any
+    other, which then goes through the one range check."""
+    if not range_fits(length, n, f, b):
+        return 0
+    out.len = <uint64_t>n
+    out.file_offset = f
+    out.buffer_offset = b
+    return 1
+
+
+cdef hfe_span *parse_ranges(object ranges, size_t length, Py_ssize_t *count) except NULL:
+    """Every range checked against ``length`` into a C array (freed by the
+    caller; ``count`` its length). ``ranges``: an iterable of
+    ``(size, file_offset, buffer_offset)`` tuples, or an integer array of
+    shape (N, 3), read without a Python object per range."""
+    global _numpy
+    cdef Py_ssize_t i, n
+    cdef hfe_span *out = NULL
+    cdef long long a0, a1, a2
+    cdef int o0 = 0, o1 = 0, o2 = 0
+    cdef const long long[:, ::1] view
+    cdef PyObject *item
+    if hasattr(ranges, "__array_interface__") and not isinstance(ranges, (list, tuple)):
+        if _numpy is None:
+            import numpy
+            _numpy = numpy
+        arr = _numpy.asarray(ranges)
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"ranges given as an array must hold integers, got {arr.dtype}")
+        if arr.ndim != 2 or arr.shape[1] != 3:
+            raise ValueError("ranges given as an array must have shape (N, 3): "
+                             f"(size, file_offset, buffer_offset) rows, got {arr.shape}")
+        if arr.dtype.kind == "u" and arr.size and int(arr.max()) >= (1 << 63):
+            raise ValueError(f"a range holds {int(arr.max())}, out of range (a size or "
+                             "offset must be below 2**63)")
+        view = _numpy.ascontiguousarray(arr, dtype=_numpy.int64)
+        n = view.shape[0]
+        out = <hfe_span *>malloc((n if n > 0 else 1) * sizeof(hfe_span))
+        if out == NULL:
+            raise MemoryError()
+        try:
+            for i in range(n):
+                a0 = view[i, 0]
+                a1 = view[i, 1]
+                a2 = view[i, 2]
+                if not _take_fitting(a0, a1, a2, length, &out[i]):
+                    _check_slow((a0, a1, a2), length, &out[i])
+        except BaseException:
+            free(out)
+            raise
+        count[0] = n
+        return out
+    if not isinstance(ranges, (list, tuple)):
+        ranges = list(ranges)
+    n = len(ranges)
+    out = <hfe_span *>malloc((n if n > 0 else 1) * sizeof(hfe_span))
+    if out == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            r = ranges[i]
+            if type(r) is tuple and PyTuple_GET_SIZE(r) == 3:
+                item = PyTuple_GET_ITEM(r, 0)
+                if (type(<object>item) is int and type(<object>PyTuple_GET_ITEM(r, 1)) is int
+                        and type(<object>PyTuple_GET_ITEM(r, 2)) is int):
+                    a0 = PyLong_AsLongLongAndOverflow(<object>item, &o0)
+                    a1 = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(r, 1), &o1)
+                    a2 = PyLong_AsLongLongAndOverflow(<object>PyTuple_GET_ITEM(r, 2), &o2)
+                    if not (o0 or o1 or o2) and _take_fitting(a0, a1, a2, length, &out[i]):
+                        continue
+            _check_slow(r, length, &out[i])
+    except BaseException:
+        free(out)
+        raise
+    count[0] = n
+    return out
+
+
+cdef tuple entry_files(entries):
+    """The distinct files of ``(file, size, file_offset, buffer_offset)``
+    entries in order of first use, and each entry's index among them."""
+    files = []
+    where = {}            # id(file) -> its index in files
+    idx = []
+    for e in entries:
+        t = None if isinstance(e, (dict, str, bytes)) else tuple(e)
+        if t is None or len(t) != 4:
+            raise TypeError("each entry must be a (file, size, file_offset, buffer_offset) "
+                            f"tuple, got {type(e).__name__} {e!r}")
+        fo = t[0]
+        if not isinstance(fo, FileCore):
+            raise TypeError(f"an entry's file must be an open hipfile.FileHandle, not "
+                            f"{type(fo).__name__}")
+        k = where.get(id(fo), -1)
+        if k < 0:
+            k = len(files)
+            where[id(fo)] = k
+            files.append(fo)
+        idx.append(k)
+    return files, idx
+
+
+cdef tuple enter_files(list files, int opcode, list entered):
+    """Check each file of a many-file operation (open, current, a POSIX
+    descriptor open for the operation) and count it as entering (appended
+    to ``entered``; the first is counted by the preamble); returns each
+    file's descriptor and, for a read, where its reads stop."""
+    import fcntl
+
+    cdef FileCore f
+    cdef int fd
+    file_fds = []
+    file_ends = []
+    for fo in files:
+        f = <FileCore>fo
+        check_file(f)
+        if fo is not files[0]:
+            f._entering += 1        # with the check: a close waits for it or refuses it
+            entered.append(fo)
+        fd = fo._engine_fd()
+        if fd < 0:
+            raise NotImplementedError("a many-file operation needs files with a POSIX "
+                                      "descriptor")
+        acc = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+        if opcode == 0 and acc == os.O_WRONLY:
+            raise OSError(errno.EBADF, "cannot read: the file was opened write-only",
+                          getattr(fo, "path", None))
+        if opcode == 1 and acc == os.O_RDONLY:
+            raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
+                          "with 'r+' or 'w' to write", getattr(fo, "path", None))
+        file_fds.append(fd)
+        file_ends.append(file_end(f, fd) if opcode == 0 else -1)
+    return file_fds, file_ends
+
+
+cdef StreamIOHandle new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t boff, int device,
+                                uintptr_t sh, FlagPool pool, int count):
+    cdef StreamIOHandle hd = StreamIOHandle.__new__(StreamIOHandle)
+    hd._flag = pool.take()
+    hd._value = hd._flag.next_value()
+    hd._opcode = opcode
+    hd._size = nbytes
+    hd._file_offset = foff
+    hd._buffer_offset = boff
+    hd._device = device
+    hd._stream = sh
+    hd._count = count
+    hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
+    return hd
+
+
+cdef class StagedPlan:
+    """One staged submission, planned: its pieces (each range clipped at the
+    end of its file, with its descriptor), one handle per operation (one
+    for all ranges when grouped) with its engine operation, and where each
+    read operation's completion flag is. Frees its arrays itself."""
+
+    def __dealloc__(self):
+        free(self.pieces)
+        free(self.groups)
+        free(self.cdev)
+        free(self.cval)
+
+    cdef int abandon(self) except -1:
+        for o in self.handles:
+            (<StreamIOHandle>o)._abandon()
+        return 0
+
+
+cdef StagedPlan plan_staged(FileCore f, int opcode, int fd, uintptr_t base,
+                              hfe_span *checked, int n, uintptr_t sh, int device, FlagPool pool,
+                              size_t task, bint grouped, const int *fds, const long long *ends):
+    """Plan the staged path's submission (see :func:`_submit_staged`); on
+    an error, what was made is abandoned."""
+    cdef StagedPlan plan = StagedPlan.__new__(StagedPlan)
+    cdef int direct_fd = -1, i
+    cdef long long wend, end = -1
+    cdef size_t nbytes, total = 0
+    cdef hoff_t foff, boff
+    cdef StreamIOHandle hd
+    if fds == NULL and opcode == 0:
+        end = file_end(f, fd)
+        direct_fd = direct_descriptor(f, checked, n)
+    elif fds == NULL:
+        wend = 0
+        for i in range(n):
+            if checked[i].len and checked[i].file_offset + <long long>checked[i].len > wend:
+                wend = checked[i].file_offset + <long long>checked[i].len
+        record_write_end(f, wend)
+    plan.n = n
+    plan.ng = 1 if grouped else n
+    plan.handles = []
+    plan.pieces = <hfe_piece *>malloc(n * sizeof(hfe_piece))
+    plan.groups = <hfe_op **>calloc(plan.ng, sizeof(hfe_op *))
+    plan.cdev = <uint64_t *>calloc(plan.ng, sizeof(uint64_t))
+    plan.cval = <uint32_t *>calloc(plan.ng, sizeof(uint32_t))
+    if plan.pieces == NULL or plan.groups == NULL or plan.cdev == NULL or plan.cval == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            nbytes = checked[i].len
+            foff = checked[i].file_offset
+            boff = checked[i].buffer_offset
+            if fds != NULL and opcode == 0:
+                end = ends[i]
+            if end >= 0:
+                nbytes = 0 if foff >= end else <size_t>min(<long long>nbytes, end - foff)
+            plan.pieces[i].file_offset = foff
+            plan.pieces[i].device = base + boff
+            plan.pieces[i].len = nbytes
+            plan.pieces[i].group = 0 if grouped else i
+            plan.pieces[i].fd = fds[i] if fds != NULL else direct_fd
+            plan.pieces[i].fd_alt = fd if fds == NULL and direct_fd >= 0 else -1
+            total += nbytes
+            if grouped and i > 0:
+                continue
+            plan.handles.append(new_handle(opcode, nbytes, foff, boff, device, sh, pool,
+                                            n if grouped else 1))
+        if grouped:
+            (<StreamIOHandle>plan.handles[0])._size = total
+        for i in range(plan.ng):
+            hd = <StreamIOHandle>plan.handles[i]
+            hd._op = eng.op_new(opcode, NULL, NULL, NULL, hd._size, hd._file_offset,
+                                hd._buffer_offset, device, task, hd._flag.ptr, hd._value)
+            if hd._op == NULL:
+                raise MemoryError()
+            plan.groups[i] = hd._op
+            hd._stream_completes = opcode == 0
+            if opcode == 0:
+                plan.cdev[i] = hd._flag.devptr
+                plan.cval[i] = hd._value
+    except BaseException:
+        plan.abandon()
+        raise
+    return plan
+
+
+cdef Flag staged_gate(uintptr_t sh, bint prefetch):
+    """The gate of a staged read: its file I/O starts once the caller's
+    stream has passed this point, a flag the stream writes. A stream found
+    idle needs none (what it ran before, the writes of this engine
+    included, is done; the copies are enqueued behind anything enqueued
+    meanwhile); a prefetch reads at once (its copies still wait for the
+    stream). Returns the flag, or None."""
+    cdef int sdev = stream_device(sh)
+    cdef FlagPool spool = pool_for(sdev)
+    cdef Flag gflag
+    cdef uint32_t gvalue
+    cdef int qerr
+    if not spool.memops:
+        raise ValueError("the stream's device cannot use stream waits: "
+                         "the buffer and the stream must be on one device")
+    if prefetch or stream_query(sh) == HIP_SUCCESS:
+        return None
+    gflag = spool.take()
+    gvalue = gflag.next_value()
+    qerr = write_value32(sh, gflag.devptr, gvalue)
+    if qerr != HIP_SUCCESS:
+        spool.free.append(gflag)
+        stream_fail(qerr, "hipStreamWriteValue32", sh)
+    return gflag
+
+
+cdef long long file_end(FileCore f, int fd) except -1:
+    """Where reads of ``f`` stop: the end of the file as it is now, or as
+    the staged writes submitted on it before will leave it (a write then a
+    read of the same bytes, in stream order)."""
+    return max(os.fstat(fd).st_size, f._staged_write_end)
+
+
+cdef int record_write_end(FileCore f, long long wend) except -1:
+    """A staged write submitted on ``f`` ends at ``wend``: reads submitted
+    after it stop there at the earliest (see :func:`file_end`)."""
+    if wend > f._staged_write_end:
+        f._staged_write_end = wend
+    return 0
+
+
+# A one-file read of at least DIRECT_MIN bytes from a file the page cache
+# mostly lacks goes to the disk with O_DIRECT (no copy through the page
+# cache, requests the size of a chunk); so does every read of a file opened
+# with O_DIRECT.
+cdef size_t DIRECT_MIN = 16 << 20
+
+
+cdef int direct_descriptor(FileCore f, hfe_span *checked, int n) except -2:
+    """The ``O_DIRECT`` descriptor a read of these ranges should use, or -1
+    (the file's buffered one)."""
+    cdef size_t total = 0
+    cdef int i
+    getter = getattr(f, "_engine_direct_fd", None)
+    if getter is None:
+        return -1
+    for i in range(n):
+        total += checked[i].len
+    return <int>getter(total >= DIRECT_MIN)
+
+
+cdef int group_spans(StreamIOHandle hd, hfe_span *checked, int n) noexcept:
+    """Give a grouped operation its ranges (hfe_op_set_spans); the handle's
+    size becomes their total. Returns 0, or -1 without memory."""
+    cdef int i
+    cdef size_t total = 0
+    if eng.op_set_spans(hd._op, checked, n):
+        return -1
+    for i in range(n):
+        total += checked[i].len
+    hd._size = total
+    return 0
+
+
+cdef size_t lone_range_task(size_t total, size_t task) noexcept:
+    """The task size of a lone range submitted with the default one: cut
+    into one chunk of at least SPLIT_MIN bytes per thread (up to
+    SPLIT_WAYS) when it is less than one default task per thread."""
+    cdef int ways = min(SPLIT_WAYS, max(eng_threads_wanted, 1))
+    if total > SPLIT_MIN and total < ways * task:
+        return max(SPLIT_MIN, ((total + ways - 1) // ways + 4095) & ~4095)
+    return task
