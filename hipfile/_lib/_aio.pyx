@@ -37,10 +37,10 @@ from hipfile._lib._pool cimport (
     SLOT_DONE, SLOT_PARKED, Slots, give_back, launch_marker, lose_parked, Parked, parked_slots, slot_ptr,
     slot_state_ptr, sweep_parked, take_slot)
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY, HIP_EVENT_DISABLE_TIMING, HIP_SUCCESS, WAIT_EVENT, c_as_timeout,
-    c_event_create, c_event_free, c_event_rec, destroy_event, event_query, EventType,
-    exiting, fork_gen, raise_forked, hip_fail, hipapi, load_hip_capi, pointer_device,
-    PointerType, stream_query, wait_interruptible, CompletionBase)
+    HIP_ERROR_NOT_READY, HIP_EVENT_DISABLE_TIMING, HIP_SUCCESS, c_event_create, c_event_free,
+    c_event_rec, destroy_event, event_query, EventType, exiting, fork_gen, raise_forked, hip_fail,
+    hipapi, load_hip_capi, pointer_device, PointerType, stream_query, CompletionBase)
+from hipfile._lib._wait cimport WAIT_EVENT, c_as_timeout, wait_interruptible
 
 from hipfile._lib import _runtime
 from hipfile._lib._errors import HipRuntimeError, raise_result, raise_status, stream_error
@@ -49,6 +49,54 @@ from hipfile._lib._runtime import on_device
 # Intrusive list of handles submitted and not yet observed complete
 # (borrowed pointers; a handle unlinks itself before it dies).
 pending_head = NULL
+
+
+cdef inline hipFileReadAsync_t _async_fn(int opcode) except NULL:
+    """hipFileReadAsync or hipFileWriteAsync (the two share one signature)."""
+    if opcode == 0:
+        if p_hipFileReadAsync != NULL:
+            return p_hipFileReadAsync
+        return <hipFileReadAsync_t>bind(b"hipFileReadAsync")
+    if p_hipFileWriteAsync != NULL:
+        return <hipFileReadAsync_t>p_hipFileWriteAsync
+    return <hipFileReadAsync_t>bind(b"hipFileWriteAsync")
+
+
+cdef int _not_enqueued(FileCore f, AsyncIOHandle h, hipFileError_t e, int err_no,
+                       long long appended, size_t nbytes, int opcode, uintptr_t sh) except -1:
+    """The library refused the submission: the slot goes back (it keeps no
+    pointer to it), an append's range is given back, and the error raised."""
+    give_back(h._slot)
+    h._slot = -1
+    h._s = NULL
+    if appended >= 0:
+        f._append_failed(appended, nbytes)
+    if e.err == -1 and err_no:
+        raise OSError(err_no, os.strerror(err_no))
+    if e.err == 5011:     # hipFileHipDriverError: an unknown stream is said to be one
+        raise stream_error(e.hip_drv_err,
+                           "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync", sh)
+    raise_status(e.err, e.hip_drv_err,
+                 "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync")
+    return -1
+
+
+cdef inline int _count_pending(AsyncIOHandle h, FileCore f, object buf_owner,
+                               StreamState st) except -1:
+    """An enqueued operation counted on its file, buffer and stream, and
+    linked into the pending list."""
+    global pending_head
+    f._pending += 1
+    if isinstance(buf_owner, BufferCore):
+        (<BufferCore>buf_owner)._pending += 1
+    if st is not None:
+        st.pending += 1
+    h._next = pending_head
+    h._prev = NULL
+    if pending_head != NULL:
+        (<AsyncIOHandle>pending_head)._prev = <PyObject *>h
+    pending_head = <PyObject *>h
+    return 0
 
 
 cdef AsyncIOHandle _submit(FileCore f, int opcode, object buffer, object size,
@@ -68,14 +116,7 @@ cdef AsyncIOHandle _submit(FileCore f, int opcode, object buffer, object size,
     cdef AsyncIOHandle h
     cdef long long appended = -1
 
-    if opcode == 0:
-        fn = p_hipFileReadAsync
-        if fn == NULL:
-            fn = <hipFileReadAsync_t>bind(b"hipFileReadAsync")
-    else:
-        fn = p_hipFileWriteAsync
-        if fn == NULL:
-            fn = <hipFileWriteAsync_t>bind(b"hipFileWriteAsync")
+    fn = _async_fn(opcode)
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     try:   # counted in f._entering by the preamble until counted in _pending
         if state != NULL:
@@ -108,19 +149,7 @@ cdef AsyncIOHandle _submit(FileCore f, int opcode, object buffer, object size,
             if e.err != 0:
                 err_no = libc.errno.errno
         if e.err != 0:
-            # not enqueued: the library keeps no pointer to the slots
-            give_back(h._slot)
-            h._slot = -1
-            h._s = NULL
-            if appended >= 0:
-                f._append_failed(appended, nbytes)
-            if e.err == -1 and err_no:
-                raise OSError(err_no, os.strerror(err_no))
-            if e.err == 5011:     # hipFileHipDriverError: an unknown stream is said to be one
-                raise stream_error(e.hip_drv_err,
-                                   "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync", sh)
-            raise_status(e.err, e.hip_drv_err,
-                         "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync")
+            _not_enqueued(f, h, e, err_no, appended, nbytes, opcode, sh)
         h._opcode = opcode
         h._gen = fork_gen
         h._submitted = 1
@@ -134,17 +163,7 @@ cdef AsyncIOHandle _submit(FileCore f, int opcode, object buffer, object size,
         h._flags = st.flags if st is not None else 0
         h._submitted_size = nbytes
         h._buf_len = length
-        f._pending += 1
-        if isinstance(buf_owner, BufferCore):
-            (<BufferCore>buf_owner)._pending += 1
-        if st is not None:
-            st.pending += 1
-        # link
-        h._next = pending_head
-        h._prev = NULL
-        if pending_head != NULL:
-            (<AsyncIOHandle>pending_head)._prev = <PyObject *>h
-        pending_head = <PyObject *>h
+        _count_pending(h, f, buf_owner, st)
         return h
     finally:
         f._entering -= 1

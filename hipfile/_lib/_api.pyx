@@ -18,7 +18,7 @@ from hipfile._lib._bindings cimport (
     p_hipFileHandleRegister)
 from hipfile._lib._core cimport (
     c_as_index, c_as_positive, c_as_size, BufferCore, c_buffer_info, io_range, StreamCore)
-from hipfile._lib._runtime cimport c_as_timeout
+from hipfile._lib._wait cimport c_as_timeout
 
 from hipfile._lib import _bindings
 from hipfile._lib._decode import stream_info as decode_stream_info

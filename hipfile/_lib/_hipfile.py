@@ -87,8 +87,6 @@ from hipfile._lib._loader import (
 from hipfile._lib._observe import pending_handles, settle, wait_for
 from hipfile._lib._pool import defer_release, deferred_releases, pool_stats, reserve_pool, trim_pool
 from hipfile._lib._runtime import (
-    Deadline,
-    as_timeout,
     device_free,
     device_malloc,
     driver_close,
@@ -98,6 +96,7 @@ from hipfile._lib._runtime import (
     on_device,
     on_fork_child,
 )
+from hipfile._lib._wait import Deadline, as_timeout
 from hipfile._lib.engine.device import (
     MECHANISM_HOST_FUNCTIONS,
     MECHANISM_STREAM_MEMOPS,

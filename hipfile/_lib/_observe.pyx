@@ -25,8 +25,8 @@ from libc.stdint cimport uintptr_t
 from hipfile._lib._aio cimport AsyncIOHandle, pending_head
 from hipfile._lib._pool cimport SLOT_DONE, lose_parked, Parked, parked_slots, slot_state_ptr, sweep_parked
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_FLAG, Deadline, event_query, exiting, fork_gen,
-    stream_query, wait_interruptible)
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, event_query, exiting, fork_gen, stream_query)
+from hipfile._lib._wait cimport WAIT_FLAG, Deadline, wait_interruptible
 
 from cpython.ref cimport PyObject
 

@@ -1,5 +1,5 @@
 # cython: language_level=3
-# HIP runtime access, the one wait and timeout rule, devices, and the
+# HIP runtime access, devices, and the
 # process an object belongs to (fork, exit, driver epochs). See _runtime.pyx.
 
 from libc.stdint cimport uintptr_t
@@ -20,11 +20,6 @@ cdef enum:
     HIP_SUCCESS = 0
     HIP_ERROR_NOT_READY = 600
     HIP_EVENT_DISABLE_TIMING = 2
-
-cdef enum WaitKind:
-    WAIT_EVENT = 0     # target: a hipEvent_t
-    WAIT_STREAM = 1    # target: a hipStream_t
-    WAIT_FLAG = 2      # target: address of an unsigned char, ready when == ready_value
 
 ctypedef void (*host_fn_t)(void *) noexcept nogil
 ctypedef int (*hip_launch_host_func_t)(void *, host_fn_t, void *) noexcept nogil
@@ -71,20 +66,7 @@ cdef object hipapi()
 cdef int stream_query(uintptr_t stream) except? -1
 cdef int event_query(object event) except? -1
 cdef int event_query_h(uintptr_t ev) except? -1
-cdef double c_as_timeout(object timeout, str name=*) except? -2.0
-cdef double _now() noexcept nogil
 
-# The end of a wait (see _runtime.pyx)
-cdef class Deadline:
-    cdef readonly double at      # CLOCK_MONOTONIC seconds; -1: no end
-    cdef double left_s(self, double cap) noexcept
-    cpdef bint passed(self)
-# One slice of a wait: waits at most `seconds` (0: only looks); nonzero once over
-ctypedef int (*slice_wait_t)(void *ctx, double seconds) except -1
-cdef int wait_sliced(slice_wait_t wait_slice, void *ctx, Deadline deadline,
-                     double slice_s) except -1
-cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
-                            unsigned char ready_value=*) except -1
 cdef int hip_fail(int err, str func) except -1
 cdef int stream_fail(int err, str func, uintptr_t stream) except -1
 cdef void destroy_event(object event)

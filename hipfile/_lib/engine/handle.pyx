@@ -15,7 +15,8 @@ from hipfile._lib.engine.device import MECHANISM_STREAM_MEMOPS
 from hipfile._lib.engine.ops cimport eng_parked, ParkedOp, unhold
 from hipfile._lib._errors import raise_result
 from hipfile._lib._runtime cimport (
-    Deadline, wait_sliced, CompletionBase, destroy_event, exiting, fork_gen, raise_forked, hipapi)
+    CompletionBase, destroy_event, exiting, fork_gen, raise_forked, hipapi)
+from hipfile._lib._wait cimport Deadline, wait_sliced
 from hipfile._lib._runtime import on_device
 
 cdef double WAIT_SLICE = 0.05

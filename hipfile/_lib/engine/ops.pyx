@@ -44,8 +44,9 @@ from hipfile._lib.engine.device cimport (
 from hipfile._lib.engine.device import (
     MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS, eng_options_changed)
 from hipfile._lib._runtime cimport (
-    HIP_EVENT_DISABLE_TIMING, c_as_timeout, hc_event_create, hc_event_destroy,
-    hc_host_device_pointer, hc_host_free, hc_host_malloc, hc_stream_create, hc_stream_destroy)
+    HIP_EVENT_DISABLE_TIMING, hc_event_create, hc_event_destroy, hc_host_device_pointer,
+    hc_host_free, hc_host_malloc, hc_stream_create, hc_stream_destroy)
+from hipfile._lib._wait cimport c_as_timeout
 from hipfile._lib._runtime import on_device
 
 from hipfile._lib cimport _core, _pool

@@ -32,8 +32,8 @@ from hipfile._lib.engine.plan cimport (
     StagedPlan, direct_descriptor, enter_files, entry_files, file_end, group_spans,
     lone_range_task, new_handle, parse_ranges, plan_staged, record_write_end, staged_gate)
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY, HIP_SUCCESS, WAIT_STREAM, pointer_device, stream_device, stream_fail,
-    stream_query, wait_interruptible)
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, pointer_device, stream_device, stream_fail, stream_query)
+from hipfile._lib._wait cimport WAIT_STREAM, wait_interruptible
 from hipfile._lib.engine.device import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
 
 
@@ -113,6 +113,19 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
         f._entering -= 1
 
 
+cdef int _record_write_ends(list files, list idx, hfe_span *checked, int n) except -1:
+    """A many-file write: each file's staged writes end where its last
+    range does (see :func:`plan.record_write_end`)."""
+    cdef int i
+    wends = [0] * len(files)
+    for i in range(n):
+        if checked[i].len:
+            wends[idx[i]] = max(wends[idx[i]], checked[i].file_offset + <long long>checked[i].len)
+    for i in range(len(files)):
+        record_write_end(<FileCore>files[i], wends[i])
+    return 0
+
+
 def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_size=None,
                         bint ordered=True, bint prefetch=False):
     """Submit ``(file, size, file_offset, buffer_offset)`` entries (ranges of
@@ -185,13 +198,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
                     "a many-file operation needs the staging path (device memory on a device "
                     "with stream waits, and the engine_data_path setting 'auto')")
             if opcode == 1:
-                wends = [0] * len(files)
-                for i in range(n):
-                    if checked[i].len:
-                        wends[idx[i]] = max(wends[idx[i]], checked[i].file_offset
-                                            + <long long>checked[i].len)
-                for k in range(len(files)):
-                    record_write_end(<FileCore>files[k], wends[k])
+                _record_write_ends(files, idx, checked, <int>n)
             handles = _submit_staged(<FileCore>files[0], opcode, fds[0], base, checked, <int>n,
                                      sh, device, pool, task, ordered, True, prefetch, fds, ends)
         finally:
@@ -337,6 +344,52 @@ cdef int _submitted_anyway(FileCore f, list handles) except -1:
     return 0
 
 
+cdef Flag _gate_workers(hfe_op **ops, int m, uintptr_t sh):
+    """Hand the worker path's operations to the engine behind the caller's
+    stream: at once when the stream is idle, else gated on a flag the
+    stream writes, or on an event a gate thread polls, or (neither) after
+    an interruptible wait here. Returns the gate flag, or None."""
+    cdef int sdev, rc = -1
+    cdef int qerr = stream_query(sh)
+    cdef FlagPool spool
+    cdef Flag gflag = None
+    cdef uint32_t gvalue
+    cdef uintptr_t gate_event
+    if qerr == HIP_SUCCESS:
+        rc = eng.submit(ops, m, NULL, 0, NULL)
+    elif qerr != HIP_ERROR_NOT_READY:
+        stream_fail(qerr, "hipStreamQuery", sh)
+    else:
+        sdev = stream_device(sh)
+        spool = pool_for(sdev)
+        if spool.memops:
+            gflag = spool.take()
+            gvalue = gflag.next_value()
+            if write_value32(sh, gflag.devptr, gvalue) == HIP_SUCCESS:
+                rc = eng.submit(ops, m, gflag.ptr, gvalue, NULL)
+            else:
+                spool.free.append(gflag)
+                gflag = None
+        if rc == -1:
+            # an event the gate thread polls (no host function)
+            gate_event = record_gate_event(sh, sdev)
+            if gate_event:
+                rc = eng.submit(ops, m, NULL, 0, <void *>gate_event)
+                if rc:
+                    destroy_event_handle(gate_event)
+            else:
+                # no event: wait here (interruptibly) for the stream
+                qerr = wait_interruptible(WAIT_STREAM, sh, -1.0)
+                if qerr != HIP_SUCCESS:
+                    stream_fail(qerr, "hipStreamQuery", sh)
+                rc = eng.submit(ops, m, NULL, 0, NULL)
+    if rc:
+        if gflag is not None:
+            gflag.pool.free.append(gflag)
+        raise OSError(rc, f"the stream engine refused the submission: {os.strerror(rc)}")
+    return gflag
+
+
 cdef list _submit_workers(FileCore f, int opcode, uintptr_t base, hfe_span *checked, int n,
                           uintptr_t sh, int device, FlagPool pool, size_t task, bint grouped):
     """The worker path: each range's chunks run as hipFileRead/hipFileWrite
@@ -345,15 +398,11 @@ cdef list _submit_workers(FileCore f, int opcode, uintptr_t base, hfe_span *chec
     grouped submission is one operation whose chunks walk its ranges."""
     cdef size_t nbytes
     cdef hoff_t foff, boff
-    cdef int sdev, i, rc
+    cdef int i
     cdef hfe_io_fn fn = <hfe_io_fn>_get_io(opcode)
     cdef hfe_op **ops = NULL
-    cdef uintptr_t gate_event = 0
     cdef Flag gflag = None
-    cdef uint32_t gvalue = 0
-    cdef FlagPool spool
     cdef StreamIOHandle hd
-    cdef int qerr
     cdef int m = 1 if grouped else n     # operations: a group is one, over its ranges
     ensure_registered(f)                # hipFile's own calls move the bytes
     ops = <hfe_op **>malloc(m * sizeof(hfe_op *))
@@ -378,41 +427,7 @@ cdef list _submit_workers(FileCore f, int opcode, uintptr_t base, hfe_span *chec
             handles.append(hd)
             ops[i] = hd._op
 
-        # the gate: start at once when the caller's stream is idle
-        qerr = stream_query(sh)
-        if qerr == HIP_SUCCESS:
-            rc = eng.submit(ops, m, NULL, 0, NULL)
-        elif qerr != HIP_ERROR_NOT_READY:
-            stream_fail(qerr, "hipStreamQuery", sh)
-        else:
-            sdev = stream_device(sh)
-            spool = pool_for(sdev)
-            rc = -1
-            if spool.memops:
-                gflag = spool.take()
-                gvalue = gflag.next_value()
-                if write_value32(sh, gflag.devptr, gvalue) == HIP_SUCCESS:
-                    rc = eng.submit(ops, m, gflag.ptr, gvalue, NULL)
-                else:
-                    spool.free.append(gflag)
-                    gflag = None
-            if rc == -1:
-                # an event the gate thread polls (no host function)
-                gate_event = record_gate_event(sh, sdev)
-                if gate_event:
-                    rc = eng.submit(ops, m, NULL, 0, <void *>gate_event)
-                    if rc:
-                        destroy_event_handle(gate_event)
-                else:
-                    # no event: wait here (interruptibly) for the stream
-                    qerr = wait_interruptible(WAIT_STREAM, sh, -1.0)
-                    if qerr != HIP_SUCCESS:
-                        stream_fail(qerr, "hipStreamQuery", sh)
-                    rc = eng.submit(ops, m, NULL, 0, NULL)
-        if rc:
-            if gflag is not None:
-                spool.free.append(gflag)
-            raise OSError(rc, f"the stream engine refused the submission: {os.strerror(rc)}")
+        gflag = _gate_workers(ops, m, sh)
     except BaseException:
         for o in handles:
             (<StreamIOHandle>o)._abandon()
