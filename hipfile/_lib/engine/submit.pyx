@@ -126,6 +126,20 @@ cdef int _record_write_ends(list files, list idx, hfe_span *checked, int n) exce
     return 0
 
 
+cdef int _entry_ranges(list entries, list idx, list file_fds, list file_ends, size_t length,
+                       hfe_span *checked, int *fds, long long *ends) except -1:
+    """Each entry's range checked against the buffer (the one range check),
+    with its file's descriptor and end."""
+    cdef Py_ssize_t i
+    for i in range(len(entries)):
+        t = tuple(entries[i])
+        io_range(length, t[1], t[2], t[3], <size_t *>&checked[i].len,
+                 <hoff_t *>&checked[i].file_offset, <hoff_t *>&checked[i].buffer_offset)
+        fds[i] = file_fds[idx[i]]
+        ends[i] = file_ends[idx[i]]
+    return 0
+
+
 def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_size=None,
                         bint ordered=True, bint prefetch=False):
     """Submit ``(file, size, file_offset, buffer_offset)`` entries (ranges of
@@ -162,8 +176,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     cdef bint is_device = 0
     cdef FlagPool pool
     cdef int opcode = 1 if write else 0
-    if not isinstance(entries, (list, tuple)):
-        entries = list(entries)
+    entries = list(entries)
     n = len(entries)
     if n == 0:
         raise ValueError(("pread_async_scatter" if opcode == 0 else "pwrite_async_gather")
@@ -186,12 +199,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         try:
             if checked == NULL or fds == NULL or ends == NULL:
                 raise MemoryError()
-            for i in range(n):
-                t = tuple(entries[i])
-                io_range(length, t[1], t[2], t[3], <size_t *>&checked[i].len,
-                          <hoff_t *>&checked[i].file_offset, <hoff_t *>&checked[i].buffer_offset)
-                fds[i] = file_fds[idx[i]]
-                ends[i] = file_ends[idx[i]]
+            _entry_ranges(entries, idx, file_fds, file_ends, length, checked, fds, ends)
             pool = _engine_for(base, bc, &device, &is_device)
             if not staged_path(fds[0], pool, is_device):
                 raise NotImplementedError(
