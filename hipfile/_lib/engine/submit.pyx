@@ -6,35 +6,29 @@ has plan.pyx plan the submission and carries it out: the staged path hands
 the plan to the engine's C side, the worker path makes operations of
 hipFile calls (see ops.pyx for the invariants)."""
 
-import errno
 import os
 
-from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport PyObject
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from libc.stdint cimport uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdint cimport uint32_t, uintptr_t
+from libc.stdlib cimport free, malloc
 
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
 from hipfile._lib._core cimport (
-    c_as_positive, BufferCore, check_file, ensure_registered, FileCore, io_range, range_fits,
-    submit_preamble)
-from hipfile._lib.engine.cengine cimport eng, hfe_io_fn, hfe_op, hfe_piece, hfe_runtime, hfe_span
-from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle
-from hipfile._lib.engine.device cimport (
-    destroy_event_handle, device_arg, eng_defaults, eng_rt, eng_task_default,
-    eng_threads_wanted, Flag,
-    FlagPool, record_gate_event, internal_stream, pool_for, staged_path, stream_after,
-    wait_value32, write_value32)
-from hipfile._lib.engine.ops cimport eng_start, eng_sweep, ring_for, Ring
-from hipfile._lib.engine.plan cimport (
-    StagedPlan, direct_descriptor, enter_files, entry_files, file_end, group_spans,
-    lone_range_task, new_handle, parse_ranges, plan_staged, record_write_end, staged_gate)
+    BufferCore, FileCore, c_as_positive, ensure_registered, io_range, submit_preamble)
 from hipfile._lib._runtime cimport (
     HIP_ERROR_NOT_READY, HIP_SUCCESS, pointer_device, stream_device, stream_fail, stream_query)
 from hipfile._lib._wait cimport WAIT_STREAM, wait_interruptible
-from hipfile._lib.engine.device import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
+from hipfile._lib.engine.cengine cimport eng, hfe_io_fn, hfe_op, hfe_runtime, hfe_span
+from hipfile._lib.engine.device cimport (
+    Flag, FlagPool, destroy_event_handle, device_arg, eng_defaults, eng_rt, eng_task_default,
+    internal_stream, pool_for, record_gate_event, staged_path, stream_after, wait_value32,
+    write_value32)
+from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle
+from hipfile._lib.engine.ops cimport Ring, eng_start, eng_sweep, ring_for
+from hipfile._lib.engine.plan cimport (
+    StagedPlan, enter_files, entry_files, group_spans, lone_range_task, new_handle,
+    parse_ranges, plan_staged, record_write_end, staged_gate)
 
 
 cdef void *_get_io(int opcode) except NULL:
