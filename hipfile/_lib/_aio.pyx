@@ -101,7 +101,6 @@ cdef inline int _count_pending(AsyncIOHandle h, FileCore f, object buf_owner,
 
 cdef AsyncIOHandle _submit(FileCore f, int opcode, object buffer, object size,
                            object file_offset, object buffer_offset, object stream):
-    global pending_head
     cdef hipFileReadAsync_t fn
     cdef uintptr_t base
     cdef size_t length

@@ -34,14 +34,12 @@ Invariants
 
 import os
 import atexit
-from numbers import Real as _Real
 
-from cpython.exc cimport PyErr_CheckSignals, PyErr_Clear, PyErr_Occurred
+from cpython.exc cimport PyErr_Clear, PyErr_Occurred
 from libc.string cimport memset
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_GetName, PyCapsule_CheckExact
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
-from posix.time cimport nanosleep, clock_gettime, CLOCK_MONOTONIC, timespec
 
 from hipfile._lib._errors import ForkedProcessError, HipRuntimeError, stream_error
 from hipfile._lib._bindings import driver_close as _driver_close, use_count as _use_count

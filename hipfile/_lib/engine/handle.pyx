@@ -4,7 +4,6 @@ from Python (see ops.pyx for the invariants)."""
 
 cimport cython
 
-from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int64_t, uint32_t, uintptr_t
 
 from hipfile._lib._core cimport stream_handle

@@ -170,7 +170,8 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     cdef bint is_device = 0
     cdef FlagPool pool
     cdef int opcode = 1 if write else 0
-    entries = list(entries)
+    if type(entries) is not list:
+        entries = list(entries)
     n = len(entries)
     if n == 0:
         raise ValueError(("pread_async_scatter" if opcode == 0 else "pwrite_async_gather")
