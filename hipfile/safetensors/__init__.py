@@ -98,7 +98,7 @@ from hipfile.safetensors._load import (
     plan_checkpoint,
     read_index,
 )
-from hipfile.safetensors._open import SafeOpen, SafeSlice, safe_open
+from hipfile.safetensors._open import SafeOpen, safe_open
 from hipfile.safetensors._read import (
     READERS,
     DeviceAllocation,
@@ -109,6 +109,7 @@ from hipfile.safetensors._read import (
     read_ranges_stream,
 )
 from hipfile.safetensors._save import TensorSpec, save_file, serialize, serialize_file
+from hipfile.safetensors._slice import SafeSlice
 
 __all__ = [
     "ALIGNMENT",

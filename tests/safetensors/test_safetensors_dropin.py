@@ -21,7 +21,7 @@ from hypothesis import strategies as hs
 
 from hipfile import safetensors as hst
 from hipfile.safetensors import numpy as hnp
-from hipfile.safetensors._open import MAX_RUNS
+from hipfile.safetensors._slice import MAX_RUNS
 
 st = pytest.importorskip("safetensors")
 stn = pytest.importorskip("safetensors.numpy")

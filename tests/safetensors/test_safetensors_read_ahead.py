@@ -26,7 +26,7 @@ from _util import check, hip, run_python
 
 from hipfile import defaults
 from hipfile import safetensors as hst
-from hipfile.safetensors._open import ALIGNED_MIN, MISSES_TO_STOP
+from hipfile.safetensors._tensor_read import ALIGNED_MIN, MISSES_TO_STOP
 
 _DT = {np.dtype(np.float32): "F32", np.dtype(np.int16): "I16", np.dtype(np.uint8): "U8",
        np.dtype(np.float64): "F64"}

@@ -1,0 +1,330 @@
+"""Slices of one tensor of an open file, read lazily: ``get_slice``."""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hipfile.file import FileHandle
+from hipfile.safetensors._header import DTYPES, SafetensorsError, TensorInfo
+from hipfile.safetensors._load import HostFile, numpy_dtype, torch_dtype
+from hipfile.safetensors._read import DeviceTensor
+from hipfile.safetensors._tensor_read import finish, submit_one
+
+if TYPE_CHECKING:
+    from hipfile.safetensors._open import SafeOpen
+
+#: A selection into device memory whose runs are more than SCATTER_RUNS and
+#: shorter than SCATTER_MEAN bytes on average reads the span they cover and
+#: gathers on the GPU (framework "hip", which has no gather, reads the runs).
+SCATTER_RUNS = 64
+SCATTER_MEAN = 1024
+
+#: A slice read enumerates at most this many runs of bytes; past that the
+#: innermost enumerated dimension is read as one span (from its first
+#: selected element to its last), coarser runs that the read planner merges.
+MAX_RUNS = 1 << 14
+
+
+@dataclass(frozen=True)
+class _Dim:
+    """One dimension of a selection: ``start``, ``stop`` (as asked, checked
+    against the size), ``step``, and whether an int selected it (the
+    dimension is dropped from the result)."""
+
+    start: int
+    stop: int
+    step: int
+    select: bool
+
+    def count(self) -> int:
+        return len(range(self.start, self.stop, self.step))
+
+
+class SafeSlice:
+    """One tensor of an open file, indexed lazily (``safe_open(...).get_slice``).
+
+    Indexing takes what safetensors' slices take: ints (negative counted
+    from the end), slices with a positive step, one ellipsis, a tuple of
+    them, and the empty list. Only the bytes holding the selected elements
+    are read: a slice of rows is one contiguous range, and a selection in
+    inner dimensions reads its runs of contiguous bytes, coalesced as the
+    loader coalesces ranges (gaps up to 1 MiB are read through), all in one
+    operation.
+    """
+
+    def __init__(self, owner: SafeOpen, info: TensorInfo) -> None:
+        self._owner = owner
+        self._info = info
+
+    def get_shape(self) -> list[int]:
+        """The tensor's shape."""
+        return list(self._info.shape)
+
+    def get_dtype(self) -> str:
+        """The tensor's dtype name (``"F32"``, ``"BF16"``, ...)."""
+        return self._info.dtype.name
+
+    @property
+    def shape(self) -> list[int]:
+        """The tensor's shape."""
+        return self.get_shape()
+
+    def __len__(self) -> int:
+        if not self._info.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._info.shape[0]
+
+    def __getitem__(self, index: Any) -> Any:
+        """Read the selected part: a new tensor in C order, as safetensors
+        returns it (for ``framework="hip"``, a :class:`DeviceTensor` view of
+        the bytes read, which must then be one contiguous range).
+
+        Raises
+        ------
+        SafetensorsError
+            What safetensors refuses, with its message: an index out of
+            bounds, a step that is not positive, two ellipses, a non-empty
+            list, more indices than dimensions, an index of another type;
+            a strided selection with ``framework="hip"``; the file is
+            closed.
+        TypeError
+            A slice bound that is not an integer.
+        """
+        info = self._info
+        shape = tuple(info.shape)
+        dims, display = _selection(index, shape)
+        _check_bounds(dims, display, shape)
+        full = dims + [_Dim(0, n, 1, False) for n in shape[len(dims):]]
+        framework = self._owner._framework
+        if info.dtype.bits % 8:
+            return self._packed(full)
+        isz = info.dtype.bits // 8
+        strides = _strides(shape)
+        counts = [d.count() for d in full]
+        out_shape = tuple(c for c, d in zip(counts, full, strict=True) if not d.select)
+        out_strides = tuple(d.step * s * isz for d, s in zip(full, strides, strict=True)
+                            if not d.select)
+        n_out = math.prod(counts)
+        first = sum(d.start * s for d, s in zip(full, strides, strict=True)) if n_out else 0
+        runs = _runs(full, counts, shape, strides, isz) if n_out else []
+        if not isinstance(self._owner._open_fh(), HostFile) and self._owner._reader in (
+                "auto", "stream"):
+            got = self._device_read(first, runs, isz, out_shape, n_out)
+            if got is not None:
+                return got
+        last = first + sum((c - 1) * d.step * s for c, d, s in
+                           zip(counts, full, strides, strict=True)) if n_out else -1
+        window = TensorInfo(info.name, DTYPES["U8"], ((last + 1 - first) * isz,),
+                            info.begin + first * isz, info.begin + (last + 1) * isz)
+        raw = self._owner._read([window], {info.name: runs})[info.name]
+        contiguous = n_out * isz == window.nbytes
+        if framework == "hip":
+            if not contiguous:
+                raise SafetensorsError(
+                    "a DeviceTensor slice must be one contiguous range of the tensor (rows of "
+                    "the first dimensions, whole inner dimensions): use framework 'pt' or "
+                    "'numpy' for strided selections")
+            return DeviceTensor(raw, raw.ptr, info.dtype, out_shape, raw.device)
+        if framework == "numpy":
+            import numpy as np
+
+            dt = numpy_dtype(info)
+            if raw.ctypes.data % max(1, dt.alignment):   # misaligned in the file: copy
+                raw = raw.copy()
+            view = np.ndarray(out_shape, dt, buffer=raw, strides=out_strides)
+            return view if view.flags.c_contiguous else view.copy()
+        import torch
+
+        tdt = torch_dtype(info)
+        if int(raw.data_ptr()) % isz:                    # misaligned in the file: copy
+            raw = raw.clone()
+        data = raw.view(tdt)
+        return torch.as_strided(data, out_shape, tuple(s // isz for s in out_strides)
+                                ).contiguous()
+
+    def _device_read(self, first: int, rel: list[tuple[int, int]], isz: int,
+                     out_shape: tuple[int, ...], n_out: int) -> Any:
+        """A selection into device memory whose runs of bytes ``rel``
+        (relative to its first element, ``first``), one after the other,
+        are its C-order result (rows of whole inner dimensions, or a column
+        block: the rows' parts): read straight into the result's own
+        memory, one operation for all runs. None for other selections
+        (more runs than :data:`MAX_RUNS`, or many tiny ones)."""
+        info = self._info
+        result = TensorInfo(info.name, info.dtype, out_shape, 0, n_out * isz)
+        if sum(e - b for b, e in rel) != n_out * isz:
+            return None
+        if (len(rel) > SCATTER_RUNS and n_out * isz < SCATTER_MEAN * len(rel)
+                and self._owner._framework != "hip"):
+            return None      # tiny runs: one read of their span, then a copy on the GPU
+        base = self._owner._header.data_offset + info.begin + first * isz
+        runs = _merge([(base + b, e - b) for b, e in rel])
+        owner = self._owner
+        with owner._lock:
+            fh = owner._open_fh()
+            assert isinstance(fh, FileHandle)
+            return finish(owner, submit_one(owner, fh, result, runs, now=True))
+
+    def _packed(self, full: list[_Dim]) -> Any:
+        """A selection of a tensor whose elements are not whole bytes (F4,
+        F6): the tensor is read whole and indexed by the framework."""
+        info = self._info
+        whole = all(not d.select and (d.start, d.stop, d.step) == (0, n, 1)
+                    for d, n in zip(full, info.shape, strict=True))
+        data = self._owner._read([info])[info.name]
+        if whole:
+            return data
+        if self._owner._framework != "torch":
+            raise SafetensorsError(f"tensor {info.name!r}: {info.dtype.name} elements are not "
+                                   "whole bytes; slice it with framework 'pt', or read it "
+                                   "with get_tensor")
+        return data[tuple(d.start if d.select else slice(d.start, d.stop, d.step)
+                          for d in full)].contiguous()
+
+
+def _merge(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``(offset, bytes)`` runs with each run that continues the previous
+    one in the file joined to it."""
+    out: list[tuple[int, int]] = []
+    for off, n in runs:
+        if out and out[-1][0] + out[-1][1] == off:
+            out[-1] = (out[-1][0], out[-1][1] + n)
+        else:
+            out.append((off, n))
+    return out
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    """Row-major strides in elements."""
+    out = [1] * len(shape)
+    for k in range(len(shape) - 2, -1, -1):
+        out[k] = out[k + 1] * shape[k + 1]
+    return out
+
+
+def _runs(full: list[_Dim], counts: list[int], shape: Sequence[int], strides: list[int],
+          isz: int) -> list[tuple[int, int]]:
+    """The byte runs ``(begin, end)`` of a selection with at least one
+    element, relative to its first element, in file order.
+
+    The inner dimensions taken whole, and the next one when its step is 1,
+    make one run; the dimensions outside it are enumerated, at most
+    :data:`MAX_RUNS` runs (while there would be more, the innermost
+    enumerated dimension joins the run, from its first selected index to its
+    last).
+    """
+    import numpy as np
+
+    k = len(full)
+    run = 1                         # elements of one run
+    while k > 0:
+        d = full[k - 1]
+        whole = not d.select and (d.start, d.stop, d.step) == (0, shape[k - 1], 1)
+        if d.step == 1:
+            run += (counts[k - 1] - 1) * strides[k - 1]
+            k -= 1
+        if not whole:
+            break
+    outer = list(range(k))
+    while outer and math.prod(counts[j] for j in outer) > MAX_RUNS:
+        j = outer.pop()
+        run += (counts[j] - 1) * full[j].step * strides[j]
+    offsets = np.zeros(1, np.int64)
+    for j in outer:
+        steps = np.arange(counts[j], dtype=np.int64) * (full[j].step * strides[j])
+        offsets = (offsets[:, None] + steps[None, :]).reshape(-1)
+    return [(int(o) * isz, (int(o) + run) * isz) for o in offsets]
+
+
+def _selection(index: Any, shape: Sequence[int]) -> tuple[list[_Dim], list[str]]:
+    """The dimensions an index selects (one per indexed dimension, the
+    ellipsis expanded) and safetensors' display of each.
+
+    Raises
+    ------
+    SafetensorsError
+        What safetensors refuses while reading an index: a non-empty list,
+        two ellipses, a step that is not positive, an item that is not an
+        int, a slice or an ellipsis, a negative index below minus the size,
+        more indices than dimensions.
+    TypeError
+        A slice bound that is not an integer.
+    """
+    if isinstance(index, list):
+        if index:
+            raise SafetensorsError("Non empty lists are not implemented")
+        items: list[Any] = [slice(0, 0)]
+    elif isinstance(index, tuple):
+        items = list(index)
+    else:
+        items = [index]
+    if sum(1 for it in items if it is Ellipsis) > 1:
+        raise SafetensorsError("Only one ellipsis (...) is allowed in slice index")
+    explicit = sum(1 for it in items if it is not Ellipsis)
+    dims: list[_Dim] = []
+    display: list[str] = []
+    for item in items:
+        k = len(dims)
+        if item is Ellipsis:
+            for n in shape[k:k + max(0, len(shape) - explicit)]:
+                dims.append(_Dim(0, n, 1, False))
+                display.append(":")
+            continue
+        size = shape[k] if k < len(shape) else 0
+        if isinstance(item, slice):
+            step = 1 if item.step is None else operator.index(item.step)
+            if step <= 0:
+                raise SafetensorsError(f"Slice step must be a positive integer, got {step}")
+            start = _bound(item.start, size, 0)
+            stop = _bound(item.stop, size, size)
+            dims.append(_Dim(start, stop, step, False))
+            display.append(f"{'' if item.start is None else start}:"
+                           f"{'' if item.stop is None else stop}"
+                           f"{'' if step == 1 else f':{step}'}")
+            continue
+        try:
+            idx = operator.index(item)
+        except TypeError:
+            raise SafetensorsError(f"Unsupported slice index at position {k}: expected slice, "
+                                   "int, or ellipsis") from None
+        if idx < 0:
+            if size + idx < 0:
+                raise SafetensorsError(f"Invalid index {idx} for dimension {k} of size {size}")
+            idx += size
+        dims.append(_Dim(idx, idx + 1, 1, True))
+        display.append(str(idx))
+    if len(dims) > len(shape):
+        raise SafetensorsError(f"Error during slicing [{', '.join(display)}] with shape "
+                               f"{list(shape)}: more slicing indexes than dimensions in tensor")
+    return dims, display
+
+
+def _check_bounds(dims: list[_Dim], display: list[str], shape: Sequence[int]) -> None:
+    """Refuse a start at or past the size, or a stop past it, as safetensors
+    does: the last dimension first.
+
+    Raises
+    ------
+    SafetensorsError
+        An index out of bounds, with safetensors' message.
+    """
+    for i in reversed(range(len(dims))):
+        d, n = dims[i], shape[i]
+        if d.start >= n or d.stop > n:
+            asked = d.start if d.start >= n else d.stop - 1
+            raise SafetensorsError(
+                f"Error during slicing [{', '.join(display)}] with shape {list(shape)}: index "
+                f"{asked} out of bounds for tensor dimension #{i} of size {n}")
+
+
+def _bound(value: Any, dim: int, default: int) -> int:
+    """A slice bound: ``None`` is ``default``; a negative one counts from the
+    end, as Python's slices do, and stops at 0."""
+    if value is None:
+        return default
+    v = operator.index(value)
+    return max(0, dim + v) if v < 0 else v

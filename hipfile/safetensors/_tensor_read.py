@@ -1,0 +1,292 @@
+"""One tensor read at a time by a ``safe_open`` handle, and the tensors it
+reads ahead of the caller."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from hipfile._interop import as_int
+from hipfile.buffer import Buffer
+from hipfile.file import FileHandle
+from hipfile.safetensors._header import ALIGNMENT, SafetensorsError, TensorInfo
+from hipfile.safetensors._load import MAX_RANGE, allocate, make_view, torch_dtype, torch_stream
+
+if TYPE_CHECKING:
+    from hipfile.safetensors._open import SafeOpen
+
+#: A tensor of at least this many bytes is read from its aligned range (its
+#: view starts inside its memory), so that an ``O_DIRECT`` read stays
+#: aligned; a smaller one gets memory of its own size.
+ALIGNED_MIN = 1 << 20
+
+#: Calls in a row outside the foreseen order that stop the read-ahead.
+MISSES_TO_STOP = 3
+
+
+def read_ahead_bytes(value: int | None) -> int:
+    """``read_ahead`` checked; None is the setting.
+
+    Raises
+    ------
+    TypeError, ValueError
+        Not an int, or negative.
+    """
+    if value is None:
+        from hipfile import defaults
+
+        return defaults.safetensors_read_ahead()
+    value = as_int(value, "read_ahead")
+    if value < 0:
+        raise ValueError(f"read_ahead must be >= 0, got {value}")
+    return value
+
+
+class _Pending:
+    """One tensor submitted: its memory, where its bytes land in it, the
+    engine's handle and the bytes the read must give."""
+
+    __slots__ = ("addr", "handle", "info", "need", "offset", "owner")
+
+    def __init__(self, info: TensorInfo, owner: Any, addr: int, offset: int, handle: Any,
+                 need: int) -> None:
+        self.info = info
+        self.owner = owner
+        self.addr = addr
+        self.offset = offset
+        self.handle = handle
+        self.need = need
+
+
+def submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
+                runs: Sequence[tuple[int, int]] | None = None, *,
+                now: bool = False) -> _Pending:
+    """Submit the read of one tensor (``info``: its dtype and shape, and
+    where its bytes begin) to the engine and return at once.
+
+    The reads follow torch's current stream for torch tensors (the caching
+    allocator hands out memory in that stream's order), else the null
+    stream. ``now``: the caller waits for it at once; its copies go to that
+    stream after the work before them (a small read is then done by the
+    submitting thread). Otherwise (a read ahead) they run on the engine's
+    own stream once that stream has passed this point (``ordered=False``),
+    so that work the caller enqueues meanwhile never waits behind a read
+    ahead; the result is handed over only after its read is seen complete.
+
+    ``runs``: ``(file offset, bytes)`` pieces that, one after the other,
+    make the tensor's bytes (a slice's rows), read as one operation;
+    default the tensor's own range.
+    """
+    header = so._header
+    n = info.nbytes
+    if runs is None:
+        runs = [(header.data_offset + info.begin, n)]
+    task = so._task_size
+    if len(runs) == 1 and n >= ALIGNED_MIN:
+        begin = runs[0][0]
+        first = begin - begin % ALIGNMENT
+        span = -(-(begin + n) // ALIGNMENT) * ALIGNMENT - first
+        owner, addr, _ = allocate(so._framework, so._device, span + ALIGNMENT)
+        at = (-addr) % ALIGNMENT
+        # whole pages: an O_DIRECT read stays aligned; the tensor starts inside
+        runs = [(first, span)]
+        offset, need = at + begin - first, begin - first + n
+    else:
+        if so._framework == "torch":
+            # memory of the tensor's own dtype and shape: it is the result
+            owner = _torch_empty(so, info)
+            addr = int(owner.data_ptr())
+        else:
+            owner, addr, _ = allocate(so._framework, so._device, max(n, 1))
+        at = 0
+        offset = -1 if so._framework == "torch" else 0    # -1: `owner` is the result
+        need = n
+    ranges = []          # the runs one after the other from `at`, none over MAX_RANGE
+    for off, size in runs:
+        ranges += [(min(MAX_RANGE, size - d), off + d, at + d)
+                   for d in range(0, size, MAX_RANGE)]
+        at += size
+    length = at
+    handle = None
+    if need:
+        # the handle holds `owner` until the read ends, whoever drops it
+        target = owner if so._framework == "torch" else Buffer(_Owned(owner, addr), length)
+        stream = torch_stream(so._framework, so._device)
+        if len(ranges) == 1:
+            size, off, at = ranges[0]
+            handle = fh.pread_async(target, size, off, at, stream, task_size=task,
+                                    ordered=now, prefetch=now)
+        else:
+            handle = fh.pread_async_scatter(target, ranges, stream, task_size=task,
+                                            ordered=now, prefetch=now)
+    return _Pending(info, owner, addr, offset, handle, need)
+
+
+class _Owned:
+    """A device address that keeps its allocation alive (``int()`` is the
+    address) for the hip framework's :class:`DeviceAllocation`."""
+
+    __slots__ = ("addr", "owner")
+
+    def __init__(self, owner: Any, addr: int) -> None:
+        self.owner = owner
+        self.addr = addr
+
+    def __int__(self) -> int:
+        return self.addr
+
+
+def finish(so: SafeOpen, p: _Pending) -> Any:
+    """Wait for one submitted tensor and return it.
+
+    Raises
+    ------
+    SafetensorsError
+        The file held fewer bytes than the header says.
+    OSError, HipFileException, KeyboardInterrupt
+        From the wait.
+    """
+    got = p.handle.wait() if p.handle is not None else 0
+    if got < p.need:
+        raise SafetensorsError(f"{so._path}: read {got} of {p.info.nbytes} bytes of "
+                               f"{p.info.name!r}: the file changed or is truncated")
+    if p.offset < 0:
+        return p.owner                      # the result itself
+    return make_view(so._framework, so._device, p.owner, p.addr, p.offset, p.info)
+
+
+def _torch_empty(so: SafeOpen, info: TensorInfo) -> Any:
+    """An empty torch tensor of ``info``'s dtype and shape on the handle's
+    device."""
+    import torch
+
+    device = so._torch_device
+    if device is None:
+        device = so._torch_device = torch.device(so._device.torch())
+    return torch.empty(info.shape, dtype=torch_dtype(info), device=device)
+
+
+class ReadAhead:
+    """The tensors a handle has submitted ahead of the caller, in the order
+    it expects the calls, within a byte budget."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.window: dict[str, _Pending] = {}   # submission order
+        self.bytes = 0
+        self.orders: list[tuple[list[str], dict[str, int]]] = []   # by name, by offset
+        self.order: list[str] | None = None      # the order followed
+        self.position: dict[str, int] = {}
+        self.next = 0                            # index in `order` of the next to submit
+        self.last: str | None = None             # the last tensor returned
+        self.misses = 0
+
+    def _expected(self, so: SafeOpen, name: str) -> bool:
+        """Whether ``name`` is where an order puts it (the first call: the
+        first of an order; later: the one after the last returned); follows
+        that order (the file's when only it foresaw the call, the names'
+        when neither did on the first call)."""
+        if not self.orders:
+            for keys in (so.keys(), so.offset_keys()):
+                self.orders.append((keys, {k: i for i, k in enumerate(keys)}))
+        for keys, position in sorted(self.orders, key=lambda o: o[0] is not self.order):
+            if self.last is None:
+                hit = bool(keys) and keys[0] == name
+            else:
+                i = position.get(self.last, -1)
+                hit = 0 <= i < len(keys) - 1 and keys[i + 1] == name
+            if hit:
+                self.order, self.position = keys, position
+                return True
+        if self.order is None:
+            self.order, self.position = self.orders[0]
+        return False
+
+    def get(self, so: SafeOpen, fh: FileHandle, info: TensorInfo) -> Any:
+        name = info.name
+        held = self.window.get(name)
+        if self.budget <= 0 or self.misses >= MISSES_TO_STOP:
+            return self._take(so, held or submit_one(so, fh, info, now=True))
+        if held is not None:
+            p = held
+            self.misses = 0
+            for k in list(self.window):          # skipped: dropped
+                if k == name:
+                    break
+                self._drop(k)
+        else:
+            if self._expected(so, name):
+                self.misses = 0
+            elif self.last is not None:
+                self.misses += 1
+            self.drop_all(wait=False)
+            assert self.order is not None
+            self.next = self.position.get(name, len(self.order) - 1) + 1
+            p = submit_one(so, fh, info, now=True)
+            self.window[name] = p
+            self.bytes += info.nbytes
+        self._fill(so, fh, name)
+        return self._take(so, p)
+
+    def _fill(self, so: SafeOpen, fh: FileHandle, asked: str) -> None:
+        """Submit the next tensors of the order while the budget has room
+        (one at least when nothing else is ahead); a failure to submit one
+        (no memory) stops reading ahead."""
+        if self.order is None or self.misses >= MISSES_TO_STOP:
+            return
+        ahead = self.bytes - (self.window[asked].info.nbytes if asked in self.window else 0)
+        while self.next < len(self.order):
+            k = self.order[self.next]
+            if k in self.window:
+                self.next += 1
+                continue
+            info = so._header.tensors[k]
+            if info.dtype.bits % 8:
+                self.next += 1
+                continue
+            if ahead and ahead + info.nbytes > self.budget:
+                return
+            try:
+                p = submit_one(so, fh, info)
+            except Exception:
+                self.misses = MISSES_TO_STOP      # no room: read on demand from here
+                return
+            self.window[k] = p
+            self.bytes += info.nbytes
+            ahead += info.nbytes
+            self.next += 1
+
+    def _take(self, so: SafeOpen, p: _Pending) -> Any:
+        """Wait for ``p`` and return its tensor; it leaves the window unless
+        the wait was interrupted (asking again returns it)."""
+        name = p.info.name
+        try:
+            out = finish(so, p)
+        except BaseException:
+            if p.handle is None or p.handle.done():
+                self._drop(name)
+            raise
+        if self.window.pop(name, None) is not None:
+            self.bytes -= p.info.nbytes
+        self.last = name
+        return out
+
+    def _drop(self, name: str) -> None:
+        p = self.window.pop(name, None)
+        if p is not None:
+            self.bytes -= p.info.nbytes
+
+    def drop_all(self, wait: bool = True) -> None:
+        """Drop every tensor read ahead; ``wait``: after its read has ended,
+        so that its memory is free on return (interruptible: what is left
+        stays)."""
+        for name in list(self.window):
+            p = self.window[name]
+            if wait and p.handle is not None:
+                try:
+                    p.handle.wait()
+                except Exception:
+                    pass                          # never asked for: its error is moot
+            self._drop(name)
+
+
