@@ -71,6 +71,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hipfile.file._residency import cached_fraction
+from hipfile.safetensors._device import (
+    FRAMEWORKS,
+    Device,
+    check_framework,
+    make_view,
+    parse_device,
+)
 from hipfile.safetensors._header import (
     ALIGNMENT,
     DTYPE_ORDER,
@@ -87,17 +94,12 @@ from hipfile.safetensors._header import (
     read_header,
 )
 from hipfile.safetensors._header import DEFAULT_MAX_GAP as DEFAULT_MAX_GAP
-from hipfile.safetensors._load import (
-    FRAMEWORKS,
-    Device,
-    check_framework,
+from hipfile.safetensors._index import (
     checkpoint_files,
-    load_many,
-    make_view,
-    parse_device,
     plan_checkpoint,
     read_index,
 )
+from hipfile.safetensors._load import load_many
 from hipfile.safetensors._open import SafeOpen, safe_open
 from hipfile.safetensors._read import (
     READERS,

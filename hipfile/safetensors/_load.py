@@ -1,42 +1,37 @@
-"""The loader: devices, frameworks, memory, reads of one file or many."""
+"""The loader: files opened for reading, and reads of one file or many."""
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hipfile.buffer import Buffer
 from hipfile.file import FileHandle
 from hipfile.file._mounts import mount_of
 from hipfile.file._residency import cached_fraction
+from hipfile.safetensors._device import (
+    Device,
+    allocate,
+    make_view,
+    release,
+    torch_stream,
+)
 from hipfile.safetensors._header import (
     ALIGNMENT,
     Header,
     SafetensorsError,
-    ShardNotFoundError,
     TensorInfo,
-    TensorNotFoundError,
-    read_header,
 )
 from hipfile.safetensors._read import (
     READERS,
-    DeviceAllocation,
-    DeviceTensor,
     ReadRange,
     _task_size,
     plan_reads,
 )
-
-#: ``framework`` names: ``"hip"`` (:class:`DeviceTensor`), ``"pt"``/``"torch"``
-#: (``torch.Tensor``), ``"np"``/``"numpy"`` (``numpy.ndarray``, host only).
-FRAMEWORKS: dict[str, str] = {"hip": "hip", "pt": "torch", "torch": "torch", "np": "numpy",
-                              "numpy": "numpy"}
 
 #: Reads of one range are split into pieces of at most this many bytes, so
 #: that a progress bar moves and the first pieces complete early.
@@ -69,212 +64,6 @@ def check_backend(backend: str | None) -> None:
         raise TypeError(f"backend must be a str or None, got {type(backend).__name__}")
     if backend not in BACKENDS:
         raise SafetensorsError(f"backend must be one of {BACKENDS}, got {backend!r}")
-
-
-def check_framework(framework: str) -> str:
-    """The canonical framework name (``"hip"``, ``"torch"``, ``"numpy"``).
-
-    Raises
-    ------
-    SafetensorsError
-        An unknown name (a :class:`ValueError`, as safetensors raises
-        ``SafetensorError`` there).
-    """
-    if not isinstance(framework, str) or framework not in FRAMEWORKS:
-        raise SafetensorsError(f"framework must be one of {tuple(FRAMEWORKS)}, got "
-                               f"{framework!r}")
-    return FRAMEWORKS[framework]
-
-
-@dataclass(frozen=True)
-class Device:
-    """Where tensors go: ``kind`` ``"cpu"`` or ``"cuda"`` (a GPU, ROCm's
-    or CUDA's: torch names both ``cuda``) and the GPU's ordinal."""
-
-    kind: str
-    index: int = 0
-
-    @property
-    def is_cpu(self) -> bool:
-        """Whether this is host memory."""
-        return self.kind == "cpu"
-
-    def torch(self) -> str:
-        """The torch device string."""
-        return "cpu" if self.is_cpu else f"cuda:{self.index}"
-
-
-def parse_device(device: Any, framework: str) -> Device:
-    """Read ``device`` as safetensors does: ``"cpu"``, ``"cuda"``,
-    ``"cuda:N"`` (also ``"hip"``/``"hip:N"``), an int, a ``torch.device``;
-    ``None`` is ``"cpu"`` for torch and numpy and GPU 0 for ``"hip"``.
-
-    Raises
-    ------
-    TypeError
-        Not one of those types.
-    SafetensorsError
-        A malformed or negative device, a GPU for numpy, host memory for
-        ``"hip"`` (a :class:`ValueError`; safetensors raises
-        ``SafetensorError`` for these).
-    """
-    if device is None:
-        dev = Device("cuda", 0) if framework == "hip" else Device("cpu")
-    elif isinstance(device, bool):
-        raise TypeError("device must be a str, an int or a torch.device, not bool")
-    elif isinstance(device, int):
-        if device < 0:
-            raise SafetensorsError(f"device ordinal must be >= 0, got {device}")
-        dev = Device("cuda", device)
-    elif isinstance(device, str) or type(device).__module__.startswith("torch"):
-        text = str(device).strip()
-        kind, _, index = text.partition(":")
-        if kind == "cpu" and not index:
-            dev = Device("cpu")
-        elif kind in ("cuda", "hip") and (not index or index.isdigit()):
-            if index:
-                dev = Device("cuda", int(index))
-            else:
-                dev = Device("cuda", _current_device(framework))
-        elif text.isdigit():
-            dev = Device("cuda", int(text))
-        else:
-            raise SafetensorsError(f"device must be 'cpu', 'cuda', 'cuda:N' or an ordinal, "
-                                   f"got {device!r}")
-    else:
-        raise TypeError(f"device must be a str, an int or a torch.device, not "
-                        f"{type(device).__name__}")
-    if framework == "numpy" and not dev.is_cpu:
-        raise SafetensorsError(f"Device {device} is not supported for framework numpy: it "
-                               "loads into host memory (device 'cpu')")
-    if framework == "hip" and dev.is_cpu:
-        raise SafetensorsError("framework 'hip' loads into device memory: use framework "
-                               "'numpy' or 'pt' for host memory")
-    return dev
-
-
-def _current_device(framework: str) -> int:
-    """torch's current GPU for ``"cuda"`` without an ordinal; else 0 (without
-    torch, loading with framework ``"torch"`` raises ImportError later)."""
-    if framework == "torch":
-        try:
-            import torch
-        except ImportError:
-            return 0
-        if torch.cuda.is_available():
-            return int(torch.cuda.current_device())
-    return 0
-
-
-# --------------------------------------------------------------------------
-# Memory and views
-# --------------------------------------------------------------------------
-
-
-def allocate(framework: str, device: Device, nbytes: int) -> tuple[Any, int, Any]:
-    """Memory for ``nbytes``: ``(owner, address, read target)``.
-
-    The read target is what the read step is given: a :class:`Buffer` over
-    device memory, or a writable host array (read with ``preadv``).
-    """
-    if framework == "torch":
-        import torch
-
-        t = torch.empty(nbytes, dtype=torch.uint8, device=device.torch())
-        addr = int(t.data_ptr())
-        return t, addr, (t.numpy() if device.is_cpu else Buffer(addr, nbytes))
-    if framework == "numpy":
-        import numpy as np
-
-        a = np.empty(nbytes, np.uint8)
-        return a, int(a.ctypes.data), a
-    alloc = DeviceAllocation(nbytes, device.index)
-    return alloc, alloc.ptr, Buffer(alloc.ptr, nbytes)
-
-
-def release(owner: Any) -> None:
-    """Free a failed load's memory now (a traceback would keep it alive)."""
-    if isinstance(owner, DeviceAllocation):
-        owner.free()
-
-
-_NUMPY_DTYPES = {"BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "<i2", "U16": "<u2",
-                 "F16": "<f2", "I32": "<i4", "U32": "<u4", "F32": "<f4", "F64": "<f8",
-                 "I64": "<i8", "U64": "<u8", "C64": "<c8"}
-
-
-def numpy_dtype(info: TensorInfo) -> Any:
-    """The numpy dtype of a tensor; ml_dtypes' for BF16 and FP8 when it is
-    installed.
-
-    Raises
-    ------
-    SafetensorsError
-        numpy has no such dtype.
-    """
-    import numpy as np
-
-    name = _NUMPY_DTYPES.get(info.dtype.name)
-    if name is not None:
-        return np.dtype(name)
-    try:
-        import ml_dtypes  # type: ignore[import-not-found]
-    except ImportError:
-        ml_dtypes = None
-    if ml_dtypes is not None and info.dtype.torch is not None:
-        if hasattr(ml_dtypes, info.dtype.torch):
-            return np.dtype(getattr(ml_dtypes, info.dtype.torch))
-    raise SafetensorsError(f"tensor {info.name!r}: numpy has no dtype for {info.dtype.name}")
-
-
-def make_view(framework: str, device: Device, owner: Any, addr: int, offset: int,
-              info: TensorInfo) -> Any:
-    """One tensor of a loaded region: a view of ``owner`` at ``offset``."""
-    if framework == "torch":
-        return _torch_view(owner, offset, info, device)
-    if framework == "numpy":
-        dt = numpy_dtype(info)
-        raw = owner[offset:offset + info.nbytes]
-        if raw.ctypes.data % max(1, dt.alignment):  # misaligned in the file: copy
-            raw = raw.copy()
-        return raw.view(dt).reshape(info.shape)
-    return DeviceTensor(owner, addr + offset, info.dtype, info.shape, device.index)
-
-
-def torch_dtype(info: TensorInfo) -> Any:
-    """The torch dtype of a tensor.
-
-    Raises
-    ------
-    SafetensorsError
-        torch has no such dtype.
-    """
-    import torch
-
-    if info.dtype.torch is None or not hasattr(torch, info.dtype.torch):
-        raise SafetensorsError(f"tensor {info.name!r}: torch has no dtype for "
-                               f"{info.dtype.name}")
-    return getattr(torch, info.dtype.torch)
-
-
-def _torch_view(flat: Any, offset: int, info: TensorInfo, device: Device) -> Any:
-    import torch
-
-    tdt = torch_dtype(info)
-    shape = list(info.shape)
-    if info.dtype.name == "F4":  # two values per byte: torch's storage shape
-        if not shape or shape[-1] % 2:
-            raise SafetensorsError(f"tensor {info.name!r}: F4 needs an even last dimension")
-        shape[-1] //= 2
-    if info.nbytes == 0:
-        return torch.empty(shape, dtype=tdt, device=device.torch())
-    raw = flat[offset:offset + info.nbytes]
-    size = max(1, int(getattr(tdt, "itemsize", 1)))
-    if (int(raw.data_ptr()) % size) != 0:  # misaligned in the file: copy
-        out = torch.empty(shape, dtype=tdt, device=raw.device)
-        out.view(-1).view(torch.uint8).copy_(raw)
-        return out
-    return raw.view(tdt).view(shape)
 
 
 # --------------------------------------------------------------------------
@@ -422,20 +211,6 @@ def _split(reads: list[ReadRange], limit: int) -> list[ReadRange]:
             out.append(ReadRange(r.file_offset + done, n, r.buffer_offset + done))
             done += n
     return out
-
-
-def torch_stream(framework: str, device: Device) -> int:
-    """The stream a read into memory that the framework allocated follows:
-    torch's current stream of the device (its caching allocator reuses
-    memory in that stream's order), else the null stream."""
-    if framework != "torch" or device.is_cpu:
-        return 0
-    import torch
-
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:       # the handle without making a Stream object
-        return int(raw(device.index))
-    return int(torch.cuda.current_stream(device.index).cuda_stream)
 
 
 def _submit(fh: FileHandle, target: Any, reads: list[ReadRange], reader: str,
@@ -656,126 +431,3 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
             staged.close()
         for fh in opened:
             fh.close()
-
-
-# --------------------------------------------------------------------------
-# Sharded checkpoints
-# --------------------------------------------------------------------------
-
-
-def read_index(path: str | os.PathLike[str]) -> tuple[dict[str, str], dict[str, Any]]:
-    """A ``model.safetensors.index.json``: ``({tensor: shard path}, metadata)``,
-    shard paths relative to the index's folder.
-
-    Raises
-    ------
-    SafetensorsError
-        Not an index (no ``weight_map`` of strings to strings).
-    OSError
-        It cannot be read.
-    """
-    with open(path, "rb") as f:
-        try:
-            obj = json.load(f)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise SafetensorsError(f"{os.fspath(path)}: not a JSON index: {e}") from None
-    wmap = obj.get("weight_map") if isinstance(obj, dict) else None
-    if not isinstance(wmap, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in wmap.items()):
-        raise SafetensorsError(f"{os.fspath(path)}: no weight_map of names to shard files")
-    folder = os.path.dirname(os.fspath(path))
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    return {k: os.path.join(folder, v) for k, v in wmap.items()}, meta
-
-
-def checkpoint_files(source: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]
-                     ) -> tuple[list[str], dict[str, str] | None]:
-    """The files of a checkpoint: ``(files, weight_map or None)``.
-
-    ``source`` is one ``.safetensors`` file, an index ``.json``, or a list of
-    files.
-    """
-    if isinstance(source, (str, os.PathLike)):
-        p = os.fspath(source)
-        if p.endswith(".json"):
-            wmap, _ = read_index(p)
-            files = list(dict.fromkeys(wmap.values()))
-            return files, wmap
-        return [p], None
-    files = [os.fspath(f) for f in source]
-    if not files:
-        raise ValueError("no files to load")
-    return files, None
-
-
-def _index_headers(files: list[str], weight_map: Mapping[str, str], strict: bool
-                   ) -> list[Header]:
-    """The headers of the shards an index names.
-
-    Raises
-    ------
-    ShardNotFoundError
-        A shard is missing (naming it and a tensor the index puts in it).
-    """
-    headers = []
-    for f in files:
-        try:
-            headers.append(read_header(f, strict=strict))
-        except FileNotFoundError as e:
-            wanted = [n for n, s in weight_map.items() if s == f]
-            more = f" and {len(wanted) - 1} more" if len(wanted) > 1 else ""
-            raise ShardNotFoundError(
-                f"{f}: the shard that the index names for tensor {wanted[0]!r}{more} is "
-                f"missing", f) from e
-    return headers
-
-
-def plan_checkpoint(files: list[str], weight_map: Mapping[str, str] | None,
-                    names: Sequence[str] | None, *, strict: bool = False
-                    ) -> list[tuple[str, Header, list[TensorInfo]]]:
-    """Headers of the files and, per file, the tensors to load (in file
-    order, or in the order of ``names``).
-
-    With an index's ``weight_map`` each tensor it names must be in the
-    shard it names, and in no other; a tensor of a shard that the index
-    does not name is loaded too.
-
-    Raises
-    ------
-    TensorNotFoundError
-        A name is in no file.
-    SafetensorsError
-        Two files hold the same name, the index names a tensor in a shard
-        that lacks it, or a header is malformed.
-    ShardNotFoundError
-        A shard that the index names is missing (also a
-        :class:`FileNotFoundError`).
-    """
-    if weight_map is not None:
-        headers = _index_headers(files, weight_map, strict)
-    else:
-        headers = [read_header(f, strict=strict) for f in files]
-    owner: dict[str, int] = {}
-    for k, h in enumerate(headers):
-        for name in h.tensors:
-            if name in owner:
-                raise SafetensorsError(f"tensor {name!r} is in both {files[owner[name]]} "
-                                       f"and {files[k]}")
-            owner[name] = k
-    if weight_map is not None:
-        for name, shard in weight_map.items():
-            at = owner.get(name)
-            if at is None or files[at] != shard:
-                where = "in no shard" if at is None else f"in {files[at]}"
-                raise SafetensorsError(f"{shard}: the index names tensor {name!r} in this "
-                                       f"shard, which lacks it (it is {where})")
-    chosen: list[list[TensorInfo]] = [[] for _ in files]
-    if names is None:
-        for k, h in enumerate(headers):
-            chosen[k] = [t for t in h.tensors.values() if owner.get(t.name) == k]
-    else:
-        for n in names:
-            if n not in owner:
-                raise TensorNotFoundError(n)
-            chosen[owner[n]].append(headers[owner[n]].tensors[n])
-    return [(files[k], headers[k], chosen[k]) for k in range(len(files))]

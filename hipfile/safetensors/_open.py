@@ -10,6 +10,10 @@ from typing import Any
 from hipfile._lifetime import ClosesWhenCollected
 from hipfile.file import FileHandle
 from hipfile.file._holder import FileHolder
+from hipfile.safetensors._device import (
+    check_framework,
+    parse_device,
+)
 from hipfile.safetensors._header import (
     Header,
     SafetensorsError,
@@ -20,10 +24,8 @@ from hipfile.safetensors._header import (
 from hipfile.safetensors._load import (
     HostFile,
     check_backend,
-    check_framework,
     load_many,
     open_for_read,
-    parse_device,
     resolve_reader,
 )
 from hipfile.safetensors._slice import SafeSlice

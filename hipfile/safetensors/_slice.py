@@ -9,8 +9,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hipfile.file import FileHandle
+from hipfile.safetensors._device import (
+    numpy_dtype,
+    torch_dtype,
+)
 from hipfile.safetensors._header import DTYPES, SafetensorsError, TensorInfo
-from hipfile.safetensors._load import HostFile, numpy_dtype, torch_dtype
+from hipfile.safetensors._load import HostFile
 from hipfile.safetensors._read import DeviceTensor
 from hipfile.safetensors._tensor_read import finish, submit_one
 

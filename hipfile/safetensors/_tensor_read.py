@@ -9,8 +9,14 @@ from typing import TYPE_CHECKING, Any
 from hipfile._interop import as_int
 from hipfile.buffer import Buffer
 from hipfile.file import FileHandle
+from hipfile.safetensors._device import (
+    allocate,
+    make_view,
+    torch_dtype,
+    torch_stream,
+)
 from hipfile.safetensors._header import ALIGNMENT, SafetensorsError, TensorInfo
-from hipfile.safetensors._load import MAX_RANGE, allocate, make_view, torch_dtype, torch_stream
+from hipfile.safetensors._load import MAX_RANGE
 
 if TYPE_CHECKING:
     from hipfile.safetensors._open import SafeOpen
