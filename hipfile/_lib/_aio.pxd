@@ -5,7 +5,7 @@
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
 from hipfile._lib._runtime cimport CompletionBase
-from hipfile._lib._core cimport StreamState
+from hipfile._lib._streams cimport StreamState
 from hipfile._lib._pool cimport Slots
 
 # Handles submitted and not yet observed complete (borrowed pointers).

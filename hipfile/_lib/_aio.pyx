@@ -31,8 +31,8 @@ from hipfile._lib.chipfile cimport *
 from hipfile._lib._bindings cimport bind, p_hipFileReadAsync, p_hipFileWriteAsync
 from hipfile._lib._core cimport (
     FIXED_BUF_OFFSET, FIXED_FILE_OFFSET, FIXED_FILE_SIZE, c_as_index, BufferCore,
-    ensure_registered, FileCore, io_range, release_refs, StreamState, submit_preamble)
-from hipfile._lib cimport _core
+    ensure_registered, FileCore, io_range, release_refs, submit_preamble)
+from hipfile._lib._streams cimport StreamState
 from hipfile._lib._pool cimport (
     SLOT_DONE, SLOT_PARKED, Slots, give_back, launch_marker, lose_parked, Parked, parked_slots, slot_ptr,
     slot_state_ptr, sweep_parked, take_slot)

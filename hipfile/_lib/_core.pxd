@@ -1,23 +1,16 @@
 # cython: language_level=3
-# Cores of FileHandle, Buffer and Stream, the one range check, and the one
+# Cores of FileHandle and Buffer (Stream: _streams), the one range check, and the one
 # submit preamble of every stream-ordered path (see _core.pyx).
 
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
 from hipfile._lib.chipfile cimport hipFileHandle_t, hoff_t
+from hipfile._lib._streams cimport StreamCore, StreamState
 
 cdef enum:
     FIXED_BUF_OFFSET = 1
     FIXED_FILE_OFFSET = 2
     FIXED_FILE_SIZE = 4
-
-cdef class StreamState:
-    cdef readonly uintptr_t handle
-    cdef readonly unsigned flags
-    cdef readonly bint registered
-    cdef readonly Py_ssize_t pending
-    cdef unsigned long epoch
-    cdef unsigned long gen
 
 cdef class BufferCore:
     cdef uintptr_t _ptr
@@ -34,12 +27,6 @@ cdef class BufferCore:
     cdef public bint _appends
     cdef bint _bare           # made from a bare address: see _allocation_room
 
-cdef class StreamCore:
-    cdef uintptr_t _handle
-    cdef unsigned _flags
-    cdef object _owner
-    cdef StreamState _state
-
 cdef class FileCore:
     cdef hipFileHandle_t _fh
     cdef bint _is_open
@@ -52,14 +39,11 @@ cdef class FileCore:
     cdef unsigned long _gen
     cdef long long _staged_write_end   # where staged writes submitted so far leave the file
 
-cdef dict stream_states
-
-# What the layers above lend the cores (set when they are imported): how
-# many stream-ordered operations using an object are still in flight
-# (_aio), and counting off the engine's ranges that ended (engine.submit).
-ctypedef Py_ssize_t (*settle_fn)(object) except -1
+# What the layers above lend the cores (set when they are imported):
+# counting off the engine's ranges that ended (engine.ops). How many
+# stream-ordered operations using an object are still in flight is
+# _streams.settle (its hook is set by _observe).
 ctypedef int (*sweep_fn)() except -1
-cdef settle_fn settle_hook
 cdef sweep_fn held_sweep_hook
 
 cdef long long c_as_index(object value, str name) except? -1

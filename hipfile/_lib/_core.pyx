@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Cores of FileHandle, Buffer and Stream: what the C paths need of them,
+"""Cores of FileHandle and Buffer (the Stream core is in _streams): what the C paths need of them,
 the one range check of every I/O path, and the one submit preamble of the
 stream-ordered paths (``read_async``/``write_async`` and the engine).
 
@@ -43,14 +43,11 @@ from hipfile._lib._errors import (
     ClosedFileError, HandleNotRegisteredError, InFlightError, InvalidValueError)
 from hipfile._lib import _bindings
 from hipfile._lib._decode cimport foreign_buffer_info, foreign_stream_handle
+from hipfile._lib._streams cimport settle, stream_states, StreamCore, StreamState
 from hipfile._lib._runtime cimport c_driver_epoch, fork_gen, raise_forked, hipapi
 
 cdef extern from "Python.h":
     long long PyLong_AsLongLongAndOverflow(object, int *) except? -1
-
-
-cdef Py_ssize_t _settle(object obj) except -1:
-    return settle_hook(obj) if settle_hook != NULL else 0
 
 
 cdef int _sweep_held() except -1:
@@ -368,14 +365,6 @@ cdef int _raise_outside(object buf, size_t length, object size, long long b,
                      f"{base:#x}, which ends {room} bytes after it")
 
 
-cdef class StreamState:
-    """Registration state of one stream, shared by its Stream objects and
-    the handles of operations on it."""
-
-
-stream_states = {}     # handle -> StreamState (registered streams)
-
-
 cdef class BufferCore:
     """Address, size and registration of a buffer (base of :class:`Buffer`)."""
 
@@ -490,127 +479,11 @@ cdef class BufferCore:
             raise InFlightError(detail=f"cannot deregister the buffer at {self._ptr:#x}: "
                                 f"{self._held} operation(s) (batch entries, parallel "
                                 "reads or writes) still in flight")
-        if self._pending and _settle(self):
+        if self._pending and settle(self):
             raise InFlightError(detail=f"cannot deregister the buffer at {self._ptr:#x}: "
                                 f"{self._pending} asynchronous operation(s) still in flight")
         self._registered = 0
         _bindings.buf_deregister(self._ptr)
-
-
-cdef class StreamCore:
-    """Handle and registration state of a stream (base of :class:`Stream`)."""
-
-    @property
-    def handle(self):
-        """The ``hipStream_t`` as an integer (0 is the null stream)."""
-        return self._handle
-
-    @property
-    def registered(self):
-        """Whether the stream is registered with hipFile by this object."""
-        return self._state is not None and self._state.registered
-
-    @property
-    def inherited(self):
-        """Whether the stream was registered in the parent of a ``fork``."""
-        return bool(self._state is not None and self._state.registered
-                    and self._state.gen != fork_gen)
-
-    def _inflight_state(self):
-        return self._state
-
-    @property
-    def pending(self):
-        """Asynchronous operations on this stream not yet observed complete."""
-        return 0 if self._state is None else self._state.pending
-
-    @property
-    def flags(self):
-        """Registration flags (``StreamFlags`` bits)."""
-        return self._flags
-
-    def _setup(self, uintptr_t handle, unsigned flags, object owner):
-        if self.registered:
-            raise ValueError("cannot change a registered stream")
-        if flags & ~0xF:
-            raise ValueError(f"stream flags {flags:#x} outside the mask 0xf")
-        self._handle = handle
-        self._flags = flags
-        self._owner = owner
-
-    def register(self):
-        """Register the stream with hipFile (idempotent for this object).
-
-        Raises
-        ------
-        InvalidValueError
-            The stream is registered already (by another object), or the
-            flags are invalid.
-
-        See Also
-        --------
-        hipFileStreamRegister
-        """
-        if self._state is not None and self._state.registered:
-            if self._state.gen != fork_gen:
-                raise_forked("this Stream")
-            return
-        _bindings.stream_register(self._handle, self._flags)
-        cdef StreamState st = StreamState.__new__(StreamState)
-        st.handle = self._handle
-        st.flags = self._flags
-        st.registered = 1
-        st.epoch = c_driver_epoch
-        st.gen = fork_gen
-        self._state = st
-        stream_states[self._handle] = st
-
-    def deregister(self):
-        """Deregister the stream (idempotent). Never waits.
-
-        If the stream was destroyed behind the binding's back, the handles
-        on it end as lost (see :meth:`AsyncIOHandle.done`) and the
-        deregistration goes ahead: it succeeds, or raises the library's
-        error once (the object is deregistered either way). What HIP did
-        with the work queued on a destroyed stream is undefined. In a forked
-        child an inherited registration is only dropped.
-
-        Raises
-        ------
-        InFlightError
-            Asynchronous operations on the stream are still in flight
-            (nothing is changed).
-        HipFileException
-            The library refused (e.g. a destroyed stream); raised once.
-
-        See Also
-        --------
-        hipFileStreamDeregister
-        """
-        cdef StreamState st = self._state
-        if st is None or not st.registered:
-            return
-        if st.gen != fork_gen:
-            # inherited through fork: the parent owns the registration
-            st.registered = 0
-            self._state = None
-            return
-        if st.pending and _settle(st):
-            raise InFlightError(detail=f"cannot deregister stream {self._handle:#x}: "
-                                f"{st.pending} asynchronous operation(s) still in flight")
-        st.registered = 0
-        if stream_states.get(self._handle) is st:
-            del stream_states[self._handle]
-        self._state = None
-        if st.epoch == c_driver_epoch:
-            _bindings.stream_deregister(self._handle)
-            return
-        # the driver was closed since: some libraries drop stream
-        # registrations with it, others keep them
-        try:
-            _bindings.stream_deregister(self._handle)
-        except InvalidValueError:
-            pass
 
 
 cdef class FileCore:
@@ -756,7 +629,7 @@ cdef class FileCore:
                                 "(batch entries, synchronous, parallel or stream-engine "
                                 "reads or writes) still in flight; close(wait=True) "
                                 "waits for them first")
-        if self._pending and _settle(self):
+        if self._pending and settle(self):
             raise InFlightError(detail=f"cannot close the file: {self._pending} asynchronous "
                                 "operation(s) still in flight; close(wait=True) waits "
                                 "for them first")

@@ -61,8 +61,6 @@ from hipfile._lib._bindings import (
 from hipfile._lib._core import (
     BufferCore,
     FileCore,
-    StreamCore,
-    StreamState,
     begin_driver_closing,
     end_driver_closing,
     files_held,
@@ -96,6 +94,7 @@ from hipfile._lib._runtime import (
     on_device,
     on_fork_child,
 )
+from hipfile._lib._streams import StreamCore, StreamState
 from hipfile._lib._wait import Deadline, as_timeout
 from hipfile._lib.engine.device import (
     MECHANISM_HOST_FUNCTIONS,

@@ -30,7 +30,7 @@ from hipfile._lib._wait cimport WAIT_FLAG, Deadline, wait_interruptible
 
 from cpython.ref cimport PyObject
 
-from hipfile._lib cimport _core
+from hipfile._lib cimport _streams
 
 def pending_handles():
     """Handles submitted through hipfile whose completion is not yet observed."""
@@ -166,4 +166,4 @@ cdef int _observe_pending(void *arg) except -1:
 
 
 _gc.callbacks.append(_gc_observe)
-_core.settle_hook = _settle
+_streams.settle_hook = _settle

@@ -1,0 +1,143 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The core of Stream: a stream's handle and its registration, shared by the
+Stream objects and the operations on the stream (``StreamState``), and the
+registered streams by handle.
+
+A registration is owned by the StreamCore that made it; in a forked child an
+inherited one is dropped, never passed to the library, and a registration
+older than the driver's epoch may already be gone (see _runtime.pyx).
+"""
+
+from hipfile._lib._errors import InFlightError, InvalidValueError
+from hipfile._lib import _bindings
+from hipfile._lib._runtime cimport c_driver_epoch, fork_gen, raise_forked
+
+
+cdef Py_ssize_t settle(object obj) except -1:
+    """Operations using ``obj`` still in flight, once completed ones have
+    been observed (0 until _observe sets the hook)."""
+    return settle_hook(obj) if settle_hook != NULL else 0
+
+
+cdef class StreamState:
+    """Registration state of one stream, shared by its Stream objects and
+    the handles of operations on it."""
+
+
+stream_states = {}     # handle -> StreamState (registered streams)
+
+
+cdef class StreamCore:
+    """Handle and registration state of a stream (base of :class:`Stream`)."""
+
+    @property
+    def handle(self):
+        """The ``hipStream_t`` as an integer (0 is the null stream)."""
+        return self._handle
+
+    @property
+    def registered(self):
+        """Whether the stream is registered with hipFile by this object."""
+        return self._state is not None and self._state.registered
+
+    @property
+    def inherited(self):
+        """Whether the stream was registered in the parent of a ``fork``."""
+        return bool(self._state is not None and self._state.registered
+                    and self._state.gen != fork_gen)
+
+    def _inflight_state(self):
+        return self._state
+
+    @property
+    def pending(self):
+        """Asynchronous operations on this stream not yet observed complete."""
+        return 0 if self._state is None else self._state.pending
+
+    @property
+    def flags(self):
+        """Registration flags (``StreamFlags`` bits)."""
+        return self._flags
+
+    def _setup(self, uintptr_t handle, unsigned flags, object owner):
+        if self.registered:
+            raise ValueError("cannot change a registered stream")
+        if flags & ~0xF:
+            raise ValueError(f"stream flags {flags:#x} outside the mask 0xf")
+        self._handle = handle
+        self._flags = flags
+        self._owner = owner
+
+    def register(self):
+        """Register the stream with hipFile (idempotent for this object).
+
+        Raises
+        ------
+        InvalidValueError
+            The stream is registered already (by another object), or the
+            flags are invalid.
+
+        See Also
+        --------
+        hipFileStreamRegister
+        """
+        if self._state is not None and self._state.registered:
+            if self._state.gen != fork_gen:
+                raise_forked("this Stream")
+            return
+        _bindings.stream_register(self._handle, self._flags)
+        cdef StreamState st = StreamState.__new__(StreamState)
+        st.handle = self._handle
+        st.flags = self._flags
+        st.registered = 1
+        st.epoch = c_driver_epoch
+        st.gen = fork_gen
+        self._state = st
+        stream_states[self._handle] = st
+
+    def deregister(self):
+        """Deregister the stream (idempotent). Never waits.
+
+        If the stream was destroyed behind the binding's back, the handles
+        on it end as lost (see :meth:`AsyncIOHandle.done`) and the
+        deregistration goes ahead: it succeeds, or raises the library's
+        error once (the object is deregistered either way). What HIP did
+        with the work queued on a destroyed stream is undefined. In a forked
+        child an inherited registration is only dropped.
+
+        Raises
+        ------
+        InFlightError
+            Asynchronous operations on the stream are still in flight
+            (nothing is changed).
+        HipFileException
+            The library refused (e.g. a destroyed stream); raised once.
+
+        See Also
+        --------
+        hipFileStreamDeregister
+        """
+        cdef StreamState st = self._state
+        if st is None or not st.registered:
+            return
+        if st.gen != fork_gen:
+            # inherited through fork: the parent owns the registration
+            st.registered = 0
+            self._state = None
+            return
+        if st.pending and settle(st):
+            raise InFlightError(detail=f"cannot deregister stream {self._handle:#x}: "
+                                f"{st.pending} asynchronous operation(s) still in flight")
+        st.registered = 0
+        if stream_states.get(self._handle) is st:
+            del stream_states[self._handle]
+        self._state = None
+        if st.epoch == c_driver_epoch:
+            _bindings.stream_deregister(self._handle)
+            return
+        # the driver was closed since: some libraries drop stream
+        # registrations with it, others keep them
+        try:
+            _bindings.stream_deregister(self._handle)
+        except InvalidValueError:
+            pass
