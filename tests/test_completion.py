@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 from _capability import implemented
-from _util import device_array, from_device, hip_stream, random_bytes
+from _util import check_chunks, device_array, from_device, hip_stream, random_bytes, to_device
 
 import hipfile
 from hipfile import AsyncIOHandle, BatchIO, Completion, FileHandle
@@ -34,9 +34,11 @@ def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
     path.write_bytes(data.tobytes())
     with ExitStack() as stack:
         stack.enter_context(hipfile.Driver())
+        dev = stack.enter_context(device_array(N))
+        to_device(dev, np.zeros(N, np.uint8))     # a read that moves nothing is seen
         yield {
             "data": data,
-            "dev": stack.enter_context(device_array(N)),
+            "dev": dev,
             "stream": stack.enter_context(hip_stream()),
             "fh": stack.enter_context(FileHandle(path, "r+")),
             "stack": stack,
@@ -102,6 +104,14 @@ def test_done_wait_result_get_agree(env: dict[str, Any], kind: str) -> None:
     assert isinstance(handle, Completion)
     first = handle.wait(30)
     assert handle.done() is True
+    if kind == "AsyncIOHandle" and first != N:
+        # the first stream-ordered read on a new stream: cuFile's known loss
+        # is marked xfail, anything else fails (check_chunks says which)
+        def again() -> np.ndarray:
+            assert KINDS[kind](env).wait(30) == N
+            return from_device(env["dev"], N)
+
+        check_chunks([first], from_device(env["dev"], N), env["data"], N, again)
     if kind == "BatchIO":
         assert _bytes(first) == N
         assert handle.result(0) == [] and handle.get(0) == []   # every event delivered
