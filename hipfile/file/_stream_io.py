@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import io_range_or_host
 from hipfile._lib import _hipfile
-from hipfile._lib._hipfile import FileCore
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError
+from hipfile.file._append import AppendPlacement
 from hipfile.file._args import O_DIRECT, Ranges, is_direct, one_group
 from hipfile.file._residency import cached_fraction
 
@@ -24,12 +24,11 @@ __all__ = ["StreamOrderedIO"]
 _DIRECT_LOCK = threading.Lock()
 
 
-class StreamOrderedIO(FileCore):
+class StreamOrderedIO(AppendPlacement):
     """The engine's calls on an open file: the base of
     :class:`~hipfile.FileHandle`, which provides the descriptors and the
     append bookkeeping they use."""
 
-    _appends: bool
     _handle_type: FileHandleType
     _buffered_fd: int | None
     _direct_fd: int | None
@@ -39,9 +38,6 @@ class StreamOrderedIO(FileCore):
         def fileno(self) -> int: ...
         def _posix_fd(self) -> int: ...
         def _closed_reason(self) -> str: ...
-        def _reserve_append(self, file_offset: int | None, size: int) -> int: ...
-        def _append_failed(self, start: int, size: int) -> None: ...
-        def _refuse_ranges_on_append(self, call: str) -> None: ...
 
     def pread_async(self, buffer: Any, size: int | None = None, file_offset: int = 0,
                     buffer_offset: int = 0, stream: Any = 0, *, task_size: int | None = None,
