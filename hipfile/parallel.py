@@ -564,8 +564,27 @@ def _pread_host(fd: int, view: memoryview, size: int, file_offset: int, buffer_o
     return future
 
 
+def _positional_buffer_offset(name: str, legacy: tuple[Any, ...], buffer_offset: Any) -> Any:
+    """``buffer_offset`` of :func:`pread`/:func:`pwrite`, keyword-only now: a
+    fifth positional argument still works, with a :class:`DeprecationWarning`
+    (``FileHandle.pread``/``pwrite`` take it by keyword, and the fourth
+    positional of KvikIO's calls is ``task_size``)."""
+    if not legacy:
+        return buffer_offset
+    if len(legacy) > 1:
+        raise TypeError(f"{name}() takes at most 5 positional arguments "
+                        f"({4 + len(legacy)} given)")
+    if buffer_offset != 0:
+        raise TypeError(f"{name}() got buffer_offset both by position and by keyword")
+    warnings.warn(f"hipfile.{name}(fh, buffer, size, file_offset, buffer_offset): pass "
+                  f"buffer_offset by keyword (buffer_offset={legacy[0]!r}); its place as the "
+                  f"fifth positional argument is deprecated, as FileHandle.{name} takes it "
+                  f"by keyword only", DeprecationWarning, stacklevel=3)
+    return legacy[0]
+
+
 def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
-          buffer_offset: int = 0, *, task_size: int | None = None,
+          *legacy: int, buffer_offset: int = 0, task_size: int | None = None,
           executor: Executor | None = None) -> IOFuture:
     """Read ``size`` bytes at ``file_offset`` into ``buffer`` at
     ``buffer_offset`` in parallel tasks; returns an :class:`IOFuture`.
@@ -581,7 +600,9 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
     size
         Bytes to read; defaults to the rest of the buffer.
     file_offset, buffer_offset
-        Where in the file and in the buffer.
+        Where in the file and in the buffer. ``buffer_offset`` is
+        keyword-only; as a fifth positional argument it still works, with a
+        :class:`DeprecationWarning`.
     task_size
         Bytes per task (default ``hipfile.defaults.task_size()``).
     executor
@@ -609,16 +630,24 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
         ``task_size``, or a closed or closing file
         (:class:`~hipfile.ClosedFileError`; the tasks of a call accepted
         before a ``close(wait=True)`` all run before the file closes).
+        ``TypeError`` too for more than five positional arguments, or
+        ``buffer_offset`` given both by position and by keyword.
+
+    Warns
+    -----
+    DeprecationWarning
+        ``buffer_offset`` given as the fifth positional argument.
 
     See Also
     --------
     hipFileRead, preadv
     """
+    buffer_offset = _positional_buffer_offset("pread", legacy, buffer_offset)
     return _submit(False, fh, buffer, size, file_offset, buffer_offset, task_size, executor)
 
 
 def pwrite(fh: Any, buffer: Any, size: int | None = None, file_offset: int | None = None,
-           buffer_offset: int = 0, *, task_size: int | None = None,
+           *legacy: int, buffer_offset: int = 0, task_size: int | None = None,
            executor: Executor | None = None) -> IOFuture:
     """Write ``size`` bytes from ``buffer`` at ``buffer_offset`` to the file
     at ``file_offset`` in parallel tasks; returns an :class:`IOFuture`. See
@@ -640,4 +669,5 @@ def pwrite(fh: Any, buffer: Any, size: int | None = None, file_offset: int | Non
     --------
     hipFileWrite, pwritev
     """
+    buffer_offset = _positional_buffer_offset("pwrite", legacy, buffer_offset)
     return _submit(True, fh, buffer, size, file_offset, buffer_offset, task_size, executor)

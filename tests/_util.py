@@ -78,17 +78,17 @@ def from_device(src: Any, nbytes: int, offset: int = 0) -> np.ndarray:
 def check_range_errors(read: Callable[..., object], write: Callable[..., object],
                                 fh: Any, dev: Any, nbytes: int) -> None:
     """Check the argument errors that a ``call(fh, buffer, size, file_offset,
-    buffer_offset)`` of the API raises, in its read and its write form, for a
+    buffer_offset=)`` of the API raises, in its read and its write form, for a
     buffer of ``nbytes`` bytes."""
     for call in (read, write):
         with pytest.raises(ValueError, match="overruns"):
             call(fh, dev, nbytes + 1)
         with pytest.raises(ValueError, match="past"):
-            call(fh, dev, None, 0, nbytes + 1)
+            call(fh, dev, None, 0, buffer_offset=nbytes + 1)
         with pytest.raises(ValueError, match="file_offset"):
             call(fh, dev, 10, -1)
         with pytest.raises(ValueError, match="buffer_offset"):
-            call(fh, dev, 10, 0, -1)
+            call(fh, dev, 10, 0, buffer_offset=-1)
         for size in (-1, -5):
             with pytest.raises(ValueError, match="size"):
                 call(fh, dev, size)

@@ -162,8 +162,10 @@ def _io_calls(r: Callable[[Any], tuple[Any, Any, Any]]) -> dict[str, Call]:
             e.dev, r(v)[0], r(v)[1], buffer_offset=r(v)[2]),
         "FileHandle.pwrite": lambda e, v: e.fh.pwrite(
             e.dev, r(v)[0], r(v)[1], buffer_offset=r(v)[2]),
-        "parallel.pread": lambda e, v: parallel.pread(e.fh, e.dev, *r(v)),
-        "parallel.pwrite": lambda e, v: parallel.pwrite(e.fh, e.dev, *r(v)),
+        "parallel.pread": lambda e, v: parallel.pread(
+            e.fh, e.dev, r(v)[0], r(v)[1], buffer_offset=r(v)[2]),
+        "parallel.pwrite": lambda e, v: parallel.pwrite(
+            e.fh, e.dev, r(v)[0], r(v)[1], buffer_offset=r(v)[2]),
         "FileHandle.read_async": lambda e, v: e.fh.read_async(e.dev, *r(v), e.stream),
         "FileHandle.write_async": lambda e, v: e.fh.write_async(e.dev, *r(v), e.stream),
         "FileHandle.pread_async": lambda e, v: e.fh.pread_async(e.dev, *r(v), e.stream),

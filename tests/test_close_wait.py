@@ -146,7 +146,7 @@ def entry_points(fh: FileHandle, dev: Any, s: Any, batch: BatchIO
         "read task_size": lambda: fh.read(dev, N, 0, N, task_size=N // 4),
         "pread": lambda: fh.pread(dev, N, 0, buffer_offset=N),
         "pwrite": lambda: fh.pwrite(dev, N, 0, buffer_offset=N),
-        "parallel.pread": lambda: hipfile.pread(fh, dev, N, 0, N),
+        "parallel.pread": lambda: hipfile.pread(fh, dev, N, 0, buffer_offset=N),
         "read_async": lambda: fh.read_async(dev, N, 0, N, s),
         "write_async": lambda: fh.write_async(dev, N, 0, N, s),
         "pread_async": lambda: fh.pread_async(dev, N, 0, N, s),

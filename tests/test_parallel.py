@@ -136,6 +136,32 @@ def test_registered_buffer(driver, data_file):
         assert np.array_equal(from_device(dev, N), data)
 
 
+@pytest.mark.parametrize("write", [False, True])
+def test_buffer_offset_by_position_is_deprecated(driver, tmp_path, write):
+    """hipfile.pread/pwrite take buffer_offset by keyword, as FileHandle's
+    do; the fifth positional argument still means it, with a warning."""
+    path = tmp_path / "data.bin"
+    data = random_file(path, N, seed=9)
+    call = hipfile.pwrite if write else hipfile.pread
+    with device_array(N) as dev, FileHandle(path, "r+") as fh:
+        to_device(dev, np.zeros(N, np.uint8))
+        if write:
+            to_device(dev, data[:100], offset=8)
+        with pytest.warns(DeprecationWarning, match="buffer_offset by keyword"):
+            fut = call(fh, dev, 100, 0, 8)
+        assert fut.result(30) == 100
+        if write:
+            assert path.read_bytes()[:100] == data[:100].tobytes()
+        else:
+            assert np.array_equal(from_device(dev, 108)[8:], data[:100])
+        # by keyword: no warning (the suite turns warnings into errors)
+        assert call(fh, dev, 100, 0, buffer_offset=8).result(30) == 100
+        with pytest.raises(TypeError, match="at most 5 positional"):
+            call(fh, dev, 100, 0, 8, 9)
+        with pytest.raises(TypeError, match="both by position and by keyword"):
+            call(fh, dev, 100, 0, 8, buffer_offset=8)
+
+
 def test_short_read_at_end_of_file(driver, tmp_path):
     path = tmp_path / "short.bin"
     data = random_file(path, N - 1000, seed=5)

@@ -35,7 +35,7 @@ def transfer(how: str, fh: FileHandle, dev: Any, size: int, foff: int, boff: int
     """One request through ``fh.read``/``fh.write`` or a pread/pwrite future."""
     if how in ("read", "write"):
         return int(getattr(fh, how)(dev, size, foff, boff))
-    fut = getattr(hipfile, how)(fh, dev, size, foff, boff, task_size=5000)
+    fut = getattr(hipfile, how)(fh, dev, size, foff, buffer_offset=boff, task_size=5000)
     return int(fut.result(timeout=30))
 
 

@@ -627,8 +627,8 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         from hipfile.parallel import pread
 
         buffer_offset = fourth_argument("pread", legacy, buffer_offset)
-        return pread(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
-                     executor=executor)
+        return pread(self, buffer, size, file_offset, buffer_offset=buffer_offset,
+                     task_size=task_size, executor=executor)
 
     def pwrite(self, buffer: Any, size: int | None = None, file_offset: int | None = None,
                *legacy: int, buffer_offset: int = 0, task_size: int | None = None,
@@ -654,5 +654,5 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         from hipfile.parallel import pwrite
 
         buffer_offset = fourth_argument("pwrite", legacy, buffer_offset)
-        return pwrite(self, buffer, size, file_offset, buffer_offset, task_size=task_size,
-                      executor=executor)
+        return pwrite(self, buffer, size, file_offset, buffer_offset=buffer_offset,
+                      task_size=task_size, executor=executor)
