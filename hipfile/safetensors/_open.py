@@ -179,7 +179,8 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         its own memory, up to ``read_ahead`` bytes. A call for a tensor
         read ahead waits for its own read only. Tensors read ahead but
         skipped are dropped; after three calls in a row that the order did
-        not foresee, the handle stops reading ahead. :meth:`close` waits
+        not foresee, or a slice that reads part of a tensor (see
+        :meth:`get_slice`), the handle stops reading ahead. :meth:`close` waits
         for what is still being read and frees it. The bytes returned are
         always the file's: a read cut short raises.
 

@@ -104,6 +104,10 @@ class SafeSlice:
         _check_bounds(dims, display, shape)
         full = dims + [_Dim(0, n, 1, False) for n in shape[len(dims):]]
         framework = self._owner._framework
+        if any(d.select or (d.start, d.stop, d.step) != (0, n, 1)
+               for d, n in zip(full, shape, strict=True)):
+            with self._owner._lock:
+                self._owner._ahead.reading_parts()
         if info.dtype.bits % 8:
             return self._packed(full)
         isz = info.dtype.bits // 8

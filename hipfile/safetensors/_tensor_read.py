@@ -262,6 +262,15 @@ class ReadAhead:
             ahead += info.nbytes
             self.next += 1
 
+    def reading_parts(self) -> None:
+        """The caller read part of a tensor (a slice): it reads parts, as a
+        tensor-parallel rank does, so whole tensors read ahead would be
+        read for nothing. Reading ahead stops for good; what the window
+        holds is dropped (reads in flight end in the background)."""
+        if self.misses < MISSES_TO_STOP:
+            self.misses = MISSES_TO_STOP
+            self.drop_all(wait=False)
+
     def _take(self, so: SafeOpen, p: _Pending) -> Any:
         """Wait for ``p`` and return its tensor; it leaves the window unless
         the wait was interrupted (asking again returns it)."""

@@ -146,6 +146,34 @@ def test_a_call_anywhere_in_the_window_is_served_from_it(st_file: Path) -> None:
         assert f._ahead.misses == 0
 
 
+def test_a_part_of_a_tensor_stops_the_read_ahead(st_file: Path) -> None:
+    """A slice that reads part of a tensor (a tensor-parallel rank's rows)
+    stops reading whole tensors ahead: they would be read for nothing."""
+    part = next(n for n in BY_NAME[1:] if ARRAYS[n].size >= 4)
+    with hst.safe_open(st_file, "hip", device=0) as f:
+        assert same(BY_NAME[0], f.get_tensor(BY_NAME[0]))
+        assert part in f._ahead.window
+        got = host(f.get_slice(part)[1:3])
+        assert np.array_equal(got, ARRAYS[part][1:3])
+        assert not f._ahead.window and f._ahead.bytes == 0
+        assert f._ahead.misses >= MISSES_TO_STOP
+        for name in BY_NAME:                     # on demand from here, the file's bytes
+            assert same(name, f.get_tensor(name)), name
+            assert not f._ahead.window
+
+
+def test_a_whole_slice_keeps_the_read_ahead(st_file: Path) -> None:
+    """``get_slice(name)[:]`` (and ``get_shape()``) read or look at whole
+    tensors: reading ahead goes on."""
+    name = next(n for n in BY_NAME[1:] if ARRAYS[n].size >= 4)
+    with hst.safe_open(st_file, "hip", device=0) as f:
+        assert same(BY_NAME[0], f.get_tensor(BY_NAME[0]))
+        sl = f.get_slice(name)
+        assert sl.get_shape() == list(ARRAYS[name].shape)
+        assert np.array_equal(host(sl[:]), ARRAYS[name])
+        assert f._ahead.window and f._ahead.misses == 0
+
+
 def test_the_same_tensor_twice_and_skipped_ones(st_file: Path) -> None:
     with hst.safe_open(st_file, "hip", device=0) as f:
         assert same(BY_NAME[0], f.get_tensor(BY_NAME[0]))
