@@ -35,7 +35,7 @@ from hipfile._lib._core cimport (
 from hipfile._lib._streams cimport StreamState
 from hipfile._lib._pool cimport (
     SLOT_DONE, SLOT_PARKED, Slots, give_back, launch_marker, lose_parked, Parked, parked_slots, slot_ptr,
-    slot_state_ptr, sweep_parked, take_slot)
+    slot_state_ptr, take_slot)
 from hipfile._lib._runtime cimport (
     HIP_ERROR_NOT_READY, HIP_EVENT_DISABLE_TIMING, HIP_SUCCESS, c_event_create, c_event_free,
     c_event_rec, destroy_event, event_query, EventType, exiting, fork_gen, raise_forked, hip_fail,
@@ -62,6 +62,11 @@ cdef inline hipFileReadAsync_t _async_fn(int opcode) except NULL:
     return <hipFileReadAsync_t>bind(b"hipFileWriteAsync")
 
 
+cdef inline str _fn_name(int opcode):
+    """The C function of an opcode, as errors name it."""
+    return "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync"
+
+
 cdef int _not_enqueued(FileCore f, AsyncIOHandle h, hipFileError_t e, int err_no,
                        long long appended, size_t nbytes, int opcode, uintptr_t sh) except -1:
     """The library refused the submission: the slot goes back (it keeps no
@@ -74,10 +79,8 @@ cdef int _not_enqueued(FileCore f, AsyncIOHandle h, hipFileError_t e, int err_no
     if e.err == -1 and err_no:
         raise OSError(err_no, os.strerror(err_no))
     if e.err == 5011:     # hipFileHipDriverError: an unknown stream is said to be one
-        raise stream_error(e.hip_drv_err,
-                           "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync", sh)
-    raise_status(e.err, e.hip_drv_err,
-                 "hipFileReadAsync" if opcode == 0 else "hipFileWriteAsync")
+        raise stream_error(e.hip_drv_err, _fn_name(opcode), sh)
+    raise_status(e.err, e.hip_drv_err, _fn_name(opcode))
     return -1
 
 
@@ -611,7 +614,7 @@ cdef class AsyncIOHandle(CompletionBase):
         --------
         hipStreamQuery, hipEventQuery
         """
-        cdef double t = -1.0 if timeout is None else c_as_timeout(timeout)
+        cdef double t = c_as_timeout(timeout)
         if not self._submitted:
             raise ValueError("the handle was never submitted")
         if not self._complete:
@@ -632,8 +635,7 @@ cdef class AsyncIOHandle(CompletionBase):
         cdef ssize_t n = self._s.bytes_done
         if n >= 0:
             return n
-        raise_result(n, 0, "hipFileReadAsync" if self._opcode == 0 else "hipFileWriteAsync",
-                     deferred=True)
+        raise_result(n, 0, _fn_name(self._opcode), deferred=True)
 
     def __repr__(self):
         kind = "read" if self._opcode == 0 else "write"

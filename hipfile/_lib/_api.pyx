@@ -17,7 +17,7 @@ from hipfile._lib._bindings cimport (
     bind, p_hipFileBatchIOGetStatus, p_hipFileDriverGetProperties, p_hipFileGetParameterString,
     p_hipFileHandleRegister)
 from hipfile._lib._core cimport (
-    c_as_index, c_as_positive, c_as_size, BufferCore, c_buffer_info, io_range)
+    c_as_index, c_as_positive, c_as_size, c_buffer_info, io_range)
 from hipfile._lib._streams cimport StreamCore
 from hipfile._lib._wait cimport c_as_timeout
 

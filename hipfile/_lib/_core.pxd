@@ -5,7 +5,6 @@
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
 from hipfile._lib.chipfile cimport hipFileHandle_t, hoff_t
-from hipfile._lib._streams cimport StreamCore, StreamState
 
 cdef enum:
     FIXED_BUF_OFFSET = 1

@@ -40,7 +40,7 @@ from libc.stdint cimport uintptr_t
 
 from hipfile._lib._enums import OpError
 from hipfile._lib._errors import (
-    ClosedFileError, HandleNotRegisteredError, InFlightError, InvalidValueError)
+    ClosedFileError, HandleNotRegisteredError, InFlightError)
 from hipfile._lib import _bindings
 from hipfile._lib._decode cimport foreign_buffer_info, foreign_stream_handle
 from hipfile._lib._streams cimport settle, stream_states, StreamCore, StreamState

@@ -10,7 +10,7 @@ Invariants
   set-up and the load paths never import HIP-Python's Python layer, which
   costs a first call about 0.1 s; HIP-Python still opens the runtime, with
   its own loader, so a process has one copy of it.
-- ``_c_*`` pointers are set once, under the GIL, by ``load_hip_capi``;
+- ``c_*`` pointers are set once, under the GIL, by ``load_hip_capi``;
   they may then be called without the GIL from any thread.
 - Host functions enqueued on a stream (``host_fn_t``) make no HIP call and
   never take the GIL.

@@ -120,6 +120,18 @@ cdef class Deadline:
         return self.at < 0
 
 
+cdef Deadline _deadline_in(double timeout_s):
+    """A :class:`Deadline` of ``timeout_s`` seconds that the caller has
+    checked (< 0: no end), made without the Python-level constructor; a
+    NaN goes through it, which refuses it."""
+    cdef Deadline d
+    if timeout_s != timeout_s:
+        return Deadline(timeout_s)
+    d = Deadline.__new__(Deadline)
+    d.at = -1.0 if timeout_s < 0 else _now() + timeout_s
+    return d
+
+
 cdef int wait_sliced(slice_wait_t wait_slice, void *ctx, Deadline deadline,
                      double slice_s) except -1:
     """The one interruptible wait loop: call ``wait_slice(ctx, seconds)``,
@@ -197,5 +209,5 @@ cdef int wait_interruptible(int kind, uintptr_t target, double timeout_s,
     c.ready_value = ready_value
     c.err = HIP_ERROR_NOT_READY
     c.delay_ns = 10000
-    wait_sliced(_poll_slice, &c, Deadline(None if timeout_s < 0 else timeout_s), 0.002)
+    wait_sliced(_poll_slice, &c, _deadline_in(timeout_s), 0.002)
     return c.err
