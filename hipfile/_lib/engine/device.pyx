@@ -12,13 +12,13 @@ from libc.stdint cimport uint32_t, uintptr_t
 from libc.string cimport memset
 
 from hipfile._lib._core cimport c_as_index
-from hipfile._lib.engine.cengine cimport eng, hfe_event_fn, hfe_runtime
+from hipfile._lib.engine.cengine cimport eng, hfe_event_fn
 from hipfile._lib._runtime cimport (
     HIP_EVENT_DISABLE_TIMING, HIP_SUCCESS, c_event_free, c_event_query, c_event_rec,
     current_device, hip_fail, hip_fn, hipapi, load_hip_capi, stream_fail,
     hc_device_attribute, hc_device_count, hc_device_synchronize, hc_event_create,
     hc_event_destroy, hc_event_record, hc_get_device, hc_host_device_pointer, hc_host_free,
-    hc_host_malloc, hc_stream_create, hc_stream_destroy, hip_handle_fn_t)
+    hc_host_malloc, hc_stream_create, hc_stream_destroy)
 from hipfile._lib._runtime import on_device
 
 eng_capi_tried = 0

@@ -38,8 +38,8 @@ from libc.string cimport memset
 from hipfile._lib._core cimport BufferCore, FileCore
 from hipfile._lib.engine.cengine cimport eng, hfe_op, hfe_ring, hfe_set_device_fn
 from hipfile._lib.engine.device cimport (
-    HIP_HOST_MALLOC_MAPPED, HIP_STREAM_NON_BLOCKING, c_event_record, c_memcpy_batch,
-    c_set_device, c_stream_wait_event, eng_defaults, eng_rt, eng_task_default, eng_threads_wanted, flag_pools, Flag, FlagPool,
+    HIP_HOST_MALLOC_MAPPED, HIP_STREAM_NON_BLOCKING, c_event_record,
+    c_set_device, c_stream_wait_event, eng_defaults, eng_task_default, eng_threads_wanted, flag_pools, Flag, FlagPool,
     load_engine_capi, per_device, PerDevice, release_per_device, settings_module)
 from hipfile._lib.engine.device import (
     MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS, eng_options_changed)

@@ -10,7 +10,6 @@ from hipfile._lib.engine.handle cimport StreamIOHandle
 
 cdef class StagedPlan:
     cdef hfe_piece *pieces
-    cdef int n
     cdef hfe_op **groups
     cdef uint64_t *cdev           # a read operation's completion flag (device address)
     cdef uint32_t *cval           # ... and the value that completes it
@@ -27,7 +26,6 @@ cdef StreamIOHandle new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t bo
 cdef StagedPlan plan_staged(FileCore f, int opcode, int fd, uintptr_t base,
                             hfe_span *checked, int n, uintptr_t sh, int device, FlagPool pool,
                             size_t task, bint grouped, const int *fds, const long long *ends)
-cdef Flag staged_gate(uintptr_t sh, bint prefetch)
 cdef long long file_end(FileCore f, int fd) except -1
 cdef int record_write_end(FileCore f, long long wend) except -1
 cdef int direct_descriptor(FileCore f, hfe_span *checked, int n) except -2

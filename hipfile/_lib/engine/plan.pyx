@@ -3,9 +3,8 @@
 submit.pyx): its ranges parsed and checked against the buffer, a lone
 range's task size, the files of a many-file operation checked, and the
 staged path's plan (each range clipped at its file's end, one handle and
-engine operation per operation, completion flags) and gate. Nothing here
-enqueues stream work or hands chunks to the engine's threads, except the
-gate's flag write on the caller's stream."""
+engine operation per operation, completion flags). Nothing here enqueues
+stream work or hands chunks to the engine's threads."""
 
 import errno
 import os
@@ -18,10 +17,8 @@ from libc.stdlib cimport calloc, free, malloc
 
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._core cimport FileCore, check_file, io_range, range_fits
-from hipfile._lib._runtime cimport HIP_SUCCESS, stream_device, stream_fail, stream_query
 from hipfile._lib.engine.cengine cimport eng, hfe_op, hfe_piece, hfe_span
-from hipfile._lib.engine.device cimport (
-    Flag, FlagPool, eng_threads_wanted, pool_for, write_value32)
+from hipfile._lib.engine.device cimport eng_threads_wanted
 from hipfile._lib.engine.device import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
 from hipfile._lib.engine.handle cimport StreamIOHandle
 
@@ -238,7 +235,6 @@ cdef StagedPlan plan_staged(FileCore f, int opcode, int fd, uintptr_t base,
             if checked[i].len and checked[i].file_offset + <long long>checked[i].len > wend:
                 wend = checked[i].file_offset + <long long>checked[i].len
         record_write_end(f, wend)
-    plan.n = n
     plan.ng = 1 if grouped else n
     plan.handles = []
     plan.pieces = <hfe_piece *>malloc(n * sizeof(hfe_piece))
@@ -284,32 +280,6 @@ cdef StagedPlan plan_staged(FileCore f, int opcode, int fd, uintptr_t base,
         plan.abandon()
         raise
     return plan
-
-
-cdef Flag staged_gate(uintptr_t sh, bint prefetch):
-    """The gate of a staged read: its file I/O starts once the caller's
-    stream has passed this point, a flag the stream writes. A stream found
-    idle needs none (what it ran before, the writes of this engine
-    included, is done; the copies are enqueued behind anything enqueued
-    meanwhile); a prefetch reads at once (its copies still wait for the
-    stream). Returns the flag, or None."""
-    cdef int sdev = stream_device(sh)
-    cdef FlagPool spool = pool_for(sdev)
-    cdef Flag gflag
-    cdef uint32_t gvalue
-    cdef int qerr
-    if not spool.memops:
-        raise ValueError("the stream's device cannot use stream waits: "
-                         "the buffer and the stream must be on one device")
-    if prefetch or stream_query(sh) == HIP_SUCCESS:
-        return None
-    gflag = spool.take()
-    gvalue = gflag.next_value()
-    qerr = write_value32(sh, gflag.devptr, gvalue)
-    if qerr != HIP_SUCCESS:
-        spool.free.append(gflag)
-        stream_fail(qerr, "hipStreamWriteValue32", sh)
-    return gflag
 
 
 cdef long long file_end(FileCore f, int fd) except -1:

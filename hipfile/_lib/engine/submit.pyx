@@ -28,7 +28,7 @@ from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle
 from hipfile._lib.engine.ops cimport Ring, eng_start, eng_sweep, ring_for
 from hipfile._lib.engine.plan cimport (
     StagedPlan, enter_files, entry_files, group_spans, lone_range_task, new_handle,
-    parse_ranges, plan_staged, record_write_end, staged_gate)
+    parse_ranges, plan_staged, record_write_end)
 
 
 cdef void *_get_io(int opcode) except NULL:
@@ -80,8 +80,6 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
     cdef PyObject *state = NULL
 
     cdef Py_ssize_t count = 0
-    cdef size_t total = 0
-    cdef int ways
     cdef hfe_span *checked = NULL
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     try:   # counted in f._entering by the preamble until the handles hold the file
@@ -120,7 +118,7 @@ cdef int _record_write_ends(list files, list idx, hfe_span *checked, int n) exce
     return 0
 
 
-cdef int _entry_ranges(list entries, list idx, list file_fds, list file_ends, size_t length,
+cdef int _entry_ranges(object entries, list idx, list file_fds, list file_ends, size_t length,
                        hfe_span *checked, int *fds, long long *ends) except -1:
     """Each entry's range checked against the buffer (the one range check),
     with its file's descriptor and end."""
@@ -162,7 +160,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     cdef BufferCore bc = None
     cdef object buf_owner, stream_owner = None
     cdef PyObject *state = NULL
-    cdef Py_ssize_t n, i, k
+    cdef Py_ssize_t n
     cdef hfe_span *checked = NULL
     cdef int *fds = NULL
     cdef long long *ends = NULL
@@ -170,7 +168,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     cdef bint is_device = 0
     cdef FlagPool pool
     cdef int opcode = 1 if write else 0
-    if type(entries) is not list:
+    if not isinstance(entries, (list, tuple)):
         entries = list(entries)
     n = len(entries)
     if n == 0:
@@ -264,12 +262,12 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
                          uintptr_t sh, int device, FlagPool pool, size_t task, bint ordered,
                          bint grouped, bint prefetch, const int *fds, const long long *ends):
     """The staged path: plan (:func:`plan_staged`), gate
-    (:func:`staged_gate`), hand the chunks to the engine and enqueue the
+    (:func:`_staged_gate`), hand the chunks to the engine and enqueue the
     stream's side (``hfe_stage_submit``). ``fds``/``ends`` (a many-file
     submission, else NULL): each range's descriptor and, for a read, the
     end of its file (the caller then keeps the files' write ends itself). A
     one-file read goes through the file's ``O_DIRECT`` descriptor (``fd``
-    for what that refuses) where :func:`direct_fd` says so."""
+    for what that refuses) where ``direct_descriptor`` says so."""
     cdef Ring ring = ring_for(device)
     cdef StagedPlan plan = plan_staged(f, opcode, fd, base, checked, n, sh, device, pool,
                                          task, grouped, fds, ends)
@@ -282,7 +280,7 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
     cdef int rc = 0
     try:
         if opcode == 0:
-            gflag = staged_gate(sh, prefetch)
+            gflag = _staged_gate(sh, prefetch)
             if gflag is not None:
                 gate = gflag.ptr
                 gvalue = gflag.value
@@ -347,6 +345,39 @@ cdef int _submitted_anyway(FileCore f, list handles) except -1:
     return 0
 
 
+cdef Flag _write_gate(FlagPool spool, uintptr_t sh, int *qerr):
+    """A flag of ``spool`` that ``sh`` writes at this point of the stream
+    (its value is ``flag.value``), or None when the write could not be
+    enqueued (``qerr``: the error; the flag went back)."""
+    cdef Flag gflag = spool.take()
+    qerr[0] = write_value32(sh, gflag.devptr, gflag.next_value())
+    if qerr[0] != HIP_SUCCESS:
+        spool.free.append(gflag)
+        return None
+    return gflag
+
+
+cdef Flag _staged_gate(uintptr_t sh, bint prefetch):
+    """The gate of a staged read: its file I/O starts once the caller's
+    stream has passed this point, a flag the stream writes. A stream found
+    idle needs none (what it ran before, the writes of this engine
+    included, is done; the copies are enqueued behind anything enqueued
+    meanwhile); a prefetch reads at once (its copies still wait for the
+    stream). Returns the flag, or None."""
+    cdef FlagPool spool = pool_for(stream_device(sh))
+    cdef Flag gflag
+    cdef int qerr
+    if not spool.memops:
+        raise ValueError("the stream's device cannot use stream waits: "
+                         "the buffer and the stream must be on one device")
+    if prefetch or stream_query(sh) == HIP_SUCCESS:
+        return None
+    gflag = _write_gate(spool, sh, &qerr)
+    if gflag is None:
+        stream_fail(qerr, "hipStreamWriteValue32", sh)
+    return gflag
+
+
 cdef Flag _gate_workers(hfe_op **ops, int m, uintptr_t sh):
     """Hand the worker path's operations to the engine behind the caller's
     stream: at once when the stream is idle, else gated on a flag the
@@ -356,7 +387,6 @@ cdef Flag _gate_workers(hfe_op **ops, int m, uintptr_t sh):
     cdef int qerr = stream_query(sh)
     cdef FlagPool spool
     cdef Flag gflag = None
-    cdef uint32_t gvalue
     cdef uintptr_t gate_event
     if qerr == HIP_SUCCESS:
         rc = eng.submit(ops, m, NULL, 0, NULL)
@@ -366,13 +396,9 @@ cdef Flag _gate_workers(hfe_op **ops, int m, uintptr_t sh):
         sdev = stream_device(sh)
         spool = pool_for(sdev)
         if spool.memops:
-            gflag = spool.take()
-            gvalue = gflag.next_value()
-            if write_value32(sh, gflag.devptr, gvalue) == HIP_SUCCESS:
-                rc = eng.submit(ops, m, gflag.ptr, gvalue, NULL)
-            else:
-                spool.free.append(gflag)
-                gflag = None
+            gflag = _write_gate(spool, sh, &qerr)
+            if gflag is not None:
+                rc = eng.submit(ops, m, gflag.ptr, gflag.value, NULL)
         if rc == -1:
             # an event the gate thread polls (no host function)
             gate_event = record_gate_event(sh, sdev)
