@@ -16,7 +16,6 @@ class AppendPlacement(FileCore):
     :class:`~hipfile.FileHandle`, which sets ``_appends``, ``_append_lock``
     and ``_append_end`` when it is made)."""
 
-    _appends: bool
     _append_lock: threading.Lock
     _append_end: int
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import threading
 from typing import TYPE_CHECKING, Any, Union
 
 if TYPE_CHECKING:
@@ -17,8 +18,9 @@ if TYPE_CHECKING:
 
     from hipfile.engine import StreamIOHandle
 
-__all__ = ["MODES", "O_DIRECT", "Ranges", "buffered_twin", "fourth_argument", "is_direct",
-           "is_read_only", "mode_string", "one_group", "parse_mode", "raise_if_read_only"]
+__all__ = ["MODES", "O_DIRECT", "TWIN_LOCK", "Ranges", "buffered_twin", "fourth_argument",
+           "is_direct", "is_read_only", "mode_string", "one_group", "parse_mode",
+           "raise_if_read_only"]
 
 #: ``os.O_DIRECT`` where the platform has it (0 elsewhere).
 O_DIRECT: int = getattr(os, "O_DIRECT", 0)
@@ -107,6 +109,12 @@ def mode_string(flags: int) -> str:
 def is_direct(fd: int) -> bool:
     """Whether ``fd`` was opened with ``O_DIRECT``."""
     return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & O_DIRECT)
+
+
+#: Held while a handle opens its second descriptor of a file (the buffered
+#: twin of an ``O_DIRECT`` one, or the ``O_DIRECT`` one of a buffered
+#: file), so that it is opened once.
+TWIN_LOCK = threading.Lock()
 
 
 def buffered_twin(fd: int) -> int:

@@ -16,6 +16,7 @@ from hipfile._lifetime import ClosesWhenCollected, drain, exit_block, finalize
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError, InFlightTimeoutError
 from hipfile.file._args import (
+    TWIN_LOCK,
     buffered_twin,
     fourth_argument,
     is_direct,
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FileHandle"]
 
-_TWIN_LOCK = threading.Lock()
 _REGISTER_LOCK = threading.Lock()
 
 
@@ -457,7 +457,7 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
             fd = self.fileno()
             if not is_direct(fd):
                 return fd
-            with _TWIN_LOCK:
+            with TWIN_LOCK:
                 if self._buffered_fd is None:
                     self._buffered_fd = buffered_twin(fd)
         return self._buffered_fd

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import io_range_or_host
@@ -13,16 +12,13 @@ from hipfile._lib import _hipfile
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError
 from hipfile.file._append import AppendPlacement
-from hipfile.file._args import O_DIRECT, Ranges, is_direct, one_group
+from hipfile.file._args import O_DIRECT, TWIN_LOCK, Ranges, is_direct, one_group
 from hipfile.file._residency import cached_fraction
 
 if TYPE_CHECKING:
     from hipfile.engine import StreamIOHandle
 
 __all__ = ["StreamOrderedIO"]
-
-_DIRECT_LOCK = threading.Lock()
-
 
 class StreamOrderedIO(AppendPlacement):
     """The engine's calls on an open file: the base of
@@ -35,7 +31,6 @@ class StreamOrderedIO(AppendPlacement):
     _flags: int
 
     if TYPE_CHECKING:
-        def fileno(self) -> int: ...
         def _posix_fd(self) -> int: ...
         def _closed_reason(self) -> str: ...
 
@@ -260,7 +255,7 @@ class StreamOrderedIO(AppendPlacement):
             return fd
         if cached_fraction(fd, sample_pages=256) >= 0.5:
             return -1
-        with _DIRECT_LOCK:
+        with TWIN_LOCK:
             if self._direct_fd is None:
                 try:
                     self._direct_fd = os.open(f"/proc/self/fd/{fd}",

@@ -210,7 +210,8 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
 
     def get_slice(self, name: str) -> SafeSlice:
         """A lazy view of one tensor: its shape and dtype, and indexing that
-        reads only the rows it needs.
+        reads only the rows it needs. Indexing that reads part of the tensor
+        stops the handle's read-ahead (see :meth:`get_tensor`).
 
         Raises
         ------

@@ -104,12 +104,13 @@ class SafeSlice:
         _check_bounds(dims, display, shape)
         full = dims + [_Dim(0, n, 1, False) for n in shape[len(dims):]]
         framework = self._owner._framework
-        if any(d.select or (d.start, d.stop, d.step) != (0, n, 1)
-               for d, n in zip(full, shape, strict=True)):
+        whole = all(not d.select and (d.start, d.stop, d.step) == (0, n, 1)
+                    for d, n in zip(full, shape, strict=True))
+        if not whole:
             with self._owner._lock:
                 self._owner._ahead.reading_parts()
         if info.dtype.bits % 8:
-            return self._packed(full)
+            return self._packed(full, whole)
         isz = info.dtype.bits // 8
         strides = _strides(shape)
         counts = [d.count() for d in full]
@@ -177,12 +178,11 @@ class SafeSlice:
             assert isinstance(fh, FileHandle)
             return finish(owner, submit_one(owner, fh, result, runs, now=True))
 
-    def _packed(self, full: list[_Dim]) -> Any:
+    def _packed(self, full: list[_Dim], whole: bool) -> Any:
         """A selection of a tensor whose elements are not whole bytes (F4,
-        F6): the tensor is read whole and indexed by the framework."""
+        F6): the tensor is read whole and indexed by the framework
+        (``whole``: the selection is the whole tensor)."""
         info = self._info
-        whole = all(not d.select and (d.start, d.stop, d.step) == (0, n, 1)
-                    for d, n in zip(full, info.shape, strict=True))
         data = self._owner._read([info])[info.name]
         if whole:
             return data
