@@ -1,21 +1,34 @@
-"""Parallel reads and writes: one range split into tasks on a thread pool.
+"""Parallel reads and writes: one range split into tasks, run on other threads.
 
-:func:`pread` and :func:`pwrite` split ``size`` bytes into tasks of
-``task_size`` bytes, run each task's synchronous ``hipFileRead`` /
-``hipFileWrite`` loop on a thread pool (the calls release the GIL) and return
+:func:`pread` and :func:`pwrite` split ``size`` bytes into tasks and return
 an :class:`IOFuture` at once::
 
     fut = hipfile.pread(fh, device_array)          # or fh.pread(device_array)
     ...                                            # overlap other work
     nbytes = fut.result()
 
-The file and buffer are kept alive until every task has ended; closing the
+Where the tasks run:
+
+* **device memory** (no ``executor`` given): on the threads of the
+  package's one I/O runtime, the engine of :mod:`hipfile.engine`, by its
+  ``engine_data_path``: through its pinned staging ring (POSIX reads and
+  writes, ``O_DIRECT`` for a large read of a file the page cache lacks, and
+  copies on the device's own stream), or ``hipFileRead``/``hipFileWrite``
+  on its threads. No Python thread is involved and nothing is ordered
+  after a stream; ``engine_threads`` and ``engine_task_size`` apply (a lone
+  range below one task per thread is cut into one part per thread).
+* **host memory**, memory hipFile does not know as device memory, an append
+  handle's writes, or a given ``executor``: tasks of ``task_size`` bytes
+  (``HIPFILE_TASK_SIZE``, 4 MiB) on a :class:`concurrent.futures` pool
+  (default: the module's, of ``num_threads`` threads, ``HIPFILE_NTHREADS``,
+  ``min(8, os.cpu_count())``), each a ``hipFileRead``/``hipFileWrite`` or
+  POSIX ``preadv``/``pwritev`` loop (the calls release the GIL).
+* one task of at most :data:`INLINE_MAX` bytes: in the calling thread; the
+  future is done on return.
+
+The file and buffer are kept alive until the request has ended; closing the
 file or deregistering the :class:`~hipfile.Buffer` meanwhile raises
 :class:`~hipfile.InFlightError`.
-
-Defaults come from :mod:`hipfile.defaults`: ``task_size`` (bytes per task,
-``HIPFILE_TASK_SIZE``, 4 MiB) and ``num_threads`` (threads of the default
-pool, ``HIPFILE_NTHREADS``, ``min(8, os.cpu_count())``).
 """
 
 from __future__ import annotations
@@ -49,8 +62,9 @@ DEFAULT_TASK_SIZE = 4 << 20
 
 
 def default_task_size() -> int:
-    """Bytes per task when ``task_size`` is not given:
+    """Bytes per task of a pool when ``task_size`` is not given:
     ``hipfile.defaults.task_size()`` (``HIPFILE_TASK_SIZE``, else 4 MiB).
+    (Device memory on the engine's threads takes ``engine_task_size``.)
 
     Raises
     ------
@@ -369,14 +383,17 @@ class IOFuture:
     def cancel(self) -> bool:
         """Cancel the request, best effort.
 
-        Tasks not yet started are dropped and running ones stop at their
-        next chunk; bytes already moved stay moved.
+        On a pool, tasks not yet started are dropped and running ones stop
+        at their next chunk; bytes already moved stay moved. A request of
+        device memory on the engine's threads runs to its end once
+        submitted, as a running :class:`concurrent.futures.Future` does.
 
         Returns
         -------
         bool
-            False if the request had already ended, True otherwise (it then
-            ends as canceled: :meth:`result` raises ``CancelledError``).
+            False if the request had already ended or runs on the engine,
+            True otherwise (it then ends as canceled: :meth:`result` raises
+            ``CancelledError``).
         """
         with self._lock:
             if self._event.is_set():
@@ -452,8 +469,9 @@ class IOFuture:
 
     def add_done_callback(self, fn: Callable[[IOFuture], Any]) -> None:
         """Call ``fn(self)`` once every task has ended (at once if already
-        done). Runs in the thread that ended the last task; exceptions are
-        logged and ignored."""
+        done). Runs in the thread that ended the last task (on the engine:
+        the first thread to see the request end, a pool thread if nobody
+        waits); exceptions are logged and ignored."""
         with self._lock:
             if not self._event.is_set():
                 self._callbacks.append(fn)
@@ -471,6 +489,88 @@ class IOFuture:
         else:
             state = f"done result={self._result}"
         return f"<hipfile.IOFuture {kind} nbytes={self._nbytes} {state}>"
+
+
+class _EngineFuture(IOFuture):
+    """An :class:`IOFuture` whose bytes move on the engine's threads (a
+    request of device memory on the default pool): its outcome is the
+    engine handle's. The file and buffer are released when the request
+    ends (the engine's sweeps observe it), as a pool task releases them."""
+
+    def __init__(self, nbytes: int, write: bool, handle: Any) -> None:
+        super().__init__(nbytes, write)
+        self._handle = handle
+        self._watcher: Future[None] | None = None
+
+    def _poll(self) -> bool:
+        """Whether the request has ended; records its outcome once it has."""
+        if self._event.is_set():
+            return True
+        if not self._handle.done():
+            return False
+        self._conclude()
+        return True
+
+    def _conclude(self) -> None:
+        # the handle has ended: its result or its error, recorded once;
+        # then the callbacks run, in this thread
+        try:
+            result, error = self._handle.wait(0), None
+        except Exception as exc:     # the request's own error
+            result, error = 0, exc
+        with self._lock:
+            if self._event.is_set():
+                return
+            self._result = result
+            self._exception = error
+            callbacks, self._callbacks = self._callbacks, []
+            self._event.set()
+        for fn in callbacks:
+            self._invoke(fn)
+
+    def done(self) -> bool:
+        return self._poll()
+
+    def running(self) -> bool:
+        return not self._poll()
+
+    def cancelled(self) -> bool:
+        return False
+
+    def cancel(self) -> bool:
+        # the engine runs a request to its end once it has it
+        return False
+
+    def _wait(self, timeout: float | None) -> None:
+        seconds = as_timeout(timeout)
+        if self._poll():
+            return
+        try:
+            self._handle.wait(seconds)
+        except TimeoutError:
+            if not self._handle.done():
+                raise TimeoutError(f"{self!r} not done after {timeout} s") from None
+        except Exception:
+            pass                     # the request's error: _conclude records it
+        self._conclude()
+
+    def _watch(self) -> None:
+        # on the pool, for callbacks given before the end: wait, then run them
+        self._wait(None)
+
+    def add_done_callback(self, fn: Callable[[IOFuture], Any]) -> None:
+        if not self._poll():
+            with self._lock:
+                if not self._event.is_set():
+                    self._callbacks.append(fn)
+                    if self._watcher is None:
+                        self._watcher = _default_executor().submit(self._watch)
+                    return
+        self._invoke(fn)
+
+    def __repr__(self) -> str:
+        self._poll()
+        return super().__repr__()
 
 
 #: A request of at most this many bytes, one task, runs in the calling
@@ -495,6 +595,15 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
         check_writable(view, write, buffer)
         if host_fd is None:
             raise TypeError(f"{type(fh).__name__} does not support host buffers")
+
+    if (executor is None and view is None and not appends
+            and size > min(tsize, INLINE_MAX)):
+        # device memory on the default pool: the engine's threads move it
+        on_engine = _hipfile.engine_transfer(
+            fh, buffer, size, file_offset, buffer_offset, write=write, task_size=task_size,
+            fd=fh._engine_fd() if hasattr(fh, "_engine_fd") else -1)
+        if on_engine is not None:
+            return _EngineFuture(size, write, on_engine)
 
     core = owner if isinstance(owner, BufferCore) else None
     # Check and hold in one step, so that a close racing with this call
@@ -604,15 +713,18 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
         keyword-only; as a fifth positional argument it still works, with a
         :class:`DeprecationWarning`.
     task_size
-        Bytes per task (default ``hipfile.defaults.task_size()``).
+        Bytes per task (default: device memory, the engine's
+        ``engine_task_size``, a lone range cut into one part per thread;
+        otherwise ``hipfile.defaults.task_size()``).
     executor
         A :class:`concurrent.futures.Executor` to run the tasks on (default:
-        the module's thread pool of ``hipfile.defaults.num_threads()``
-        threads).
+        device memory on the engine's threads, anything else on the
+        module's thread pool of ``hipfile.defaults.num_threads()`` threads;
+        see the module's text).
 
-    Each task calls ``hipFileRead`` until its part is read or the call
-    returns 0 (end of file): a short count in the middle of the file is read
-    again, never taken for end of file. Parts past end of file read 0 bytes.
+    Each task reads until its part is read or a call returns 0 (end of
+    file): a short count in the middle of the file is read again, never
+    taken for end of file. Parts past end of file read 0 bytes.
 
     Returns
     -------
@@ -640,7 +752,7 @@ def pread(fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
 
     See Also
     --------
-    hipFileRead, preadv
+    hipFileRead, preadv, hipMemcpyAsync
     """
     buffer_offset = _positional_buffer_offset("pread", legacy, buffer_offset)
     return _submit(False, fh, buffer, size, file_offset, buffer_offset, task_size, executor)
@@ -660,14 +772,16 @@ def pwrite(fh: Any, buffer: Any, size: int | None = None, file_offset: int | Non
     an append handle a given ``file_offset`` must be that end, else
     :class:`ValueError`.
 
-    Each task calls ``hipFileWrite`` until its part is written; a call that
-    writes 0 bytes fails the future with :class:`OSError` (``EIO``), so
-    ``result()`` is always ``size``. Host buffers are written with POSIX
-    ``pwritev``.
+    Each task writes until its part is written; a call that writes 0
+    bytes fails the future with :class:`OSError` (``EIO``), so
+    ``result()`` is always ``size``. Device memory is written on the
+    engine's threads (``hipFileWrite``, or its staging ring: a copy to
+    pinned memory on the device's own stream, then POSIX ``pwrite``); host
+    buffers with POSIX ``pwritev`` on the pool.
 
     See Also
     --------
-    hipFileWrite, pwritev
+    hipFileWrite, pwritev, hipMemcpyAsync
     """
     buffer_offset = _positional_buffer_offset("pwrite", legacy, buffer_offset)
     return _submit(True, fh, buffer, size, file_offset, buffer_offset, task_size, executor)

@@ -6,6 +6,7 @@ import concurrent.futures
 import errno
 import os
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ from hip import hip
 
 import hipfile
 from hipfile import Buffer, FileHandle, IOFuture, parallel
+from hipfile._lib import _hipfile
 
 N = 1 << 18
 
@@ -186,24 +188,67 @@ def test_zero_size_completes_at_once(driver, data_file):
         fh.close()
 
 
-@pytest.mark.emulated
-def test_short_transfers_are_looped(driver, data_file):
+class Route:
+    """Where a pread/pwrite of device memory runs: ``"pool"`` (an executor
+    given: tasks of hipFile calls on it), or on the engine's threads by each
+    of its data paths (``"staged"``, ``"hipfile"``); with a fault injector
+    for the file calls of that route."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.pool = CountingExecutor(2) if name == "pool" else None
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return {"executor": self.pool} if self.pool is not None else {}
+
+    def inject(self, err: int = 0, *, count: int = 1, after: int = 0, short: int = 0,
+               write: bool = False) -> None:
+        if self.name == "staged":
+            _hipfile.engine_inject_faults(err, count if err else 0, short, after)
+            return
+        if err:
+            emu().inject_fault("write" if write else "read", err, count=count, after=after)
+        if short:
+            emu().set_short_transfer(short)
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown()
+        _hipfile.engine_inject_faults()
+        emu().set_short_transfer(None)
+
+
+@pytest.fixture(params=["pool", "staged", "hipfile"])
+def route(request: pytest.FixtureRequest) -> Iterator[Route]:
+    if hipfile.platforms.active() != "emulated":
+        pytest.skip("faults are injected on the emulated platform")
+    if request.param == "staged" and hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("the staged path needs stream waits")
+    r = Route(request.param)
+    with hipfile.defaults.set("engine_data_path", "hipfile" if r.name == "hipfile" else "auto"):
+        try:
+            yield r
+        finally:
+            r.close()
+
+
+def test_short_transfers_are_looped(driver, data_file, route):
     path, data = data_file
-    emu().set_short_transfer(1000)
+    route.inject(short=1000)
     with device_array(N) as dev, FileHandle(path) as fh:
-        assert hipfile.pread(fh, dev, task_size=50_000).result(timeout=30) == N
+        assert hipfile.pread(fh, dev, task_size=50_000, **route.kwargs).result(30) == N
         assert np.array_equal(from_device(dev, N), data)
 
 
 # -- errors ---------------------------------------------------------------------
 
 
-@pytest.mark.emulated
-def test_error_in_one_task_propagates(driver, data_file):
+def test_error_in_one_task_propagates(driver, data_file, route):
     path, _ = data_file
-    emu().inject_fault("read", errno.EIO, count=1, after=3)
+    route.inject(errno.EIO, count=1, after=3)
     with device_array(N) as dev, FileHandle(path) as fh:
-        fut = hipfile.pread(fh, dev, task_size=4096)
+        fut = hipfile.pread(fh, dev, task_size=4096, **route.kwargs)
         with pytest.raises(OSError) as info:
             fut.result(timeout=30)
         assert info.value.errno == errno.EIO
@@ -212,13 +257,115 @@ def test_error_in_one_task_propagates(driver, data_file):
         fh.close()  # released although a task failed
 
 
-@pytest.mark.emulated
-def test_hipfile_error_in_a_write_task(driver, tmp_path):
+def test_error_in_a_write_task(driver, tmp_path, route):
+    """A failing write call fails the future: a hipFile error as its
+    exception where hipFile moves the bytes, the system error on the
+    staged path."""
     path = tmp_path / "w.bin"
-    emu().inject_fault("write", int(hipfile.OpError.INTERNAL_ERROR), count=1)
+    err = errno.ENOSPC if route.name == "staged" else int(hipfile.OpError.INTERNAL_ERROR)
+    route.inject(err, count=1, write=True)
     with device_array(N) as dev, FileHandle(path, os.O_RDWR | os.O_CREAT) as fh:
-        with pytest.raises(hipfile.InternalError):
-            fh.pwrite(dev, task_size=1 << 16).result(timeout=30)
+        fut = fh.pwrite(dev, task_size=1 << 16, **route.kwargs)
+        expected = OSError if route.name == "staged" else hipfile.InternalError
+        with pytest.raises(expected) as info:
+            fut.result(timeout=30)
+        if route.name == "staged":
+            assert info.value.errno == errno.ENOSPC
+    assert fh.closed
+
+
+# -- device memory on the engine --------------------------------------------------
+
+
+def test_device_memory_moves_on_the_engine(driver, data_file, tmp_path):
+    """pread/pwrite of device memory on the default pool, in more than one
+    task, run on the engine's threads (one runtime): no thread of the
+    module's pool starts, and the bytes are the file's, offsets and end of
+    file included."""
+    path, data = data_file
+    parallel.shutdown()
+    with device_array(N) as dev, FileHandle(path) as fh:
+        check(hip.hipMemset(dev, 0, N))
+        fut = fh.pread(dev, 100_000, 1234, buffer_offset=777, task_size=16384)
+        assert isinstance(fut, IOFuture)
+        assert fut.result(timeout=30) == 100_000
+        assert fut.done() and not fut.running() and fut.exception() is None
+        assert "result=100000" in repr(fut)
+        host = from_device(dev, N)
+        assert np.array_equal(host[777:100_777], data[1234:101_234])
+        assert not host[:777].any() and not host[100_777:].any()
+        assert fh.pread(dev, N, N - 50_000, task_size=16384).result(30) == 50_000  # the end
+        assert fh.pread(dev, N, N + 10, task_size=16384).result(30) == 0          # past it
+    out = tmp_path / "out.bin"
+    with device_array(N) as dev, FileHandle(out, os.O_RDWR | os.O_CREAT) as fh:
+        to_device(dev, data)
+        assert fh.pwrite(dev, N - 3000, 3000, buffer_offset=3000,
+                         task_size=16384).result(30) == N - 3000
+    on_disk = np.frombuffer(out.read_bytes(), np.uint8)
+    assert np.array_equal(on_disk[3000:], data[3000:])
+    assert parallel._pool is None
+
+
+def test_an_ended_request_releases_the_file_unobserved(driver, data_file):
+    """A request on the engine releases its file and buffer when it ends,
+    as a pool task does: a close after its end succeeds though nobody
+    asked the future, which then still gives its result."""
+    path, data = data_file
+    with device_array(N) as dev, Buffer(dev) as buf:
+        fh = FileHandle(path).open()
+        fut = fh.pread(buf, N, task_size=16384)
+        deadline = time.monotonic() + 30
+        while hipfile.engine.info()["outstanding"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        fh.close()
+        buf.deregister()
+        assert fut.result(timeout=0) == N
+        assert np.array_equal(from_device(dev, N), data)
+
+
+@pytest.mark.parametrize("route", ["staged", "hipfile"], indirect=True)
+def test_a_request_on_the_engine_in_flight(driver, data_file, route):
+    """While a request on the engine runs: the file and a registered buffer
+    refuse to close (InFlightError), a wait times out, cancel() says no (the
+    engine runs it to its end), and callbacks given meanwhile run once it
+    ends, each once, in order; a later close succeeds."""
+    path, data = data_file
+    route.inject(short=1)                      # a read that crawls
+    with device_array(N) as dev:
+        fh = FileHandle(path).open()
+        buf = Buffer(dev)
+        buf.register()
+        fut = hipfile.pread(fh, buf, task_size=1 << 16)
+        calls: list[tuple[str, int]] = []
+        ended = threading.Event()
+
+        def broken(f: IOFuture) -> None:
+            raise RuntimeError("ignored")
+
+        def last(f: IOFuture) -> None:
+            calls.append(("last", f.result()))
+            ended.set()
+
+        try:
+            assert not fut.done() and fut.running() and "running" in repr(fut)
+            fut.add_done_callback(lambda f: calls.append(("first", f.result())))
+            fut.add_done_callback(broken)
+            fut.add_done_callback(last)
+            with pytest.raises(hipfile.InFlightError):
+                fh.close()
+            with pytest.raises(hipfile.InFlightError):
+                buf.deregister()
+            with pytest.raises(TimeoutError):
+                fut.result(timeout=0.01)
+            assert not fut.cancel() and not fut.cancelled()
+        finally:
+            route.close()
+        assert fut.result(timeout=30) == N
+        assert ended.wait(30)
+        assert calls == [("first", N), ("last", N)]
+        fh.close()
+        buf.deregister()
+        assert np.array_equal(from_device(dev, N), data)
 
 
 def test_closing_mid_flight_raises(driver, data_file, blocked):
@@ -476,7 +623,7 @@ def test_read_and_write_take_task_size(driver, data_file, tmp_path, write):
 def test_a_small_pread_is_done_on_return(driver, data_file):
     """A request of one task of at most 256 KiB runs in the calling thread:
     its future is done when pread returns, with the same outcome, errors
-    included, as the pool gives; a larger one goes to the pool."""
+    included, as the pool gives."""
     path, data = data_file
     with device_array(N) as dev, FileHandle(path) as fh:
         fut = fh.pread(dev, 4096, 8192)

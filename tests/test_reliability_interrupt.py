@@ -4,6 +4,7 @@ in a tight submit loop leaks no pinned memory."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import gc
 import os
 import random
@@ -79,21 +80,32 @@ def test_batch_wait_is_interruptible_and_keeps_the_events(driver, data_file):
         assert np.array_equal(from_device(dev, N), data)
 
 
-def test_parallel_result_is_interruptible(driver, data_file):
+@pytest.mark.parametrize("where", ["engine", "pool"])
+def test_parallel_result_is_interruptible(driver, data_file, where):
+    """``pread(...).result()`` on the engine's threads (device memory) and
+    on a thread pool (an executor given)."""
+    from hipfile._lib import _hipfile
+
     path, data = data_file
     big = np.tile(data, 256)
     path.write_bytes(big.tobytes())
-    emu().set_short_transfer(1)  # one byte a call: the read runs for seconds
+    # one byte a call, through hipFile or the staged path: the read runs for seconds
+    emu().set_short_transfer(1)
+    _hipfile.engine_inject_faults(short_max=1)
+    pool = concurrent.futures.ThreadPoolExecutor(1) if where == "pool" else None
     with device_array(big.nbytes) as dev, FileHandle(path) as fh:
-        fut = fh.pread(dev, big.nbytes, task_size=big.nbytes)
+        fut = fh.pread(dev, big.nbytes, task_size=big.nbytes, executor=pool)
         try:
             late = blocked_until_interrupt(fut.result)
             assert late < 0.5
             assert not fut.done()
         finally:
             emu().set_short_transfer(None)
+            _hipfile.engine_inject_faults()
         assert fut.result(timeout=60) == big.nbytes
         assert np.array_equal(from_device(dev, big.nbytes), big)
+    if pool is not None:
+        pool.shutdown()
 
 
 def test_with_block_wait_is_interruptible(driver, data_file):

@@ -112,7 +112,12 @@ from hipfile._lib.engine.ops import (
     engine_shutdown,
     ring_layout,
 )
-from hipfile._lib.engine.submit import engine_prepare, engine_submit, engine_submit_files
+from hipfile._lib.engine.submit import (
+    engine_prepare,
+    engine_submit,
+    engine_submit_files,
+    engine_transfer,
+)
 
 __all__ = [
     "DL_CPU",
@@ -174,6 +179,7 @@ __all__ = [
     "engine_shutdown",
     "engine_submit",
     "engine_submit_files",
+    "engine_transfer",
     "files_held",
     "finalizing",
     "fork_generation",

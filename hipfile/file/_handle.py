@@ -511,7 +511,7 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
 
         The positional order is upstream's ``(buffer, size, file_offset,
         buffer_offset)``. With ``task_size`` (KvikIO's keyword) the read is
-        split into tasks of that many bytes on the thread pool, as
+        split into tasks of that many bytes on other threads, as
         ``pread(..., task_size=task_size).result()``.
 
         ``buffer`` is device memory (a :class:`~hipfile.Buffer` or anything
@@ -603,8 +603,9 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
     def pread(self, buffer: Any, size: int | None = None, file_offset: int = 0,
               *legacy: int, buffer_offset: int = 0, task_size: int | None = None,
               executor: Executor | None = None) -> IOFuture:
-        """Read in parallel tasks on a thread pool; returns an
-        :class:`~hipfile.IOFuture` whose ``result()`` is the bytes read.
+        """Read in parallel tasks on other threads (device memory: the
+        engine's); returns an :class:`~hipfile.IOFuture` whose ``result()``
+        is the bytes read.
 
         Same as :func:`hipfile.pread` with this file, including its
         short-transfer rule and host buffers (as :meth:`read`). The file
@@ -633,8 +634,9 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
     def pwrite(self, buffer: Any, size: int | None = None, file_offset: int | None = None,
                *legacy: int, buffer_offset: int = 0, task_size: int | None = None,
                executor: Executor | None = None) -> IOFuture:
-        """Write in parallel tasks on a thread pool; returns an
-        :class:`~hipfile.IOFuture` whose ``result()`` is the bytes written.
+        """Write in parallel tasks on other threads (device memory: the
+        engine's); returns an :class:`~hipfile.IOFuture` whose ``result()``
+        is the bytes written.
 
         Same as :func:`hipfile.pwrite` with this file, including its
         short-transfer rule and host buffers (as :meth:`write`).

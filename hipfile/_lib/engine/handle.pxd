@@ -40,3 +40,4 @@ cdef class StreamIOHandle(CompletionBase):
     cdef bint _complete(self)
     cdef object _result(self)
     cdef int _release_to(self, uintptr_t sh) except -1
+    cdef int watch(self) except -1

@@ -11,6 +11,7 @@ from hipfile._lib._decode import check_stream_handle
 from hipfile._lib.engine.cengine cimport eng
 from hipfile._lib.engine.device cimport Flag, FlagPool, internal_stream, pool_for, wait_value32
 from hipfile._lib.engine.device import MECHANISM_STREAM_MEMOPS
+from hipfile._lib.engine cimport ops
 from hipfile._lib.engine.ops cimport eng_parked, ParkedOp, unhold
 from hipfile._lib._errors import raise_result
 from hipfile._lib._runtime cimport (
@@ -37,6 +38,35 @@ cdef int _op_wait_slice(void *p, double seconds) except -1:
         if ok and c.flag != NULL:
             ok = eng.flag_wait(c.flag, c.value, seconds)
     return ok
+
+
+# Handles of hipfile.pread/pwrite (engine_transfer): each sweep observes the
+# ones that have ended, so their file and buffer are released whether or not
+# anyone looks (as the thread pool's tasks release theirs when they end).
+cdef list _watched = []
+
+
+cdef int _sweep_watched() except -1:
+    cdef StreamIOHandle hd
+    cdef list keep
+    if not _watched:
+        return 0
+    keep = []
+    for o in _watched:
+        hd = <StreamIOHandle>o
+        if hd._gen != fork_gen:
+            continue          # the parent's (never runs here): dropped
+        if hd._observed:
+            continue
+        if hd._complete():
+            hd._observe()
+        else:
+            keep.append(hd)
+    _watched[:] = keep
+    return 0
+
+
+ops.watched_sweep_hook = _sweep_watched
 
 
 cdef class GateRef:
@@ -124,6 +154,12 @@ cdef class StreamIOHandle(CompletionBase):
         self._destroy_event()
         eng.op_decref(self._op)
         self._op = NULL
+
+    cdef int watch(self) except -1:
+        """Let every sweep observe this handle once it has ended (see
+        ``_watched``)."""
+        _watched.append(self)
+        return 0
 
     cdef void _destroy_event(self):
         if self._event is not None:

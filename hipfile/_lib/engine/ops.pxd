@@ -27,6 +27,8 @@ cdef class ParkedOp:
 
 cdef dict _rings
 cdef list eng_parked
+ctypedef int (*watched_sweep_fn)() except -1
+cdef watched_sweep_fn watched_sweep_hook
 
 cdef Ring ring_for(int device)
 cdef int eng_start() except -1

@@ -252,9 +252,14 @@ cdef void unhold(object file, object bcore):
         (<BufferCore>bcore)._held -= 1
 
 
+cdef watched_sweep_fn watched_sweep_hook = NULL   # handle.pyx: its watched handles
+
+
 cdef int eng_sweep() except -1:
     cdef ParkedOp rec
     cdef list keep
+    if watched_sweep_hook != NULL:
+        watched_sweep_hook()
     if not eng_parked:
         return 0
     keep = []

@@ -81,6 +81,9 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
 
     cdef Py_ssize_t count = 0
     cdef hfe_span *checked = NULL
+    cdef int device
+    cdef bint is_device = 0
+    cdef FlagPool pool
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     try:   # counted in f._entering by the preamble until the handles hold the file
         if isinstance(buffer, BufferCore):
@@ -98,10 +101,65 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
             return []
         if task_size is None and n == 1:
             task = lone_range_task(checked[0].len, task)
-        return _submit_checked(f, opcode, base, length, bc, buf_owner, checked, n, sh,
-                               stream_owner, task, fd, ordered, grouped, prefetch)
+        pool = _engine_for(base, bc, &device, &is_device)
+        return _submit_checked(f, opcode, base, bc, buf_owner, checked, n, sh, stream_owner,
+                               task, fd, ordered, grouped, prefetch, pool, device, is_device)
     finally:
         free(checked)
+        f._entering -= 1
+
+
+def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
+                    bint write=False, task_size=None, int fd=-1):
+    """One range of device memory moved on the engine's threads, ordered
+    after no stream: :func:`hipfile.pread`/:func:`hipfile.pwrite` of
+    device memory. The file side starts at once (no gate); on the staged
+    path the copies go to the device's own stream. Returns the range's
+    :class:`StreamIOHandle`, watched: once the range has ended, the next
+    sweep (any submission, a close) releases the file and buffer even if
+    nobody looks. Returns None, with nothing submitted, when ``buffer`` is
+    not device memory (hipFile's own calls, which the caller then makes,
+    take pinned host memory too).
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad buffer, range or task size (nothing is submitted).
+    ClosedFileError, HandleNotRegisteredError
+        The file is closed, or its registration was dropped.
+    """
+    cdef int opcode = 1 if write else 0
+    cdef uintptr_t base, sh
+    cdef size_t length, task
+    cdef BufferCore bc = None
+    cdef object buf_owner
+    cdef PyObject *state = NULL
+    cdef hfe_span span
+    cdef int device
+    cdef bint is_device = 0
+    cdef FlagPool pool
+    cdef StreamIOHandle hd
+    buf_owner = submit_preamble(f, buffer, 0, &base, &length, &sh, &state)
+    try:   # counted in f._entering by the preamble until the handle holds the file
+        if isinstance(buffer, BufferCore):
+            bc = <BufferCore>buffer
+        eng_defaults()
+        io_range(length, size, file_offset, buffer_offset, <size_t *>&span.len,
+                 <hoff_t *>&span.file_offset, <hoff_t *>&span.buffer_offset)
+        if task_size is None:
+            task = lone_range_task(span.len, eng_task_default)
+        else:
+            task = <size_t>c_as_positive(task_size, "task_size")
+        pool = _engine_for(base, bc, &device, &is_device)
+        if not is_device:
+            return None
+        sh = <uintptr_t>int(internal_stream(pool))
+        hd = <StreamIOHandle>_submit_checked(f, opcode, base, bc, buf_owner, &span, 1, sh, None,
+                                             task, fd, False, False, True, pool, device,
+                                             is_device)[0]
+        hd.watch()
+        return hd
+    finally:
         f._entering -= 1
 
 
@@ -214,14 +272,12 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
             (<FileCore>fo)._entering -= 1
 
 
-cdef list _submit_checked(FileCore f, int opcode, uintptr_t base, size_t length,
-                          BufferCore bc, object buf_owner, hfe_span *checked, int n,
-                          uintptr_t sh, object stream_owner, size_t task, int fd,
-                          bint ordered, bint grouped, bint prefetch):
-    cdef int device
-    cdef bint is_device = 0, staged
-    cdef FlagPool pool = _engine_for(base, bc, &device, &is_device)
-    staged = staged_path(fd, pool, is_device)
+cdef list _submit_checked(FileCore f, int opcode, uintptr_t base, BufferCore bc,
+                          object buf_owner, hfe_span *checked, int n, uintptr_t sh,
+                          object stream_owner, size_t task, int fd, bint ordered,
+                          bint grouped, bint prefetch, FlagPool pool, int device,
+                          bint is_device):
+    cdef bint staged = staged_path(fd, pool, is_device)
     if staged:
         handles = _submit_staged(f, opcode, fd, base, checked, n, sh, device, pool, task,
                                  ordered, grouped, prefetch, NULL, NULL)
@@ -286,7 +342,8 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
                 gvalue = gflag.value
         if not ordered:
             target = <uintptr_t>int(internal_stream(pool))
-            stream_after(target, sh, device)
+            if target != sh:
+                stream_after(target, sh, device)
         rt = eng_rt      # a copy: set() may change the table while the GIL is released
         with nogil:
             rc = eng.stage_submit(ring.ring, &rt, opcode, fd, plan.pieces, n, plan.groups,

@@ -228,11 +228,13 @@ def _size_text(text: str) -> int:
 _SPEC: dict[str, _Key] = {
     "compat_mode": _Key(_compat_mode, "KVIKIO_COMPAT_MODE", str, CompatMode.AUTO,
                         "recorded; answered by is_compat_mode_preferred(); the I/O path is "
-                        "hipFile's choice"),
+                        "engine_data_path's and hipFile's choice"),
     "num_threads": _Key(_unsigned(_UINT_MAX, True, "unsigned int"),
-                        effect="hipfile.defaults num_threads: threads of the pread/pwrite pool"),
+                        effect="hipfile.defaults num_threads: threads of the pread/pwrite "
+                               "pool (host memory)"),
     "task_size": _Key(_unsigned(_SIZE_T_MAX, True, "size_t"),
-                      effect="hipfile.defaults task_size: bytes per pread/pwrite task"),
+                      effect="hipfile.defaults task_size: bytes per pread/pwrite task "
+                             "(host memory)"),
     "gds_threshold": _Key(_unsigned(_SIZE_T_MAX, False, "size_t"), "KVIKIO_GDS_THRESHOLD",
                           _size_text, 16 << 10, "no effect (recorded only)"),
     "bounce_buffer_size": _Key(_unsigned(_SIZE_T_MAX, True, "size_t"),
