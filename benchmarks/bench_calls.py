@@ -6,6 +6,8 @@ Rows (warm page cache unless said; device memory; one caller thread; medians):
   bare -- ``fh.read`` (hipFileRead), ``fh.pread(...).result()``,
   ``fh.pread_async(..., stream).wait()`` -- beside the floor: one POSIX
   ``preadv`` into pinned memory and one host-to-device copy of the same size.
+  The lone 2 MiB call also runs with each ``task_size`` of ``LONE_TASKS``
+  (``pread`` and ``pread_async``: one part per thread by default).
 * **open/close**: ``hipfile.open(path)`` then ``close()``.
 * **many files**: ``--files`` chunk files of ``--file-mib`` each (one file per
   KV chunk), opened, read into scattered slots of one device buffer and
@@ -47,6 +49,8 @@ from typing import Any
 from _common import add_common_arguments, drop_page_cache, hip_check, select_platform, temp_folder
 
 SIZES = (4 << 10, 64 << 10, 2 << 20)
+#: task sizes a lone 2 MiB call is also timed with (parts of 256 KiB to the whole)
+LONE_TASKS = (256 << 10, 512 << 10, 1 << 20, 2 << 20)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,6 +180,17 @@ def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
                     submit_only()
                     subs.append(t_sub[0] - t0)
                 r["pread_async_submit"] = statistics.median(subs) * 1e6
+                if size == max(SIZES):
+                    for task in LONE_TASKS:
+                        def lone_pread(task: int = task, size: int = size) -> None:
+                            fh.pread(dev.buf, size, 0, task_size=task).result()
+
+                        def lone_async(task: int = task, size: int = size) -> None:
+                            fh.pread_async(dev.buf, size, 0, 0, dev.stream,
+                                           task_size=task).wait()
+
+                        r[f"pread_t{task >> 10}K"] = median_us(lone_pread, repeats)
+                        r[f"pread_async_t{task >> 10}K"] = median_us(lone_async, repeats)
                 rows[str(size)] = r
         # hipfile.open + close, bare
         oc = median_us(lambda: hipfile.open(path).close(), repeats)
@@ -197,6 +212,10 @@ def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
     print(f"  2 MiB as GB/s: floor {max(SIZES) / big['floor'] / 1e3:.1f}, read "
           f"{max(SIZES) / big['read'] / 1e3:.1f}, pread {max(SIZES) / big['pread'] / 1e3:.1f}, "
           f"pread_async {max(SIZES) / big['pread_async'] / 1e3:.1f}")
+    print("  lone 2 MiB by task_size (GB/s): "
+          + ", ".join(f"{t >> 10}K pread {max(SIZES) / big[f'pread_t{t >> 10}K'] / 1e3:.1f} "
+                      f"pread_async {max(SIZES) / big[f'pread_async_t{t >> 10}K'] / 1e3:.1f}"
+                      for t in LONE_TASKS))
     print(f"  hipfile.open + close: {oc:.1f} us")
 
 
