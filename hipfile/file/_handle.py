@@ -99,6 +99,7 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         self._owns_fd = fd is None
         self._given_fd = fd
         self._buffered_fd: int | None = None   # see _host_fd
+        self._plain_fd = -1                    # the descriptor, once seen without O_DIRECT
         self._direct_fd: int | None = None     # see _engine_direct_fd (-1: refused)
         self._handle_type = FileHandleType.OPAQUE_FD
         self.handle_type = handle_type
@@ -370,6 +371,7 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
             if self._owns_fd:
                 os.close(fd)
         twin, self._buffered_fd = self._buffered_fd, None
+        self._plain_fd = -1
         if twin is not None:
             os.close(twin)
         direct, self._direct_fd = self._direct_fd, None
@@ -455,7 +457,10 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         """
         if self._buffered_fd is None:
             fd = self.fileno()
+            if fd == self._plain_fd:
+                return fd      # its flags were read once (no fcntl per submission)
             if not is_direct(fd):
+                self._plain_fd = fd
                 return fd
             with TWIN_LOCK:
                 if self._buffered_fd is None:

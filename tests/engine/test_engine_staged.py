@@ -471,3 +471,30 @@ def test_trim_right_after_a_write_frees_no_slot_in_use(tmp_path, stream):
             hipfile.trim_pool()
             assert not hipfile.engine.info()["devices"], "trim_pool kept the engine's memory"
     assert out.read_bytes() == data.tobytes()
+
+
+def test_a_descriptor_flags_are_read_once_per_open(driver, tmp_path, monkeypatch):
+    """The staged path asks whether the file's descriptor has ``O_DIRECT``
+    (an ``fcntl``) once per open, not at each submission; a reopen asks
+    again."""
+    from hipfile.file import _handle
+
+    calls = []
+    real = _handle.is_direct
+
+    def counting(fd: int) -> bool:
+        calls.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(_handle, "is_direct", counting)
+    path = tmp_path / "f.bin"
+    data = random_file(path, 1 << 16, seed=3)
+    fh = FileHandle(path)
+    with device_array(1 << 16) as dev:
+        for _ in range(2):
+            fh.open()
+            for i in range(3):
+                assert fh.pread_async(dev, 4096, i * 4096, i * 4096).wait(30) == 4096
+            fh.close()
+        assert np.array_equal(from_device(dev, 3 * 4096), data[:3 * 4096])
+    assert len(calls) == 2
