@@ -23,7 +23,7 @@ Where the tasks run:
   (default: the module's, of ``num_threads`` threads, ``HIPFILE_NTHREADS``,
   ``min(8, os.cpu_count())``), each a ``hipFileRead``/``hipFileWrite`` or
   POSIX ``preadv``/``pwritev`` loop (the calls release the GIL).
-* one task of at most :data:`INLINE_MAX` bytes: in the calling thread; the
+* one task of at most ``INLINE_MAX`` bytes (256 KiB): in the calling thread; the
   future is done on return.
 
 The file and buffer are kept alive until the request has ended; closing the
