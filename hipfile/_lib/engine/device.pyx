@@ -19,6 +19,7 @@ from hipfile._lib._runtime cimport (
     hc_device_attribute, hc_device_count, hc_device_synchronize, hc_event_create,
     hc_event_destroy, hc_event_record, hc_get_device, hc_host_device_pointer, hc_host_free,
     hc_host_malloc, hc_stream_create, hc_stream_destroy)
+from hipfile._lib._runtime cimport c_set_device as runtime_set_device
 from hipfile._lib._runtime import on_device
 
 eng_capi_tried = 0
@@ -50,10 +51,10 @@ cdef int load_engine_capi() except -1:
     if eng_capi_tried:
         return 0
     load_hip_capi()
-    # the event entry points _runtime looked up already
+    # the event and device entry points _runtime looked up already
     c_event_destroy = c_event_free
     c_event_record = <hip_record_fn_t>c_event_rec
-    c_set_device = <hip_int_fn_t>hip_fn("hipSetDevice", b"int")
+    c_set_device = <hip_int_fn_t>runtime_set_device
     c_wait_value32 = <hip_wait32_t>hip_fn(
         "hipStreamWaitValue32", b"hipStream_t, void *, uint32_t, unsigned int, uint32_t")
     c_write_value32 = <hip_write32_t>hip_fn(
