@@ -43,6 +43,9 @@ than reading its settings at each call: ``engine_threads`` and
 :func:`set`), so a change made that way takes effect at the next submission
 (a new thread count once the engine is idle); a change of the environment
 variable alone is seen after the next :func:`reset`.
+``num_threads`` and ``task_size`` reach the thread pool of
+:func:`hipfile.pread`/:func:`hipfile.pwrite` the same way: read at its
+first call and again after every :func:`set` or :func:`reset`.
 ``engine_staging_size`` is the pinned host memory of a device's staging ring
 (in slots of ``engine_task_size``) and ``engine_copy_streams`` the streams
 its copies are spread over, all three read when the ring is made (at the

@@ -22,7 +22,10 @@ Where the tasks run:
   (``HIPFILE_TASK_SIZE``, 4 MiB) on a :class:`concurrent.futures` pool
   (default: the module's, of ``num_threads`` threads, ``HIPFILE_NTHREADS``,
   ``min(8, os.cpu_count())``), each a ``hipFileRead``/``hipFileWrite`` or
-  POSIX ``preadv``/``pwritev`` loop (the calls release the GIL).
+  POSIX ``preadv``/``pwritev`` loop (the calls release the GIL). These two
+  settings are read at the first call and again after every
+  ``defaults.set``/``reset``, not at each call: a change of their
+  environment variables alone is seen after ``defaults.reset()``.
 * one task of at most ``INLINE_MAX`` bytes (256 KiB): in the calling thread; the
   future is done on return.
 
@@ -138,10 +141,33 @@ def shutdown(wait: bool = True) -> None:
         old.shutdown(wait=wait)
 
 
+# ``num_threads`` and ``task_size`` as the pool's calls use them: read at the
+# first call and again after every ``defaults.set``/``reset`` (which notify),
+# not from the environment at each call.
+_settings: tuple[int, int] | None = None
+
+
+def _pool_settings() -> tuple[int, int]:
+    """``(num_threads, task_size)`` for the pool's calls."""
+    global _settings
+    s = _settings
+    if s is None:
+        s = _settings = (get_num_threads(), default_task_size())
+    return s
+
+
+def _settings_changed() -> None:
+    global _settings
+    _settings = None
+
+
+defaults._watch(_settings_changed)
+
+
 def _default_executor() -> ThreadPoolExecutor:
     """The default pool, replaced when ``num_threads`` has changed."""
     global _pool
-    n = get_num_threads()
+    n = _pool_settings()[0]
     old = None
     with _pool_lock:
         if _pool is not None and _pool._max_workers != n:
@@ -646,7 +672,7 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
         # default task size, which it is below)
         return IOFuture._run_inline(size, write, job, (0, size), release)
     if task_size is None:
-        tsize = default_task_size()
+        tsize = _pool_settings()[1]
     spans = [(start, min(tsize, size - start)) for start in range(0, size, tsize)]
     future = IOFuture(size, write)
     future._start(executor if executor is not None else _default_executor(), job, spans,

@@ -479,13 +479,20 @@ def test_argument_checks(driver, data_file):
 
 def test_task_size_from_the_environment(driver, data_file, monkeypatch):
     path, _ = data_file
-    monkeypatch.setenv("HIPFILE_TASK_SIZE", "8192")
-    assert parallel.default_task_size() == 8192
+    hipfile.defaults.reset("task_size")
     pool = CountingExecutor(2)
     try:
         with device_array(N) as dev, FileHandle(path) as fh:
+            assert fh.pread(dev, executor=pool).result(timeout=30) == N    # one task
+            monkeypatch.setenv("HIPFILE_TASK_SIZE", "8192")
+            assert parallel.default_task_size() == 8192
+            # the pool's calls read their settings at first use and after a
+            # set or reset, not from the environment at each call
             assert fh.pread(dev, executor=pool).result(timeout=30) == N
-        assert pool.submitted == N // 8192
+            assert pool.submitted == 2
+            hipfile.defaults.reset("task_size")
+            assert fh.pread(dev, executor=pool).result(timeout=30) == N
+        assert pool.submitted == 2 + N // 8192
     finally:
         pool.shutdown()
     monkeypatch.setenv("HIPFILE_TASK_SIZE", "lots")
@@ -496,6 +503,7 @@ def test_task_size_from_the_environment(driver, data_file, monkeypatch):
         parallel.default_task_size()
     monkeypatch.delenv("HIPFILE_TASK_SIZE")
     assert parallel.default_task_size() == 4 << 20
+    hipfile.defaults.reset("task_size")     # the pool's settings: read again
 
 
 @pytest.fixture
