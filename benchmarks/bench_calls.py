@@ -19,8 +19,9 @@ Rows (warm page cache unless said; device memory; one caller thread; medians):
   in the same interpreter; bare, and after ``hipfile.engine.prepare()``
   (timed apart), for each ``--first-staging`` size of the staging ring.
 * **cold** (``--cold``): the page cache dropped before each read of a
-  ``--cold-gib`` file: the engine, ``pread``, KvikIO's default when it is
-  installed, and plain readers (one thread and 8 threads of 16 MiB
+  ``--cold-gib`` file: the engine, ``pread``, ``load_file`` (with a GPU
+  PyTorch: the file is then a safetensors file of one tensor), KvikIO's
+  default when it is installed, and plain readers (one thread and 8 threads of 16 MiB
   ``O_DIRECT`` reads into pinned memory, 16 threads buffered) -- the disk's
   floor. ``--cold-sweep`` adds what the disk wants (request size x depth x
   order, ``O_DIRECT`` or not, into host memory) and the engine's cold read
@@ -124,10 +125,21 @@ class Device:
             hip_check(self.hip.hipFree(self.buf))
 
 
-def write_file(path: str, nbytes: int) -> None:
+def write_file(path: str, nbytes: int, safetensors: bool = False) -> None:
+    """``nbytes`` random bytes; ``safetensors``: as a safetensors file of one
+    ``U8`` tensor, ``"data"``, whose header and bytes make ``nbytes``."""
     block = os.urandom(min(nbytes, 64 << 20))
     with open(path, "wb") as f:
         left = nbytes
+        if safetensors:
+            head = b""
+            for _ in range(2):       # the header's length depends on the tensor's
+                n = nbytes - 8 - len(head)
+                text = json.dumps({"data": {"dtype": "U8", "shape": [n],
+                                            "data_offsets": [0, n]}}).encode()
+                head = text + b" " * (-len(text) % 8)
+            f.write(len(head).to_bytes(8, "little") + head)
+            left -= 8 + len(head)
         while left:
             n = min(left, len(block))
             f.write(block[:n])
@@ -502,7 +514,7 @@ def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
     hip = dev.hip
     path = os.path.join(folder, "cold.bin")
     size = int(gib * (1 << 30)) // (16 << 20) * (16 << 20)
-    write_file(path, size)
+    write_file(path, size, safetensors=dev.torch)
     cases: dict[str, Callable[[], None]] = {}
 
     def engine() -> None:
@@ -514,6 +526,13 @@ def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
 
     cases["engine"] = engine
     cases["pread"] = pread
+    if dev.torch:       # the file is then a checkpoint of one tensor
+        from hipfile.safetensors.torch import load_file
+
+        def load() -> None:
+            load_file(path, device="cuda:0")
+
+        cases["load_file"] = load
     readers = {"odirect_1x16MiB": _plain_reader(path, 1, 16 << 20, True, hip=hip, dev=dev),
                "odirect_8x16MiB": _plain_reader(path, 8, 16 << 20, True, hip=hip, dev=dev),
                "buffered_16x4MiB": _plain_reader(path, 16, 4 << 20, False, hip=hip, dev=dev)}
