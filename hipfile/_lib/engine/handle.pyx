@@ -47,12 +47,16 @@ cdef list _watched = []
 
 
 cdef int _sweep_watched() except -1:
+    # under eng_sweep (one at a time); a handle watched while this runs (an
+    # observed handle's references dropped can run Python code) stays
     cdef StreamIOHandle hd
-    cdef list keep
-    if not _watched:
+    cdef list keep, todo
+    cdef Py_ssize_t n = len(_watched)
+    if n == 0:
         return 0
+    todo = _watched[:n]
     keep = []
-    for o in _watched:
+    for o in todo:
         hd = <StreamIOHandle>o
         if hd._gen != fork_gen:
             continue          # the parent's (never runs here): dropped
@@ -62,7 +66,7 @@ cdef int _sweep_watched() except -1:
             hd._observe()
         else:
             keep.append(hd)
-    _watched[:] = keep
+    _watched[:n] = keep
     return 0
 
 

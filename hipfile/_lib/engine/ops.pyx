@@ -255,15 +255,39 @@ cdef void unhold(object file, object bcore):
 cdef watched_sweep_fn watched_sweep_hook = NULL   # handle.pyx: its watched handles
 
 
+cdef bint _sweeping = 0
+
+
 cdef int eng_sweep() except -1:
+    """Release what the parked operations that have ended hold (and observe
+    the watched handles that have ended). Dropping a reference can run
+    Python code that parks another operation: one sweep at a time, and
+    what is parked meanwhile stays for the next."""
+    global _sweeping
     cdef ParkedOp rec
-    cdef list keep
-    if watched_sweep_hook != NULL:
-        watched_sweep_hook()
-    if not eng_parked:
+    cdef list keep, todo
+    cdef Py_ssize_t n
+    if _sweeping:
         return 0
-    keep = []
-    for o in eng_parked:
+    _sweeping = 1
+    try:
+        if watched_sweep_hook != NULL:
+            watched_sweep_hook()
+        if not eng_parked:
+            return 0
+        n = len(eng_parked)
+        todo = eng_parked[:n]
+        keep = _sweep_parked(todo)
+        eng_parked[:n] = keep
+    finally:
+        _sweeping = 0
+    return 0
+
+
+cdef list _sweep_parked(list todo):
+    cdef ParkedOp rec
+    cdef list keep = []
+    for o in todo:
         rec = <ParkedOp>o
         if eng.op_done(rec.op) and (not rec.stream_completes or rec.flag is None
                                     or eng.flag_reached(rec.flag.ptr, rec.value)):
@@ -275,8 +299,7 @@ cdef int eng_sweep() except -1:
                 rec.flag = None
         else:
             keep.append(rec)
-    eng_parked[:] = keep
-    return 0
+    return keep
 
 
 cdef int eng_trim() except -1:
