@@ -132,3 +132,13 @@ def test_no_import_circle_among_the_python_modules() -> None:
     inner = {n: {m for m in e if not n.startswith(m + ".")} for n, e in graph.items()}
     cycle = _cycle(inner)
     assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_no_source_file_is_over_700_lines() -> None:
+    """A file a reader can hold: every source of the package (Python,
+    Cython, C) stays under 700 lines."""
+    long = {str(p.relative_to(PKG)): n for p in sorted(PKG.rglob("*"))
+            if p.suffix in (".py", ".pyx", ".pxd", ".pyi", ".c", ".h")
+            and "_prefix" not in p.parts and "build" not in p.parts
+            and (n := len(p.read_text().splitlines())) > 700}
+    assert not long, long
