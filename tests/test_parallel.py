@@ -188,6 +188,17 @@ def test_zero_size_completes_at_once(driver, data_file):
         fh.close()
 
 
+def assert_held(fut: IOFuture, fh: FileHandle, buf: Buffer) -> None:
+    """While ``fut`` runs, its file and registered buffer refuse to close
+    and a short wait times out."""
+    with pytest.raises(hipfile.InFlightError):
+        fh.close()
+    with pytest.raises(hipfile.InFlightError):
+        buf.deregister()
+    with pytest.raises(TimeoutError):
+        fut.result(timeout=0.01)
+
+
 class Route:
     """Where a pread/pwrite of device memory runs: ``"pool"`` (an executor
     given: tasks of hipFile calls on it), or on the engine's threads by each
@@ -351,12 +362,7 @@ def test_a_request_on_the_engine_in_flight(driver, data_file, route):
             fut.add_done_callback(lambda f: calls.append(("first", f.result())))
             fut.add_done_callback(broken)
             fut.add_done_callback(last)
-            with pytest.raises(hipfile.InFlightError):
-                fh.close()
-            with pytest.raises(hipfile.InFlightError):
-                buf.deregister()
-            with pytest.raises(TimeoutError):
-                fut.result(timeout=0.01)
+            assert_held(fut, fh, buf)
             assert not fut.cancel() and not fut.cancelled()
         finally:
             route.close()
@@ -378,12 +384,7 @@ def test_closing_mid_flight_raises(driver, data_file, blocked):
         fut = hipfile.pread(fh, buf, task_size=1 << 16, executor=pool)
         assert not fut.done() and fut.running()
         assert "running" in repr(fut)
-        with pytest.raises(hipfile.InFlightError):
-            fh.close()
-        with pytest.raises(hipfile.InFlightError):
-            buf.deregister()
-        with pytest.raises(TimeoutError):
-            fut.result(timeout=0.01)
+        assert_held(fut, fh, buf)
         gate.set()
         assert fut.result(timeout=30) == N
         fh.close()
