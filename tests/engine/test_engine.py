@@ -234,18 +234,20 @@ def test_start_waits_for_the_callers_stream(drv, layers_file, nb_stream, mechani
         assert np.array_equal(from_device(dev, N), data[:N])
 
 
+@pytest.mark.parametrize("ordered", [True, False])
 def test_prefetch_reads_the_file_before_the_stream_passes(drv, layers_file, nb_stream,
-                                                          mechanism):
+                                                          mechanism, ordered):
     """``prefetch=True``: the file is read at once into staging; the copies
-    into the buffer still wait for the stream, so nothing lands before it
-    passes."""
+    into the buffer still wait for the stream (``ordered=False``: on the
+    engine's own stream, made to wait for the caller's busy one), so
+    nothing lands before it passes."""
     if mechanism == "host-waits":
         pytest.skip("the staged path needs stream waits")
     path, data = layers_file
     with device_array(N) as dev, FileHandle(path) as fh:
         check(hip.hipMemset(dev, 0, N))
         with StreamBlocker(nb_stream):
-            h = fh.pread_async(dev, N, 0, 0, nb_stream, prefetch=True)
+            h = fh.pread_async(dev, N, 0, 0, nb_stream, prefetch=True, ordered=ordered)
             deadline = time.monotonic() + 10
             while h.calls == 0 and time.monotonic() < deadline:
                 time.sleep(0.01)

@@ -334,15 +334,18 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
     cdef hfe_runtime rt
     cdef StreamIOHandle hd
     cdef int rc = 0
+    cdef bint idle = 0
     try:
         if opcode == 0:
-            gflag = _staged_gate(sh, prefetch)
+            gflag = _staged_gate(sh, prefetch, &idle)
             if gflag is not None:
                 gate = gflag.ptr
                 gvalue = gflag.value
         if not ordered:
             target = <uintptr_t>int(internal_stream(pool))
-            if target != sh:
+            # the engine's stream after the caller's work so far: nothing to
+            # wait for when the caller's stream was found idle
+            if target != sh and not (idle or stream_query(sh) == HIP_SUCCESS):
                 stream_after(target, sh, device)
         rt = eng_rt      # a copy: set() may change the table while the GIL is released
         with nogil:
@@ -414,20 +417,23 @@ cdef Flag _write_gate(FlagPool spool, uintptr_t sh, int *qerr):
     return gflag
 
 
-cdef Flag _staged_gate(uintptr_t sh, bint prefetch):
+cdef Flag _staged_gate(uintptr_t sh, bint prefetch, bint *idle):
     """The gate of a staged read: its file I/O starts once the caller's
     stream has passed this point, a flag the stream writes. A stream found
     idle needs none (what it ran before, the writes of this engine
     included, is done; the copies are enqueued behind anything enqueued
-    meanwhile); a prefetch reads at once (its copies still wait for the
-    stream). Returns the flag, or None."""
+    meanwhile; ``idle`` says so); a prefetch reads at once (its copies
+    still wait for the stream). Returns the flag, or None."""
     cdef FlagPool spool = pool_for(stream_device(sh))
     cdef Flag gflag
     cdef int qerr
     if not spool.memops:
         raise ValueError("the stream's device cannot use stream waits: "
                          "the buffer and the stream must be on one device")
-    if prefetch or stream_query(sh) == HIP_SUCCESS:
+    if prefetch:
+        return None
+    if stream_query(sh) == HIP_SUCCESS:
+        idle[0] = 1
         return None
     gflag = _write_gate(spool, sh, &qerr)
     if gflag is None:
