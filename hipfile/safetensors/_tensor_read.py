@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import as_int
-from hipfile._lib import _hipfile
 from hipfile.buffer import Buffer
 from hipfile.file import FileHandle
 from hipfile.safetensors._device import (
@@ -119,11 +118,13 @@ def submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
         # the handle holds `owner` until the read ends, whoever drops it
         target = owner if so._framework == "torch" else Buffer(_Owned(owner, addr), length)
         stream = torch_stream(so._framework, so._device)
-        # FileHandle.pread_async (one range) or pread_async_scatter, without
-        # their Python frames: a small tensor's call is mostly overhead
-        handle = _hipfile.engine_submit(fh, target, ranges, stream, task_size=task,
-                                        fd=fh._engine_fd(), ordered=now,
-                                        grouped=len(ranges) > 1, prefetch=now)[0]
+        if len(ranges) == 1:
+            size, off, at = ranges[0]
+            handle = fh.pread_async(target, size, off, at, stream, task_size=task,
+                                    ordered=now, prefetch=now)
+        else:
+            handle = fh.pread_async_scatter(target, ranges, stream, task_size=task,
+                                            ordered=now, prefetch=now)
     return _Pending(info, owner, addr, offset, handle, need)
 
 
