@@ -314,6 +314,8 @@ cdef class StreamIOHandle(CompletionBase):
         cdef int64_t n = eng.op_result(self._op, &err_no)
         if n >= 0:
             return n
+        if self._staged:     # the engine's own POSIX calls on the staging ring
+            raise_result(n, err_no, "pread" if self._opcode == 0 else "pwrite")
         raise_result(n, err_no, "hipFileRead" if self._opcode == 0 else "hipFileWrite")
 
     def wait_on(self, stream):
