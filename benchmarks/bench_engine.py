@@ -7,7 +7,10 @@ in the page cache into one device buffer, and writes them back, timing:
 * ``read_async``: ``FileHandle.read_async`` per layer on one stream (the
   library's own stream-ordered path);
 * ``engine``: ``FileHandle.pread_async_ranges`` (all layers at once);
-* ``pread``: ``FileHandle.pread`` of the same bytes (thread pool, sync);
+* ``pread``: ``FileHandle.pread`` of the same bytes, as a user calls it
+  (device memory: on the engine's threads, ordered after no stream), and
+  ``pread_pool``: the same with a thread pool of ``num_threads`` given as
+  its ``executor`` (``hipFileRead`` tasks, the page cache's reference);
 * ``kvikio-*``: KvikIO's ``raw_read_async`` per layer on one stream and its
   ``pread``, each configuration in its own process (KvikIO reads its compat
   mode from the environment at import);
@@ -54,6 +57,7 @@ a sweep of the engine's threads and task sizes.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import ctypes
 import json
 import os
@@ -211,6 +215,11 @@ def main() -> int:
             def pread() -> None:
                 assert fh.pread(buf, total).result() == total
 
+            pool = concurrent.futures.ThreadPoolExecutor(hipfile.defaults.num_threads())
+
+            def pread_pool() -> None:
+                assert fh.pread(buf, total, executor=pool).result() == total
+
             def compute_only() -> None:
                 for i in range(layers):
                     compute(i)
@@ -335,6 +344,7 @@ def main() -> int:
 
             cases: dict[str, Callable[[], None]] = {
                 "read_async": read_async, "engine": engine, "pread": pread,
+                "pread_pool": pread_pool,
                 "compute": compute_only, "both_engine": both_engine,
                 "both_read_async": both_read_async,
                 "limit_pagecache_pinned_16t": limit_pagecache, "limit_h2d_pinned": limit_h2d,
@@ -355,7 +365,7 @@ def main() -> int:
                            "gbps": some_bytes / statistics.median(v) / 1e9}
                        for k, v in blocks_times.items()}}
             churn_loads = {"engine_with_compute": both_contiguous, "engine": engine,
-                           "pread": pread, "compute": compute_only,
+                           "pread": pread, "pread_pool": pread_pool, "compute": compute_only,
                            "compute_gil_handoff": compute_gil_handoff}
             results["churn"] = churn_rows(churn_loads, sync_all, args.churn_mib << 20,
                                           args.repeats, lc.uses_torch)
@@ -453,6 +463,7 @@ def main() -> int:
                     results["kvikio"][key] = r
 
         check(hip.hipHostFree(pinned))
+        pool.shutdown()
         lc.close()
     finally:
         for p in (path, wpath):
@@ -463,6 +474,7 @@ def main() -> int:
     c = {k: v["median_s"] for k, v in results["cases"].items()}
     ratios = {
         "engine_vs_pread_throughput": c["pread"] / c["engine"],
+        "engine_vs_pread_pool_throughput": c["pread_pool"] / c["engine"],
         "both_engine_over_max_io_compute": c["both_engine"] / max(c["engine"], c["compute"]),
         "both_read_async_over_max_io_compute":
             c["both_read_async"] / max(c["read_async"], c["compute"]),
