@@ -47,7 +47,7 @@ from hipfile._lib._runtime cimport (
     HIP_EVENT_DISABLE_TIMING, hc_event_create, hc_event_destroy, hc_host_device_pointer,
     hc_host_free, hc_host_malloc, hc_stream_create, hc_stream_destroy)
 from hipfile._lib._wait cimport c_as_timeout
-from hipfile._lib._runtime import on_device
+from hipfile._lib._runtime import on_device, on_fork_child
 
 from hipfile._lib cimport _core, _pool
 
@@ -319,5 +319,12 @@ cdef int eng_trim() except -1:
 
 
 
+def _after_fork_in_child():
+    # a fork made while a sweep ran (a finalizer let another thread in)
+    global _sweeping
+    _sweeping = 0
+
+
+on_fork_child(_after_fork_in_child)
 _core.held_sweep_hook = eng_sweep
 _pool.trim_hook = eng_trim
