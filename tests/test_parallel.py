@@ -16,6 +16,7 @@ from _util import (
     check,
     check_range_errors,
     device_array,
+    direct_io_supported,
     emu,
     from_device,
     random_bytes,
@@ -315,6 +316,31 @@ def test_device_memory_moves_on_the_engine(driver, data_file, tmp_path):
     on_disk = np.frombuffer(out.read_bytes(), np.uint8)
     assert np.array_equal(on_disk[3000:], data[3000:])
     assert parallel._pool is None
+
+
+def test_a_file_opened_with_o_direct_goes_through_hipfile(driver, tmp_path):
+    """pread of device memory from a file opened with ``O_DIRECT`` runs
+    hipFile's own calls on the engine's threads (hipFile's direct path, P2P
+    DMA where the platform has it), not the staging ring: a fault injected
+    into the ring's file calls is not met there, and is met by the same
+    read of the file opened buffered."""
+    if not direct_io_supported(tmp_path):
+        pytest.skip("no O_DIRECT in the test folder")
+    if hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("the staging ring needs stream waits")
+    path = tmp_path / "direct.bin"
+    data = random_file(path, N, seed=9)
+    with device_array(N) as dev:
+        _hipfile.engine_inject_faults(errno.EIO, 1000)
+        try:
+            with FileHandle(path, os.O_RDONLY | os.O_DIRECT) as fh:
+                assert fh.pread(dev, N, task_size=1 << 16).result(30) == N
+            assert np.array_equal(from_device(dev, N), data)
+            with FileHandle(path) as fh, pytest.raises(OSError) as info:
+                fh.pread(dev, N, task_size=1 << 16).result(30)
+            assert info.value.errno == errno.EIO
+        finally:
+            _hipfile.engine_inject_faults()
 
 
 def test_an_ended_request_releases_the_file_unobserved(driver, data_file):

@@ -10,12 +10,14 @@ an :class:`IOFuture` at once::
 Where the tasks run:
 
 * **device memory** (no ``executor`` given): on the threads of the
-  package's one I/O runtime, the engine of :mod:`hipfile.engine`, by its
-  ``engine_data_path``: through its pinned staging ring (POSIX reads and
-  writes, ``O_DIRECT`` for a large read of a file the page cache lacks, and
-  copies on the device's own stream), or ``hipFileRead``/``hipFileWrite``
-  on its threads. No Python thread is involved and nothing is ordered
-  after a stream; ``engine_threads`` and ``engine_task_size`` apply (a lone
+  package's one I/O runtime, the engine of :mod:`hipfile.engine`: through
+  its pinned staging ring (POSIX reads and writes, ``O_DIRECT`` for a large
+  read of a file the page cache lacks, and copies on the device's own
+  stream), or ``hipFileRead``/``hipFileWrite`` on its threads for a file
+  opened with ``O_DIRECT`` (hipFile's direct path: P2P DMA where the
+  platform has it), a handle without a POSIX descriptor, or the
+  ``engine_data_path`` setting ``"hipfile"``. No Python thread is involved
+  and nothing is ordered after a stream; ``engine_threads`` and ``engine_task_size`` apply (a lone
   range below one task per thread is cut into one part per thread).
 * **host memory**, memory hipFile does not know as device memory, an append
   handle's writes, or a given ``executor``: tasks of ``task_size`` bytes
@@ -212,10 +214,16 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
 
     if (executor is None and view is None and not appends
             and size > min(tsize, INLINE_MAX)):
-        # device memory on the default pool: the engine's threads move it
+        # device memory on the default pool: the engine's threads move it,
+        # through its staging ring, or with hipFile's own calls for a file
+        # opened with O_DIRECT (hipFile's direct path, P2P DMA where the
+        # platform has it) or without a POSIX descriptor (fd -1)
+        fd = fh._engine_fd() if hasattr(fh, "_engine_fd") else -1
+        if getattr(fh, "_buffered_fd", None) is not None:
+            fd = -1              # the descriptor has O_DIRECT (see FileHandle._posix_fd)
         on_engine = _hipfile.engine_transfer(
             fh, buffer, size, file_offset, buffer_offset, write=write, task_size=task_size,
-            fd=fh._engine_fd() if hasattr(fh, "_engine_fd") else -1)
+            fd=fd)
         if on_engine is not None:
             return _EngineFuture(size, write, on_engine, _default_executor)
 
