@@ -41,7 +41,10 @@ in the page cache into one device buffer, and writes them back, timing:
   load's slowdown over the compute's, 1 when the engine adds none), and
   beside the compute with the GIL given away once per layer, which says
   whether the GIL is what slows; a second, paced churn pauses
-  ``--churn-interval-ms`` between rounds.
+  ``--churn-interval-ms`` between rounds. For the account of what slows,
+  the layer-wise load with compute also reports, alone and beside the
+  churn, the time in its submission, in its ``wait_on`` calls and in the
+  compute's launches: runtime calls that a free can hold up.
 
 The new rows pass the framework's tensor and streams as they are, with no
 driver, buffer or stream registration held by the benchmark.
@@ -109,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+#: The churn's account: the phase now timed, and per phase the layer-wise
+#: load's (submit, wait_on, launch) seconds (see ``both_layers``).
+PHASE = ["cases"]
+PARTS: dict[str, list[tuple[float, float, float]]] = {}
+
+
 def churn_rows(loads: dict[str, Callable[[], None]], sync_all: Callable[[], None], nbytes: int,
                repeats: int, uses_torch: bool, interval_s: float = 0.0) -> dict[str, Any]:
     """Time each of ``loads`` alone and while another thread allocates and
@@ -150,7 +159,10 @@ def churn_rows(loads: dict[str, Callable[[], None]], sync_all: Callable[[], None
         load()
         return time.perf_counter() - t0
 
+    PARTS.clear()
+    PHASE[0] = "alone"
     alone = {k: [timed(f) for _ in range(repeats)] for k, f in loads.items()}
+    PHASE[0] = "churn"
     t = threading.Thread(target=churn, daemon=True)
     faulthandler.dump_traceback_later(60 * repeats * len(loads) + 60, exit=True)
     t0 = time.perf_counter()
@@ -162,7 +174,10 @@ def churn_rows(loads: dict[str, Callable[[], None]], sync_all: Callable[[], None
         t.join(60)
         faulthandler.cancel_dump_traceback_later()
     spent = time.perf_counter() - t0
-    return {"completed": True, "interval_s": interval_s,
+    parts = {phase: {name: statistics.median(p[k] for p in rows) * 1e3
+                     for k, name in enumerate(("submit_ms", "wait_on_ms", "launch_ms"))}
+             for phase, rows in PARTS.items()}
+    return {"completed": True, "interval_s": interval_s, "engine_with_compute_parts": parts,
             "alone_s": {k: statistics.median(v) for k, v in alone.items()},
             "churn_s": {k: statistics.median(v) for k, v in busy.items()},
             "frees_per_s": frees[0] / spent,
@@ -236,13 +251,24 @@ def main() -> int:
 
             def both_layers(target: Any) -> None:
                 """The layer-wise load into ``target``, each layer's compute
-                waiting for its own layer."""
+                waiting for its own layer. Records, for the churn's account,
+                the time in the submission, in the ``wait_on`` calls and in
+                the compute's launches (each is runtime calls that a free
+                can hold up)."""
+                t0 = time.perf_counter()
                 hs = fh.pread_async_ranges(target, ranges, io_h)
+                t_submit = time.perf_counter() - t0
+                t_wait_on = t_launch = 0.0
                 for i, h in enumerate(hs):
+                    t1 = time.perf_counter()
                     h.wait_on(comp_h)
+                    t2 = time.perf_counter()
                     compute(i)
+                    t_wait_on += t2 - t1
+                    t_launch += time.perf_counter() - t2
                 check(hip.hipStreamSynchronize(comp_h))
                 assert sum(h.wait() for h in hs) == total
+                PARTS.setdefault(PHASE[0], []).append((t_submit, t_wait_on, t_launch))
 
             def both_engine() -> None:
                 both_layers(buf)
@@ -530,6 +556,10 @@ def main() -> int:
         ch = results[key]
         print(f"  {key}: {ch['churn']}, {ch['frees_per_s']:.0f} frees/s, "
               f"pause {ch['interval_s'] * 1e3:.0f} ms")
+        for phase, p in ch["engine_with_compute_parts"].items():
+            print(f"    engine_with_compute {phase:6s}: submit {p['submit_ms']:8.2f} ms, "
+                  f"wait_on {p['wait_on_ms']:8.2f} ms, compute launches "
+                  f"{p['launch_ms']:8.2f} ms")
     for k, v in results.get("cold_gbps", {}).items():
         print(f"  cold {k:23s} {v:7.2f} GB/s")
     for k, v in ratios.items():
