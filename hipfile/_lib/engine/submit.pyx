@@ -153,10 +153,17 @@ def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
         pool = _engine_for(base, bc, &device, &is_device)
         if not is_device:
             return None
-        sh = <uintptr_t>int(internal_stream(pool))
-        hd = <StreamIOHandle>_submit_checked(f, opcode, base, bc, buf_owner, &span, 1, sh, None,
-                                             task, fd, False, False, True, pool, device,
-                                             is_device)[0]
+        if staged_path(fd, pool, is_device):
+            # the file side at once (a prefetch), the copies on the device's
+            # own stream after nothing but the engine's earlier copies
+            sh = <uintptr_t>int(internal_stream(pool))
+            handles = _submit_staged(f, opcode, fd, base, &span, 1, sh, device, pool, task,
+                                     False, False, True, NULL, NULL)
+        else:
+            handles = _submit_workers(f, opcode, base, &span, 1, 0, device, pool, task, False,
+                                      False)
+        _hand_over(handles, f, bc, buf_owner, None)
+        hd = <StreamIOHandle>handles[0]
         hd.watch()
         return hd
     finally:
@@ -483,14 +490,16 @@ cdef Flag _gate_workers(hfe_op **ops, int m, uintptr_t sh):
 
 
 cdef list _submit_workers(FileCore f, int opcode, uintptr_t base, hfe_span *checked, int n,
-                          uintptr_t sh, int device, FlagPool pool, size_t task, bint grouped):
+                          uintptr_t sh, int device, FlagPool pool, size_t task, bint grouped,
+                          bint gated=True):
     """The worker path: each range's chunks run as hipFileRead/hipFileWrite
     calls on the engine's threads (no staging ring: no POSIX descriptor, no
     stream waits, or the ``engine_data_path`` setting ``"hipfile"``). A
-    grouped submission is one operation whose chunks walk its ranges."""
+    grouped submission is one operation whose chunks walk its ranges. Not
+    ``gated``: they start at once, ordered after no stream (``sh`` unused)."""
     cdef size_t nbytes
     cdef hoff_t foff, boff
-    cdef int i
+    cdef int i, rc
     cdef hfe_io_fn fn = <hfe_io_fn>_get_io(opcode)
     cdef hfe_op **ops = NULL
     cdef Flag gflag = None
@@ -519,7 +528,13 @@ cdef list _submit_workers(FileCore f, int opcode, uintptr_t base, hfe_span *chec
             handles.append(hd)
             ops[i] = hd._op
 
-        gflag = _gate_workers(ops, m, sh)
+        if gated:
+            gflag = _gate_workers(ops, m, sh)
+        else:
+            rc = eng.submit(ops, m, NULL, 0, NULL)
+            if rc:
+                raise OSError(rc, f"the stream engine refused the submission: "
+                                  f"{os.strerror(rc)}")
     except BaseException:
         for o in handles:
             (<StreamIOHandle>o)._abandon()
