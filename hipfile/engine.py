@@ -183,8 +183,11 @@ def settings() -> dict[str, int]:
 
 
 def info() -> dict[str, Any]:
-    """Threads running, outstanding operations, parked handles, and per
-    device the release mechanism and the flags allocated."""
+    """The runtime: threads running (``threads``, ``threads_configured``),
+    the task size, outstanding operations, parked handles (dropped before
+    completion), ``requests`` (:func:`hipfile.pread`/:func:`hipfile.pwrite`
+    requests of device memory not yet ended), and per device the release
+    mechanism, the flags allocated and the staging ring's bytes."""
     return dict(_hipfile.engine_info())
 
 

@@ -390,6 +390,7 @@ def test_a_request_on_the_engine_in_flight(driver, data_file, route):
 
         try:
             assert not fut.done() and fut.running() and "running" in repr(fut)
+            assert hipfile.engine.info()["requests"] == 1
             fut.add_done_callback(lambda f: calls.append(("first", f.result())))
             fut.add_done_callback(broken)
             fut.add_done_callback(last)
@@ -400,6 +401,7 @@ def test_a_request_on_the_engine_in_flight(driver, data_file, route):
         assert fut.result(timeout=30) == N
         assert ended.wait(30)
         assert calls == [("first", N), ("last", N)]
+        assert hipfile.engine.info()["requests"] == 0
         fh.close()
         buf.deregister()
         assert np.array_equal(from_device(dev, N), data)

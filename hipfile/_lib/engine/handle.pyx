@@ -73,6 +73,11 @@ cdef int _sweep_watched() except -1:
 ops.watched_sweep_hook = _sweep_watched
 
 
+def watched_requests():
+    """pread/pwrite requests on the engine not yet seen to have ended."""
+    return sum(1 for o in _watched if not (<StreamIOHandle>o)._observed)
+
+
 cdef class GateRef:
     """Returns a gate flag to its pool once no handle of the submission
     needs it (the gate has opened by then: every holder is done or parked)."""

@@ -207,8 +207,10 @@ def engine_shutdown(timeout=None):
 
 def engine_info():
     """The engine's state: threads running, outstanding operations, parked
-    handles, and per device the release mechanism, flags allocated and
-    staging ring (bytes, bytes per slot)."""
+    handles, pread/pwrite requests not yet ended, and per device the release
+    mechanism, flags allocated and staging ring (bytes, bytes per slot)."""
+    from hipfile._lib.engine.handle import watched_requests
+
     eng_sweep()
     eng_defaults()
     return {
@@ -217,6 +219,7 @@ def engine_info():
         "task_size": eng_task_default,
         "outstanding": eng.outstanding(),
         "parked": len(eng_parked),
+        "requests": watched_requests(),
         "devices": {d: {"mechanism": MECHANISM_STREAM_MEMOPS if (<FlagPool>p).memops
                         else MECHANISM_HOST_FUNCTIONS,
                         "flags": (<FlagPool>p).nflags,
