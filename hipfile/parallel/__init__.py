@@ -16,10 +16,12 @@ Where the tasks run:
   stream), or ``hipFileRead``/``hipFileWrite`` on its threads for a file
   opened with ``O_DIRECT`` (hipFile's direct path: P2P DMA where the
   platform has it), a handle without a POSIX descriptor, or the
-  ``engine_data_path`` setting ``"hipfile"``. No Python thread is involved
-  and nothing is ordered after a stream; ``engine_threads`` and
-  ``engine_task_size`` apply (a lone range below one task per thread is cut
-  into one part per thread).
+  ``engine_data_path`` setting ``"hipfile"``. No Python thread is involved.
+  The file side starts at once; the ring's copies follow the work enqueued
+  on the null stream before the call, as hipFile's fallback copies through
+  the null stream do (a buffer a kernel there still writes is written to the
+  file after it). ``engine_threads`` and ``engine_task_size`` apply (a lone
+  range below one task per thread is cut into one part per thread).
 * **host memory**, memory hipFile does not know as device memory, an append
   handle's writes, or a given ``executor``: tasks of ``task_size`` bytes
   (``HIPFILE_TASK_SIZE``, 4 MiB) on a :class:`concurrent.futures` pool

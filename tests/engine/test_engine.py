@@ -136,6 +136,29 @@ class StreamBlocker:
         self.release()
 
 
+@pytest.mark.parametrize("write", [False, True])
+def test_pread_and_pwrite_follow_the_null_streams_work(drv, layers_file, tmp_path, write):
+    """``pread``/``pwrite`` of device memory copy after the work enqueued on
+    the null stream before them, as hipFile's own copies through the null
+    stream do: a memset queued behind a held null stream lands before a
+    read's bytes, and in a write's file."""
+    if hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("the staging ring needs stream waits")
+    path, data = layers_file
+    out = tmp_path / "out.bin"
+    out.write_bytes(bytes(N))
+    with device_array(N) as dev, FileHandle(out if write else path, os.O_RDWR) as fh:
+        check(hip.hipMemset(dev, 0, N))
+        with StreamBlocker(0):
+            check(hip.hipMemsetAsync(dev, 0xAB, N, 0))        # behind the hold
+            fut = (fh.pwrite if write else fh.pread)(dev, N, 0, task_size=N // 4)
+            time.sleep(0.1)
+            assert not fut.done(), "the copies did not wait for the null stream"
+        assert fut.result(timeout=30) == N
+        got = np.frombuffer(out.read_bytes(), np.uint8) if write else from_device(dev, N)
+    assert np.array_equal(got, np.full(N, 0xAB, np.uint8) if write else data[:N])
+
+
 @contextlib.contextmanager
 def blocked_read(path: Path, stream: object) -> Iterator[StreamIOHandle]:
     """An engine read of the first N bytes of ``path``,

@@ -111,10 +111,12 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
 
 def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
                     bint write=False, task_size=None, int fd=-1):
-    """One range of device memory moved on the engine's threads, ordered
-    after no stream: :func:`hipfile.pread`/:func:`hipfile.pwrite` of
-    device memory. The file side starts at once (no gate); on the staged
-    path the copies go to the device's own stream. Returns the range's
+    """One range of device memory moved on the engine's threads:
+    :func:`hipfile.pread`/:func:`hipfile.pwrite` of device memory. The
+    file side starts at once (no gate); on the staged path the copies go to
+    the device's own stream after the null stream's work so far (as
+    hipFile's own copies through the null stream), and hipFile's own calls
+    start at once. Returns the range's
     :class:`StreamIOHandle`, watched: once the range has ended, the next
     sweep (any submission, a close) releases the file and buffer even if
     nobody looks. Returns None, with nothing submitted, when ``buffer`` is
@@ -154,10 +156,12 @@ def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
         if not is_device:
             return None
         if staged_path(fd, pool, is_device):
-            # the file side at once (a prefetch), the copies on the device's
-            # own stream after nothing but the engine's earlier copies
-            sh = <uintptr_t>int(internal_stream(pool))
-            handles = _submit_staged(f, opcode, fd, base, &span, 1, sh, device, pool, task,
+            # the file side at once (a prefetch); the copies on the device's
+            # own stream, after the work enqueued on the null stream so far
+            # (hipFileRead/hipFileWrite's own copies go through the null
+            # stream: a buffer a kernel there still writes or reads is
+            # copied after it, as before)
+            handles = _submit_staged(f, opcode, fd, base, &span, 1, 0, device, pool, task,
                                      False, False, True, NULL, NULL)
         else:
             handles = _submit_workers(f, opcode, base, &span, 1, 0, device, pool, task, False,
