@@ -12,6 +12,12 @@ process, knowing its pid, reads them with a :class:`StatsContext`::
 
 The statistics API is declared in AMD's ``hipfile-stats.h``; a library
 without it raises :class:`~hipfile.HipFileSymbolNotFound` naming the function.
+
+They count what goes through hipFile's own data path only: the bytes that
+the engine's staging ring moves (``pread_async*``, the safetensors loader,
+and ``pread``/``pwrite`` of device memory from files opened without
+``O_DIRECT``) are POSIX reads and copies of the package's own, which
+hipFile never sees; ``engine_data_path="hipfile"`` sends them through it.
 """
 
 from __future__ import annotations
