@@ -159,6 +159,29 @@ def test_pread_and_pwrite_follow_the_null_streams_work(drv, layers_file, tmp_pat
     assert np.array_equal(got, np.full(N, 0xAB, np.uint8) if write else data[:N])
 
 
+def test_pread_into_another_devices_memory(drv, layers_file):
+    """``pread`` into device memory of a device other than the current one
+    (its copies then follow that device's null stream): the bytes are the
+    file's, and the current device stays."""
+    if check(hip.hipGetDeviceCount()) < 2:
+        pytest.skip("needs two devices")
+    path, data = layers_file
+    check(hip.hipSetDevice(1))
+    try:
+        dev = check(hip.hipMalloc(N))
+    finally:
+        check(hip.hipSetDevice(0))
+    try:
+        with FileHandle(path) as fh:
+            assert fh.pread(hipfile.Buffer(dev, N), N, 0, task_size=N // 4).result(30) == N
+        assert check(hip.hipGetDevice()) == 0
+        out = np.empty(N, np.uint8)
+        check(hip.hipMemcpy(out, dev, N, hip.hipMemcpyKind.hipMemcpyDeviceToHost))
+        assert np.array_equal(out, data[:N])
+    finally:
+        check(hip.hipFree(dev))
+
+
 @contextlib.contextmanager
 def blocked_read(path: Path, stream: object) -> Iterator[StreamIOHandle]:
     """An engine read of the first N bytes of ``path``,

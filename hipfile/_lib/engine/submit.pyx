@@ -17,7 +17,8 @@ from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
 from hipfile._lib._core cimport (
     BufferCore, FileCore, c_as_positive, ensure_registered, io_range, submit_preamble)
 from hipfile._lib._runtime cimport (
-    HIP_ERROR_NOT_READY, HIP_SUCCESS, pointer_device, stream_device, stream_fail, stream_query)
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, current_device, pointer_device, stream_device, stream_fail,
+    stream_query)
 from hipfile._lib._wait cimport WAIT_STREAM, wait_interruptible
 from hipfile._lib.engine.cengine cimport eng, hfe_io_fn, hfe_op, hfe_runtime, hfe_span
 from hipfile._lib.engine.device cimport (
@@ -161,7 +162,12 @@ def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
             # (hipFileRead/hipFileWrite's own copies go through the null
             # stream: a buffer a kernel there still writes or reads is
             # copied after it, as before)
-            handles = _submit_staged(f, opcode, fd, base, &span, 1, 0, device, pool, task,
+            sh = 0
+            if current_device() != device:
+                # the buffer's device's null stream, made current for the order
+                sh = <uintptr_t>int(internal_stream(pool))
+                stream_after(sh, 0, device)
+            handles = _submit_staged(f, opcode, fd, base, &span, 1, sh, device, pool, task,
                                      False, False, True, NULL, NULL)
         else:
             handles = _submit_workers(f, opcode, base, &span, 1, 0, device, pool, task, False,
