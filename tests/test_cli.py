@@ -253,22 +253,22 @@ def test_bench_refuses_the_emulated_platform(tmp_path: Path) -> None:
 
 def test_bench_json_on_the_emulated_platform(tmp_path: Path) -> None:
     proc = hipfile_cmd("bench", "--allow-emulated", "--json", "--size", "4M", "1M",
-                       "--io", "sync", "pread", "async", "batch", "--threads", "1", "2",
+                       "--io", "sync", "pread", "pool", "async", "batch", "--threads", "1", "2",
                        "--task-size", "1M", "--repeat", "2", "--path", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     rep = json.loads(proc.stdout)
     assert rep["platform"] == "emulated" and rep["emulated"] is True
     results = rep["results"]
-    # 2 sizes x 2 modes x (sync 1 + pread 2 threads + async 1 + batch 1)
-    assert len(results) == 2 * 2 * 5
+    # 2 sizes x 2 modes x (sync 1 + pread 1 + pool 2 threads + async 1 + batch 1)
+    assert len(results) == 2 * 2 * 6
     for r in results:
         assert r["emulated"] is True
         assert r["mode"] in ("read", "write")
         assert len(r["seconds"]) == 2
         assert r["best_gib_s"] > 0 and r["best_gib_s"] >= r["mean_gib_s"]
-    assert {r["io"] for r in results} == {"sync", "pread", "async", "batch"}
-    assert {r["threads"] for r in results if r["io"] == "pread"} == {1, 2}
-    assert {r["threads"] for r in results if r["io"] != "pread"} == {None}
+    assert {r["io"] for r in results} == {"sync", "pread", "pool", "async", "batch"}
+    assert {r["threads"] for r in results if r["io"] == "pool"} == {1, 2}
+    assert {r["threads"] for r in results if r["io"] != "pool"} == {None}
     # plain progress lines go to stderr, labelled
     assert "[EMULATED]" in proc.stderr
     assert bench_leftovers(tmp_path) == []
@@ -479,7 +479,7 @@ def test_stats_without_a_library(tmp_path: Path) -> None:
 
 
 def test_io_kinds_table() -> None:
-    assert set(cli.IO_KINDS) == {"sync", "pread", "async", "batch", "stream"}
+    assert set(cli.IO_KINDS) == {"sync", "pread", "pool", "async", "batch", "stream"}
     for kind in cli.IO_KINDS.values():
         assert kind.help and callable(kind.run)
 

@@ -126,8 +126,12 @@ def _io_batch(job: BenchJob) -> int:
 #: The I/O kinds of ``hipfile bench --io``, by name.
 IO_KINDS: dict[str, IOKind] = {
     "sync": IOKind(_io_sync, "FileHandle.read/write: one synchronous call after another"),
-    "pread": IOKind(_io_pread, "FileHandle.pread/pwrite: tasks of --task-size on a pool of "
-                    "--threads threads", uses_threads=True, uses_task_size=True),
+    "pread": IOKind(_io_pread, "FileHandle.pread/pwrite as a program calls them: tasks of "
+                    "--task-size (device memory: on the engine's threads, defaults."
+                    "engine_threads)", uses_task_size=True),
+    "pool": IOKind(_io_pread, "FileHandle.pread/pwrite given an executor: tasks of "
+                   "--task-size on a pool of --threads threads, each hipFileRead/"
+                   "hipFileWrite calls", uses_threads=True, uses_task_size=True),
     "async": IOKind(_io_async, "read_async/write_async: one stream-ordered operation per "
                     "--task-size chunk on a registered stream", uses_task_size=True,
                     needs_stream=True),
