@@ -226,20 +226,11 @@ def torch_stream(framework: str, device: Device) -> int:
     """The stream a read into memory that the framework allocated follows:
     torch's current stream of the device (its caching allocator reuses
     memory in that stream's order), else the null stream."""
-    global _raw_stream
     if framework != "torch" or device.is_cpu:
         return 0
-    raw = _raw_stream
-    if raw is None:
-        import torch
-
-        # the handle without making a Stream object, where torch has it
-        raw = _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", False)
-    if raw:
-        return int(raw(device.index))
     import torch
 
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:       # the handle without making a Stream object
+        return int(raw(device.index))
     return int(torch.cuda.current_stream(device.index).cuda_stream)
-
-
-_raw_stream: Any = None     # torch._C._cuda_getCurrentRawStream, or False
