@@ -386,9 +386,6 @@ class _EngineFuture(IOFuture):
     def running(self) -> bool:
         return not self._poll()
 
-    def cancelled(self) -> bool:
-        return False
-
     def cancel(self) -> bool:
         # the engine runs a request to its end once it has it
         return False
@@ -406,17 +403,14 @@ class _EngineFuture(IOFuture):
             pass                     # the request's error: _conclude records it
         self._conclude()
 
-    def _watch(self) -> None:
-        # on the pool, for callbacks given before the end: wait, then run them
-        self._wait(None)
-
     def add_done_callback(self, fn: Callable[[IOFuture], Any]) -> None:
         if not self._poll():
             with self._lock:
                 if not self._event.is_set():
                     self._callbacks.append(fn)
                     if self._watcher is None:
-                        self._watcher = self._pool().submit(self._watch)
+                        # a pool thread waits for the end, then runs them
+                        self._watcher = self._pool().submit(self._wait, None)
                     return
         self._invoke(fn)
 

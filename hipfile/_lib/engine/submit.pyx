@@ -82,9 +82,6 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
 
     cdef Py_ssize_t count = 0
     cdef hfe_span *checked = NULL
-    cdef int device
-    cdef bint is_device = 0
-    cdef FlagPool pool
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     try:   # counted in f._entering by the preamble until the handles hold the file
         if isinstance(buffer, BufferCore):
@@ -102,9 +99,8 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
             return []
         if task_size is None and n == 1:
             task = lone_range_task(checked[0].len, task)
-        pool = _engine_for(base, bc, &device, &is_device)
         return _submit_checked(f, opcode, base, bc, buf_owner, checked, n, sh, stream_owner,
-                               task, fd, ordered, grouped, prefetch, pool, device, is_device)
+                               task, fd, ordered, grouped, prefetch)
     finally:
         free(checked)
         f._entering -= 1
@@ -292,9 +288,11 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
 cdef list _submit_checked(FileCore f, int opcode, uintptr_t base, BufferCore bc,
                           object buf_owner, hfe_span *checked, int n, uintptr_t sh,
                           object stream_owner, size_t task, int fd, bint ordered,
-                          bint grouped, bint prefetch, FlagPool pool, int device,
-                          bint is_device):
-    cdef bint staged = staged_path(fd, pool, is_device)
+                          bint grouped, bint prefetch):
+    cdef int device
+    cdef bint is_device = 0, staged
+    cdef FlagPool pool = _engine_for(base, bc, &device, &is_device)
+    staged = staged_path(fd, pool, is_device)
     if staged:
         handles = _submit_staged(f, opcode, fd, base, checked, n, sh, device, pool, task,
                                  ordered, grouped, prefetch, NULL, NULL)
