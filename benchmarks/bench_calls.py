@@ -8,6 +8,8 @@ Rows (warm page cache unless said; device memory; one caller thread; medians):
   ``preadv`` into pinned memory and one host-to-device copy of the same size.
   The lone 2 MiB call also runs with each ``task_size`` of ``LONE_TASKS``
   (``pread`` and ``pread_async``: one part per thread by default).
+  Each case is timed ``SMALL_MIN_CALLS`` times at least, the cases taking
+  turns in rounds of ``SMALL_ROUND`` calls.
 * **open/close**: ``hipfile.open(path)`` then ``close()``.
 * **many files**: ``--files`` chunk files of ``--file-mib`` each (one file per
   KV chunk), opened, read into scattered slots of one device buffer and
@@ -77,15 +79,37 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+#: calls timed per small case at least, whatever ``--repeats`` says (the
+#: cases take microseconds to a quarter of a millisecond; 10 samples of a
+#: 2 MiB call moved its median by 20%)
+SMALL_MIN_CALLS = 200
+
+#: calls of one case in a row before the next case takes its turn
+SMALL_ROUND = 10
+
+
 def median_us(fn: Callable[[], object], repeats: int) -> float:
-    fn()
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+    return medians_us({"": fn}, repeats)[""]
+
+
+def medians_us(cases: dict[str, Callable[[], object]], calls: int) -> dict[str, float]:
+    """Each case's median time of one call (us): ``calls`` timed calls each,
+    in rounds of ``SMALL_ROUND`` that take the cases in turn, so that a slow
+    spell of the machine falls on all of them."""
+    for fn in cases.values():
         fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    done = 0
+    while done < calls:
+        n = min(SMALL_ROUND, calls - done)
+        for k, fn in cases.items():
+            for _ in range(n):
+                t0 = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t0)
+        done += n
+    return {k: statistics.median(v) * 1e6 for k, v in times.items()}
 
 
 class Device:
@@ -181,17 +205,8 @@ def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
                     t_sub.append(time.perf_counter())
                     h.wait()
 
-                cases = {"floor": floor, "read": read, "pread": pread,
-                         "pread_async": pread_async}
-                r = {name: median_us(fn, repeats) for name, fn in cases.items()}
-                # the time pread_async takes to return (the rest is the wait)
-                subs = []
-                for _ in range(repeats):
-                    t0 = time.perf_counter()
-                    t_sub.clear()
-                    submit_only()
-                    subs.append(t_sub[0] - t0)
-                r["pread_async_submit"] = statistics.median(subs) * 1e6
+                cases: dict[str, Callable[[], object]] = {
+                    "floor": floor, "read": read, "pread": pread, "pread_async": pread_async}
                 if size == max(SIZES):
                     for task in LONE_TASKS:
                         def lone_pread(task: int = task, size: int = size) -> None:
@@ -201,11 +216,20 @@ def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
                             fh.pread_async(dev.buf, size, 0, 0, dev.stream,
                                            task_size=task).wait()
 
-                        r[f"pread_t{task >> 10}K"] = median_us(lone_pread, repeats)
-                        r[f"pread_async_t{task >> 10}K"] = median_us(lone_async, repeats)
+                        cases[f"pread_t{task >> 10}K"] = lone_pread
+                        cases[f"pread_async_t{task >> 10}K"] = lone_async
+                r = medians_us(cases, max(repeats, SMALL_MIN_CALLS))
+                # the time pread_async takes to return (the rest is the wait)
+                subs = []
+                for _ in range(max(repeats, SMALL_MIN_CALLS)):
+                    t0 = time.perf_counter()
+                    t_sub.clear()
+                    submit_only()
+                    subs.append(t_sub[0] - t0)
+                r["pread_async_submit"] = statistics.median(subs) * 1e6
                 rows[str(size)] = r
         # hipfile.open + close, bare
-        oc = median_us(lambda: hipfile.open(path).close(), repeats)
+        oc = median_us(lambda: hipfile.open(path).close(), max(repeats, SMALL_MIN_CALLS))
     finally:
         os.close(fd)
         hip_check(hip.hipHostFree(pinned))
