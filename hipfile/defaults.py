@@ -31,6 +31,7 @@ setting                   environment variable             default
 ``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``cpus / 2, 4..16``
 ``engine_staging_size``   ``HIPFILE_ENGINE_STAGING_SIZE``  64 MiB
 ``engine_copy_streams``   ``HIPFILE_ENGINE_COPY_STREAMS``  1
+``engine_copy_batch``     ``HIPFILE_ENGINE_COPY_BATCH``    1
 ``engine_batch_copies``   ``HIPFILE_ENGINE_BATCH_COPIES``  True
 ``engine_release``        ``HIPFILE_ENGINE_RELEASE``       ``"auto"``
 ``engine_data_path``      ``HIPFILE_ENGINE_DATA_PATH``     ``"auto"``
@@ -47,9 +48,12 @@ variable alone is seen after the next :func:`reset`.
 :func:`hipfile.pread`/:func:`hipfile.pwrite` the same way: read at its
 first call and again after every :func:`set` or :func:`reset`.
 ``engine_staging_size`` is the pinned host memory of a device's staging ring
-(in slots of ``engine_task_size``) and ``engine_copy_streams`` the streams
-its copies are spread over, all three read when the ring is made (at the
-first submission on a device, and again after :func:`hipfile.trim_pool`).
+(in slots of ``engine_task_size``), ``engine_copy_streams`` the streams
+its copies are spread over and ``engine_copy_batch`` how many read chunks
+of one operation share one stream wait and one copy call (1: each chunk
+its own; at most half the ring's slots), all read when the ring is made (at
+the first submission on a device, and again after
+:func:`hipfile.trim_pool`).
 
 Three more choose how the engine works, and are read once, not at each
 submission: when the engine first needs them, again after every
@@ -103,6 +107,7 @@ __all__ = [
     "batch_max_entries",
     "close_timeout",
     "engine_batch_copies",
+    "engine_copy_batch",
     "engine_copy_streams",
     "engine_data_path",
     "engine_release",
@@ -296,6 +301,11 @@ SETTINGS: dict[str, Setting] = {
                 _size_check(1, 8), _parse_int,
                 "Streams of each device over which the stream-ordered engine spreads its "
                 "copies (1: the submitting stream only).", "1"),
+        Setting("engine_copy_batch", "HIPFILE_ENGINE_COPY_BATCH", lambda: 1,
+                _size_check(1, 64), _parse_int,
+                "Read chunks of one operation on one stream that the stream-ordered engine's "
+                "staged path makes ready with one stream wait and one copy call "
+                "(1: one of each per chunk).", "1"),
         Setting("engine_batch_copies", "HIPFILE_ENGINE_BATCH_COPIES", lambda: True,
                 _check_bool, _parse_bool,
                 "Whether the stream-ordered engine's staged path hands a chunk's copies to "
@@ -514,6 +524,7 @@ allow_host_buffers = _getter("allow_host_buffers", bool)
 engine_task_size = _getter("engine_task_size", int)
 engine_threads = _getter("engine_threads", int)
 engine_copy_streams = _getter("engine_copy_streams", int)
+engine_copy_batch = _getter("engine_copy_batch", int)
 engine_staging_size = _getter("engine_staging_size", int)
 engine_batch_copies = _getter("engine_batch_copies", bool)
 engine_release = _getter("engine_release", str)

@@ -187,7 +187,11 @@ def info() -> dict[str, Any]:
     the task size, outstanding operations, parked handles (dropped before
     completion), ``requests`` (:func:`hipfile.pread`/:func:`hipfile.pwrite`
     requests of device memory not yet ended), and per device the release
-    mechanism, the flags allocated and the staging ring's bytes."""
+    mechanism, the flags allocated, the staging ring's bytes and slot size,
+    and ``stream_waits``: the stream waits on staging slots that
+    submissions have enqueued since the ring was made (one per chunk, or
+    per batch with ``engine_copy_batch``), a measure of the runtime calls a
+    load makes."""
     return dict(_hipfile.engine_info())
 
 

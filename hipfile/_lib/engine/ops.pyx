@@ -144,6 +144,7 @@ cdef PerDevice _new_ring(int device):
     if r.ring == NULL:
         r.release()
         raise MemoryError()
+    eng.ring_set_copy_batch(r.ring, <int>d.engine_copy_batch())
     cdef int ncopy = <int>d.engine_copy_streams()
     cdef void *cs[8]
     cdef void *je[8]
@@ -226,7 +227,9 @@ def engine_info():
                         "staging_bytes": ((<Ring>_rings[d]).slot_size * (<Ring>_rings[d]).nslots
                                           if d in _rings else 0),
                         "staging_slot_bytes": ((<Ring>_rings[d]).slot_size
-                                               if d in _rings else 0)}
+                                               if d in _rings else 0),
+                        "stream_waits": (eng.ring_stream_waits((<Ring>_rings[d]).ring)
+                                         if d in _rings else 0)}
                     for d, p in flag_pools.items()},
     }
 

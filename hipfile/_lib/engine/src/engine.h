@@ -145,6 +145,13 @@ typedef struct hfe_piece {
  * `flags_dev` is the address streams use): filled[] then drained[]. */
 hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *flags_host,
                        uint64_t flags_dev);
+/* Read chunks of one submission that go to one stream and one group are
+ * made ready for the stream in batches of up to `n` (at most half the
+ * ring; <= 1: one by one): one stream wait per batch instead of one per
+ * chunk, and one copy call where the runtime batches copies. */
+void hfe_ring_set_copy_batch(hfe_ring *ring, int n);
+/* The stream waits on slot flags that the ring's submissions enqueued. */
+uint64_t hfe_ring_stream_waits(hfe_ring *ring);
 /* Spread the copies of later submissions over `n` streams of the ring's
  * device (n <= HFE_MAX_COPY_STREAMS; 1: all on the submission's stream):
  * each submission forks them from its stream with fork_event and joins them

@@ -1,5 +1,6 @@
 /* The engine's parts shared between its files: engine.c (operations,
- * worker threads, gates) and stage.c (the staged path). Not public. */
+ * worker threads, gates), stage.c (the staged path) and stage_copy.c (its
+ * stream side). Not public. */
 #ifndef HIPFILE_ENGINE_INTERNAL_H
 #define HIPFILE_ENGINE_INTERNAL_H
 
@@ -69,6 +70,8 @@ struct hfe_ring {
     void *copy_streams[HFE_MAX_COPY_STREAMS];
     void *fork_event;
     void *join_events[HFE_MAX_COPY_STREAMS];
+    int copy_batch;           /* read chunks per stream wait (1: one wait per chunk) */
+    uint64_t stream_waits;    /* stream waits enqueued on slot flags (under lock) */
 };
 
 enum { CHUNK_PENDING = 0, CHUNK_DONE = 1, CHUNK_ABANDONED = 2 };
@@ -92,6 +95,15 @@ typedef struct copy {         /* device side: one copy */
 
 typedef struct chunk chunk_t;
 
+/* Read chunks whose stream side is one wait, their copies and their
+ * drained writes: the last of their workers to end (`remaining` reaches 0)
+ * writes `flag` (the batch's last chunk's filled flag) and frees it. */
+typedef struct batch {
+    int remaining;            /* atomic */
+    uint32_t *flag;
+    uint32_t value;
+} batch_t;
+
 struct chunk {
     struct chunk *next;       /* the engine's FIFO */
     int refs;                 /* atomic */
@@ -106,6 +118,8 @@ struct chunk {
     int nruns, ncopies;
     run_t *runs;
     copy_t *copies;
+    batch_t *batch;           /* a read chunk in a batch, or NULL */
+    int batch_n;              /* the first chunk of a batch: its chunks; else 0 */
 };
 
 /* An operation's last chunk (or hold) has ended: it is done. */
@@ -113,6 +127,10 @@ void hfe__finish(hfe_op *op);
 /* A worker runs one staged chunk's file side and drops its reference. */
 void hfe__run_staged(chunk_t *c);
 int hfe__queue_chunks(chunk_t *first, chunk_t *last, long ngroups);
+/* The stream side of one chunk, and of the `n` chunks of a batch (one wait
+ * on the last one's filled flag); a hipError_t (stage_copy.c). */
+int hfe__enqueue_chunk(const hfe_runtime *rt, void *stream, chunk_t *c);
+int hfe__enqueue_batch(const hfe_runtime *rt, void *stream, chunk_t *const *chunks, int n);
 
 /* The caller's thread (not an engine thread) has the default timer slack,
  * 50 us: each of backoff_step's short sleeps would last that long, and a

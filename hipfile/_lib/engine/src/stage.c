@@ -52,6 +52,7 @@ hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *fl
     r->flags = flags_host;
     r->flags_dev = flags_dev;
     r->ncopy = 1;
+    r->copy_batch = 1;
     pthread_mutex_init(&r->lock, NULL);
     return r;
 }
@@ -71,6 +72,23 @@ void hfe_ring_set_copy_streams(hfe_ring *ring, int n, void *const *streams, void
         ring->ncopy = n;
     }
     pthread_mutex_unlock(&ring->lock);
+}
+
+void hfe_ring_set_copy_batch(hfe_ring *ring, int n)
+{
+    pthread_mutex_lock(&ring->lock);
+    ring->copy_batch = n < 1 ? 1 : (n > ring->nslots / 2 ? ring->nslots / 2 : n);
+    if (ring->copy_batch < 1)
+        ring->copy_batch = 1;
+    pthread_mutex_unlock(&ring->lock);
+}
+
+uint64_t hfe_ring_stream_waits(hfe_ring *ring)
+{
+    pthread_mutex_lock(&ring->lock);
+    uint64_t n = ring->stream_waits;
+    pthread_mutex_unlock(&ring->lock);
+    return n;
 }
 
 void hfe_ring_free(hfe_ring *ring)
@@ -225,7 +243,20 @@ static void release_chunk(chunk_t *c)
     int was_pending = __atomic_compare_exchange_n(&c->state, &expected, CHUNK_DONE, 0,
                                                   __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     if (c->opcode == 0) {
-        __atomic_store_n(filled, c->gen, __ATOMIC_RELEASE);
+        batch_t *b = c->batch;
+        if (!b) {
+            __atomic_store_n(filled, c->gen, __ATOMIC_RELEASE);
+        } else if (__atomic_sub_fetch(&b->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
+            /* the batch's last worker: every slot of it holds its bytes.
+             * Never lowered: after a failed enqueue (abandon_from) the
+             * last chunk's slot may already hold a later chunk. */
+            uint32_t cur = __atomic_load_n(b->flag, __ATOMIC_ACQUIRE);
+            while ((int32_t)(cur - b->value) < 0 &&
+                   !__atomic_compare_exchange_n(b->flag, &cur, b->value, 0, __ATOMIC_RELEASE,
+                                                __ATOMIC_ACQUIRE))
+                ;
+            free(b);
+        }
         if (!was_pending)   /* abandoned: no stream will drain the slot */
             __atomic_store_n(drained, c->gen, __ATOMIC_RELEASE);
     } else {
@@ -381,100 +412,6 @@ fail:
     return ENOMEM;
 }
 
-/* hipMemcpyHostToDevice, hipMemcpyDeviceToHost; hipStreamWaitValueGte */
-enum { H2D = 1, D2H = 2, WAIT_GTE = 0 };
-
-/* hipMemcpyAttributes: the source is read in stream order (the only
- * order in which a staging slot holds its bytes). */
-typedef struct {
-    int src_access_order;
-    int src_loc_type, src_loc_id, dst_loc_type, dst_loc_id;
-    unsigned flags;
-} memcpy_attrs_t;
-enum { SRC_ACCESS_ORDER_STREAM = 1, BATCH_ON_STACK = 64 };
-
-/* A chunk's copies between its staging slot and device memory: one
- * hipMemcpyBatchAsync where the runtime has it, else one hipMemcpyAsync
- * each. With hipMemcpyBatchAsync, 64 KiB scattered blocks move at about
- * three times the rate of one call per block. */
-static int enqueue_copies(const hfe_runtime *rt, void *stream, const chunk_t *c, char *slot)
-{
-    int i, err = 0, h2d = c->opcode == 0;
-    if (c->ncopies > 1 && rt->memcpy_batch_async) {
-        void *dst_local[BATCH_ON_STACK], *src_local[BATCH_ON_STACK];
-        size_t size_local[BATCH_ON_STACK];
-        void **dsts = dst_local, **srcs = src_local;
-        size_t *sizes = size_local;
-        if (c->ncopies > BATCH_ON_STACK) {
-            dsts = malloc((size_t)c->ncopies * sizeof(void *));
-            srcs = malloc((size_t)c->ncopies * sizeof(void *));
-            sizes = malloc((size_t)c->ncopies * sizeof(size_t));
-        }
-        if (dsts && srcs && sizes) {
-            for (i = 0; i < c->ncopies; i++) {
-                void *dev = (void *)(uintptr_t)c->copies[i].device;
-                void *host = slot + c->copies[i].staging_off;
-                dsts[i] = h2d ? dev : host;
-                srcs[i] = h2d ? host : dev;
-                sizes[i] = c->copies[i].len;
-            }
-            memcpy_attrs_t attrs = {SRC_ACCESS_ORDER_STREAM, 0, 0, 0, 0, 0};
-            size_t attrs_idx = 0, fail_idx = 0;
-            err = rt->memcpy_batch_async(dsts, srcs, sizes, (size_t)c->ncopies, &attrs,
-                                         &attrs_idx, 1, &fail_idx, stream);
-        } else {
-            err = 2;   /* hipErrorOutOfMemory */
-        }
-        if (dsts != dst_local) {
-            free(dsts);
-            free(srcs);
-            free(sizes);
-        }
-        if (!err)
-            return 0;
-        /* Refused (a runtime without it behind the entry point, no memory):
-         * the copies one by one. A copy the batch enqueued before it failed
-         * runs twice, with the same bytes. */
-        err = 0;
-    }
-    for (i = 0; !err && i < c->ncopies; i++) {
-        void *dev = (void *)(uintptr_t)c->copies[i].device;
-        void *host = slot + c->copies[i].staging_off;
-        err = h2d ? rt->memcpy_async(dev, host, c->copies[i].len, H2D, stream)
-                  : rt->memcpy_async(host, dev, c->copies[i].len, D2H, stream);
-    }
-    return err;
-}
-
-/* The stream's side of one chunk. Returns the hipError_t of a failed enqueue. */
-static int enqueue_chunk(const hfe_runtime *rt, void *stream, const chunk_t *c)
-{
-    hfe_ring *r = c->ring;
-    char *slot = r->staging + (size_t)c->slot * r->slot_size;
-    uint64_t filled = r->flags_dev + 4 * (uint64_t)c->slot;
-    uint64_t drained = r->flags_dev + 4 * (uint64_t)(r->nslots + c->slot);
-    int err;
-    if (c->opcode == 0) {
-        /* a chunk read at submit is filled already: no wait */
-        err = c->inline_read ? 0
-                             : rt->wait_value32(stream, (void *)(uintptr_t)filled, c->gen,
-                                                WAIT_GTE, 0xFFFFFFFFu);
-        if (!err)
-            err = enqueue_copies(rt, stream, c, slot);
-        if (!err)
-            err = rt->write_value32(stream, (void *)(uintptr_t)drained, c->gen, 0);
-    } else {
-        err = c->gen > 1 ? rt->wait_value32(stream, (void *)(uintptr_t)drained, c->gen - 1,
-                                            WAIT_GTE, 0xFFFFFFFFu)
-                         : 0;
-        if (!err)
-            err = enqueue_copies(rt, stream, c, slot);
-        if (!err)
-            err = rt->write_value32(stream, (void *)(uintptr_t)filled, c->gen, 0);
-    }
-    return err;
-}
-
 /* One submission as the helpers below see it: the chunks planned over the
  * ring, the groups (operations) they belong to and where each group's
  * completion goes. */
@@ -515,6 +452,8 @@ static void drop_references(const submission_t *sb)
 {
     int i, j, k;
     for (j = 0; j < sb->nchunks; j++) {
+        if (sb->chunks[j]->batch_n)
+            free(sb->chunks[j]->batch);   /* no worker ran any of it */
         for (k = 0; k < sb->chunks[j]->nruns; k++)
             hfe_op_decref(sb->chunks[j]->runs[k].group);
         chunk_decref(sb->chunks[j]);
@@ -541,6 +480,51 @@ static void reserve_slots(const submission_t *sb, const uint32_t *gate, uint32_t
     }
 }
 
+/* The copy stream chunk j goes to when the submission spreads its copies
+ * over ncopy > 1 streams: a group's chunks to one stream where there are
+ * several groups, else round robin. */
+static int copy_stream_of(const submission_t *sb, int j, int ncopy)
+{
+    const chunk_t *c = sb->chunks[j];
+    return sb->ngroups > 1 && c->nruns ? c->runs[0].gidx % ncopy : j % ncopy;
+}
+
+/* Read chunks in batches of up to ring->copy_batch (under ring->lock,
+ * after reserve_slots, before the workers see the chunks): consecutive
+ * chunks that go to one copy stream, a batch ending where a group ends
+ * (its completion is not held back by the next group's reads). Without
+ * memory, chunks stay one by one. */
+static void form_batches(const submission_t *sb)
+{
+    hfe_ring *ring = sb->ring;
+    int ncopy = sb->nchunks > 1 ? ring->ncopy : 1, i, j = 0;
+    if (sb->opcode != 0 || ring->copy_batch <= 1 || sb->nchunks < 2)
+        return;
+    char *ends = calloc((size_t)sb->nchunks, 1);
+    if (!ends)
+        return;
+    for (i = 0; i < sb->ngroups; i++)
+        if (sb->last_chunk[i] >= 0)
+            ends[sb->last_chunk[i]] = 1;
+    while (j < sb->nchunks) {
+        int pick = ncopy > 1 ? copy_stream_of(sb, j, ncopy) : 0, n = 1;
+        while (j + n < sb->nchunks && n < ring->copy_batch && !ends[j + n - 1] &&
+               (ncopy == 1 || copy_stream_of(sb, j + n, ncopy) == pick))
+            n++;
+        batch_t *b = n > 1 ? malloc(sizeof(*b)) : NULL;
+        if (b) {
+            b->remaining = n;
+            b->flag = ring->flags + sb->chunks[j + n - 1]->slot;
+            b->value = sb->chunks[j + n - 1]->gen;
+            for (i = 0; i < n; i++)
+                sb->chunks[j + i]->batch = b;
+            sb->chunks[j]->batch_n = n;
+        }
+        j += n;
+    }
+    free(ends);
+}
+
 /* Write read group i's completion flag on stream s. */
 static int complete_group(const submission_t *sb, void *s, int i)
 {
@@ -562,7 +546,7 @@ static int enqueue_stream_side(const submission_t *sb, int *failed_at)
 {
     hfe_ring *ring = sb->ring;
     const hfe_runtime *rt = sb->rt;
-    int reads = sb->opcode == 0, i, j, k, err = 0;
+    int reads = sb->opcode == 0, i, j, k, n, err = 0;
     int ncopy = sb->nchunks > 1 ? ring->ncopy : 1;
     int *where = NULL;            /* a group's copy stream; -2: several */
     if (ncopy > 1) {
@@ -580,20 +564,25 @@ static int enqueue_stream_side(const submission_t *sb, int *failed_at)
         for (k = 0; !err && k < ncopy; k++)
             err = rt->stream_wait_event(ring->copy_streams[k], ring->fork_event, 0);
     }
-    for (j = 0; !err && j < sb->nchunks; j++) {
+    for (j = 0; !err && j < sb->nchunks; j += n) {
         chunk_t *c = sb->chunks[j];
         void *s = sb->stream;
+        n = c->batch_n > 1 ? c->batch_n : 1;   /* a batch's chunks go to one stream */
         if (ncopy > 1) {
-            int pick = sb->ngroups > 1 && c->nruns ? c->runs[0].gidx % ncopy : j % ncopy;
+            int pick = copy_stream_of(sb, j, ncopy), m;
             s = ring->copy_streams[pick];
-            for (k = 0; k < c->nruns; k++) {
-                int g = c->runs[k].gidx;
-                where[g] = where[g] == -1 || where[g] == pick ? pick : -2;
-            }
+            for (m = j; m < j + n; m++)
+                for (k = 0; k < sb->chunks[m]->nruns; k++) {
+                    int g = sb->chunks[m]->runs[k].gidx;
+                    where[g] = where[g] == -1 || where[g] == pick ? pick : -2;
+                }
         }
-        err = enqueue_chunk(rt, s, c);
+        err = n > 1 ? hfe__enqueue_batch(rt, s, sb->chunks + j, n) : hfe__enqueue_chunk(rt, s, c);
+        if (!err && (n > 1 || (reads ? !c->inline_read : c->gen > 1)))
+            ring->stream_waits++;
         for (i = 0; reads && !err && i < sb->ngroups; i++)
-            if (sb->last_chunk[i] == j && sb->complete_dev[i] && (ncopy == 1 || where[i] >= 0))
+            if (sb->last_chunk[i] >= j && sb->last_chunk[i] < j + n && sb->complete_dev[i] &&
+                (ncopy == 1 || where[i] >= 0))
                 err = complete_group(sb, s, i);
         if (err)
             *failed_at = j;
@@ -671,6 +660,8 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
     int inline_done = sb.nchunks == 1 && opcode == 0 && !gate && inline_max &&
                       sb.chunks[0]->nruns && chunk_bytes(sb.chunks[0]) <= inline_max &&
                       try_inline_read(sb.chunks[0]);
+    if (!inline_done)
+        form_batches(&sb);
     int queue = sb.nchunks && !inline_done;
     if (hfe__queue_chunks(queue ? sb.chunks[0] : NULL, queue ? sb.chunks[sb.nchunks - 1] : NULL,
                           ngroups)) {
