@@ -44,7 +44,9 @@ in the page cache into one device buffer, and writes them back, timing:
   ``--churn-interval-ms`` between rounds. For the account of what slows,
   the layer-wise load with compute also reports, alone and beside the
   churn, the time in its submission, in its ``wait_on`` calls and in the
-  compute's launches: runtime calls that a free can hold up.
+  compute's launches: runtime calls that a free can hold up. The stream
+  waits one such load enqueues are printed too (one per chunk, or per
+  batch of chunks with ``HIPFILE_ENGINE_COPY_BATCH``).
 
 The new rows pass the framework's tensor and streams as they are, with no
 driver, buffer or stream registration held by the benchmark.
@@ -390,6 +392,15 @@ def main() -> int:
                     **{k: {"median_s": statistics.median(v),
                            "gbps": some_bytes / statistics.median(v) / 1e9}
                        for k, v in blocks_times.items()}}
+            def stream_waits() -> int:
+                return sum(int(d.get("stream_waits", 0))
+                           for d in hipfile.engine.info()["devices"].values())
+
+            # the runtime calls one layer-wise load makes: its stream waits
+            # on staging slots (one per chunk, or per batch of chunks)
+            w0 = stream_waits()
+            both_contiguous()
+            results["stream_waits_per_load"] = stream_waits() - w0
             churn_loads = {"engine_with_compute": both_contiguous, "engine": engine,
                            "pread": pread, "pread_pool": pread_pool, "compute": compute_only,
                            "compute_gil_handoff": compute_gil_handoff}
@@ -552,6 +563,9 @@ def main() -> int:
         print(f"  blocks: {b['count']} x {args.block_kib} KiB: batch_read "
               f"{b['batch_read']['gbps']:.2f} GB/s, engine scatter "
               f"{b['engine_scatter']['gbps']:.2f} GB/s")
+    if "stream_waits_per_load" in results:
+        print(f"  stream waits per layer-wise load: {results['stream_waits_per_load']} "
+              f"(engine_copy_batch {hipfile.defaults.engine_copy_batch()})")
     for key in ("churn", "churn_paced"):
         ch = results[key]
         print(f"  {key}: {ch['churn']}, {ch['frees_per_s']:.0f} frees/s, "
