@@ -122,13 +122,20 @@ struct chunk {
     int batch_n;              /* the first chunk of a batch: its chunks; else 0 */
 };
 
+/* A chunk's staging slot (host memory). */
+static inline char *hfe__slot(const chunk_t *c)
+{
+    return c->ring->staging + (size_t)c->slot * c->ring->slot_size;
+}
+
 /* An operation's last chunk (or hold) has ended: it is done. */
 void hfe__finish(hfe_op *op);
 /* A worker runs one staged chunk's file side and drops its reference. */
 void hfe__run_staged(chunk_t *c);
 int hfe__queue_chunks(chunk_t *first, chunk_t *last, long ngroups);
 /* The stream side of one chunk, and of the `n` chunks of a batch (one wait
- * on the last one's filled flag); a hipError_t (stage_copy.c). */
+ * on the last one's filled flag); a hipError_t (stage_copy.c). Each stream
+ * wait enqueued is counted in the ring's stream_waits. */
 int hfe__enqueue_chunk(const hfe_runtime *rt, void *stream, chunk_t *c);
 int hfe__enqueue_batch(const hfe_runtime *rt, void *stream, chunk_t *const *chunks, int n);
 

@@ -77,7 +77,8 @@ void hfe_ring_set_copy_streams(hfe_ring *ring, int n, void *const *streams, void
 void hfe_ring_set_copy_batch(hfe_ring *ring, int n)
 {
     pthread_mutex_lock(&ring->lock);
-    ring->copy_batch = n < 1 ? 1 : (n > ring->nslots / 2 ? ring->nslots / 2 : n);
+    int most = ring->nslots / 2;
+    ring->copy_batch = n > most ? most : n;
     if (ring->copy_batch < 1)
         ring->copy_batch = 1;
     pthread_mutex_unlock(&ring->lock);
@@ -184,7 +185,7 @@ void hfe__run_staged(chunk_t *c)
     hfe_ring *r = c->ring;
     uint32_t *filled = r->flags + c->slot;
     uint32_t *drained = r->flags + r->nslots + c->slot;
-    char *slot = r->staging + (size_t)c->slot * r->slot_size;
+    char *slot = hfe__slot(c);
     backoff_t b = {0};
 
     /* Wait for the gate and the slot. Nothing here enters the runtime: the
@@ -288,7 +289,7 @@ static uint64_t chunk_bytes(const chunk_t *c)
 static int try_inline_read(chunk_t *c)
 {
     hfe_ring *r = c->ring;
-    char *slot = r->staging + (size_t)c->slot * r->slot_size;
+    char *slot = hfe__slot(c);
     long calls[64];
     int i;
     if (c->opcode != 0 || c->gate || c->nruns > 64 ||
@@ -578,8 +579,6 @@ static int enqueue_stream_side(const submission_t *sb, int *failed_at)
                 }
         }
         err = n > 1 ? hfe__enqueue_batch(rt, s, sb->chunks + j, n) : hfe__enqueue_chunk(rt, s, c);
-        if (!err && (n > 1 || (reads ? !c->inline_read : c->gen > 1)))
-            ring->stream_waits++;
         for (i = 0; reads && !err && i < sb->ngroups; i++)
             if (sb->last_chunk[i] >= j && sb->last_chunk[i] < j + n && sb->complete_dev[i] &&
                 (ncopy == 1 || where[i] >= 0))

@@ -17,11 +17,6 @@ typedef struct {
 } memcpy_attrs_t;
 enum { SRC_ACCESS_ORDER_STREAM = 1, BATCH_ON_STACK = 64 };
 
-static char *slot_of(const chunk_t *c)
-{
-    return c->ring->staging + (size_t)c->slot * c->ring->slot_size;
-}
-
 static uint64_t filled_dev(const chunk_t *c)
 {
     return c->ring->flags_dev + 4 * (uint64_t)c->slot;
@@ -55,7 +50,7 @@ static int try_batch(const hfe_runtime *rt, void *stream, chunk_t *const *chunks
         int m = 0;
         for (k = 0; k < n; k++) {
             const chunk_t *c = chunks[k];
-            char *slot = slot_of(c);
+            char *slot = hfe__slot(c);
             for (i = 0; i < c->ncopies; i++, m++) {
                 void *dev = (void *)(uintptr_t)c->copies[i].device;
                 void *host = slot + c->copies[i].staging_off;
@@ -88,7 +83,7 @@ static int enqueue_copies(const hfe_runtime *rt, void *stream, chunk_t *const *c
         return 0;
     for (k = 0; !err && k < n; k++) {
         const chunk_t *c = chunks[k];
-        char *slot = slot_of(c);
+        char *slot = hfe__slot(c);
         for (i = 0; !err && i < c->ncopies; i++) {
             void *dev = (void *)(uintptr_t)c->copies[i].device;
             void *host = slot + c->copies[i].staging_off;
@@ -99,22 +94,29 @@ static int enqueue_copies(const hfe_runtime *rt, void *stream, chunk_t *const *c
     return err;
 }
 
+/* hipStreamWaitValue32 for *flag >= value (flag: a device address), counted
+ * in the ring's stream_waits (the caller holds ring->lock). */
+static int wait_flag(const hfe_runtime *rt, void *stream, hfe_ring *ring, uint64_t flag,
+                     uint32_t value)
+{
+    int err = rt->wait_value32(stream, (void *)(uintptr_t)flag, value, WAIT_GTE, 0xFFFFFFFFu);
+    if (!err)
+        ring->stream_waits++;
+    return err;
+}
+
 int hfe__enqueue_chunk(const hfe_runtime *rt, void *stream, chunk_t *c)
 {
     int err;
     if (c->opcode == 0) {
         /* a chunk read at submit is filled already: no wait */
-        err = c->inline_read ? 0
-                             : rt->wait_value32(stream, (void *)(uintptr_t)filled_dev(c), c->gen,
-                                                WAIT_GTE, 0xFFFFFFFFu);
+        err = c->inline_read ? 0 : wait_flag(rt, stream, c->ring, filled_dev(c), c->gen);
         if (!err)
             err = enqueue_copies(rt, stream, &c, 1);
         if (!err)
             err = rt->write_value32(stream, (void *)(uintptr_t)drained_dev(c), c->gen, 0);
     } else {
-        err = c->gen > 1 ? rt->wait_value32(stream, (void *)(uintptr_t)drained_dev(c), c->gen - 1,
-                                            WAIT_GTE, 0xFFFFFFFFu)
-                         : 0;
+        err = c->gen > 1 ? wait_flag(rt, stream, c->ring, drained_dev(c), c->gen - 1) : 0;
         if (!err)
             err = enqueue_copies(rt, stream, &c, 1);
         if (!err)
@@ -128,8 +130,7 @@ int hfe__enqueue_batch(const hfe_runtime *rt, void *stream, chunk_t *const *chun
     /* the last of the batch's workers to end writes the last chunk's
      * filled flag for all of them (release_chunk) */
     const chunk_t *last = chunks[n - 1];
-    int k, err = rt->wait_value32(stream, (void *)(uintptr_t)filled_dev(last), last->gen,
-                                  WAIT_GTE, 0xFFFFFFFFu);
+    int k, err = wait_flag(rt, stream, last->ring, filled_dev(last), last->gen);
     if (!err)
         err = enqueue_copies(rt, stream, chunks, n);
     for (k = 0; !err && k < n; k++)
