@@ -392,15 +392,19 @@ def main() -> int:
                     **{k: {"median_s": statistics.median(v),
                            "gbps": some_bytes / statistics.median(v) / 1e9}
                        for k, v in blocks_times.items()}}
-            def stream_waits() -> int:
-                return sum(int(d.get("stream_waits", 0))
-                           for d in hipfile.engine.info()["devices"].values())
+            def stream_counts() -> tuple[int, int]:
+                devs = hipfile.engine.info()["devices"].values()
+                return (sum(int(d.get("stream_waits", 0)) for d in devs),
+                        sum(int(d.get("stream_calls", 0)) for d in devs))
 
-            # the runtime calls one layer-wise load makes: its stream waits
-            # on staging slots (one per chunk, or per batch of chunks)
-            w0 = stream_waits()
+            # the runtime calls one layer-wise load makes to enqueue its
+            # stream side, and among them its stream waits on staging slots
+            # (one per chunk, or per batch of chunks)
+            w0, c0 = stream_counts()
             both_contiguous()
-            results["stream_waits_per_load"] = stream_waits() - w0
+            w1, c1 = stream_counts()
+            results["stream_waits_per_load"] = w1 - w0
+            results["stream_calls_per_load"] = c1 - c0
             churn_loads = {"engine_with_compute": both_contiguous, "engine": engine,
                            "pread": pread, "pread_pool": pread_pool, "compute": compute_only,
                            "compute_gil_handoff": compute_gil_handoff}
@@ -564,7 +568,8 @@ def main() -> int:
               f"{b['batch_read']['gbps']:.2f} GB/s, engine scatter "
               f"{b['engine_scatter']['gbps']:.2f} GB/s")
     if "stream_waits_per_load" in results:
-        print(f"  stream waits per layer-wise load: {results['stream_waits_per_load']} "
+        print(f"  per layer-wise load: {results['stream_calls_per_load']} runtime calls, "
+              f"{results['stream_waits_per_load']} of them stream waits "
               f"(engine_copy_batch {hipfile.defaults.engine_copy_batch()})")
     for key in ("churn", "churn_paced"):
         ch = results[key]

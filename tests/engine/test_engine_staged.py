@@ -506,8 +506,9 @@ def test_a_descriptor_flags_are_read_once_per_open(driver, tmp_path, monkeypatch
 TASK = 64 << 10
 
 
-@pytest.fixture(params=[(1, 1), (4, 1), (8, 1), (4, 3), (64, 1)],
-                ids=["batch1", "batch4", "batch8", "batch4-streams3", "batch-half-ring"])
+@pytest.fixture(params=[(1, 1), (4, 1), (6, 1), (8, 1), (4, 3), (64, 1)],
+                ids=["batch1", "batch4", "batch6-wraps", "batch8", "batch4-streams3",
+                     "batch-half-ring"])
 def batched(request) -> Iterator[int]:
     """A ring of 16 slots of 64 KiB whose read chunks go in batches."""
     batch, streams = request.param
@@ -521,6 +522,42 @@ def batched(request) -> Iterator[int]:
 
 def _stream_waits() -> int:
     return sum(d["stream_waits"] for d in hipfile.engine.info()["devices"].values())
+
+
+def _stream_calls() -> int:
+    return sum(d["stream_calls"] for d in hipfile.engine.info()["devices"].values())
+
+
+@pytest.mark.parametrize(("batch", "batch_copies", "per_range"),
+                         [(1, True, 25), (8, False, 18), (8, True, 4)],
+                         ids=["one-by-one", "batch8-unbatched-calls", "batch8"])
+def test_runtime_calls_per_layer(tmp_path, stream, batch, batch_copies, per_range):
+    """The runtime calls that enqueue a layer's stream side (8 chunks and its
+    completion): one by one, 3 per chunk; in a batch, one wait, then one copy
+    and one slot write per chunk, or, where the runtime batches calls, one
+    hipMemcpyBatchAsync and one hipMemsetD32Async for the batch."""
+    size = 4 << 20
+    path = tmp_path / "layers.bin"
+    data = random_file(path, size, seed=79)
+    hipfile.trim_pool()
+    with hipfile.defaults.set(engine_copy_batch=batch, engine_copy_streams=1,
+                              engine_batch_copies=batch_copies,
+                              engine_task_size=TASK, engine_staging_size=1 << 20):
+        hipfile.trim_pool()
+        if batch_copies and not _hipfile.engine_batch_copies():
+            pytest.skip("the runtime has no hipMemcpyBatchAsync")
+        try:
+            with device_array(size) as dev, FileHandle(path) as fh:
+                layers = [(size // 8, k * size // 8, k * size // 8) for k in range(8)]
+                for _ in range(2):      # the second time round, the ring has wrapped
+                    calls = _stream_calls()
+                    hs = fh.pread_async_ranges(dev, layers, stream)
+                    assert [h.wait(timeout=60) for h in hs] == [size // 8] * 8
+                    assert _stream_calls() - calls == 8 * per_range
+                    assert np.array_equal(from_device(dev, size), data)
+                    check(hip.hipMemset(dev, 0, size))
+        finally:
+            hipfile.trim_pool()
 
 
 def test_layers_and_scattered_blocks(tmp_path, stream, batched):

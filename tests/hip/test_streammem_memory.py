@@ -100,3 +100,21 @@ def test_host_malloc_flag_combinations() -> None:
 def test_emulated_device_pointer_of_mapped_memory_is_the_host_address(mapped: Mapped) -> None:
     assert mapped.dev == mapped.host
     assert err(hip.hipHostGetDevicePointer(None, 0)) == E.hipErrorInvalidValue
+
+
+def test_memset_d32_of_mapped_memory_follows_a_stream_wait(mapped: Mapped, stream: object) -> None:
+    """hipMemsetD32Async through the device address of mapped pinned memory,
+    held back by a stream wait until the host writes the flag: how the
+    engine hands a batch of staging slots back with one call."""
+    flag_host, flag_dev = mapped.word(0)
+    first_host, first_dev = mapped.word(4)
+    assert wait_value(32, stream, flag_dev, 1, GTE, ALL32) == E.hipSuccess
+    assert err(hip.hipMemsetD32Async(first_dev, 0x7EADBEEF, 8, stream)) == E.hipSuccess
+    assert stays_blocked(stream)
+    assert [load(first_host + 4 * i) for i in range(8)] == [0] * 8
+    store(flag_host, 1, 32)
+    assert until(lambda: idle(stream))
+    got = [load(first_host + 4 * i) for i in range(10)]
+    assert got == [0x7EADBEEF] * 8 + [0, 0]     # exactly count words
+    assert load(first_host - 4) == 0
+

@@ -44,6 +44,7 @@ cdef extern from "engine.h" nogil:
         int (*stream_wait_event)(void *, void *, unsigned) noexcept nogil
         int (*memcpy_batch_async)(void **, void **, size_t *, size_t, void *, size_t *,
                                   size_t, size_t *, void *) noexcept nogil
+        int (*memset_d32_async)(void *, int, size_t, void *) noexcept nogil
     ctypedef struct hfe_piece:
         int64_t file_offset
         uint64_t device
@@ -58,6 +59,7 @@ cdef extern from "engine.h" nogil:
                                    void **join_events)
     void hfe_ring_set_copy_batch(hfe_ring *ring, int n)
     uint64_t hfe_ring_stream_waits(hfe_ring *ring)
+    uint64_t hfe_ring_stream_calls(hfe_ring *ring)
     int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                          const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                          const uint64_t *complete_dev, const uint32_t *complete_value,
@@ -93,6 +95,7 @@ ctypedef struct EngineC:
                                   void **join_events) noexcept nogil
     void (*ring_set_copy_batch)(hfe_ring *ring, int n) noexcept nogil
     uint64_t (*ring_stream_waits)(hfe_ring *ring) noexcept nogil
+    uint64_t (*ring_stream_calls)(hfe_ring *ring) noexcept nogil
     int (*stage_submit)(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                         const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                         const uint64_t *complete_dev, const uint32_t *complete_value,

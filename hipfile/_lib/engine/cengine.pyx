@@ -31,6 +31,7 @@ eng.ring_free = hfe_ring_free
 eng.ring_set_copy_streams = hfe_ring_set_copy_streams
 eng.ring_set_copy_batch = hfe_ring_set_copy_batch
 eng.ring_stream_waits = hfe_ring_stream_waits
+eng.ring_stream_calls = hfe_ring_stream_calls
 eng.stage_submit = hfe_stage_submit
 eng.flag_wait = hfe_flag_wait
 eng.flag_reached = hfe_flag_reached

@@ -21,6 +21,7 @@ ctypedef int (*hip_memcpy_async_t)(void *, const void *, size_t, int, void *) no
 ctypedef int (*hip_wait_event_t)(void *, void *, unsigned) noexcept nogil
 ctypedef int (*hip_memcpy_batch_t)(void **, void **, size_t *, size_t, void *, size_t *,
                                    size_t, size_t *, void *) noexcept nogil
+ctypedef int (*hip_memset_d32_t)(void *, int, size_t, void *) noexcept nogil
 ctypedef int (*hip_count_fn_t)(int *) noexcept nogil
 
 # HIP-Python's C functions the engine uses (NULL until load_engine_capi)
@@ -32,6 +33,7 @@ cdef hip_record_fn_t c_event_record
 cdef hip_memcpy_async_t c_memcpy_async
 cdef hip_wait_event_t c_stream_wait_event
 cdef hip_memcpy_batch_t c_memcpy_batch
+cdef hip_memset_d32_t c_memset_d32
 # the same, as the engine's C source takes them
 cdef hfe_runtime eng_rt
 cdef bint eng_capi_tried

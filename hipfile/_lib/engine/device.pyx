@@ -45,7 +45,7 @@ def engine_batch_copies():
 cdef int load_engine_capi() except -1:
     global eng_capi_tried, c_set_device, c_wait_value32, c_write_value32
     global c_event_destroy, c_event_record, c_memcpy_async, c_stream_wait_event
-    global c_memcpy_batch
+    global c_memcpy_batch, c_memset_d32
     cdef hip_count_fn_t count_fn
     cdef int ndev = 0
     if eng_capi_tried:
@@ -78,12 +78,16 @@ cdef int load_engine_capi() except -1:
         c_memcpy_batch = <hip_memcpy_batch_t>hip_fn(
             "hipMemcpyBatchAsync", b"void **, void **, size_t *, size_t, "
             b"struct hipMemcpyAttributes *, size_t *, size_t, size_t *, hipStream_t")
+    if eng.runtime_exports(b"libamdhip64", b"hipMemsetD32Async"):
+        c_memset_d32 = <hip_memset_d32_t>hip_fn(
+            "hipMemsetD32Async", b"void *, int, size_t, hipStream_t")
     eng_rt.wait_value32 = c_wait_value32
     eng_rt.write_value32 = c_write_value32
     eng_rt.memcpy_async = c_memcpy_async
     eng_rt.event_record = <int (*)(void *, void *) noexcept nogil>c_event_record
     eng_rt.stream_wait_event = c_stream_wait_event
     eng_rt.memcpy_batch_async = c_memcpy_batch if eng_batch_copies else NULL
+    eng_rt.memset_d32_async = c_memset_d32 if eng_batch_copies else NULL
     eng_capi_tried = 1
     if c_event_query != NULL and c_event_destroy != NULL:
         eng.set_event_fns(<hfe_event_fn>c_event_query, <hfe_event_fn>c_event_destroy)
@@ -377,6 +381,7 @@ cdef int eng_options() except -1:
     eng_data_hipfile = hipfile_path
     if eng_capi_tried:
         eng_rt.memcpy_batch_async = c_memcpy_batch if batch else NULL
+        eng_rt.memset_d32_async = c_memset_d32 if batch else NULL
     for o in flag_pools.values():
         # operations submitted before keep their mechanism (each handle has
         # its own); the next submission takes the new one

@@ -229,6 +229,8 @@ def engine_info():
                         "staging_slot_bytes": ((<Ring>_rings[d]).slot_size
                                                if d in _rings else 0),
                         "stream_waits": (eng.ring_stream_waits((<Ring>_rings[d]).ring)
+                                         if d in _rings else 0),
+                        "stream_calls": (eng.ring_stream_calls((<Ring>_rings[d]).ring)
                                          if d in _rings else 0)}
                     for d, p in flag_pools.items()},
     }

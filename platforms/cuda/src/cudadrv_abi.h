@@ -1,5 +1,5 @@
 /* The CUDA driver functions this platform calls (stream memory operations,
- * device attributes and allocation ranges), declared from the driver's documented ABI (names,
+ * 32-bit fills, device attributes and allocation ranges), declared from the driver's documented ABI (names,
  * signatures, numbers), and the table they are resolved into at run time
  * from libcuda.so.1. No CUDA header is needed to build. */
 #ifndef HIPFILE_CUDA_CUDADRV_ABI_H
@@ -59,6 +59,7 @@ enum {
     X(cuDeviceGetAttribute, CUresult, (int *value, int attribute, CUdevice device), 1)     \
     X(cuMemGetAddressRange_v2, CUresult, (CUdeviceptr * base, size_t *size, CUdeviceptr ptr), \
       0)                                                                                   \
+    X(cuMemsetD32Async, CUresult, (CUdeviceptr dst, unsigned value, size_t n, CUstream s), 0) \
     HFC_STREAM_MEMOPS(X, _v2)                                                              \
     HFC_STREAM_MEMOPS(X, )
 

@@ -122,6 +122,10 @@ typedef struct hfe_runtime {
     int (*memcpy_batch_async)(void **dsts, void **srcs, size_t *sizes, size_t count,
                               void *attrs, size_t *attrs_idxs, size_t num_attrs,
                               size_t *fail_idx, void *stream);
+    /* hipMemsetD32Async where the runtime has it, else NULL: a batch of read
+     * chunks (hfe_ring_set_copy_batch) then hands its slots back with one
+     * call instead of one hipStreamWriteValue32 each */
+    int (*memset_d32_async)(void *dst, int value, size_t count, void *stream);
 } hfe_runtime;
 
 /* One piece of a submission: `len` bytes between the file at file_offset
@@ -150,8 +154,11 @@ hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *fl
  * ring; <= 1: one by one): one stream wait per batch instead of one per
  * chunk, and one copy call where the runtime batches copies. */
 void hfe_ring_set_copy_batch(hfe_ring *ring, int n);
-/* The stream waits on slot flags that the ring's submissions enqueued. */
+/* The stream waits on slot flags that the ring's submissions enqueued, and
+ * all the runtime calls they made to enqueue their stream side (waits,
+ * copies, flag writes, events). */
 uint64_t hfe_ring_stream_waits(hfe_ring *ring);
+uint64_t hfe_ring_stream_calls(hfe_ring *ring);
 /* Spread the copies of later submissions over `n` streams of the ring's
  * device (n <= HFE_MAX_COPY_STREAMS; 1: all on the submission's stream):
  * each submission forks them from its stream with fork_event and joins them

@@ -72,7 +72,16 @@ struct hfe_ring {
     void *join_events[HFE_MAX_COPY_STREAMS];
     int copy_batch;           /* read chunks per stream wait (1: one wait per chunk) */
     uint64_t stream_waits;    /* stream waits enqueued on slot flags (under lock) */
+    uint64_t stream_calls;    /* runtime calls that enqueued stream work (under lock) */
 };
+
+/* A runtime call of the stream side, counted in ring->stream_calls (the
+ * caller holds ring->lock); returns the call's hipError_t. */
+static inline int hfe__counted(hfe_ring *ring, int err)
+{
+    ring->stream_calls++;
+    return err;
+}
 
 enum { CHUNK_PENDING = 0, CHUNK_DONE = 1, CHUNK_ABANDONED = 2 };
 

@@ -92,6 +92,14 @@ uint64_t hfe_ring_stream_waits(hfe_ring *ring)
     return n;
 }
 
+uint64_t hfe_ring_stream_calls(hfe_ring *ring)
+{
+    pthread_mutex_lock(&ring->lock);
+    uint64_t n = ring->stream_calls;
+    pthread_mutex_unlock(&ring->lock);
+    return n;
+}
+
 void hfe_ring_free(hfe_ring *ring)
 {
     if (ring) {
@@ -529,8 +537,8 @@ static void form_batches(const submission_t *sb)
 /* Write read group i's completion flag on stream s. */
 static int complete_group(const submission_t *sb, void *s, int i)
 {
-    return sb->rt->write_value32(s, (void *)(uintptr_t)sb->complete_dev[i],
-                                 sb->complete_value[i], 0);
+    return hfe__counted(sb->ring, sb->rt->write_value32(s, (void *)(uintptr_t)sb->complete_dev[i],
+                                                        sb->complete_value[i], 0));
 }
 
 /* The stream's side, chunk by chunk, while the engine already moves file
@@ -561,9 +569,10 @@ static int enqueue_stream_side(const submission_t *sb, int *failed_at)
         if (sb->last_chunk[i] < 0 && sb->complete_dev[i])
             err = complete_group(sb, sb->stream, i);
     if (!err && ncopy > 1) {
-        err = rt->event_record(ring->fork_event, sb->stream);
+        err = hfe__counted(ring, rt->event_record(ring->fork_event, sb->stream));
         for (k = 0; !err && k < ncopy; k++)
-            err = rt->stream_wait_event(ring->copy_streams[k], ring->fork_event, 0);
+            err = hfe__counted(ring, rt->stream_wait_event(ring->copy_streams[k],
+                                                           ring->fork_event, 0));
     }
     for (j = 0; !err && j < sb->nchunks; j += n) {
         chunk_t *c = sb->chunks[j];
@@ -588,9 +597,11 @@ static int enqueue_stream_side(const submission_t *sb, int *failed_at)
     }
     if (!err && ncopy > 1) {
         for (k = 0; !err && k < ncopy; k++) {
-            err = rt->event_record(ring->join_events[k], ring->copy_streams[k]);
+            err = hfe__counted(ring, rt->event_record(ring->join_events[k],
+                                                      ring->copy_streams[k]));
             if (!err)
-                err = rt->stream_wait_event(sb->stream, ring->join_events[k], 0);
+                err = hfe__counted(ring, rt->stream_wait_event(sb->stream,
+                                                               ring->join_events[k], 0));
         }
         for (i = 0; reads && !err && i < sb->ngroups; i++)
             if (sb->last_chunk[i] >= 0 && sb->complete_dev[i] && where[i] < 0)

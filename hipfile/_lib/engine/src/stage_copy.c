@@ -1,6 +1,7 @@
 /* The staged path's stream side (see stage.c): the waits on a slot's
  * flags, the copies between staging slots and device memory, and the
- * writes that hand a slot back, for one chunk or for a batch of chunks. */
+ * writes that hand a slot back, for one chunk or for a batch of chunks.
+ * Every runtime call is counted in the ring's stream_calls. */
 #include "engine_internal.h"
 
 #include <stdlib.h>
@@ -61,8 +62,9 @@ static int try_batch(const hfe_runtime *rt, void *stream, chunk_t *const *chunks
         }
         memcpy_attrs_t attrs = {SRC_ACCESS_ORDER_STREAM, 0, 0, 0, 0, 0};
         size_t attrs_idx = 0, fail_idx = 0;
-        err = rt->memcpy_batch_async(dsts, srcs, sizes, (size_t)total, &attrs, &attrs_idx, 1,
-                                     &fail_idx, stream) != 0;
+        err = hfe__counted(chunks[0]->ring,
+                           rt->memcpy_batch_async(dsts, srcs, sizes, (size_t)total, &attrs,
+                                                  &attrs_idx, 1, &fail_idx, stream)) != 0;
     }
     if (dsts != dst_local) {
         free(dsts);
@@ -78,6 +80,7 @@ static int try_batch(const hfe_runtime *rt, void *stream, chunk_t *const *chunks
  * move at about three times the rate of one call per block. */
 static int enqueue_copies(const hfe_runtime *rt, void *stream, chunk_t *const *chunks, int n)
 {
+    hfe_ring *ring = chunks[0]->ring;
     int i, k, err = 0;
     if (!try_batch(rt, stream, chunks, n))
         return 0;
@@ -87,8 +90,9 @@ static int enqueue_copies(const hfe_runtime *rt, void *stream, chunk_t *const *c
         for (i = 0; !err && i < c->ncopies; i++) {
             void *dev = (void *)(uintptr_t)c->copies[i].device;
             void *host = slot + c->copies[i].staging_off;
-            err = c->opcode == 0 ? rt->memcpy_async(dev, host, c->copies[i].len, H2D, stream)
-                                 : rt->memcpy_async(host, dev, c->copies[i].len, D2H, stream);
+            err = hfe__counted(ring, c->opcode == 0
+                                         ? rt->memcpy_async(dev, host, c->copies[i].len, H2D, stream)
+                                         : rt->memcpy_async(host, dev, c->copies[i].len, D2H, stream));
         }
     }
     return err;
@@ -99,9 +103,41 @@ static int enqueue_copies(const hfe_runtime *rt, void *stream, chunk_t *const *c
 static int wait_flag(const hfe_runtime *rt, void *stream, hfe_ring *ring, uint64_t flag,
                      uint32_t value)
 {
-    int err = rt->wait_value32(stream, (void *)(uintptr_t)flag, value, WAIT_GTE, 0xFFFFFFFFu);
+    int err = hfe__counted(ring, rt->wait_value32(stream, (void *)(uintptr_t)flag, value,
+                                                  WAIT_GTE, 0xFFFFFFFFu));
     if (!err)
         ring->stream_waits++;
+    return err;
+}
+
+/* Write *flag = value on the stream (a slot handed back or filled). */
+static int write_flag(const hfe_runtime *rt, void *stream, hfe_ring *ring, uint64_t flag,
+                      uint32_t value)
+{
+    return hfe__counted(ring, rt->write_value32(stream, (void *)(uintptr_t)flag, value, 0));
+}
+
+/* Hand back the slots of a batch's `n` chunks: one hipMemsetD32Async for
+ * each run of consecutive slots of one generation (a batch wraps round the
+ * ring at most once, so one or two calls) where the runtime has it, else
+ * one write per chunk. */
+static int write_drained(const hfe_runtime *rt, void *stream, chunk_t *const *chunks, int n)
+{
+    hfe_ring *ring = chunks[0]->ring;
+    int k = 0, m, err = 0;
+    while (!err && k < n) {
+        const chunk_t *c = chunks[k];
+        m = 1;
+        while (rt->memset_d32_async && k + m < n && chunks[k + m]->slot == c->slot + m &&
+               chunks[k + m]->gen == c->gen)
+            m++;
+        if (m > 1)
+            err = hfe__counted(ring, rt->memset_d32_async((void *)(uintptr_t)drained_dev(c),
+                                                          (int)c->gen, (size_t)m, stream));
+        else
+            err = write_flag(rt, stream, ring, drained_dev(c), c->gen);
+        k += m;
+    }
     return err;
 }
 
@@ -114,13 +150,13 @@ int hfe__enqueue_chunk(const hfe_runtime *rt, void *stream, chunk_t *c)
         if (!err)
             err = enqueue_copies(rt, stream, &c, 1);
         if (!err)
-            err = rt->write_value32(stream, (void *)(uintptr_t)drained_dev(c), c->gen, 0);
+            err = write_flag(rt, stream, c->ring, drained_dev(c), c->gen);
     } else {
         err = c->gen > 1 ? wait_flag(rt, stream, c->ring, drained_dev(c), c->gen - 1) : 0;
         if (!err)
             err = enqueue_copies(rt, stream, &c, 1);
         if (!err)
-            err = rt->write_value32(stream, (void *)(uintptr_t)filled_dev(c), c->gen, 0);
+            err = write_flag(rt, stream, c->ring, filled_dev(c), c->gen);
     }
     return err;
 }
@@ -130,11 +166,10 @@ int hfe__enqueue_batch(const hfe_runtime *rt, void *stream, chunk_t *const *chun
     /* the last of the batch's workers to end writes the last chunk's
      * filled flag for all of them (release_chunk) */
     const chunk_t *last = chunks[n - 1];
-    int k, err = wait_flag(rt, stream, last->ring, filled_dev(last), last->gen);
+    int err = wait_flag(rt, stream, last->ring, filled_dev(last), last->gen);
     if (!err)
         err = enqueue_copies(rt, stream, chunks, n);
-    for (k = 0; !err && k < n; k++)
-        err = rt->write_value32(stream, (void *)(uintptr_t)drained_dev(chunks[k]),
-                                chunks[k]->gen, 0);
+    if (!err)
+        err = write_drained(rt, stream, chunks, n);
     return err;
 }

@@ -1,6 +1,6 @@
 /* libamdhip64.so of the cuda test platform: what needs the CUDA driver API
- * (libcuda), loaded on first use: the stream memory operations here, and
- * the address ranges of memory.c. */
+ * (libcuda), loaded on first use: the stream memory operations and the
+ * 32-bit fill here, and the address ranges of memory.c. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
@@ -177,3 +177,26 @@ HFC_WRITE_VALUE(32)
 HFC_WRITE_VALUE(64)
 #undef HFC_WAIT_VALUE
 #undef HFC_WRITE_VALUE
+
+/* hipMemsetD32Async: cuMemsetD32Async of libcuda (the runtime API has no
+ * 32-bit fill), on the stream's device. */
+HFC_EXPORT hipError_t hipMemsetD32Async(void *dst, int value, size_t count, hipStream_t stream)
+{
+    const struct hfc_cudadrv *D;
+    int previous = 0;
+    hipError_t status;
+    CUresult r;
+    if (count == 0)
+        return hipSuccess;
+    if (dst == NULL || ((uintptr_t)dst & 3u) != 0)
+        return record(hipErrorInvalidValue);
+    D = drv();
+    if (D == NULL || D->cuMemsetD32Async == NULL)
+        return record(hipErrorNotSupported);
+    status = drv_enter(stream, &previous);
+    if (status != hipSuccess)
+        return record(status);
+    r = D->cuMemsetD32Async((CUdeviceptr)(uintptr_t)dst, (unsigned)value, count, (CUstream)stream);
+    drv_leave(previous);
+    return from_cu(r);
+}
