@@ -63,7 +63,9 @@ environment variable in between is not seen.
 
 * ``engine_batch_copies`` (bool): the staged path hands each chunk's copies
   to the stream in one ``hipMemcpyBatchAsync`` where the runtime has it
-  (``False``: one ``hipMemcpyAsync`` per block). The variable takes
+  (``False``: one ``hipMemcpyAsync`` per block), and a batch of read chunks
+  (``engine_copy_batch``) hands its staging slots back with one
+  ``hipMemsetD32Async`` (``False``: one ``hipStreamWriteValue32`` each). The variable takes
   ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``.
 * ``engine_release``: how completion reaches GPU streams. ``"auto"``:
   stream waits on a flag (``hipStreamWaitValue32``) where the device can

@@ -188,10 +188,10 @@ def info() -> dict[str, Any]:
     completion), ``requests`` (:func:`hipfile.pread`/:func:`hipfile.pwrite`
     requests of device memory not yet ended), and per device the release
     mechanism, the flags allocated, the staging ring's bytes and slot size,
-    and ``stream_waits``: the stream waits on staging slots that
-    submissions have enqueued since the ring was made (one per chunk, or
-    per batch with ``engine_copy_batch``), a measure of the runtime calls a
-    load makes."""
+    ``stream_calls``: the runtime calls that submissions made to enqueue
+    their stream side since the ring was made (waits, copies, flag writes,
+    events), and ``stream_waits``: the stream waits among them (one per
+    chunk, or per batch with ``engine_copy_batch``)."""
     return dict(_hipfile.engine_info())
 
 
