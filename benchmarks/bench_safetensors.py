@@ -789,11 +789,19 @@ def slice_rank(lib: str, path: str, device: str, split: str, rank: int, ranks: i
             def move(t: Any) -> Any:
                 return t.to(device)
 
+        first_at: list[float] = []
+
+        def timed_move(t: Any) -> Any:
+            # the first tensor's arrival: the process's first read, set-up included
+            if not first_at:
+                first_at.append(time.perf_counter())
+            return move(t)
+
         barrier.wait(timeout=600)
         t0 = time.perf_counter()
         with open_file() as f:
             t_open = time.perf_counter()
-            out = rank_part(f, split, rank, ranks, move)
+            out = rank_part(f, split, rank, ranks, timed_move)
         synchronize(device)
         t1 = time.perf_counter()
         nbytes = sum(t.numel() * t.element_size() for t in out.values())
@@ -802,18 +810,19 @@ def slice_rank(lib: str, path: str, device: str, split: str, rank: int, ranks: i
             with st_open(path, "pt") as f:
                 ref = rank_part(f, split, rank, ranks, lambda t: t)
             verdict = check(ref, out)
-        results.put((rank, t0, t_open - t0, t1, nbytes, verdict))
+        results.put((rank, t0, t_open - t0, t1, nbytes, verdict,
+                     (first_at[0] if first_at else t1) - t_open))
     except BaseException as e:
-        results.put((rank, None, 0.0, None, 0, f"FAILED: {type(e).__name__}: {e}"))
+        results.put((rank, None, 0.0, None, 0, f"FAILED: {type(e).__name__}: {e}", 0.0))
         raise
 
 
 def run_ranks(lib: str, path: str, device: str, split: str, ranks: int, verify_part: bool
-              ) -> tuple[float, float, int, list[str]]:
+              ) -> tuple[float, float, float, int, list[str]]:
     """Start ``ranks`` fresh processes and return the seconds from the
     barrier to the last rank's finish, the slowest rank's seconds in
-    ``safe_open``, the bytes they received and the verdicts of their
-    checks."""
+    ``safe_open`` and to its first tensor after it, the bytes they received
+    and the verdicts of their checks."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(ranks)
     results = ctx.Queue()
@@ -822,7 +831,7 @@ def run_ranks(lib: str, path: str, device: str, split: str, ranks: int, verify_p
              for r in range(ranks)]
     for p in procs:
         p.start()
-    got: list[tuple[int, float | None, float, float | None, int, str]] = []
+    got: list[tuple[int, float | None, float, float | None, int, str, float]] = []
     deadline = time.monotonic() + 900
     try:
         while len(got) < ranks:
@@ -846,8 +855,8 @@ def run_ranks(lib: str, path: str, device: str, split: str, ranks: int, verify_p
         raise RuntimeError(f"{lib} {split}: {failed[0]}")
     starts = [g[1] for g in got if g[1] is not None]
     ends = [g[3] for g in got if g[3] is not None]
-    return (max(ends) - min(starts), max(g[2] for g in got), sum(g[4] for g in got),
-            [g[5] for g in got])
+    return (max(ends) - min(starts), max(g[2] for g in got), max(g[6] for g in got),
+            sum(g[4] for g in got), [g[5] for g in got])
 
 
 def shape_slices(b: Bench) -> None:
@@ -864,6 +873,7 @@ def shape_slices(b: Bench) -> None:
     splits = ("rows", "columns")
     times: dict[str, list[float]] = {f"{lib} {s}": [] for s in splits for lib in libs}
     opens: dict[str, list[float]] = {name: [] for name in times}
+    firsts: dict[str, list[float]] = {name: [] for name in times}
     received: dict[str, int] = {}
     for rep in range(b.args.repeats):
         for split in splits:
@@ -871,14 +881,15 @@ def shape_slices(b: Bench) -> None:
                 name = f"{lib} {split}"
                 first = rep == 0 and lib == "hipfile"
                 try:
-                    secs, opened, nbytes, verdicts = run_ranks(lib, path, b.device, split,
-                                                               ranks, first)
+                    secs, opened, first_s, nbytes, verdicts = run_ranks(
+                        lib, path, b.device, split, ranks, first)
                 except RuntimeError as e:
                     print(f"  {name} FAILED: {e}; slices stops here")
                     b.bad = True
                     return
                 times[name].append(secs)
                 opens[name].append(opened)
+                firsts[name].append(first_s)
                 if received.setdefault(split, nbytes) != nbytes:
                     raise RuntimeError(f"{name}: {nbytes} bytes received, "
                                        f"{received[split]} by the other library")
@@ -893,9 +904,12 @@ def shape_slices(b: Bench) -> None:
                received[split], SLICES_RATIOS, note=f" received by {ranks} ranks")
         for lib in libs:
             name = f"{lib} {split}"
-            b.results["shapes"][f"slices {split}/warm"]["cases"][name]["open_s"] = opens[name]
-            print(f"    {name}: of which safe_open, slowest rank, median "
-                  f"{statistics.median(opens[name]) * 1e3:.1f} ms")
+            case = b.results["shapes"][f"slices {split}/warm"]["cases"][name]
+            case["open_s"] = opens[name]
+            case["first_tensor_s"] = firsts[name]
+            print(f"    {name}: of which, slowest rank, medians: safe_open "
+                  f"{statistics.median(opens[name]) * 1e3:.1f} ms, then the first tensor "
+                  f"{statistics.median(firsts[name]) * 1e3:.1f} ms")
 
 
 def run_shapes(b: Bench) -> dict[str, float]:
