@@ -222,15 +222,22 @@ def _torch_view(flat: Any, offset: int, info: TensorInfo, device: Device) -> Any
     return raw.view(tdt).view(shape)
 
 
+_raw_stream: Any = None    # torch._C._cuda_getCurrentRawStream, once found
+
+
 def torch_stream(framework: str, device: Device) -> int:
     """The stream a read into memory that the framework allocated follows:
     torch's current stream of the device (its caching allocator reuses
     memory in that stream's order), else the null stream."""
+    global _raw_stream
     if framework != "torch" or device.is_cpu:
         return 0
+    if _raw_stream is not None:
+        return int(_raw_stream(device.index))
     import torch
 
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is not None:       # the handle without making a Stream object
+        _raw_stream = raw     # looked up once: torch._C's attributes cost about 1 us
         return int(raw(device.index))
     return int(torch.cuda.current_stream(device.index).cuda_stream)

@@ -83,10 +83,11 @@ def submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
     make the tensor's bytes (a slice's rows), read as one operation;
     default the tensor's own range.
     """
-    header = so._header
     n = info.nbytes
     if runs is None:
-        runs = [(header.data_offset + info.begin, n)]
+        if n < ALIGNED_MIN and so._framework == "torch" and n:
+            return _submit_small_torch(so, fh, info, now)
+        runs = [(so._header.data_offset + info.begin, n)]
     task = so._task_size
     if len(runs) == 1 and n >= ALIGNED_MIN:
         begin = runs[0][0]
@@ -126,6 +127,18 @@ def submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
             handle = fh.pread_async_scatter(target, ranges, stream, task_size=task,
                                             ordered=now, prefetch=now)
     return _Pending(info, owner, addr, offset, handle, need)
+
+
+def _submit_small_torch(so: SafeOpen, fh: FileHandle, info: TensorInfo, now: bool) -> _Pending:
+    """:func:`submit_one` of a whole tensor of less than ALIGNED_MIN bytes
+    into a torch tensor of its own dtype and shape (the small calls of a
+    key-by-key loop): one range, no lists."""
+    owner = _torch_empty(so, info)
+    n = info.nbytes
+    handle = fh.pread_async(owner, n, so._header.data_offset + info.begin, 0,
+                            torch_stream("torch", so._device), task_size=so._task_size,
+                            ordered=now, prefetch=now)
+    return _Pending(info, owner, 0, -1, handle, n)    # offset -1: `owner` is the result
 
 
 class _Owned:
