@@ -188,10 +188,12 @@ def info() -> dict[str, Any]:
     completion), ``requests`` (:func:`hipfile.pread`/:func:`hipfile.pwrite`
     requests of device memory not yet ended), and per device the release
     mechanism, the flags allocated, the staging ring's bytes and slot size,
-    ``stream_calls``: the runtime calls that submissions made to enqueue
-    their stream side since the ring was made (waits, copies, flag writes,
-    events), and ``stream_waits``: the stream waits among them (one per
-    chunk, or per batch with ``engine_copy_batch``)."""
+    ``setup_s`` (the seconds that making the device's flag pool and staging
+    ring, its pinned memory and streams, took), ``stream_calls`` (the
+    runtime calls that submissions made to enqueue their stream side since
+    the ring was made: waits, copies, flag writes, events) and
+    ``stream_waits`` (the stream waits among them: one per chunk, or per
+    batch with ``engine_copy_batch``)."""
     return dict(_hipfile.engine_info())
 
 

@@ -933,6 +933,23 @@ def test_an_ordered_submission_failing_in_its_wait_still_owns_its_handle(drv, tm
     assert not hipfile.engine.info()["devices"], "the failed submission kept a flag"
 
 
+def test_info_times_the_making_of_a_device_runtime():
+    """``setup_s``: the seconds the device's flag pool and staging ring took
+    to make, measured once (a later look gives the same figure)."""
+    _wait_idle()
+    hipfile.trim_pool()
+    t0 = time.perf_counter()
+    hipfile.engine.prepare()
+    took = time.perf_counter() - t0
+    device = check(hip.hipGetDevice())
+    setup = hipfile.engine.info()["devices"][device]["setup_s"]
+    assert isinstance(setup, float)
+    assert 0 < setup <= took
+    assert hipfile.engine.info()["devices"][device]["setup_s"] == setup
+    _wait_idle()
+    hipfile.trim_pool()
+
+
 def test_prepare_allocates_what_the_first_submission_would(drv, layers_file, nb_stream):
     path, data = layers_file
     _wait_idle()

@@ -45,6 +45,7 @@ cdef bint eng_data_hipfile
 
 cdef class PerDevice:
     cdef readonly int device
+    cdef readonly double made_s    # seconds its making took
     cdef int release(self) except -1
 
 ctypedef PerDevice (*per_device_fn)(int device)

@@ -6,6 +6,7 @@ device's own stream, and the engine's settings. Nothing here calls the
 engine's C source but through ``eng``."""
 
 import os
+from time import perf_counter
 
 from cpython.exc cimport PyErr_Occurred
 from libc.stdint cimport uint32_t, uintptr_t
@@ -138,11 +139,14 @@ cdef PerDevice per_device(dict made, int device, per_device_fn make):
     the first time. Making one calls HIP, which lets other threads in: one
     of them may have stored the device's entry first, and then that one is
     kept and this one released."""
+    cdef PerDevice fresh, kept
     o = made.get(device)
     if o is not None:
         return <PerDevice>o
-    cdef PerDevice fresh = make(device)
-    cdef PerDevice kept = <PerDevice>made.setdefault(device, fresh)
+    t0 = perf_counter()
+    fresh = make(device)
+    fresh.made_s = perf_counter() - t0
+    kept = <PerDevice>made.setdefault(device, fresh)
     if kept is not fresh:
         fresh.release()
     return kept

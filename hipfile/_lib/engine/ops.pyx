@@ -231,7 +231,9 @@ def engine_info():
                         "stream_waits": (eng.ring_stream_waits((<Ring>_rings[d]).ring)
                                          if d in _rings else 0),
                         "stream_calls": (eng.ring_stream_calls((<Ring>_rings[d]).ring)
-                                         if d in _rings else 0)}
+                                         if d in _rings else 0),
+                        "setup_s": (<FlagPool>p).made_s + ((<Ring>_rings[d]).made_s
+                                                           if d in _rings else 0.0)}
                     for d, p in flag_pools.items()},
     }
 
