@@ -810,19 +810,26 @@ def slice_rank(lib: str, path: str, device: str, split: str, rank: int, ranks: i
             with st_open(path, "pt") as f:
                 ref = rank_part(f, split, rank, ranks, lambda t: t)
             verdict = check(ref, out)
+        setup = 0.0
+        if lib == "hipfile":      # the engine's making, part of the first tensor's time
+            import hipfile
+
+            setup = sum(float(d.get("setup_s", 0.0))
+                        for d in hipfile.engine.info()["devices"].values())
         results.put((rank, t0, t_open - t0, t1, nbytes, verdict,
-                     (first_at[0] if first_at else t1) - t_open))
+                     (first_at[0] if first_at else t1) - t_open, setup))
     except BaseException as e:
-        results.put((rank, None, 0.0, None, 0, f"FAILED: {type(e).__name__}: {e}", 0.0))
+        results.put((rank, None, 0.0, None, 0, f"FAILED: {type(e).__name__}: {e}", 0.0, 0.0))
         raise
 
 
 def run_ranks(lib: str, path: str, device: str, split: str, ranks: int, verify_part: bool
-              ) -> tuple[float, float, float, int, list[str]]:
+              ) -> tuple[float, float, float, float, int, list[str]]:
     """Start ``ranks`` fresh processes and return the seconds from the
     barrier to the last rank's finish, the slowest rank's seconds in
-    ``safe_open`` and to its first tensor after it, the bytes they received
-    and the verdicts of their checks."""
+    ``safe_open``, to its first tensor after it and in making the engine's
+    runtime (hipfile), the bytes they received and the verdicts of their
+    checks."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(ranks)
     results = ctx.Queue()
@@ -831,7 +838,7 @@ def run_ranks(lib: str, path: str, device: str, split: str, ranks: int, verify_p
              for r in range(ranks)]
     for p in procs:
         p.start()
-    got: list[tuple[int, float | None, float, float | None, int, str, float]] = []
+    got: list[tuple[int, float | None, float, float | None, int, str, float, float]] = []
     deadline = time.monotonic() + 900
     try:
         while len(got) < ranks:
@@ -856,7 +863,7 @@ def run_ranks(lib: str, path: str, device: str, split: str, ranks: int, verify_p
     starts = [g[1] for g in got if g[1] is not None]
     ends = [g[3] for g in got if g[3] is not None]
     return (max(ends) - min(starts), max(g[2] for g in got), max(g[6] for g in got),
-            sum(g[4] for g in got), [g[5] for g in got])
+            max(g[7] for g in got), sum(g[4] for g in got), [g[5] for g in got])
 
 
 def shape_slices(b: Bench) -> None:
@@ -874,6 +881,7 @@ def shape_slices(b: Bench) -> None:
     times: dict[str, list[float]] = {f"{lib} {s}": [] for s in splits for lib in libs}
     opens: dict[str, list[float]] = {name: [] for name in times}
     firsts: dict[str, list[float]] = {name: [] for name in times}
+    setups: dict[str, list[float]] = {name: [] for name in times}
     received: dict[str, int] = {}
     for rep in range(b.args.repeats):
         for split in splits:
@@ -881,7 +889,7 @@ def shape_slices(b: Bench) -> None:
                 name = f"{lib} {split}"
                 first = rep == 0 and lib == "hipfile"
                 try:
-                    secs, opened, first_s, nbytes, verdicts = run_ranks(
+                    secs, opened, first_s, setup_s, nbytes, verdicts = run_ranks(
                         lib, path, b.device, split, ranks, first)
                 except RuntimeError as e:
                     print(f"  {name} FAILED: {e}; slices stops here")
@@ -890,6 +898,7 @@ def shape_slices(b: Bench) -> None:
                 times[name].append(secs)
                 opens[name].append(opened)
                 firsts[name].append(first_s)
+                setups[name].append(setup_s)
                 if received.setdefault(split, nbytes) != nbytes:
                     raise RuntimeError(f"{name}: {nbytes} bytes received, "
                                        f"{received[split]} by the other library")
@@ -907,9 +916,12 @@ def shape_slices(b: Bench) -> None:
             case = b.results["shapes"][f"slices {split}/warm"]["cases"][name]
             case["open_s"] = opens[name]
             case["first_tensor_s"] = firsts[name]
+            case["engine_setup_s"] = setups[name]
+            made = (f" (the engine's making {statistics.median(setups[name]) * 1e3:.1f} ms)"
+                    if lib == "hipfile" else "")
             print(f"    {name}: of which, slowest rank, medians: safe_open "
                   f"{statistics.median(opens[name]) * 1e3:.1f} ms, then the first tensor "
-                  f"{statistics.median(firsts[name]) * 1e3:.1f} ms")
+                  f"{statistics.median(firsts[name]) * 1e3:.1f} ms{made}")
 
 
 def run_shapes(b: Bench) -> dict[str, float]:
