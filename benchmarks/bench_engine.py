@@ -575,10 +575,17 @@ def main() -> int:
         ch = results[key]
         print(f"  {key}: {ch['churn']}, {ch['frees_per_s']:.0f} frees/s, "
               f"pause {ch['interval_s'] * 1e3:.0f} ms")
+        calls = results.get("stream_calls_per_load", 0)
+        matmuls = args.layers * args.matmuls
         for phase, p in ch["engine_with_compute_parts"].items():
-            print(f"    engine_with_compute {phase:6s}: submit {p['submit_ms']:8.2f} ms, "
-                  f"wait_on {p['wait_on_ms']:8.2f} ms, compute launches "
-                  f"{p['launch_ms']:8.2f} ms")
+            # the account: what one runtime call of the submission and one
+            # matmul's launch cost (beside the churn, every call waits)
+            per_call = (f", {p['submit_ms'] * 1e3 / calls:7.1f} us per runtime call"
+                        if calls else "")
+            print(f"    engine_with_compute {phase:6s}: submit {p['submit_ms']:8.2f} ms"
+                  f"{per_call}, wait_on {p['wait_on_ms']:8.2f} ms, compute launches "
+                  f"{p['launch_ms']:8.2f} ms ({p['launch_ms'] * 1e3 / matmuls:7.1f} us "
+                  "per matmul)")
     for k, v in results.get("cold_gbps", {}).items():
         print(f"  cold {k:23s} {v:7.2f} GB/s")
     for k, v in ratios.items():
