@@ -58,8 +58,7 @@ cdef extern from "engine.h" nogil:
     void hfe_ring_set_copy_streams(hfe_ring *ring, int n, void **streams, void *fork_event,
                                    void **join_events)
     void hfe_ring_set_copy_batch(hfe_ring *ring, int n)
-    uint64_t hfe_ring_stream_waits(hfe_ring *ring)
-    uint64_t hfe_ring_stream_calls(hfe_ring *ring)
+    void hfe_ring_stream_counts(hfe_ring *ring, uint64_t *calls, uint64_t *waits)
     int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                          const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                          const uint64_t *complete_dev, const uint32_t *complete_value,
@@ -94,8 +93,7 @@ ctypedef struct EngineC:
     void (*ring_set_copy_streams)(hfe_ring *ring, int n, void **streams, void *fork_event,
                                   void **join_events) noexcept nogil
     void (*ring_set_copy_batch)(hfe_ring *ring, int n) noexcept nogil
-    uint64_t (*ring_stream_waits)(hfe_ring *ring) noexcept nogil
-    uint64_t (*ring_stream_calls)(hfe_ring *ring) noexcept nogil
+    void (*ring_stream_counts)(hfe_ring *ring, uint64_t *calls, uint64_t *waits) noexcept nogil
     int (*stage_submit)(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                         const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                         const uint64_t *complete_dev, const uint32_t *complete_value,

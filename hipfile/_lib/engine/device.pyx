@@ -87,12 +87,19 @@ cdef int load_engine_capi() except -1:
     eng_rt.memcpy_async = c_memcpy_async
     eng_rt.event_record = <int (*)(void *, void *) noexcept nogil>c_event_record
     eng_rt.stream_wait_event = c_stream_wait_event
-    eng_rt.memcpy_batch_async = c_memcpy_batch if eng_batch_copies else NULL
-    eng_rt.memset_d32_async = c_memset_d32 if eng_batch_copies else NULL
+    set_batched_calls(eng_batch_copies)
     eng_capi_tried = 1
     if c_event_query != NULL and c_event_destroy != NULL:
         eng.set_event_fns(<hfe_event_fn>c_event_query, <hfe_event_fn>c_event_destroy)
     return 0
+
+
+cdef void set_batched_calls(bint on) noexcept:
+    """The engine's runtime calls that batch (hipMemcpyBatchAsync,
+    hipMemsetD32Async): those the runtime has, where ``engine_batch_copies``
+    is on (``on``)."""
+    eng_rt.memcpy_batch_async = c_memcpy_batch if on else NULL
+    eng_rt.memset_d32_async = c_memset_d32 if on else NULL
 
 
 cdef int wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1:
@@ -384,8 +391,7 @@ cdef int eng_options() except -1:
     eng_release_host = host
     eng_data_hipfile = hipfile_path
     if eng_capi_tried:
-        eng_rt.memcpy_batch_async = c_memcpy_batch if batch else NULL
-        eng_rt.memset_d32_async = c_memset_d32 if batch else NULL
+        set_batched_calls(batch)
     for o in flag_pools.values():
         # operations submitted before keep their mechanism (each handle has
         # its own); the next submission takes the new one

@@ -32,7 +32,7 @@ Invariants
 import atexit
 import os
 
-from libc.stdint cimport uint32_t, uintptr_t
+from libc.stdint cimport uint32_t, uint64_t, uintptr_t
 from libc.string cimport memset
 
 from hipfile._lib._core cimport BufferCore, FileCore
@@ -209,7 +209,8 @@ def engine_shutdown(timeout=None):
 def engine_info():
     """The engine's state: threads running, outstanding operations, parked
     handles, pread/pwrite requests not yet ended, and per device the release
-    mechanism, flags allocated and staging ring (bytes, bytes per slot)."""
+    mechanism, flags allocated, staging ring (bytes, bytes per slot), the
+    seconds its making took and the runtime calls its submissions made."""
     from hipfile._lib.engine.handle import watched_requests
 
     eng_sweep()
@@ -221,21 +222,28 @@ def engine_info():
         "outstanding": eng.outstanding(),
         "parked": len(eng_parked),
         "requests": watched_requests(),
-        "devices": {d: {"mechanism": MECHANISM_STREAM_MEMOPS if (<FlagPool>p).memops
-                        else MECHANISM_HOST_FUNCTIONS,
-                        "flags": (<FlagPool>p).nflags,
-                        "staging_bytes": ((<Ring>_rings[d]).slot_size * (<Ring>_rings[d]).nslots
-                                          if d in _rings else 0),
-                        "staging_slot_bytes": ((<Ring>_rings[d]).slot_size
-                                               if d in _rings else 0),
-                        "stream_waits": (eng.ring_stream_waits((<Ring>_rings[d]).ring)
-                                         if d in _rings else 0),
-                        "stream_calls": (eng.ring_stream_calls((<Ring>_rings[d]).ring)
-                                         if d in _rings else 0),
-                        "setup_s": (<FlagPool>p).made_s + ((<Ring>_rings[d]).made_s
-                                                           if d in _rings else 0.0)}
-                    for d, p in flag_pools.items()},
+        "devices": {d: _device_info(<FlagPool>p, _rings.get(d)) for d, p in flag_pools.items()},
     }
+
+
+cdef dict _device_info(FlagPool p, object ring):
+    """One device's entry of :func:`engine_info` (``ring``: its staging
+    ring, or None before one is made)."""
+    cdef Ring r
+    cdef uint64_t calls = 0, waits = 0
+    cdef size_t slot = 0, nslots = 0
+    cdef double made = p.made_s
+    if ring is not None:
+        r = <Ring>ring
+        eng.ring_stream_counts(r.ring, &calls, &waits)
+        slot, nslots, made = r.slot_size, r.nslots, made + r.made_s
+    return {"mechanism": MECHANISM_STREAM_MEMOPS if p.memops else MECHANISM_HOST_FUNCTIONS,
+            "flags": p.nflags,
+            "staging_bytes": slot * nslots,
+            "staging_slot_bytes": slot,
+            "stream_waits": waits,
+            "stream_calls": calls,
+            "setup_s": made}
 
 
 cdef class ParkedOp:

@@ -1,7 +1,8 @@
 /* The CUDA driver functions this platform calls (stream memory operations,
- * 32-bit fills, device attributes and allocation ranges), declared from the driver's documented ABI (names,
- * signatures, numbers), and the table they are resolved into at run time
- * from libcuda.so.1. No CUDA header is needed to build. */
+ * 32-bit fills, device attributes and allocation ranges), declared from the
+ * driver's documented ABI (names, signatures, numbers), and the table they
+ * are resolved into at run time from libcuda.so.1. No CUDA header is
+ * needed to build. */
 #ifndef HIPFILE_CUDA_CUDADRV_ABI_H
 #define HIPFILE_CUDA_CUDADRV_ABI_H
 

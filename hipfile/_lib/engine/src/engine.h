@@ -154,11 +154,10 @@ hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *fl
  * ring; <= 1: one by one): one stream wait per batch instead of one per
  * chunk, and one copy call where the runtime batches copies. */
 void hfe_ring_set_copy_batch(hfe_ring *ring, int n);
-/* The stream waits on slot flags that the ring's submissions enqueued, and
- * all the runtime calls they made to enqueue their stream side (waits,
- * copies, flag writes, events). */
-uint64_t hfe_ring_stream_waits(hfe_ring *ring);
-uint64_t hfe_ring_stream_calls(hfe_ring *ring);
+/* The runtime calls that the ring's submissions made to enqueue their
+ * stream side (waits, copies, flag writes, events), and the stream waits on
+ * slot flags among them. */
+void hfe_ring_stream_counts(hfe_ring *ring, uint64_t *calls, uint64_t *waits);
 /* Spread the copies of later submissions over `n` streams of the ring's
  * device (n <= HFE_MAX_COPY_STREAMS; 1: all on the submission's stream):
  * each submission forks them from its stream with fork_event and joins them

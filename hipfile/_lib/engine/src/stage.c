@@ -84,20 +84,12 @@ void hfe_ring_set_copy_batch(hfe_ring *ring, int n)
     pthread_mutex_unlock(&ring->lock);
 }
 
-uint64_t hfe_ring_stream_waits(hfe_ring *ring)
+void hfe_ring_stream_counts(hfe_ring *ring, uint64_t *calls, uint64_t *waits)
 {
     pthread_mutex_lock(&ring->lock);
-    uint64_t n = ring->stream_waits;
+    *calls = ring->stream_calls;
+    *waits = ring->stream_waits;
     pthread_mutex_unlock(&ring->lock);
-    return n;
-}
-
-uint64_t hfe_ring_stream_calls(hfe_ring *ring)
-{
-    pthread_mutex_lock(&ring->lock);
-    uint64_t n = ring->stream_calls;
-    pthread_mutex_unlock(&ring->lock);
-    return n;
 }
 
 void hfe_ring_free(hfe_ring *ring)

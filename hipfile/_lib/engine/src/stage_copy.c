@@ -90,9 +90,10 @@ static int enqueue_copies(const hfe_runtime *rt, void *stream, chunk_t *const *c
         for (i = 0; !err && i < c->ncopies; i++) {
             void *dev = (void *)(uintptr_t)c->copies[i].device;
             void *host = slot + c->copies[i].staging_off;
+            size_t len = c->copies[i].len;
             err = hfe__counted(ring, c->opcode == 0
-                                         ? rt->memcpy_async(dev, host, c->copies[i].len, H2D, stream)
-                                         : rt->memcpy_async(host, dev, c->copies[i].len, D2H, stream));
+                                         ? rt->memcpy_async(dev, host, len, H2D, stream)
+                                         : rt->memcpy_async(host, dev, len, D2H, stream));
         }
     }
     return err;
