@@ -56,6 +56,10 @@ and reported in both):
     the CUDA context are done (each library's first-call set-up is timed) to
     the last rank's finish; aggregate GB/s = bytes the ranks received / that
     time (the slowest rank's ``safe_open`` is printed beside it). Warm only.
+    The rows split has two references, each in 4 processes the same way:
+    ``hipfile one read`` (each rank's ranges in one engine operation, no
+    gaps between calls) and ``copy floor`` (each rank's bytes already in
+    pinned memory, only the copies to the GPU timed).
 ``sharded``
     ``sharded`` as vLLM's default weights iterator walks it: the index read,
     then file by file (the weight map's files, sorted) and key by key with a
@@ -495,7 +499,13 @@ SMALL_RATIOS = (
 SLICES_RATIOS = (
     Ratio("hipfile rows", "safetensors rows", goals={"warm": 1.5}),
     Ratio("hipfile columns", "safetensors columns", goals={"warm": 1.0}),
+    Ratio("hipfile rows", "hipfile one read"),
+    Ratio("hipfile rows", "copy floor"),
+    Ratio("safetensors rows", "copy floor"),
 )
+#: The rows split's references, each rank in its own process as for the
+#: libraries (see :func:`reference_rank`).
+REFERENCES = ("hipfile one read", "copy floor")
 SHARDED = View("sharded", (
     "hipfile iterator", "safetensors iterator", "hipfile load_file", "fastsafetensors nogds",
     "fastsafetensors cuFile"), (
@@ -759,6 +769,74 @@ def rank_part(f: Any, split: str, rank: int, ranks: int, move: Callable[[Any], A
     return out
 
 
+def rank_row_ranges(path: str, rank: int, ranks: int) -> list[tuple[int, int]]:
+    """``(file offset, bytes)`` of one rank's part of a file split by rows:
+    its rows of every 2-D tensor, every other tensor whole."""
+    from hipfile.safetensors import read_header
+
+    h = read_header(path)
+    out = []
+    for info in h.tensors.values():
+        base = h.data_offset + info.begin
+        if len(info.shape) == 2 and info.shape[0]:
+            n = info.shape[0]
+            row = info.nbytes // n
+            out.append((base + rank * n // ranks * row,
+                        ((rank + 1) * n // ranks - rank * n // ranks) * row))
+        else:
+            out.append((base, info.nbytes))
+    return out
+
+
+def reference_rank(lib: str, path: str, device: str, rank: int, ranks: int, barrier: Any
+                   ) -> tuple[float, float, int]:
+    """One rank of the rows split's two references, after its barrier:
+    ``"copy floor"`` (the rank's bytes already in pinned memory, read
+    before the barrier, copied to the device in 8 MiB pieces: what 4
+    processes' copies alone take) and ``"hipfile one read"`` (the rank's
+    ranges in one ``hipfile.pread_async_scatter``-style operation of the
+    engine, made before the barrier: its ceiling without the gaps between
+    calls or its first use). Returns the
+    start, end and bytes."""
+    import torch
+
+    ranges = rank_row_ranges(path, rank, ranks)
+    total = sum(n for _, n in ranges)
+    out = torch.empty(total, dtype=torch.uint8, device=device)
+    if lib == "copy floor":
+        pinned = torch.empty(total, dtype=torch.uint8, pin_memory=True)
+        view = pinned.numpy().data
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            at = 0
+            for off, n in ranges:
+                os.preadv(fd, [view[at:at + n]], off)
+                at += n
+        finally:
+            os.close(fd)
+        barrier.wait(timeout=600)
+        t0 = time.perf_counter()
+        piece = 8 << 20
+        for at in range(0, total, piece):
+            out[at:at + piece].copy_(pinned[at:at + piece], non_blocking=True)
+        torch.cuda.synchronize(device)
+        return t0, time.perf_counter(), total
+    import hipfile
+
+    hipfile.engine.prepare()          # the ceiling of the reads alone: no set-up timed
+    with hipfile.open(path) as fh:
+        spans, at = [], 0
+        for off, n in ranges:
+            spans.append((n, off, at))
+            at += n
+        barrier.wait(timeout=600)
+        t0 = time.perf_counter()
+        fh.pread_async_scatter(out, spans, torch.cuda.current_stream(device).cuda_stream,
+                               prefetch=True).wait()
+    torch.cuda.synchronize(device)
+    return t0, time.perf_counter(), total
+
+
 def slice_rank(lib: str, path: str, device: str, split: str, rank: int, ranks: int,
                barrier: Any, results: Any, verify_part: bool) -> None:
     """One rank of ``slices``, in its own process: imports and the CUDA
@@ -772,6 +850,10 @@ def slice_rank(lib: str, path: str, device: str, split: str, rank: int, ranks: i
             torch.cuda.set_device(dev)
             torch.empty(1, device=dev)
             torch.cuda.synchronize(dev)
+        if lib in REFERENCES:
+            t0, t1, nbytes = reference_rank(lib, path, device, rank, ranks, barrier)
+            results.put((rank, t0, 0.0, t1, nbytes, "", 0.0, 0.0))
+            return
         from safetensors import safe_open as st_open
 
         if lib == "hipfile":
@@ -878,15 +960,20 @@ def shape_slices(b: Bench) -> None:
     warm(files)
     libs = ("hipfile", "safetensors")
     splits = ("rows", "columns")
-    times: dict[str, list[float]] = {f"{lib} {s}": [] for s in splits for lib in libs}
+
+    def named(lib: str, split: str) -> str:
+        return lib if lib in REFERENCES else f"{lib} {split}"
+
+    cases = {s: [(lib, named(lib, s)) for lib in libs + (REFERENCES if s == "rows" else ())]
+             for s in splits}
+    times: dict[str, list[float]] = {name: [] for s in splits for _, name in cases[s]}
     opens: dict[str, list[float]] = {name: [] for name in times}
     firsts: dict[str, list[float]] = {name: [] for name in times}
     setups: dict[str, list[float]] = {name: [] for name in times}
     received: dict[str, int] = {}
     for rep in range(b.args.repeats):
         for split in splits:
-            for lib in libs:
-                name = f"{lib} {split}"
+            for lib, name in cases[split]:
                 first = rep == 0 and lib == "hipfile"
                 try:
                     secs, opened, first_s, setup_s, nbytes, verdicts = run_ranks(
@@ -908,8 +995,7 @@ def shape_slices(b: Bench) -> None:
                           "on the CPU)")
                     b.bad |= verdict != "OK"
     for split in splits:
-        record(b, f"slices {split}", "warm", {f"{lib} {split}": times[f"{lib} {split}"]
-                                               for lib in libs},
+        record(b, f"slices {split}", "warm", {name: times[name] for _, name in cases[split]},
                received[split], SLICES_RATIOS, note=f" received by {ranks} ranks")
         for lib in libs:
             name = f"{lib} {split}"
