@@ -188,8 +188,11 @@ def info() -> dict[str, Any]:
     completion), ``requests`` (:func:`hipfile.pread`/:func:`hipfile.pwrite`
     requests of device memory not yet ended), and per device the release
     mechanism, the flags allocated, the staging ring's bytes and slot size,
-    ``setup_s`` (the seconds that making the device's flag pool and staging
-    ring, its pinned memory and streams, took), ``stream_calls`` (the
+    ``staging_pinned_by`` (``"hipHostRegister"``: anonymous memory in
+    transparent huge pages, registered; ``"hipHostMalloc"`` where the
+    runtime cannot register; None before the ring is made), ``setup_s``
+    (the seconds that making the device's flag pool and staging ring, its
+    pinned memory and streams, took), ``stream_calls`` (the
     runtime calls that submissions made to enqueue their stream side since
     the ring was made: waits, copies, flag writes, events) and
     ``stream_waits`` (the stream waits among them: one per chunk, or per
@@ -220,7 +223,7 @@ def prepare(device: int = -1) -> None:
     memory, where submissions take the staged path). What is already there
     is kept; :func:`hipfile.trim_pool` frees it.
 
-    CUDA counts a page-locked host allocation among the operations that
+    CUDA counts page-locking host memory among the operations that
     synchronise the device implicitly, so a first submission that allocates
     may wait for all the work in flight on the GPU. A serving process calls
     this once at start-up, before its first load.
@@ -236,7 +239,7 @@ def prepare(device: int = -1) -> None:
 
     See Also
     --------
-    hipHostMalloc, hipStreamCreateWithFlags
+    hipHostRegister, hipHostMalloc, hipStreamCreateWithFlags
     """
     _hipfile.engine_prepare(device)
 

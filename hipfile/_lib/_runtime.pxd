@@ -35,6 +35,7 @@ ctypedef int (*hip_host_device_pointer_t)(void **, void *, unsigned int) noexcep
 ctypedef int (*hip_pointer_attributes_t)(void *, const void *) noexcept nogil
 ctypedef int (*hip_stream_get_device_t)(void *, int *) noexcept nogil
 ctypedef int (*hip_malloc_t)(void **, size_t) noexcept nogil
+ctypedef int (*hip_host_register_t)(void *, size_t, unsigned int) noexcept nogil
 
 # HIP-Python's C-level functions (NULL until load_hip_capi, or when absent)
 cdef hip_launch_host_func_t c_launch_host_func
@@ -57,6 +58,8 @@ cdef hip_pointer_attributes_t c_pointer_attributes
 cdef hip_stream_get_device_t c_stream_get_device
 cdef hip_malloc_t c_malloc
 cdef hip_handle_fn_t c_free
+cdef hip_host_register_t c_host_register
+cdef hip_handle_fn_t c_host_unregister
 cdef object PointerType
 cdef object EventType
 
@@ -79,6 +82,8 @@ cdef int hc_device_count() except -1
 cdef int hc_device_attribute(int attr, int device, int *value) except -1
 cdef uintptr_t hc_host_malloc(size_t size, unsigned int flags) except? 0
 cdef int hc_host_free(uintptr_t ptr) except -1
+cdef tuple hc_pinned_pages(size_t size)
+cdef int hc_pinned_pages_free(tuple pages) except -1
 cdef uintptr_t hc_host_device_pointer(uintptr_t host) except? 0
 cdef uintptr_t hc_stream_create(unsigned int flags) except? 0
 cdef int hc_stream_destroy(uintptr_t stream) except -1

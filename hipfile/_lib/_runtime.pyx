@@ -125,7 +125,7 @@ cdef int load_hip_capi() except -1:
     global c_get_device, c_set_device, c_device_count, c_device_attribute
     global c_host_device_pointer, c_stream_create, c_stream_destroy
     global c_device_synchronize, c_pointer_attributes, c_stream_get_device
-    global c_malloc, c_free
+    global c_malloc, c_free, c_host_register, c_host_unregister
     if _capi_tried:
         return 0
     _capi_tried = 1
@@ -159,6 +159,9 @@ cdef int load_hip_capi() except -1:
                                                              b"hipStream_t, int *")
     c_malloc = <hip_malloc_t>hip_fn("hipMalloc", b"void **, size_t")
     c_free = <hip_handle_fn_t>hip_fn("hipFree", b"void *")
+    c_host_register = <hip_host_register_t>hip_fn("hipHostRegister",
+                                                   b"void *, size_t, unsigned int")
+    c_host_unregister = <hip_handle_fn_t>hip_fn("hipHostUnregister", b"void *")
     return 0
 
 
@@ -251,6 +254,79 @@ cdef int hc_host_free(uintptr_t ptr) except -1:
         _py_hip("hipHostFree", (ptr,))
         return 0
     return _hc_check(c_host_free(<void *>ptr), "hipHostFree")
+
+
+cdef extern from *:
+    """
+    #include <sys/mman.h>
+    #ifndef MADV_DONTFORK
+    #define MADV_DONTFORK 10
+    #endif
+    #ifndef MADV_HUGEPAGE
+    #define MADV_HUGEPAGE 14
+    #endif
+    #ifndef MADV_POPULATE_WRITE
+    #define MADV_POPULATE_WRITE 23
+    #endif
+    static void *hipfile_map_anon(size_t n) {
+        void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    """
+    void *hipfile_map_anon(size_t n) nogil
+    int munmap(void *addr, size_t n) nogil
+    int madvise(void *addr, size_t n, int advice) nogil
+    enum:
+        MADV_DONTFORK
+        MADV_HUGEPAGE
+        MADV_POPULATE_WRITE
+
+cdef enum:
+    HUGE_PAGE = 2 << 20
+
+
+cdef tuple hc_pinned_pages(size_t size):
+    """Page-locked host memory of ``size`` bytes (whole 2 MiB pages) made by
+    registering (hipHostRegister) anonymous memory advised for transparent
+    huge pages and populated by the kernel: about a third of the time that
+    hipHostMalloc takes for the same bytes (it pins 4 KiB pages one by
+    one). The mapping is not inherited by a forked child (MADV_DONTFORK: a
+    copy-on-write page would leave the device reading the parent's old
+    page). Returns ``(address, mapping, mapping bytes)`` for
+    :func:`hc_pinned_pages_free`, or None where the runtime lacks
+    hipHostRegister or refuses (the caller then uses hipHostMalloc)."""
+    cdef size_t n = (size + HUGE_PAGE - 1) & ~(<size_t>HUGE_PAGE - 1)
+    cdef size_t span = n + HUGE_PAGE
+    cdef char *base
+    cdef char *addr
+    cdef int err
+    load_hip_capi()
+    if c_host_register == NULL or c_host_unregister == NULL or size == 0:
+        return None
+    with nogil:
+        base = <char *>hipfile_map_anon(span)
+        if base != NULL:
+            addr = <char *>((<uintptr_t>base + HUGE_PAGE - 1) & ~(<uintptr_t>HUGE_PAGE - 1))
+            madvise(addr, n, MADV_DONTFORK)
+            madvise(addr, n, MADV_HUGEPAGE)
+            madvise(addr, n, MADV_POPULATE_WRITE)    # older kernels: the registration faults
+            err = c_host_register(addr, n, 0)
+            if err != HIP_SUCCESS:
+                munmap(base, span)
+                base = NULL
+    _hc_check(0, "hipHostRegister")     # HIP-Python's loader failed: its error
+    if base == NULL:
+        return None
+    return (<uintptr_t>addr, <uintptr_t>base, span)
+
+
+cdef int hc_pinned_pages_free(tuple pages) except -1:
+    """Unregister and unmap memory of :func:`hc_pinned_pages`."""
+    cdef uintptr_t addr = pages[0], base = pages[1]
+    cdef size_t span = pages[2]
+    cdef int err = c_host_unregister(<void *>addr)
+    munmap(<void *>base, span)
+    return _hc_check(err, "hipHostUnregister")
 
 
 cdef uintptr_t hc_host_device_pointer(uintptr_t host) except? 0:

@@ -975,3 +975,51 @@ def test_prepare_allocates_what_the_first_submission_would(drv, layers_file, nb_
     _wait_idle()
     hipfile.trim_pool()
     assert not hipfile.engine.info()["devices"]
+
+
+def _mappings_with(flags: set[str]) -> list[tuple[int, int]]:
+    """``(start, end)`` of this process's mappings whose VmFlags include
+    every one of ``flags`` (/proc/self/smaps)."""
+    out, span = [], None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(maxsplit=1)[0]
+            if "-" in head and not head.endswith(":"):
+                a, b = head.split("-")
+                span = (int(a, 16), int(b, 16))
+            elif head == "VmFlags:" and span is not None and flags <= set(line.split()[1:]):
+                out.append(span)
+    return out
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs /proc/self/smaps")
+def test_staging_ring_is_registered_huge_pages_a_child_does_not_inherit(drv, layers_file,
+                                                                         nb_stream):
+    """The staging ring is anonymous memory advised for transparent huge
+    pages and registered (hipHostRegister), not hipHostMalloc's 4 KiB
+    pages; a forked child does not inherit it (MADV_DONTFORK: a
+    copy-on-write page would leave the device reading a page the parent no
+    longer writes), and the parent's reads stay right after a fork."""
+    path, data = layers_file
+    _wait_idle()
+    hipfile.trim_pool()
+    before = _mappings_with({"dc", "hg"})
+    hipfile.engine.prepare()
+    device = check(hip.hipGetDevice())
+    info = hipfile.engine.info()["devices"][device]
+    if hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("no staging ring without stream waits")
+    assert info["staging_pinned_by"] == "hipHostRegister"
+    made = [m for m in _mappings_with({"dc", "hg"}) if m not in before]
+    assert [b - a >= info["staging_bytes"] for a, b in made] == [True]
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if not [m for m in _mappings_with(set()) if m in made] else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child inherited the staging ring"
+    with device_array(N) as dev, FileHandle(path) as fh:
+        assert fh.pread_async(dev, N, 0, 0, nb_stream).wait(timeout=30) == N
+        assert np.array_equal(from_device(dev, N), data[:N])
+    _wait_idle()
+    hipfile.trim_pool()
+    assert _mappings_with({"dc", "hg"}) == before, "trim_pool left the ring mapped"

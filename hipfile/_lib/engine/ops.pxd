@@ -11,6 +11,7 @@ cdef class Ring(PerDevice):
     cdef readonly size_t slot_size
     cdef readonly int nslots
     cdef object staging_mem
+    cdef tuple staging_pages      # staging_mem's registered mapping (hc_pinned_pages)
     cdef object flags_mem
     cdef list copy_streams        # hipStream_t, hipEvent_t (ints): the ring's
     cdef list copy_events

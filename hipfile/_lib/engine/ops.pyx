@@ -45,7 +45,8 @@ from hipfile._lib.engine.device import (
     MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS, eng_options_changed)
 from hipfile._lib._runtime cimport (
     HIP_EVENT_DISABLE_TIMING, hc_event_create, hc_event_destroy, hc_host_device_pointer,
-    hc_host_free, hc_host_malloc, hc_stream_create, hc_stream_destroy)
+    hc_host_free, hc_host_malloc, hc_pinned_pages, hc_pinned_pages_free, hc_stream_create,
+    hc_stream_destroy)
 from hipfile._lib._wait cimport c_as_timeout
 from hipfile._lib._runtime import on_device, on_fork_child
 
@@ -80,7 +81,10 @@ cdef class Ring:
                 hc_stream_destroy(<uintptr_t>st)
             self.copy_events = []
             self.copy_streams = []
-            if self.staging_mem is not None:
+            if self.staging_pages is not None:
+                pages, self.staging_pages, self.staging_mem = self.staging_pages, None, None
+                hc_pinned_pages_free(pages)
+            elif self.staging_mem is not None:
                 hc_host_free(<uintptr_t>self.staging_mem)
                 self.staging_mem = None
             if self.flags_mem is not None:
@@ -127,7 +131,11 @@ cdef PerDevice _new_ring(int device):
     r.slot_size = slot
     r.nslots = nslots
     with on_device(device):
-        r.staging_mem = hc_host_malloc(slot * nslots, 0)
+        r.staging_pages = hc_pinned_pages(slot * nslots)
+        if r.staging_pages is not None:
+            r.staging_mem = r.staging_pages[0]
+        else:
+            r.staging_mem = hc_host_malloc(slot * nslots, 0)
         try:
             fbase = hc_host_malloc(8 * nslots, HIP_HOST_MALLOC_MAPPED)
             r.flags_mem = fbase
@@ -233,14 +241,17 @@ cdef dict _device_info(FlagPool p, object ring):
     cdef uint64_t calls = 0, waits = 0
     cdef size_t slot = 0, nslots = 0
     cdef double made = p.made_s
+    pinned_by = None
     if ring is not None:
         r = <Ring>ring
         eng.ring_stream_counts(r.ring, &calls, &waits)
         slot, nslots, made = r.slot_size, r.nslots, made + r.made_s
+        pinned_by = "hipHostRegister" if r.staging_pages is not None else "hipHostMalloc"
     return {"mechanism": MECHANISM_STREAM_MEMOPS if p.memops else MECHANISM_HOST_FUNCTIONS,
             "flags": p.nflags,
             "staging_bytes": slot * nslots,
             "staging_slot_bytes": slot,
+            "staging_pinned_by": pinned_by,
             "stream_waits": waits,
             "stream_calls": calls,
             "setup_s": made}
@@ -341,6 +352,15 @@ def _after_fork_in_child():
     # a fork made while a sweep ran (a finalizer let another thread in)
     global _sweeping
     _sweeping = 0
+    # the staging rings' registered pages are not mapped here (MADV_DONTFORK):
+    # forgotten, never touched or freed; a submission makes a new ring
+    for d, r in list(_rings.items()):
+        if (<Ring>r).staging_pages is not None:
+            (<Ring>r).ring = NULL
+            (<Ring>r).staging_pages = (<Ring>r).staging_mem = None
+            (<Ring>r).flags_mem = None
+            (<Ring>r).copy_streams = (<Ring>r).copy_events = []
+            del _rings[d]
 
 
 on_fork_child(_after_fork_in_child)
