@@ -627,3 +627,43 @@ def test_the_setting_is_checked():
     with pytest.raises(ValueError):
         with hipfile.defaults.set(engine_copy_batch=65):
             pass
+
+
+@pytest.mark.parametrize("batch_copies", [True, False], ids=["batched-calls", "one-by-one"])
+def test_a_lone_split_range_is_one_batch(tmp_path, stream, batch_copies):
+    """A lone read range cut below the default task (one chunk per thread,
+    read at once) shares one stream wait: with batched runtime calls its
+    stream side is 4 calls (wait, copy batch, slot release, completion)
+    instead of 3 per chunk and the completion; a range of default tasks,
+    or one given a task size that cuts it into more chunks than the engine
+    splits a lone range into, keeps one wait per chunk. The bytes are the
+    file's either way."""
+    size = 2 << 20
+    path = tmp_path / "lone.bin"
+    data = random_file(path, 4 * size, seed=83)
+    hipfile.trim_pool()
+    with hipfile.defaults.set(engine_copy_batch=1, engine_copy_streams=1, engine_threads=4,
+                              engine_batch_copies=batch_copies, engine_task_size=size):
+        hipfile.trim_pool()
+        if batch_copies and not _hipfile.engine_batch_copies():
+            pytest.skip("the runtime has no hipMemcpyBatchAsync")
+        try:
+            with device_array(4 * size) as dev, FileHandle(path) as fh:
+                for offset in (0, size + 4096):      # the second from an unaligned offset
+                    calls, waits = _stream_calls(), _stream_waits()
+                    assert fh.pread_async(dev, size, offset, 0, stream).wait(timeout=60) == size
+                    assert _stream_waits() - waits == 1      # 4 chunks of 512 KiB, one wait
+                    if batch_copies:
+                        assert _stream_calls() - calls == 4
+                    assert np.array_equal(from_device(dev, size), data[offset:offset + size])
+                    check(hip.hipMemset(dev, 0, size))
+                waits = _stream_waits()
+                assert fh.pread_async(dev, 4 * size, 0, 0, stream).wait(timeout=60) == 4 * size
+                assert _stream_waits() - waits == 4          # default tasks: one wait each
+                waits = _stream_waits()
+                h = fh.pread_async(dev, size, 0, 0, stream, task_size=128 << 10)
+                assert h.wait(timeout=60) == size
+                assert _stream_waits() - waits == 16         # 16 chunks: more than a split
+                assert np.array_equal(from_device(dev, 4 * size), data)
+        finally:
+            hipfile.trim_pool()

@@ -19,6 +19,7 @@ cdef class StagedPlan:
 
 cdef hfe_span *parse_ranges(object ranges, size_t length, Py_ssize_t *count) except NULL
 cdef size_t lone_range_task(size_t total, size_t task) noexcept
+cdef int lone_range_batch(int opcode, int n, size_t total, size_t task) noexcept
 cdef tuple entry_files(entries)
 cdef tuple enter_files(list files, int opcode, list entered)
 cdef StreamIOHandle new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t boff, int device,

@@ -28,7 +28,7 @@ from hipfile._lib.engine.device cimport (
 from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle
 from hipfile._lib.engine.ops cimport Ring, eng_start, eng_sweep, ring_for
 from hipfile._lib.engine.plan cimport (
-    StagedPlan, enter_files, entry_files, group_spans, lone_range_task, new_handle,
+    StagedPlan, enter_files, entry_files, group_spans, lone_range_batch, lone_range_task, new_handle,
     parse_ranges, plan_staged, record_write_end)
 
 
@@ -350,6 +350,7 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
     cdef StreamIOHandle hd
     cdef int rc = 0
     cdef bint idle = 0
+    cdef int batch = lone_range_batch(opcode, n, checked[0].len if n else 0, task)
     try:
         if opcode == 0:
             gflag = _staged_gate(sh, prefetch, &idle)
@@ -366,7 +367,7 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
         with nogil:
             rc = eng.stage_submit(ring.ring, &rt, opcode, fd, plan.pieces, n, plan.groups,
                                   plan.ng, plan.cdev, plan.cval, <void *>target, gate, gvalue,
-                                  task, INLINE_MAX)
+                                  task, INLINE_MAX, batch)
         if rc < 0:
             raise OSError(-rc, f"the stream engine refused the submission: {os.strerror(-rc)}")
     except BaseException:

@@ -428,6 +428,7 @@ typedef struct submission {
     int *last_chunk;              /* a group's last chunk; -1: it has none */
     const uint64_t *complete_dev; /* a read group's completion flag (device address), or 0 */
     const uint32_t *complete_value;
+    int copy_batch;               /* read chunks per stream wait (the ring's, or the caller's) */
 } submission_t;
 
 /* Each group: the engine's reference, and a hold of the submitter's so that
@@ -490,7 +491,7 @@ static int copy_stream_of(const submission_t *sb, int j, int ncopy)
     return sb->ngroups > 1 && c->nruns ? c->runs[0].gidx % ncopy : j % ncopy;
 }
 
-/* Read chunks in batches of up to ring->copy_batch (under ring->lock,
+/* Read chunks in batches of up to sb->copy_batch (under ring->lock,
  * after reserve_slots, before the workers see the chunks): consecutive
  * chunks that go to one copy stream, a batch ending where a group ends
  * (its completion is not held back by the next group's reads). Without
@@ -499,7 +500,7 @@ static void form_batches(const submission_t *sb)
 {
     hfe_ring *ring = sb->ring;
     int ncopy = sb->nchunks > 1 ? ring->ncopy : 1, i, j = 0;
-    if (sb->opcode != 0 || ring->copy_batch <= 1 || sb->nchunks < 2)
+    if (sb->opcode != 0 || sb->copy_batch <= 1 || sb->nchunks < 2)
         return;
     char *ends = calloc((size_t)sb->nchunks, 1);
     if (!ends)
@@ -509,7 +510,7 @@ static void form_batches(const submission_t *sb)
             ends[sb->last_chunk[i]] = 1;
     while (j < sb->nchunks) {
         int pick = ncopy > 1 ? copy_stream_of(sb, j, ncopy) : 0, n = 1;
-        while (j + n < sb->nchunks && n < ring->copy_batch && !ends[j + n - 1] &&
+        while (j + n < sb->nchunks && n < sb->copy_batch && !ends[j + n - 1] &&
                (ncopy == 1 || copy_stream_of(sb, j + n, ncopy) == pick))
             n++;
         batch_t *b = n > 1 ? malloc(sizeof(*b)) : NULL;
@@ -637,10 +638,10 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                      const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                      const uint64_t *complete_dev, const uint32_t *complete_value,
                      void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap,
-                     size_t inline_max)
+                     size_t inline_max, int copy_batch)
 {
     submission_t sb = {ring, rt, opcode, stream, NULL, 0, groups, ngroups, NULL,
-                       complete_dev, complete_value};
+                       complete_dev, complete_value, 1};
     int i, j, err = 0, failed_at = -1;
     sb.last_chunk = malloc((size_t)(ngroups > 0 ? ngroups : 1) * sizeof(int));
     if (!sb.last_chunk)
@@ -657,6 +658,9 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
     take_references(&sb);
 
     pthread_mutex_lock(&ring->lock);
+    sb.copy_batch = copy_batch <= 0 ? ring->copy_batch
+                    : copy_batch > ring->nslots / 2 ? (ring->nslots / 2 > 1 ? ring->nslots / 2 : 1)
+                    : copy_batch;
     reserve_slots(&sb, gate, gate_value);
     /* a lone small read chunk that the page cache holds: read here */
     int inline_done = sb.nchunks == 1 && opcode == 0 && !gate && inline_max &&
