@@ -211,7 +211,11 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
     def get_slice(self, name: str) -> SafeSlice:
         """A lazy view of one tensor: its shape and dtype, and indexing that
         reads only the rows it needs. Indexing that reads part of the tensor
-        stops the handle's read-ahead (see :meth:`get_tensor`).
+        stops the handle's read-ahead of whole tensors (see
+        :meth:`get_tensor`) and starts its read-ahead of parts: the same
+        share of the tensors that follow in :meth:`keys` order (the rows or
+        columns a tensor-parallel rank takes of each, the tensors of other
+        dimensions whole), within ``read_ahead`` bytes.
 
         Raises
         ------

@@ -16,7 +16,6 @@ from hipfile.safetensors._device import (
 from hipfile.safetensors._header import DTYPES, SafetensorsError, TensorInfo
 from hipfile.safetensors._load import HostFile
 from hipfile.safetensors._read import DeviceTensor
-from hipfile.safetensors._tensor_read import finish, submit_one
 
 if TYPE_CHECKING:
     from hipfile.safetensors._open import SafeOpen
@@ -122,7 +121,7 @@ class SafeSlice:
         runs = _runs(full, counts, shape, strides, isz) if n_out else []
         if not isinstance(self._owner._open_fh(), HostFile) and self._owner._reader in (
                 "auto", "stream"):
-            got = self._device_read(first, runs, isz, out_shape, n_out)
+            got = self._device_read(full)
             if got is not None:
                 return got
         last = first + sum((c - 1) * d.step * s for c, d, s in
@@ -155,28 +154,29 @@ class SafeSlice:
         return torch.as_strided(data, out_shape, tuple(s // isz for s in out_strides)
                                 ).contiguous()
 
-    def _device_read(self, first: int, rel: list[tuple[int, int]], isz: int,
-                     out_shape: tuple[int, ...], n_out: int) -> Any:
-        """A selection into device memory whose runs of bytes ``rel``
-        (relative to its first element, ``first``), one after the other,
-        are its C-order result (rows of whole inner dimensions, or a column
-        block: the rows' parts): read straight into the result's own
-        memory, one operation for all runs. None for other selections
-        (more runs than :data:`MAX_RUNS`, or many tiny ones)."""
-        info = self._info
-        result = TensorInfo(info.name, info.dtype, out_shape, 0, n_out * isz)
-        if sum(e - b for b, e in rel) != n_out * isz:
-            return None
-        if (len(rel) > SCATTER_RUNS and n_out * isz < SCATTER_MEAN * len(rel)
-                and self._owner._framework != "hip"):
-            return None      # tiny runs: one read of their span, then a copy on the GPU
-        base = self._owner._header.data_offset + info.begin + first * isz
-        runs = _merge([(base + b, e - b) for b, e in rel])
+    def _device_read(self, full: list[_Dim]) -> Any:
+        """A selection into device memory whose runs of bytes, one after
+        the other, are its C-order result (rows of whole inner dimensions,
+        or a column block: the rows' parts): read straight into the
+        result's own memory, one operation for all runs, through the
+        handle's read-ahead of parts (the same part of the tensors that
+        follow is read while the caller takes this one). None for other
+        selections (more runs than :data:`MAX_RUNS`, or many tiny ones)."""
         owner = self._owner
+        planned = plan_part(owner._header, self._info, full, owner._framework)
+        if planned is None:
+            return None
+        result, runs = planned
+        shape = tuple(self._info.shape)
+
+        def predict(info: TensorInfo
+                    ) -> tuple[TensorInfo, list[tuple[int, int]] | None] | None:
+            return predict_part(owner._header, full, shape, info, owner._framework)
+
         with owner._lock:
             fh = owner._open_fh()
             assert isinstance(fh, FileHandle)
-            return finish(owner, submit_one(owner, fh, result, runs, now=True))
+            return owner._ahead.get_part(owner, fh, result, runs, predict)
 
     def _packed(self, full: list[_Dim], whole: bool) -> Any:
         """A selection of a tensor whose elements are not whole bytes (F4,
@@ -192,6 +192,60 @@ class SafeSlice:
                                    "with get_tensor")
         return data[tuple(d.start if d.select else slice(d.start, d.stop, d.step)
                           for d in full)].contiguous()
+
+
+def plan_part(header: Any, info: TensorInfo, full: list[_Dim], framework: str
+              ) -> tuple[TensorInfo, list[tuple[int, int]]] | None:
+    """A selection (``full``: one :class:`_Dim` per dimension) of ``info``
+    read straight into its result: the result's dtype, shape and bytes, and
+    the ``(file offset, bytes)`` runs that, one after the other, are its
+    C-order bytes; None where its runs are not its result or are many tiny
+    ones (framework "hip" excepted)."""
+    isz = info.dtype.bits // 8
+    shape = tuple(info.shape)
+    strides = _strides(shape)
+    counts = [d.count() for d in full]
+    out_shape = tuple(c for c, d in zip(counts, full, strict=True) if not d.select)
+    n_out = math.prod(counts)
+    result = TensorInfo(info.name, info.dtype, out_shape, 0, n_out * isz)
+    if not n_out:
+        return result, []
+    rel = _runs(full, counts, shape, strides, isz)
+    if sum(e - b for b, e in rel) != n_out * isz:
+        return None
+    if (len(rel) > SCATTER_RUNS and n_out * isz < SCATTER_MEAN * len(rel)
+            and framework != "hip"):
+        return None      # tiny runs: one read of their span, then a copy on the GPU
+    first = sum(d.start * s for d, s in zip(full, strides, strict=True))
+    base = header.data_offset + info.begin + first * isz
+    return result, _merge([(base + b, e - b) for b, e in rel])
+
+
+def predict_part(header: Any, full: list[_Dim], shape: tuple[int, ...], info: TensorInfo,
+                 framework: str) -> tuple[TensorInfo, list[tuple[int, int]] | None] | None:
+    """The part of ``info`` a caller who took the selection ``full`` of a
+    tensor of ``shape`` likely asks for next, as a tensor-parallel rank
+    does: for a tensor of as many dimensions, each dimension taken whole
+    where it was, else the same share of it (``r*n//R`` to
+    ``(r+1)*n//R`` scales exactly from one size to the next); for a tensor
+    of other dimensions, the whole tensor (``get_tensor``: runs None).
+    None where the share does not carry over exactly (a step, an int
+    index, a size it does not divide) or the tensor is empty."""
+    if not info.nbytes or info.dtype.bits % 8:
+        return None
+    if len(info.shape) != len(shape) or not shape:
+        return info, None
+    dims = []
+    for d, n, m in zip(full, shape, info.shape, strict=True):
+        if (d.start, d.stop, d.step, d.select) == (0, n, 1, False):
+            dims.append(_Dim(0, m, 1, False))
+        elif d.step != 1 or d.select or (d.start * m) % n or (d.stop * m) % n:
+            return None
+        else:
+            dims.append(_Dim(d.start * m // n, d.stop * m // n, 1, False))
+    if any(not d.count() for d in dims):
+        return None
+    return plan_part(header, info, dims, framework)
 
 
 def _merge(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:

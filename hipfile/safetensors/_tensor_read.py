@@ -3,7 +3,7 @@ reads ahead of the caller."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import as_int
@@ -199,6 +199,13 @@ class ReadAhead:
         self.next = 0                            # index in `order` of the next to submit
         self.last: str | None = None             # the last tensor returned
         self.misses = 0
+        # parts of tensors (slices) read ahead: (name, runs; None: the whole
+        # tensor) -> read, in submission order; on once the caller reads parts
+        self.parts: dict[tuple[str, tuple[tuple[int, int], ...] | None], _Pending] = {}
+        self.parts_on = False
+        self.part_misses = 0
+        self.part_next = 0                       # index in keys() of the next to foresee
+        self.part_keys: tuple[list[str], dict[str, int]] | None = None   # keys(), positions
 
     def _expected(self, so: SafeOpen, name: str) -> bool:
         """Whether ``name`` is where an order puts it (the first call: the
@@ -225,6 +232,9 @@ class ReadAhead:
         name = info.name
         held = self.window.get(name)
         if self.budget <= 0 or self.misses >= MISSES_TO_STOP:
+            part = self.parts.get((name, None)) if held is None and self.parts else None
+            if part is not None:                 # foreseen whole by the read-ahead of parts
+                return self._take_part(so, (name, None), part)
             return self._take(so, held or submit_one(so, fh, info, now=True))
         if held is not None:
             p = held
@@ -278,11 +288,108 @@ class ReadAhead:
     def reading_parts(self) -> None:
         """The caller read part of a tensor (a slice): it reads parts, as a
         tensor-parallel rank does, so whole tensors read ahead would be
-        read for nothing. Reading ahead stops for good; what the window
-        holds is dropped (reads in flight end in the background)."""
+        read for nothing. Reading whole tensors ahead stops for good (what
+        the window holds is dropped; reads in flight end in the background)
+        and reading parts ahead starts (:meth:`get_part`)."""
         if self.misses < MISSES_TO_STOP:
             self.misses = MISSES_TO_STOP
-            self.drop_all(wait=False)
+            for name in list(self.window):
+                self._drop(name)
+            self.parts_on = self.budget > 0
+
+    def get_part(self, so: SafeOpen, fh: FileHandle, result: TensorInfo,
+                 runs: list[tuple[int, int]],
+                 predict: Callable[[TensorInfo], tuple[TensorInfo, Any] | None]) -> Any:
+        """A part of a tensor (``result``: its dtype and shape; ``runs``:
+        the file's bytes that make it): the one read ahead for it if there
+        is one, else read now. Then the parts ``predict`` foresees for the
+        tensors that follow in :meth:`keys` order are submitted, within the
+        byte budget; parts read ahead but skipped are dropped, and after
+        three calls in a row that none foresaw, reading parts ahead stops.
+        The bytes returned are always the file's: a read ahead is taken
+        only for the very runs asked."""
+        name = result.name
+        key = (name, tuple(runs))
+        p = self.parts.get(key)
+        if p is None:
+            if self.parts:
+                self.part_misses += 1
+                self.drop_parts(wait=False)
+            p = submit_one(so, fh, result, runs, now=True)
+            self.parts[key] = p
+            self.part_next = self._position(so, name) + 1
+        else:
+            self.part_misses = 0
+            for k in list(self.parts):           # skipped: dropped
+                if k == key:
+                    break
+                del self.parts[k]
+        if self.parts_on and self.part_misses < MISSES_TO_STOP:
+            self._fill_parts(so, fh, key, predict)
+        return self._take_part(so, key, p)
+
+    def _keys(self, so: SafeOpen) -> tuple[list[str], dict[str, int]]:
+        if self.part_keys is None:
+            keys = so.keys()
+            self.part_keys = keys, {k: i for i, k in enumerate(keys)}
+        return self.part_keys
+
+    def _position(self, so: SafeOpen, name: str) -> int:
+        keys, position = self._keys(so)
+        return position.get(name, len(keys))
+
+    def _fill_parts(self, so: SafeOpen, fh: FileHandle,
+                    asked: tuple[str, tuple[tuple[int, int], ...] | None],
+                    predict: Callable[[TensorInfo], tuple[TensorInfo, Any] | None]) -> None:
+        """Submit the foreseen parts of the tensors after the last one
+        submitted, while the budget has room (one at least); stop at a
+        tensor ``predict`` cannot foresee. A failure to submit (no memory)
+        stops reading parts ahead."""
+        keys = self._keys(so)[0]
+        ahead = sum(p.info.nbytes for k, p in self.parts.items() if k != asked)
+        while self.part_next < len(keys):
+            info = so._header.tensors[keys[self.part_next]]
+            planned = predict(info)
+            if planned is None:
+                return
+            part, runs = planned
+            key = (info.name, None if runs is None else tuple(runs))
+            if key not in self.parts:
+                if ahead and ahead + part.nbytes > self.budget:
+                    return
+                try:
+                    p = submit_one(so, fh, part, runs)
+                except Exception:
+                    self.part_misses = MISSES_TO_STOP   # no room: read on demand from here
+                    return
+                self.parts[key] = p
+                ahead += part.nbytes
+            self.part_next += 1
+
+    def _take_part(self, so: SafeOpen, key: tuple[str, tuple[tuple[int, int], ...] | None],
+                   p: _Pending) -> Any:
+        """Wait for the part ``p`` and return it; it leaves the parts unless
+        the wait was interrupted (asking again returns it)."""
+        try:
+            out = finish(so, p)
+        except BaseException:
+            if p.handle is None or p.handle.done():
+                self.parts.pop(key, None)
+            raise
+        self.parts.pop(key, None)
+        return out
+
+    def drop_parts(self, wait: bool = True) -> None:
+        """Drop every part read ahead (``wait``: after its read has ended;
+        interruptible: what is left stays)."""
+        for key in list(self.parts):
+            p = self.parts[key]
+            if wait and p.handle is not None:
+                try:
+                    p.handle.wait()
+                except Exception:
+                    pass                          # never asked for: its error is moot
+            self.parts.pop(key, None)
 
     def _take(self, so: SafeOpen, p: _Pending) -> Any:
         """Wait for ``p`` and return its tensor; it leaves the window unless
@@ -316,5 +423,6 @@ class ReadAhead:
                 except Exception:
                     pass                          # never asked for: its error is moot
             self._drop(name)
+        self.drop_parts(wait)
 
 

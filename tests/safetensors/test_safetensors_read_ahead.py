@@ -329,3 +329,146 @@ def test_loads_never_import_hip_pythons_python_layer(st_file: Path) -> None:
     proc = run_python(code)
     assert proc.returncode == 0, proc.stderr
     assert "loaded []" in proc.stdout and "event True" in proc.stdout, proc.stdout
+
+
+# --------------------------------------------------------------------------
+# Parts read ahead: a tensor-parallel rank's slices
+# --------------------------------------------------------------------------
+
+RANKS = 4
+
+
+def _model() -> dict[str, np.ndarray]:
+    """Layers of 2-D weights of several shapes (rows and columns divisible
+    by RANKS) with 1-D vectors between them, in name order."""
+    rng = np.random.default_rng(11)
+    out: dict[str, np.ndarray] = {}
+    for layer in range(3):
+        out[f"l{layer}.a.weight"] = rng.integers(0, 1 << 15, (64, 48)).astype(np.int16)
+        out[f"l{layer}.b.norm"] = rng.random(48).astype(np.float32)
+        out[f"l{layer}.c.weight"] = rng.random((128, 32)).astype(np.float32)
+        out[f"l{layer}.d.weight"] = rng.integers(0, 255, (32, 256)).astype(np.uint8)
+    return out
+
+
+MODEL = _model()
+
+
+@pytest.fixture()
+def model_file(tmp_path: Path) -> Path:
+    path = tmp_path / "model.safetensors"
+    write_in_order(path, MODEL)
+    return path
+
+
+def _part(name: str, rank: int, split: str) -> tuple[Any, np.ndarray]:
+    """The index a rank takes of ``name`` and the reference bytes."""
+    a = MODEL[name]
+    if a.ndim == 1:
+        return None, a
+    if split == "rows":
+        n = a.shape[0]
+        sel: Any = slice(rank * n // RANKS, (rank + 1) * n // RANKS)
+    else:
+        m = a.shape[1]
+        sel = (slice(None), slice(rank * m // RANKS, (rank + 1) * m // RANKS))
+    return sel, a[sel]
+
+
+def _take(f: Any, name: str, sel: Any) -> Any:
+    return f.get_tensor(name) if sel is None else f.get_slice(name)[sel]
+
+
+@pytest.mark.parametrize("split", ["rows", "columns"])
+def test_a_ranks_slices_are_read_ahead(model_file: Path, split: str) -> None:
+    """A rank that takes its share of every 2-D tensor (and every 1-D one
+    whole), key by key: after its first call every call is served from a
+    part read ahead (the same share of the next tensors, the vectors
+    whole), and every result holds the file's bytes."""
+    names = sorted(MODEL)
+    for rank in range(RANKS):
+        with hst.safe_open(model_file, "hip", device=0) as f:
+            for k, name in enumerate(names):
+                sel, want = _part(name, rank, split)
+                if k > 1:           # foreseen by the calls before it
+                    assert any(key[0] == name for key in f._ahead.parts), (rank, name)
+                got = host(_take(f, name, sel))
+                assert got.shape == want.shape and np.array_equal(got, want), (rank, name)
+            assert f._ahead.part_misses == 0 and f._ahead.parts_on
+            assert not f._ahead.parts
+
+
+def test_parts_read_ahead_stay_within_the_budget(model_file: Path) -> None:
+    budget = 4096
+    largest = max(a.nbytes // RANKS for a in MODEL.values())
+    with hst.safe_open(model_file, "hip", device=0, read_ahead=budget) as f:
+        for name in sorted(MODEL):
+            sel, want = _part(name, 1, "rows")
+            assert np.array_equal(host(_take(f, name, sel)), want)
+            held = sum(p.info.nbytes for p in f._ahead.parts.values())
+            assert held <= max(budget, largest), name
+
+
+def test_parts_no_order_foresees_stop_reading_ahead(model_file: Path) -> None:
+    """Each call another rank's share: no part read ahead is the one asked,
+    so after MISSES_TO_STOP such calls the handle stops reading parts
+    ahead; every result is still the file's."""
+    names = [n for n in sorted(MODEL) if MODEL[n].ndim == 2]
+    with hst.safe_open(model_file, "hip", device=0) as f:
+        for k, name in enumerate(names):
+            sel, want = _part(name, k % RANKS, "rows")
+            assert np.array_equal(host(_take(f, name, sel)), want), name
+        assert f._ahead.part_misses >= MISSES_TO_STOP
+        assert not f._ahead.parts
+    with hst.safe_open(model_file, "hip", device=0, read_ahead=0) as f:
+        for name in names:
+            sel, want = _part(name, 2, "rows")
+            assert np.array_equal(host(_take(f, name, sel)), want), name
+            assert not f._ahead.parts
+
+
+def test_a_share_that_does_not_scale_is_not_foreseen(model_file: Path) -> None:
+    """A slice with a step, or a share that does not divide the next 2-D
+    tensor's size, foresees nothing for it (the vector between them is
+    foreseen whole): nothing is read for nothing."""
+    first, vector, second = sorted(MODEL)[:3]
+    with hst.safe_open(model_file, "hip", device=0) as f:
+        got = host(f.get_slice(first)[0:64:2])
+        assert np.array_equal(got, MODEL[first][0:64:2])
+        assert list(f._ahead.parts) == [(vector, None)]
+        got = host(f.get_slice(first)[:, 0:7])       # 7/48 of 32 columns is no count
+        assert np.array_equal(got, MODEL[first][:, 0:7])
+        assert [key[0] for key in f._ahead.parts] == [vector]
+        assert np.array_equal(host(f.get_tensor(vector)), MODEL[vector])
+        got = host(f.get_slice(second)[0:32])
+        assert np.array_equal(got, MODEL[second][0:32])
+
+
+def test_close_waits_and_frees_the_parts_read_ahead(model_file: Path) -> None:
+    f = hst.safe_open(model_file, "hip", device=0)
+    name = sorted(MODEL)[0]
+    sel, _ = _part(name, 0, "rows")
+    f.get_slice(name)[sel]
+    owners = [weakref.ref(p.owner) for p in f._ahead.parts.values()]
+    assert owners
+    f.close()
+    gc.collect()
+    assert all(r() is None for r in owners)
+    assert not f._ahead.parts
+
+
+def test_ctrl_c_in_a_slice_loses_nothing(model_file: Path, gated_null_stream: Any) -> None:
+    """A real SIGINT while a slice waits for its read, held behind the null
+    stream: KeyboardInterrupt, the part stays read ahead, asking again
+    returns the file's bytes, and the loop goes on from the parts ahead."""
+    names = sorted(MODEL)
+    f = hst.safe_open(model_file, "hip", device=0)
+    sel, want = _part(names[0], 3, "columns")
+    _interrupted(lambda: f.get_slice(names[0])[sel])
+    assert any(key[0] == names[0] for key in f._ahead.parts)
+    gated_null_stream()
+    for name in names:
+        sel, want = _part(name, 3, "columns")
+        assert np.array_equal(host(_take(f, name, sel)), want), name
+    assert f._ahead.part_misses == 0
+    f.close()
