@@ -42,6 +42,7 @@ import contextlib
 import ctypes
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -96,15 +97,21 @@ def median_us(fn: Callable[[], object], repeats: int) -> float:
 def medians_us(cases: dict[str, Callable[[], object]], calls: int) -> dict[str, float]:
     """Each case's median time of one call (us): ``calls`` timed calls each,
     in rounds of ``SMALL_ROUND`` that take the cases in turn, so that a slow
-    spell of the machine falls on all of them."""
+    spell of the machine falls on all of them, in an order shuffled each
+    round (seeded), so that no case always follows the same one (what a call
+    leaves behind, another library's threads still polling, falls on every
+    case alike)."""
     for fn in cases.values():
         fn()
         fn()
     times: dict[str, list[float]] = {k: [] for k in cases}
+    order = list(cases.items())
+    shuffle = random.Random(SMALL_ROUND).shuffle
     done = 0
     while done < calls:
         n = min(SMALL_ROUND, calls - done)
-        for k, fn in cases.items():
+        shuffle(order)
+        for k, fn in order:
             for _ in range(n):
                 t0 = time.perf_counter()
                 fn()
