@@ -110,6 +110,11 @@ class SafeSlice:
                 self._owner._ahead.reading_parts()
         if info.dtype.bits % 8:
             return self._packed(full, whole)
+        if not isinstance(self._owner._open_fh(), HostFile) and self._owner._reader in (
+                "auto", "stream"):
+            got = self._device_read(full)
+            if got is not None:
+                return got
         isz = info.dtype.bits // 8
         strides = _strides(shape)
         counts = [d.count() for d in full]
@@ -119,11 +124,6 @@ class SafeSlice:
         n_out = math.prod(counts)
         first = sum(d.start * s for d, s in zip(full, strides, strict=True)) if n_out else 0
         runs = _runs(full, counts, shape, strides, isz) if n_out else []
-        if not isinstance(self._owner._open_fh(), HostFile) and self._owner._reader in (
-                "auto", "stream"):
-            got = self._device_read(full)
-            if got is not None:
-                return got
         last = first + sum((c - 1) * d.step * s for c, d, s in
                            zip(counts, full, strides, strict=True)) if n_out else -1
         window = TensorInfo(info.name, DTYPES["U8"], ((last + 1 - first) * isz,),
