@@ -561,20 +561,25 @@ def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
     # the setting the cold sweeps favour, as a process started with
     # HIPFILE_ENGINE_TASK_SIZE=4M has it: a ring in 4 MiB slots, made
     # before the timed read (around it: the default ring again)
+    # and 16 threads of 2 MiB tasks (the other 32 MiB in flight they favour)
     settings = contextlib.ExitStack()
 
-    def task_4m_on() -> None:
-        settings.enter_context(hipfile.defaults.set(engine_task_size=4 << 20))
-        hipfile.trim_pool()
-        hipfile.engine.prepare()
+    def setting_on(**kw: int) -> Callable[[], None]:
+        def on() -> None:
+            settings.enter_context(hipfile.defaults.set(**kw))
+            hipfile.trim_pool()
+            hipfile.engine.prepare()
+        return on
 
-    def task_4m_off() -> None:
+    def setting_off() -> None:
         settings.close()
         hipfile.trim_pool()
         hipfile.engine.prepare()
 
     cases["engine_task_4MiB"] = engine
-    around = {"engine_task_4MiB": (task_4m_on, task_4m_off)}
+    cases["engine_threads_16"] = engine
+    around = {"engine_task_4MiB": (setting_on(engine_task_size=4 << 20), setting_off),
+              "engine_threads_16": (setting_on(engine_threads=16), setting_off)}
     if dev.torch:       # the file is then a checkpoint of one tensor
         from hipfile.safetensors.torch import load_file
 
