@@ -168,6 +168,8 @@ class SafeSlice:
             return None
         result, runs = planned
         shape = tuple(self._info.shape)
+        whole = all((d.start, d.stop, d.step, d.select) == (0, n, 1, False)
+                    for d, n in zip(full, shape, strict=True))
 
         def predict(info: TensorInfo
                     ) -> tuple[TensorInfo, list[tuple[int, int]] | None] | None:
@@ -176,7 +178,7 @@ class SafeSlice:
         with owner._lock:
             fh = owner._open_fh()
             assert isinstance(fh, FileHandle)
-            return owner._ahead.get_part(owner, fh, result, runs, predict)
+            return owner._ahead.get_part(owner, fh, result, runs, predict, whole)
 
     def _packed(self, full: list[_Dim], whole: bool) -> Any:
         """A selection of a tensor whose elements are not whole bytes (F4,

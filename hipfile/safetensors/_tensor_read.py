@@ -299,18 +299,23 @@ class ReadAhead:
 
     def get_part(self, so: SafeOpen, fh: FileHandle, result: TensorInfo,
                  runs: list[tuple[int, int]],
-                 predict: Callable[[TensorInfo], tuple[TensorInfo, Any] | None]) -> Any:
+                 predict: Callable[[TensorInfo], tuple[TensorInfo, Any] | None],
+                 whole: bool = False) -> Any:
         """A part of a tensor (``result``: its dtype and shape; ``runs``:
-        the file's bytes that make it): the one read ahead for it if there
-        is one, else read now. Then the parts ``predict`` foresees for the
+        the file's bytes that make it; ``whole``: all of it, which the
+        whole tensor read ahead serves too): the one read ahead for it if
+        there is one, else read now. Then the parts ``predict`` foresees for the
         tensors that follow in :meth:`keys` order are submitted, within the
         byte budget; parts read ahead but skipped are dropped, and after
         three calls in a row that none foresaw, reading parts ahead stops.
         The bytes returned are always the file's: a read ahead is taken
         only for the very runs asked."""
         name = result.name
-        key = (name, tuple(runs))
+        key: tuple[str, tuple[tuple[int, int], ...] | None] = (name, tuple(runs))
         p = self.parts.get(key)
+        if p is None and whole and (name, None) in self.parts:
+            key = (name, None)
+            p = self.parts[key]
         if p is None:
             if self.parts:
                 self.part_misses += 1

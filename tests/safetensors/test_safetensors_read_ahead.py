@@ -375,16 +375,21 @@ def _part(name: str, rank: int, split: str) -> tuple[Any, np.ndarray]:
     return sel, a[sel]
 
 
-def _take(f: Any, name: str, sel: Any) -> Any:
-    return f.get_tensor(name) if sel is None else f.get_slice(name)[sel]
+def _take(f: Any, name: str, sel: Any, whole_by_slice: bool = False) -> Any:
+    if sel is None:
+        return f.get_slice(name)[:] if whole_by_slice else f.get_tensor(name)
+    return f.get_slice(name)[sel]
 
 
+@pytest.mark.parametrize("whole_by_slice", [False, True], ids=["get_tensor", "slice-all"])
 @pytest.mark.parametrize("split", ["rows", "columns"])
-def test_a_ranks_slices_are_read_ahead(model_file: Path, split: str) -> None:
+def test_a_ranks_slices_are_read_ahead(model_file: Path, split: str,
+                                       whole_by_slice: bool) -> None:
     """A rank that takes its share of every 2-D tensor (and every 1-D one
-    whole), key by key: after its first call every call is served from a
-    part read ahead (the same share of the next tensors, the vectors
-    whole), and every result holds the file's bytes."""
+    whole, with ``get_tensor`` or ``get_slice(name)[:]``), key by key: after
+    its first call every call is served from a part read ahead (the same
+    share of the next tensors, the vectors whole), and every result holds
+    the file's bytes."""
     names = sorted(MODEL)
     for rank in range(RANKS):
         with hst.safe_open(model_file, "hip", device=0) as f:
@@ -392,9 +397,10 @@ def test_a_ranks_slices_are_read_ahead(model_file: Path, split: str) -> None:
                 sel, want = _part(name, rank, split)
                 if k > 1:           # foreseen by the calls before it
                     assert any(key[0] == name for key in f._ahead.parts), (rank, name)
-                got = host(_take(f, name, sel))
+                got = host(_take(f, name, sel, whole_by_slice))
                 assert got.shape == want.shape and np.array_equal(got, want), (rank, name)
-            assert f._ahead.part_misses == 0 and f._ahead.parts_on
+                assert f._ahead.part_misses == 0, (rank, name)      # served, not missed
+            assert f._ahead.parts_on
             assert not f._ahead.parts
 
 
