@@ -163,22 +163,22 @@ class SafeSlice:
         follow is read while the caller takes this one). None for other
         selections (more runs than :data:`MAX_RUNS`, or many tiny ones)."""
         owner = self._owner
-        planned = plan_part(owner._header, self._info, full, owner._framework)
-        if planned is None:
-            return None
-        result, runs = planned
-        shape = tuple(self._info.shape)
+        info = self._info
+        shape = tuple(info.shape)
         whole = all((d.start, d.stop, d.step, d.select) == (0, n, 1, False)
                     for d, n in zip(full, shape, strict=True))
 
-        def predict(info: TensorInfo
-                    ) -> tuple[TensorInfo, list[tuple[int, int]] | None] | None:
-            return predict_part(owner._header, full, shape, info, owner._framework)
+        def plan() -> tuple[TensorInfo, list[tuple[int, int]]] | None:
+            return plan_part(owner._header, info, full, owner._framework)
+
+        def predict(nxt: TensorInfo) -> Foreseen | None:
+            return predict_part(owner._header, full, shape, nxt, owner._framework)
 
         with owner._lock:
             fh = owner._open_fh()
             assert isinstance(fh, FileHandle)
-            return owner._ahead.get_part(owner, fh, result, runs, predict, whole)
+            return owner._ahead.get_part(owner, fh, info.name, selection_key(full), plan,
+                                         predict, whole)
 
     def _packed(self, full: list[_Dim], whole: bool) -> Any:
         """A selection of a tensor whose elements are not whole bytes (F4,
@@ -223,8 +223,19 @@ def plan_part(header: Any, info: TensorInfo, full: list[_Dim], framework: str
     return result, _merge([(base + b, e - b) for b, e in rel])
 
 
+def selection_key(full: list[_Dim]) -> tuple[tuple[int, int, int, bool], ...]:
+    """What identifies a selection of a tensor (its bytes follow from it)."""
+    return tuple((d.start, d.stop, d.step, d.select) for d in full)
+
+
+#: A part foreseen: its dtype and shape, the runs that make it and its
+#: selection's key (runs and key None: the whole tensor, as get_tensor reads it).
+Foreseen = tuple[TensorInfo, "list[tuple[int, int]] | None",
+                 "tuple[tuple[int, int, int, bool], ...] | None"]
+
+
 def predict_part(header: Any, full: list[_Dim], shape: tuple[int, ...], info: TensorInfo,
-                 framework: str) -> tuple[TensorInfo, list[tuple[int, int]] | None] | None:
+                 framework: str) -> Foreseen | None:
     """The part of ``info`` a caller who took the selection ``full`` of a
     tensor of ``shape`` likely asks for next, as a tensor-parallel rank
     does: for a tensor of as many dimensions, each dimension taken whole
@@ -236,7 +247,7 @@ def predict_part(header: Any, full: list[_Dim], shape: tuple[int, ...], info: Te
     if not info.nbytes or info.dtype.bits % 8:
         return None
     if len(info.shape) != len(shape) or not shape:
-        return info, None
+        return info, None, None
     dims = []
     for d, n, m in zip(full, shape, info.shape, strict=True):
         if (d.start, d.stop, d.step, d.select) == (0, n, 1, False):
@@ -247,7 +258,8 @@ def predict_part(header: Any, full: list[_Dim], shape: tuple[int, ...], info: Te
             dims.append(_Dim(d.start * m // n, d.stop * m // n, 1, False))
     if any(not d.count() for d in dims):
         return None
-    return plan_part(header, info, dims, framework)
+    planned = plan_part(header, info, dims, framework)
+    return None if planned is None else (planned[0], planned[1], selection_key(dims))
 
 
 def _merge(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:

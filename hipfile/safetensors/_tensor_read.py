@@ -199,9 +199,10 @@ class ReadAhead:
         self.next = 0                            # index in `order` of the next to submit
         self.last: str | None = None             # the last tensor returned
         self.misses = 0
-        # parts of tensors (slices) read ahead: (name, runs; None: the whole
-        # tensor) -> read, in submission order; on once the caller reads parts
-        self.parts: dict[tuple[str, tuple[tuple[int, int], ...] | None], _Pending] = {}
+        # parts of tensors (slices) read ahead: (name, selection key; None:
+        # the whole tensor) -> read, in submission order; on once the caller
+        # reads parts
+        self.parts: dict[tuple[str, Any], _Pending] = {}
         self.parts_on = False
         self.part_misses = 0
         self.part_next = 0                       # index in keys() of the next to foresee
@@ -297,30 +298,32 @@ class ReadAhead:
                 self._drop(name)
             self.parts_on = self.budget > 0
 
-    def get_part(self, so: SafeOpen, fh: FileHandle, result: TensorInfo,
-                 runs: list[tuple[int, int]],
-                 predict: Callable[[TensorInfo], tuple[TensorInfo, Any] | None],
-                 whole: bool = False) -> Any:
-        """A part of a tensor (``result``: its dtype and shape; ``runs``:
-        the file's bytes that make it; ``whole``: all of it, which the
+    def get_part(self, so: SafeOpen, fh: FileHandle, name: str, selection: Any,
+                 plan: Callable[[], tuple[TensorInfo, list[tuple[int, int]]] | None],
+                 predict: Callable[[TensorInfo], Any], whole: bool = False) -> Any:
+        """A part of tensor ``name`` (``selection``: what identifies it;
+        ``plan()``: its dtype and shape and the file's runs that make it, or
+        None where it is not read this way; ``whole``: all of it, which the
         whole tensor read ahead serves too): the one read ahead for it if
-        there is one, else read now. Then the parts ``predict`` foresees for the
-        tensors that follow in :meth:`keys` order are submitted, within the
-        byte budget; parts read ahead but skipped are dropped, and after
-        three calls in a row that none foresaw, reading parts ahead stops.
-        The bytes returned are always the file's: a read ahead is taken
-        only for the very runs asked."""
-        name = result.name
-        key: tuple[str, tuple[tuple[int, int], ...] | None] = (name, tuple(runs))
+        there is one, else read now; None where ``plan`` says so. Then the
+        parts ``predict`` foresees for the tensors that follow in
+        :meth:`keys` order are submitted, within the byte budget; parts read
+        ahead but skipped are dropped, and after three calls in a row that
+        none served, reading parts ahead stops. A read ahead is taken only
+        for the very selection asked, so the bytes are always the file's."""
+        key: tuple[str, Any] = (name, selection)
         p = self.parts.get(key)
         if p is None and whole and (name, None) in self.parts:
             key = (name, None)
             p = self.parts[key]
         if p is None:
+            planned = plan()
+            if planned is None:
+                return None
             if self.parts:
                 self.part_misses += 1
                 self.drop_parts(wait=False)
-            p = submit_one(so, fh, result, runs, now=True)
+            p = submit_one(so, fh, planned[0], planned[1], now=True)
             self.parts[key] = p
             self.part_next = self._position(so, name) + 1
         else:
@@ -344,8 +347,7 @@ class ReadAhead:
         return position.get(name, len(keys))
 
     def _fill_parts(self, so: SafeOpen, fh: FileHandle,
-                    asked: tuple[str, tuple[tuple[int, int], ...] | None],
-                    predict: Callable[[TensorInfo], tuple[TensorInfo, Any] | None]) -> None:
+                    asked: tuple[str, Any], predict: Callable[[TensorInfo], Any]) -> None:
         """Submit the foreseen parts of the tensors after the last one
         submitted, while the budget has room (one at least); stop at a
         tensor ``predict`` cannot foresee. A failure to submit (no memory)
@@ -357,8 +359,8 @@ class ReadAhead:
             planned = predict(info)
             if planned is None:
                 return
-            part, runs = planned
-            key = (info.name, None if runs is None else tuple(runs))
+            part, runs, selection = planned
+            key = (info.name, selection)
             if key not in self.parts:
                 if ahead and ahead + part.nbytes > self.budget:
                     return
@@ -371,8 +373,7 @@ class ReadAhead:
                 ahead += part.nbytes
             self.part_next += 1
 
-    def _take_part(self, so: SafeOpen, key: tuple[str, tuple[tuple[int, int], ...] | None],
-                   p: _Pending) -> Any:
+    def _take_part(self, so: SafeOpen, key: tuple[str, Any], p: _Pending) -> Any:
         """Wait for the part ``p`` and return it; it leaves the parts unless
         the wait was interrupted (asking again returns it)."""
         try:
