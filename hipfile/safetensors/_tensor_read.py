@@ -389,12 +389,7 @@ class ReadAhead:
         """Drop every part read ahead (``wait``: after its read has ended;
         interruptible: what is left stays)."""
         for key in list(self.parts):
-            p = self.parts[key]
-            if wait and p.handle is not None:
-                try:
-                    p.handle.wait()
-                except Exception:
-                    pass                          # never asked for: its error is moot
+            _settle(self.parts[key], wait)
             self.parts.pop(key, None)
 
     def _take(self, so: SafeOpen, p: _Pending) -> Any:
@@ -422,13 +417,18 @@ class ReadAhead:
         so that its memory is free on return (interruptible: what is left
         stays)."""
         for name in list(self.window):
-            p = self.window[name]
-            if wait and p.handle is not None:
-                try:
-                    p.handle.wait()
-                except Exception:
-                    pass                          # never asked for: its error is moot
+            _settle(self.window[name], wait)
             self._drop(name)
         self.drop_parts(wait)
+
+
+def _settle(p: _Pending, wait: bool) -> None:
+    """With ``wait``, wait for a read nobody asked for (its error is moot;
+    Ctrl-C is not swallowed)."""
+    if wait and p.handle is not None:
+        try:
+            p.handle.wait()
+        except Exception:
+            pass
 
 
