@@ -46,6 +46,10 @@ class _Dim:
     def count(self) -> int:
         return len(range(self.start, self.stop, self.step))
 
+    def covers(self, size: int) -> bool:
+        """Whether it takes the whole of a dimension of ``size``."""
+        return not self.select and (self.start, self.stop, self.step) == (0, size, 1)
+
 
 class SafeSlice:
     """One tensor of an open file, indexed lazily (``safe_open(...).get_slice``).
@@ -103,8 +107,7 @@ class SafeSlice:
         _check_bounds(dims, display, shape)
         full = dims + [_Dim(0, n, 1, False) for n in shape[len(dims):]]
         framework = self._owner._framework
-        whole = all(not d.select and (d.start, d.stop, d.step) == (0, n, 1)
-                    for d, n in zip(full, shape, strict=True))
+        whole = all(d.covers(n) for d, n in zip(full, shape, strict=True))
         if not whole:
             with self._owner._lock:
                 self._owner._ahead.reading_parts()
@@ -112,7 +115,7 @@ class SafeSlice:
             return self._packed(full, whole)
         if not isinstance(self._owner._open_fh(), HostFile) and self._owner._reader in (
                 "auto", "stream"):
-            got = self._device_read(full)
+            got = self._device_read(full, whole)
             if got is not None:
                 return got
         isz = info.dtype.bits // 8
@@ -154,19 +157,18 @@ class SafeSlice:
         return torch.as_strided(data, out_shape, tuple(s // isz for s in out_strides)
                                 ).contiguous()
 
-    def _device_read(self, full: list[_Dim]) -> Any:
+    def _device_read(self, full: list[_Dim], whole: bool) -> Any:
         """A selection into device memory whose runs of bytes, one after
         the other, are its C-order result (rows of whole inner dimensions,
         or a column block: the rows' parts): read straight into the
         result's own memory, one operation for all runs, through the
         handle's read-ahead of parts (the same part of the tensors that
         follow is read while the caller takes this one). None for other
-        selections (more runs than :data:`MAX_RUNS`, or many tiny ones)."""
+        selections (more runs than :data:`MAX_RUNS`, or many tiny ones).
+        ``whole``: the selection is all of the tensor."""
         owner = self._owner
         info = self._info
         shape = tuple(info.shape)
-        whole = all((d.start, d.stop, d.step, d.select) == (0, n, 1, False)
-                    for d, n in zip(full, shape, strict=True))
 
         def plan() -> tuple[TensorInfo, list[tuple[int, int]]] | None:
             return plan_part(owner._header, info, full, owner._framework)
@@ -250,7 +252,7 @@ def predict_part(header: Any, full: list[_Dim], shape: tuple[int, ...], info: Te
         return info, None, None
     dims = []
     for d, n, m in zip(full, shape, info.shape, strict=True):
-        if (d.start, d.stop, d.step, d.select) == (0, n, 1, False):
+        if d.covers(n):
             dims.append(_Dim(0, m, 1, False))
         elif d.step != 1 or d.select or (d.start * m) % n or (d.stop * m) % n:
             return None
@@ -299,7 +301,7 @@ def _runs(full: list[_Dim], counts: list[int], shape: Sequence[int], strides: li
     run = 1                         # elements of one run
     while k > 0:
         d = full[k - 1]
-        whole = not d.select and (d.start, d.stop, d.step) == (0, shape[k - 1], 1)
+        whole = d.covers(shape[k - 1])
         if d.step == 1:
             run += (counts[k - 1] - 1) * strides[k - 1]
             k -= 1
