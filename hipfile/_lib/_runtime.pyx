@@ -288,9 +288,9 @@ cdef enum:
 cdef tuple hc_pinned_pages(size_t size):
     """Page-locked host memory of ``size`` bytes (whole 2 MiB pages) made by
     registering (hipHostRegister) anonymous memory advised for transparent
-    huge pages and populated by the kernel: about a third of the time that
-    hipHostMalloc takes for the same bytes (it pins 4 KiB pages one by
-    one). The mapping is not inherited by a forked child (MADV_DONTFORK: a
+    huge pages and populated by the kernel: a third to a half of the time
+    that hipHostMalloc takes for the same bytes on an H100 (it pins 4 KiB
+    pages one by one). The mapping is not inherited by a forked child (MADV_DONTFORK: a
     copy-on-write page would leave the device reading the parent's old
     page). Returns ``(address, mapping, mapping bytes)`` for
     :func:`hc_pinned_pages_free`, or None where the runtime lacks

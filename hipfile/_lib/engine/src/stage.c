@@ -74,13 +74,18 @@ void hfe_ring_set_copy_streams(hfe_ring *ring, int n, void *const *streams, void
     pthread_mutex_unlock(&ring->lock);
 }
 
+/* Read chunks per stream wait as the ring allows: 1 to half its slots. */
+static int batch_bound(const hfe_ring *ring, int n)
+{
+    int most = ring->nslots / 2;
+    n = n > most ? most : n;
+    return n < 1 ? 1 : n;
+}
+
 void hfe_ring_set_copy_batch(hfe_ring *ring, int n)
 {
     pthread_mutex_lock(&ring->lock);
-    int most = ring->nslots / 2;
-    ring->copy_batch = n > most ? most : n;
-    if (ring->copy_batch < 1)
-        ring->copy_batch = 1;
+    ring->copy_batch = batch_bound(ring, n);
     pthread_mutex_unlock(&ring->lock);
 }
 
@@ -641,7 +646,7 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                      size_t inline_max, int copy_batch)
 {
     submission_t sb = {ring, rt, opcode, stream, NULL, 0, groups, ngroups, NULL,
-                       complete_dev, complete_value, 1};
+                       complete_dev, complete_value, 0};
     int i, j, err = 0, failed_at = -1;
     sb.last_chunk = malloc((size_t)(ngroups > 0 ? ngroups : 1) * sizeof(int));
     if (!sb.last_chunk)
@@ -658,9 +663,7 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
     take_references(&sb);
 
     pthread_mutex_lock(&ring->lock);
-    sb.copy_batch = copy_batch <= 0 ? ring->copy_batch
-                    : copy_batch > ring->nslots / 2 ? (ring->nslots / 2 > 1 ? ring->nslots / 2 : 1)
-                    : copy_batch;
+    sb.copy_batch = copy_batch <= 0 ? ring->copy_batch : batch_bound(ring, copy_batch);
     reserve_slots(&sb, gate, gate_value);
     /* a lone small read chunk that the page cache holds: read here */
     int inline_done = sb.nchunks == 1 && opcode == 0 && !gate && inline_max &&
