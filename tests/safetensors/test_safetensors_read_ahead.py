@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from _util import check, hip, run_python
 
+import hipfile
 from hipfile import defaults
 from hipfile import safetensors as hst
 from hipfile.safetensors._tensor_read import ALIGNED_MIN, MISSES_TO_STOP
@@ -223,7 +224,12 @@ def test_read_ahead_argument_is_checked(st_file: Path) -> None:
 @pytest.fixture()
 def gated_null_stream() -> Iterator[Any]:
     """The null stream held at a host flag until the returned release is
-    called (copies ordered after it wait)."""
+    called (copies ordered after it wait). The engine's runtime is made
+    first: its set-up (pinning the staging ring, which can take longer than
+    the test's 0.3 s before Ctrl-C) must not fall in the interrupted call,
+    where device memory freed while the null stream is held would wait for
+    it for good."""
+    hipfile.engine.prepare()
     flag = check(hip.hipHostMalloc(4, 0))
     word = ctypes.c_uint32.from_address(int(flag))
     word.value = 0
