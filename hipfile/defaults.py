@@ -18,24 +18,25 @@ it is set and when it is read from the environment; a bad value raises
 :class:`ValueError` (or :class:`TypeError`) naming the setting or the
 variable.
 
-========================  ===============================  ====================
-setting                   environment variable             default
-========================  ===============================  ====================
-``num_threads``           ``HIPFILE_NTHREADS``             ``min(8, cpu count)``
-``task_size``             ``HIPFILE_TASK_SIZE``            4 MiB
-``batch_max_entries``     ``HIPFILE_BATCH_MAX_ENTRIES``    128
-``close_timeout``         ``HIPFILE_CLOSE_TIMEOUT``        None (no limit)
-``wait_timeout``          ``HIPFILE_WAIT_TIMEOUT``         None (no limit)
-``allow_host_buffers``    ``HIPFILE_ALLOW_HOST_BUFFERS``   True
-``engine_task_size``      ``HIPFILE_ENGINE_TASK_SIZE``     2 MiB
-``engine_threads``        ``HIPFILE_ENGINE_THREADS``       ``cpus / 2, 4..16``
-``engine_staging_size``   ``HIPFILE_ENGINE_STAGING_SIZE``  64 MiB
-``engine_copy_streams``   ``HIPFILE_ENGINE_COPY_STREAMS``  1
-``engine_copy_batch``     ``HIPFILE_ENGINE_COPY_BATCH``    1
-``engine_batch_copies``   ``HIPFILE_ENGINE_BATCH_COPIES``  True
-``engine_release``        ``HIPFILE_ENGINE_RELEASE``       ``"auto"``
-``engine_data_path``      ``HIPFILE_ENGINE_DATA_PATH``     ``"auto"``
-========================  ===============================  ====================
+=========================  =================================  =====================
+setting                    environment variable               default
+=========================  =================================  =====================
+``num_threads``            ``HIPFILE_NTHREADS``               ``min(8, cpu count)``
+``task_size``              ``HIPFILE_TASK_SIZE``              4 MiB
+``batch_max_entries``      ``HIPFILE_BATCH_MAX_ENTRIES``      128
+``close_timeout``          ``HIPFILE_CLOSE_TIMEOUT``          None (no limit)
+``wait_timeout``           ``HIPFILE_WAIT_TIMEOUT``           None (no limit)
+``allow_host_buffers``     ``HIPFILE_ALLOW_HOST_BUFFERS``     True
+``engine_task_size``       ``HIPFILE_ENGINE_TASK_SIZE``       2 MiB
+``engine_threads``         ``HIPFILE_ENGINE_THREADS``         ``cpus / 2, 4..16``
+``engine_staging_size``    ``HIPFILE_ENGINE_STAGING_SIZE``    64 MiB
+``engine_copy_streams``    ``HIPFILE_ENGINE_COPY_STREAMS``    1
+``engine_copy_batch``      ``HIPFILE_ENGINE_COPY_BATCH``      1
+``engine_direct_io_size``  ``HIPFILE_ENGINE_DIRECT_IO_SIZE``  4 MiB
+``engine_batch_copies``    ``HIPFILE_ENGINE_BATCH_COPIES``    True
+``engine_release``         ``HIPFILE_ENGINE_RELEASE``         ``"auto"``
+``engine_data_path``       ``HIPFILE_ENGINE_DATA_PATH``       ``"auto"``
+=========================  =================================  =====================
 
 The stream-ordered engine (:mod:`hipfile.engine`) is told of changes rather
 than reading its settings at each call: ``engine_threads`` and
@@ -51,9 +52,12 @@ first call and again after every :func:`set` or :func:`reset`.
 (in slots of ``engine_task_size``), ``engine_copy_streams`` the streams
 its copies are spread over and ``engine_copy_batch`` how many read chunks
 of one operation share one stream wait and one copy call (1: each chunk
-its own; at most half the ring's slots), all read when the ring is made (at
-the first submission on a device, and again after
-:func:`hipfile.trim_pool`).
+its own; at most half the ring's slots), and ``engine_direct_io_size`` the
+bytes one request reads from the disk (a cold read through an ``O_DIRECT``
+descriptor: that many bytes of consecutive chunks in consecutive slots, in
+whole slots, at most 8 slots and half the ring; a slot or less: one
+request per chunk), all read when the ring is made (at the first
+submission on a device, and again after :func:`hipfile.trim_pool`).
 
 Three more choose how the engine works, and are read once, not at each
 submission: when the engine first needs them, again after every
@@ -112,6 +116,7 @@ __all__ = [
     "engine_copy_batch",
     "engine_copy_streams",
     "engine_data_path",
+    "engine_direct_io_size",
     "engine_release",
     "engine_staging_size",
     "engine_task_size",
@@ -308,6 +313,11 @@ SETTINGS: dict[str, Setting] = {
                 "Read chunks of one operation on one stream that the stream-ordered engine's "
                 "staged path makes ready with one stream wait and one copy call "
                 "(1: one of each per chunk).", "1"),
+        Setting("engine_direct_io_size", "HIPFILE_ENGINE_DIRECT_IO_SIZE", lambda: 4 << 20,
+                _bytes_check(1), parse_size,
+                "Bytes one request of the stream-ordered engine's staged path reads from a "
+                "file opened with O_DIRECT (a cold read): consecutive chunks in whole staging "
+                "slots, at most 8 slots.", "4 MiB"),
         Setting("engine_batch_copies", "HIPFILE_ENGINE_BATCH_COPIES", lambda: True,
                 _check_bool, _parse_bool,
                 "Whether the stream-ordered engine's staged path hands a chunk's copies to "
@@ -527,6 +537,7 @@ engine_task_size = _getter("engine_task_size", int)
 engine_threads = _getter("engine_threads", int)
 engine_copy_streams = _getter("engine_copy_streams", int)
 engine_copy_batch = _getter("engine_copy_batch", int)
+engine_direct_io_size = _getter("engine_direct_io_size", int)
 engine_staging_size = _getter("engine_staging_size", int)
 engine_batch_copies = _getter("engine_batch_copies", bool)
 engine_release = _getter("engine_release", str)

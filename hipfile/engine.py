@@ -190,7 +190,10 @@ def info() -> dict[str, Any]:
     mechanism, the flags allocated, the staging ring's bytes and slot size,
     ``staging_pinned_by`` (``"hipHostRegister"``: anonymous memory in
     transparent huge pages, registered; ``"hipHostMalloc"`` where the
-    runtime cannot register; None before the ring is made), ``setup_s``
+    runtime cannot register; None before the ring is made),
+    ``direct_io_bytes`` (the bytes one request reads through an ``O_DIRECT``
+    descriptor: ``engine_direct_io_size`` in whole slots; 0 before the ring
+    is made), ``setup_s``
     (the seconds that making the device's flag pool and staging ring, its
     pinned memory and streams, took), ``stream_calls`` (the
     runtime calls that submissions made to enqueue their stream side since

@@ -244,6 +244,82 @@ def test_cold_large_reads_go_through_o_direct_and_the_unaligned_end_buffered(
     assert len(os.listdir("/proc/self/fd")) < fds     # the O_DIRECT twin closed too
 
 
+def _direct_file(tmp_path: Path, size: int, seed: int) -> tuple[Path, np.ndarray]:
+    if not direct_io_supported(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    data = np.random.default_rng(seed).integers(0, 256, size, dtype=np.uint8)
+    path = tmp_path / "direct.bin"
+    path.write_bytes(data.tobytes())
+    return path, data
+
+
+@pytest.mark.parametrize("io_size", [2 << 20, 4 << 20, 16 << 20])
+def test_direct_reads_take_engine_direct_io_size_per_request(tmp_path: Path,
+                                                             io_size: int) -> None:
+    """Through an O_DIRECT descriptor, a worker reads consecutive chunks in
+    consecutive slots with one request of ``engine_direct_io_size`` bytes
+    (2 MiB: a slot, one request per chunk); where the ring wraps, the chunks
+    on either side are read apart. The bytes are the file's every time."""
+    size = 16 << 20
+    path, data = _direct_file(tmp_path, size, 10)
+    chunks = size // (2 << 20)
+    with hipfile.defaults.set(engine_task_size=2 << 20, engine_direct_io_size=io_size):
+        hipfile.trim_pool()              # a ring made with these settings
+        try:
+            with hipfile.open(path, direct=True) as fh, device_array(size) as dev, \
+                    hip_stream() as s:
+                per = min(io_size, 16 << 20) // (2 << 20)
+                for n in (chunks, 3, chunks, chunks, chunks, 5, chunks):   # slots wrap
+                    to_device(dev, np.zeros(size, dtype=np.uint8))
+                    h = fh.pread_async(dev, n << 21, 1 << 21, 0, s, task_size=2 << 20)
+                    want = min(n << 21, size - (1 << 21))
+                    assert h.wait(timeout=60) == want
+                    np.testing.assert_array_equal(from_device(dev, want),
+                                                  data[1 << 21:(1 << 21) + want])
+                    k = -(-want // (2 << 20))        # chunks of this read
+                    least = -(-k // per)
+                    assert least <= h.calls <= least + (1 if per > 1 else 0), (n, h.calls)
+                ring = hipfile.engine.info()["devices"][0]
+                assert ring["direct_io_bytes"] == per * (2 << 20)
+        finally:
+            hipfile.trim_pool()
+
+
+def test_a_direct_request_that_fails_fails_its_chunks_and_the_next_read_is_whole(
+        tmp_path: Path) -> None:
+    """A merged O_DIRECT request that fails fails the operation with its
+    errno (no byte of it is taken for read); one cut short goes on where it
+    stopped (the buffered descriptor takes the unaligned rest)."""
+    if hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("the staged path needs stream waits")
+    size = 16 << 20
+    path, data = _direct_file(tmp_path, size, 11)
+    from hipfile._lib import _hipfile
+
+    with hipfile.defaults.set(engine_task_size=2 << 20, engine_direct_io_size=8 << 20):
+        hipfile.trim_pool()
+        try:
+            with hipfile.open(path, direct=True) as fh, device_array(size) as dev, \
+                    hip_stream() as s:
+                _hipfile.engine_inject_faults(errno.EIO, 1)
+                h = fh.pread_async(dev, size, 0, 0, s, task_size=2 << 20)
+                with pytest.raises(OSError) as ei:
+                    h.wait(timeout=60)
+                assert ei.value.errno == errno.EIO
+                _hipfile.engine_inject_faults(0, 0, 1 << 20)      # each call: 1 MiB at most
+                h = fh.pread_async(dev, size, 0, 0, s, task_size=2 << 20)
+                assert h.wait(timeout=60) == size
+                assert h.calls >= size // (1 << 20)
+                _hipfile.engine_inject_faults()
+                np.testing.assert_array_equal(from_device(dev, size), data)
+                h = fh.pread_async(dev, size, 0, 0, s, task_size=2 << 20)
+                assert h.wait(timeout=60) == size and h.calls <= 3
+                np.testing.assert_array_equal(from_device(dev, size), data)
+        finally:
+            _hipfile.engine_inject_faults()
+            hipfile.trim_pool()
+
+
 def test_small_reads_read_at_submit_or_by_the_workers_alike(tmp_path: Path) -> None:
     """A lone small read whose bytes the page cache holds is read by the
     submitting thread; one whose bytes it lacks goes to the workers. The

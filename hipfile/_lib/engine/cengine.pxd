@@ -58,6 +58,8 @@ cdef extern from "engine.h" nogil:
     void hfe_ring_set_copy_streams(hfe_ring *ring, int n, void **streams, void *fork_event,
                                    void **join_events)
     void hfe_ring_set_copy_batch(hfe_ring *ring, int n)
+    void hfe_ring_set_direct_slots(hfe_ring *ring, int n)
+    int hfe_ring_direct_slots(const hfe_ring *ring)
     void hfe_ring_stream_counts(hfe_ring *ring, uint64_t *calls, uint64_t *waits)
     int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                          const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
@@ -93,6 +95,8 @@ ctypedef struct EngineC:
     void (*ring_set_copy_streams)(hfe_ring *ring, int n, void **streams, void *fork_event,
                                   void **join_events) noexcept nogil
     void (*ring_set_copy_batch)(hfe_ring *ring, int n) noexcept nogil
+    void (*ring_set_direct_slots)(hfe_ring *ring, int n) noexcept nogil
+    int (*ring_direct_slots)(const hfe_ring *ring) noexcept nogil
     void (*ring_stream_counts)(hfe_ring *ring, uint64_t *calls, uint64_t *waits) noexcept nogil
     int (*stage_submit)(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                         const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,

@@ -1,8 +1,8 @@
 # cython: language_level=3
 """The engine's C source, compiled into this module alone (src/engine.c,
-src/stage.c, src/stage_copy.c), and the table of its functions (``eng``) through which the
-other engine modules call it. Its reset after ``fork`` runs from the
-package's one fork hook (:func:`hipfile._lib._runtime.on_fork_child`)."""
+src/stage.c, src/stage_io.c, src/stage_copy.c), and the table of its
+functions (``eng``) through which the other engine modules call it. Its
+reset after ``fork`` runs from the package's one fork hook (:func:`hipfile._lib._runtime.on_fork_child`)."""
 
 from hipfile._lib import _runtime
 
@@ -30,6 +30,8 @@ eng.ring_new = hfe_ring_new
 eng.ring_free = hfe_ring_free
 eng.ring_set_copy_streams = hfe_ring_set_copy_streams
 eng.ring_set_copy_batch = hfe_ring_set_copy_batch
+eng.ring_set_direct_slots = hfe_ring_set_direct_slots
+eng.ring_direct_slots = hfe_ring_direct_slots
 eng.ring_stream_counts = hfe_ring_stream_counts
 eng.stage_submit = hfe_stage_submit
 eng.flag_wait = hfe_flag_wait

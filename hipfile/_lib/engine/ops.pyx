@@ -153,6 +153,7 @@ cdef PerDevice _new_ring(int device):
         r.release()
         raise MemoryError()
     eng.ring_set_copy_batch(r.ring, <int>d.engine_copy_batch())
+    eng.ring_set_direct_slots(r.ring, <int>max(1, <size_t>d.engine_direct_io_size() // slot))
     cdef int ncopy = <int>d.engine_copy_streams()
     cdef void *cs[8]
     cdef void *je[8]
@@ -240,6 +241,7 @@ cdef dict _device_info(FlagPool p, object ring):
     cdef Ring r
     cdef uint64_t calls = 0, waits = 0
     cdef size_t slot = 0, nslots = 0
+    cdef int direct = 0
     cdef double made = p.made_s
     pinned_by = None
     if ring is not None:
@@ -247,11 +249,13 @@ cdef dict _device_info(FlagPool p, object ring):
         eng.ring_stream_counts(r.ring, &calls, &waits)
         slot, nslots, made = r.slot_size, r.nslots, made + r.made_s
         pinned_by = "hipHostRegister" if r.staging_pages is not None else "hipHostMalloc"
+        direct = eng.ring_direct_slots(r.ring)
     return {"mechanism": MECHANISM_STREAM_MEMOPS if p.memops else MECHANISM_HOST_FUNCTIONS,
             "flags": p.nflags,
             "staging_bytes": slot * nslots,
             "staging_slot_bytes": slot,
             "staging_pinned_by": pinned_by,
+            "direct_io_bytes": slot * direct,
             "stream_waits": waits,
             "stream_calls": calls,
             "setup_s": made}

@@ -300,13 +300,25 @@ static void *worker_main(void *arg)
         while (!ready_head && !chunk_head && !stopping)
             pthread_cond_wait(&work_cv, &lock);
         if (chunk_head) {
-            /* staged chunks are taken in submission order (hfe_stage_submit) */
+            /* staged chunks are taken in submission order (hfe_stage_submit);
+             * an O_DIRECT read chunk with the chunks after it that continue
+             * it, which one request reads (hfe_ring_set_direct_slots) */
+            chunk_t *taken[HFE_MAX_DIRECT_SLOTS];
             chunk_t *c = chunk_head;
-            chunk_head = c->next;
+            int n = 1, most = c->ring->direct_slots;
+            taken[0] = c;
+            while (n < most && hfe__direct_follows(taken[n - 1], taken[n - 1]->next)) {
+                taken[n] = taken[n - 1]->next;
+                n++;
+            }
+            chunk_head = taken[n - 1]->next;
             if (!chunk_head)
                 chunk_tail = NULL;
             pthread_mutex_unlock(&lock);
-            hfe__run_staged(c);
+            if (n == 1)
+                hfe__run_staged(c);
+            else
+                hfe__run_staged_direct(taken, n);
             pthread_mutex_lock(&lock);
             continue;
         }

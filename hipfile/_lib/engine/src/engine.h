@@ -154,6 +154,15 @@ hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *fl
  * ring; <= 1: one by one): one stream wait per batch instead of one per
  * chunk, and one copy call where the runtime batches copies. */
 void hfe_ring_set_copy_batch(hfe_ring *ring, int n);
+/* Read chunks of an O_DIRECT descriptor (a file read from the disk) that
+ * follow each other in the file and in the ring are read by one worker
+ * with one request of up to `n` slots (1 to HFE_MAX_DIRECT_SLOTS and half
+ * the ring; <= 1: one request per chunk): with as many threads, more bytes
+ * in flight and fewer, larger requests for the disk. Set before the ring's
+ * first submission. */
+#define HFE_MAX_DIRECT_SLOTS 8
+void hfe_ring_set_direct_slots(hfe_ring *ring, int n);
+int hfe_ring_direct_slots(const hfe_ring *ring);
 /* The runtime calls that the ring's submissions made to enqueue their
  * stream side (waits, copies, flag writes, events), and the stream waits on
  * slot flags among them. */

@@ -71,6 +71,7 @@ struct hfe_ring {
     void *fork_event;
     void *join_events[HFE_MAX_COPY_STREAMS];
     int copy_batch;           /* read chunks per stream wait (1: one wait per chunk) */
+    int direct_slots;         /* O_DIRECT read chunks one request reads (1: one each) */
     uint64_t stream_waits;    /* stream waits enqueued on slot flags (under lock) */
     uint64_t stream_calls;    /* runtime calls that enqueued stream work (under lock) */
 };
@@ -139,8 +140,26 @@ static inline char *hfe__slot(const chunk_t *c)
 
 /* An operation's last chunk (or hold) has ended: it is done. */
 void hfe__finish(hfe_op *op);
-/* A worker runs one staged chunk's file side and drops its reference. */
+/* The staged path's file side (stage_io.c). A worker runs one staged
+ * chunk's file side and drops its reference. */
 void hfe__run_staged(chunk_t *c);
+/* Drop a reference to a chunk (the last frees it). */
+void hfe__chunk_decref(chunk_t *c);
+/* One of a group's runs (or the submitter's hold) has ended, with `bytes`. */
+void hfe__group_account(hfe_op *g, int64_t bytes);
+/* After a chunk's file calls: hand its slot's other side back, account its
+ * runs to their groups and drop the engine's reference. */
+void hfe__release_chunk(chunk_t *c);
+uint64_t hfe__chunk_bytes(const chunk_t *c);
+/* The submitting thread reads a small read chunk the page cache holds
+ * (RWF_NOWAIT); 1 when it did, 0 when the workers must. */
+int hfe__try_inline_read(chunk_t *c);
+/* Whether `d`, queued right after `c`, continues c's O_DIRECT read in the
+ * file and in the ring (hfe_ring_set_direct_slots). */
+int hfe__direct_follows(const chunk_t *c, const chunk_t *d);
+/* A worker reads `n` chunks that follow each other (hfe__direct_follows)
+ * with one request and drops their references. */
+void hfe__run_staged_direct(chunk_t **cs, int n);
 int hfe__queue_chunks(chunk_t *first, chunk_t *last, long ngroups);
 /* The stream side of one chunk, and of the `n` chunks of a batch (one wait
  * on the last one's filled flag); a hipError_t (stage_copy.c). Each stream

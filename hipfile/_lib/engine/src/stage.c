@@ -1,6 +1,8 @@
 /* The stream engine's staged path (see engine.h): file I/O by worker
  * threads into a ring of pinned staging slots, the device side enqueued on
- * the stream at submit. */
+ * the stream at submit. Here: the ring, the plan of a submission's chunks
+ * and the submission; the file side is in stage_io.c, the stream side in
+ * stage_copy.c. */
 #define _GNU_SOURCE
 #include "engine_internal.h"
 
@@ -9,15 +11,6 @@
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-static void chunk_decref(chunk_t *c)
-{
-    if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0) {
-        free(c->runs);
-        free(c->copies);
-        free(c);
-    }
-}
 
 int hfe_flag_reached(const uint32_t *flag, uint32_t value) { return reached(flag, value); }
 
@@ -53,6 +46,7 @@ hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *fl
     r->flags_dev = flags_dev;
     r->ncopy = 1;
     r->copy_batch = 1;
+    r->direct_slots = 1;
     pthread_mutex_init(&r->lock, NULL);
     return r;
 }
@@ -89,6 +83,16 @@ void hfe_ring_set_copy_batch(hfe_ring *ring, int n)
     pthread_mutex_unlock(&ring->lock);
 }
 
+void hfe_ring_set_direct_slots(hfe_ring *ring, int n)
+{
+    int most = ring->nslots / 2 < HFE_MAX_DIRECT_SLOTS ? ring->nslots / 2 : HFE_MAX_DIRECT_SLOTS;
+    pthread_mutex_lock(&ring->lock);
+    ring->direct_slots = n > most ? most : (n < 1 ? 1 : n);
+    pthread_mutex_unlock(&ring->lock);
+}
+
+int hfe_ring_direct_slots(const hfe_ring *ring) { return ring->direct_slots; }
+
 void hfe_ring_stream_counts(hfe_ring *ring, uint64_t *calls, uint64_t *waits)
 {
     pthread_mutex_lock(&ring->lock);
@@ -106,232 +110,6 @@ void hfe_ring_free(hfe_ring *ring)
 }
 
 size_t hfe_ring_slot_size(const hfe_ring *ring) { return ring->slot_size; }
-
-/* One of a group's runs (or the submitter's hold) has ended. */
-static void group_account(hfe_op *g, int64_t bytes)
-{
-    if (bytes)
-        __atomic_add_fetch(&g->bytes, bytes, __ATOMIC_ACQ_REL);
-    if (__atomic_sub_fetch(&g->chunks_left, 1, __ATOMIC_ACQ_REL) == 0)
-        hfe__finish(g);
-}
-
-/* Faults of the staged path's file calls, for tests (hfe_inject). */
-static int fault_errno, fault_count, fault_after;
-static size_t fault_short;
-
-void hfe_inject(int err_no, int count, size_t short_max, int after)
-{
-    __atomic_store_n(&fault_errno, err_no, __ATOMIC_RELEASE);
-    __atomic_store_n(&fault_after, after, __ATOMIC_RELEASE);
-    __atomic_store_n(&fault_count, count, __ATOMIC_RELEASE);
-    __atomic_store_n(&fault_short, short_max, __ATOMIC_RELEASE);
-}
-
-static ssize_t file_call(const chunk_t *c, int fd, char *buf, size_t len, off_t off)
-{
-    int skip = __atomic_load_n(&fault_after, __ATOMIC_ACQUIRE);
-    while (skip > 0) {
-        if (__atomic_compare_exchange_n(&fault_after, &skip, skip - 1, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE))
-            goto call;   /* this call is one of the first `after`: it runs */
-    }
-    int left = __atomic_load_n(&fault_count, __ATOMIC_ACQUIRE);
-    while (left > 0) {
-        if (__atomic_compare_exchange_n(&fault_count, &left, left - 1, 0, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE)) {
-            errno = __atomic_load_n(&fault_errno, __ATOMIC_ACQUIRE);
-            return -1;
-        }
-    }
-call:;
-    size_t cap = __atomic_load_n(&fault_short, __ATOMIC_ACQUIRE);
-    if (cap && len > cap)
-        len = cap;
-    return c->opcode == 0 ? pread(fd, buf, len, off) : pwrite(fd, buf, len, off);
-}
-
-/* One file run; returns the bytes moved, or -1 with *err_no. */
-static ssize_t run_io(const chunk_t *c, const run_t *u, int *err_no)
-{
-    char *buf = c->ring->staging + (size_t)c->slot * c->ring->slot_size + u->staging_off;
-    uint64_t done = 0;
-    int fd = u->fd;
-    while (done < u->len) {
-        ssize_t n = file_call(c, fd, buf + done, u->len - done, u->file_offset + (off_t)done);
-        __atomic_add_fetch(&u->group->calls, 1, __ATOMIC_RELAXED);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EINVAL && u->fd_alt >= 0 && fd != u->fd_alt) {
-                fd = u->fd_alt;    /* O_DIRECT's alignment: the buffered descriptor */
-                continue;
-            }
-            *err_no = errno;
-            return -1;
-        }
-        if (n == 0) {
-            if (c->opcode == 1) {
-                *err_no = EIO;   /* a write that makes no progress */
-                return -1;
-            }
-            break;               /* end of file: the file shrank after submit */
-        }
-        done += (uint64_t)n;
-    }
-    return (ssize_t)done;
-}
-
-static void run_chunk_io(chunk_t *c, char *slot, int abandoned);
-static void release_chunk(chunk_t *c);
-
-void hfe__run_staged(chunk_t *c)
-{
-    hfe_ring *r = c->ring;
-    uint32_t *filled = r->flags + c->slot;
-    uint32_t *drained = r->flags + r->nslots + c->slot;
-    char *slot = hfe__slot(c);
-    backoff_t b = {0};
-
-    /* Wait for the gate and the slot. Nothing here enters the runtime: the
-     * flags are host memory that streams write. A write's abandoned chunk
-     * never gets its data, so its wait ends on abandonment. */
-    if (c->opcode == 0) {
-        while (c->gate && !reached(c->gate, c->gate_value))
-            backoff_step(&b);
-        while (!reached(drained, c->gen - 1))
-            backoff_step(&b);
-    } else {
-        while (!reached(filled, c->gen) &&
-               __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != CHUNK_ABANDONED)
-            backoff_step(&b);
-    }
-    int abandoned = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == CHUNK_ABANDONED;
-    run_chunk_io(c, slot, abandoned);
-    release_chunk(c);
-}
-
-/* A chunk's file calls, run by run (none when abandoned); a read's bytes
- * that were not read are zeroed in the slot. */
-static void run_chunk_io(chunk_t *c, char *slot, int abandoned)
-{
-    int i;
-    for (i = 0; i < c->nruns; i++) {
-        run_t *u = &c->runs[i];
-        ssize_t got = 0;
-        int err_no = 0;
-        if (!abandoned && __atomic_load_n(&u->group->error, __ATOMIC_ACQUIRE) == 0) {
-            got = run_io(c, u, &err_no);
-            if (got < 0)
-                hfe__set_error(u->group, -1, err_no);
-        }
-        if (c->opcode == 0 && (uint64_t)(got > 0 ? got : 0) < u->len) {
-            /* a stream never copies stale staging bytes into device memory */
-            size_t keep = got > 0 ? (size_t)got : 0;
-            memset(slot + u->staging_off + keep, 0, u->len - keep);
-        }
-        u->got = got > 0 ? got : 0;
-    }
-}
-
-/* After a chunk's file calls: release the slot's other side, account the
- * runs to their groups and drop the chunk's references. */
-static void release_chunk(chunk_t *c)
-{
-    hfe_ring *r = c->ring;
-    uint32_t *filled = r->flags + c->slot;
-    uint32_t *drained = r->flags + r->nslots + c->slot;
-    int i;
-    /* Release the slot's other side, before any group is accounted: once
-     * every operation is done, no chunk touches the ring's memory again
-     * (trim_pool may then free it). */
-    int expected = CHUNK_PENDING;
-    int was_pending = __atomic_compare_exchange_n(&c->state, &expected, CHUNK_DONE, 0,
-                                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    if (c->opcode == 0) {
-        batch_t *b = c->batch;
-        if (!b) {
-            __atomic_store_n(filled, c->gen, __ATOMIC_RELEASE);
-        } else if (__atomic_sub_fetch(&b->remaining, 1, __ATOMIC_ACQ_REL) == 0) {
-            /* the batch's last worker: every slot of it holds its bytes.
-             * Never lowered: after a failed enqueue (abandon_from) the
-             * last chunk's slot may already hold a later chunk. */
-            uint32_t cur = __atomic_load_n(b->flag, __ATOMIC_ACQUIRE);
-            while ((int32_t)(cur - b->value) < 0 &&
-                   !__atomic_compare_exchange_n(b->flag, &cur, b->value, 0, __ATOMIC_RELEASE,
-                                                __ATOMIC_ACQUIRE))
-                ;
-            free(b);
-        }
-        if (!was_pending)   /* abandoned: no stream will drain the slot */
-            __atomic_store_n(drained, c->gen, __ATOMIC_RELEASE);
-    } else {
-        __atomic_store_n(drained, c->gen, __ATOMIC_RELEASE);
-    }
-    /* a read's group is done on the host only once its stream has copied
-     * (after the store above); a write's once its runs are */
-    for (i = 0; i < c->nruns; i++)
-        group_account(c->runs[i].group, c->runs[i].got);
-    for (i = 0; i < c->nruns; i++)
-        hfe_op_decref(c->runs[i].group);   /* the chunk's reference */
-    chunk_decref(c);
-}
-
-static uint64_t chunk_bytes(const chunk_t *c)
-{
-    uint64_t n = 0;
-    for (int i = 0; i < c->nruns; i++)
-        n += c->runs[i].len;
-    return n;
-}
-
-/* The submitting thread reads a small read chunk itself when its slot is
- * free and every byte is in the page cache (preadv2 with RWF_NOWAIT, which
- * never waits for the disk): no hand-off to a worker and no stream wait on
- * its filled flag. Returns 1 when the chunk's runs hold their bytes (the
- * caller then releases it), 0 when the workers must read it (nothing was
- * committed: they read every run again). */
-static int try_inline_read(chunk_t *c)
-{
-    hfe_ring *r = c->ring;
-    char *slot = hfe__slot(c);
-    long calls[64];
-    int i;
-    if (c->opcode != 0 || c->gate || c->nruns > 64 ||
-        __atomic_load_n(&fault_count, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&fault_after, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&fault_short, __ATOMIC_ACQUIRE) ||
-        !reached(r->flags + r->nslots + c->slot, c->gen - 1))
-        return 0;
-    for (i = 0; i < c->nruns; i++) {
-        run_t *u = &c->runs[i];
-        uint64_t done = 0;
-        calls[i] = 0;
-        if (__atomic_load_n(&u->group->error, __ATOMIC_ACQUIRE))
-            return 0;
-        while (done < u->len) {
-            struct iovec v = {slot + u->staging_off + done, (size_t)(u->len - done)};
-            ssize_t n = preadv2(u->fd, &v, 1, u->file_offset + (off_t)done, RWF_NOWAIT);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0)
-                return 0;      /* EAGAIN (not cached), or no RWF_NOWAIT: the workers */
-            calls[i]++;
-            if (n == 0)
-                break;         /* end of file */
-            done += (uint64_t)n;
-        }
-        u->got = (int64_t)done;
-    }
-    for (i = 0; i < c->nruns; i++) {
-        run_t *u = &c->runs[i];
-        __atomic_add_fetch(&u->group->calls, calls[i], __ATOMIC_RELAXED);
-        if ((uint64_t)u->got < u->len)
-            memset(slot + u->staging_off + u->got, 0, u->len - (uint64_t)u->got);
-    }
-    c->inline_read = 1;
-    return 1;
-}
 
 /* Room for item n of an array of `size`-byte items with *cap of them
  * allocated: doubles it (from 4) when full; -1 without memory. */
@@ -463,8 +241,8 @@ static void drop_references(const submission_t *sb)
             free(sb->chunks[j]->batch);   /* no worker ran any of it */
         for (k = 0; k < sb->chunks[j]->nruns; k++)
             hfe_op_decref(sb->chunks[j]->runs[k].group);
-        chunk_decref(sb->chunks[j]);
-        chunk_decref(sb->chunks[j]);
+        hfe__chunk_decref(sb->chunks[j]);
+        hfe__chunk_decref(sb->chunks[j]);
     }
     for (i = 0; i < sb->ngroups; i++)
         hfe_op_decref(sb->groups[i]);
@@ -667,8 +445,8 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
     reserve_slots(&sb, gate, gate_value);
     /* a lone small read chunk that the page cache holds: read here */
     int inline_done = sb.nchunks == 1 && opcode == 0 && !gate && inline_max &&
-                      sb.chunks[0]->nruns && chunk_bytes(sb.chunks[0]) <= inline_max &&
-                      try_inline_read(sb.chunks[0]);
+                      sb.chunks[0]->nruns && hfe__chunk_bytes(sb.chunks[0]) <= inline_max &&
+                      hfe__try_inline_read(sb.chunks[0]);
     if (!inline_done)
         form_batches(&sb);
     int queue = sb.nchunks && !inline_done;
@@ -682,16 +460,17 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
     }
     ring->next += (uint64_t)sb.nchunks;
     if (inline_done)
-        release_chunk(sb.chunks[0]);   /* the workers' reference: the submitter keeps its own */
+        /* the workers' reference: the submitter keeps its own */
+        hfe__release_chunk(sb.chunks[0]);
 
     err = enqueue_stream_side(&sb, &failed_at);
     if (err)
         abandon_from(&sb, failed_at);
     pthread_mutex_unlock(&ring->lock);
     for (j = 0; j < sb.nchunks; j++)
-        chunk_decref(sb.chunks[j]);
+        hfe__chunk_decref(sb.chunks[j]);
     for (i = 0; i < ngroups; i++)
-        group_account(groups[i], 0);   /* the submitter's hold */
+        hfe__group_account(groups[i], 0);   /* the submitter's hold */
     free(sb.chunks);
     free(sb.last_chunk);
     return err;
