@@ -25,7 +25,9 @@ Rows (warm page cache unless said; device memory; one caller thread; medians):
   PyTorch: the file is then a safetensors file of one tensor), KvikIO's
   default when it is installed, and plain readers (one thread and 8 threads of 16 MiB
   ``O_DIRECT`` reads into pinned memory, 16 threads buffered) -- the disk's
-  floor. ``--cold-sweep`` adds what the disk wants (request size x depth x
+  floor; the engine also with 4 MiB tasks, 16 threads and one request per
+  2 MiB chunk (``engine_direct_io_size=2M``), each case once a round, the
+  rounds' order shuffled. ``--cold-sweep`` adds what the disk wants (request size x depth x
   order, ``O_DIRECT`` or not, into host memory) and the engine's cold read
   over task sizes and thread counts.
 
@@ -541,6 +543,9 @@ def cold_sweep(hipfile: Any, dev: Device, folder: str, gib: float, out: dict[str
     os.unlink(path)
 
 
+COLD_SEED = 7
+
+
 def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
               out: dict[str, Any]) -> None:
     hip = dev.hip
@@ -578,8 +583,12 @@ def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
 
     cases["engine_task_4MiB"] = engine
     cases["engine_threads_16"] = engine
+    # one request per 2 MiB chunk (engine_direct_io_size of one slot): the
+    # engine's cold read before requests of consecutive chunks were merged
+    cases["engine_direct_2MiB"] = engine
     around = {"engine_task_4MiB": (setting_on(engine_task_size=4 << 20), setting_off),
-              "engine_threads_16": (setting_on(engine_threads=16), setting_off)}
+              "engine_threads_16": (setting_on(engine_threads=16), setting_off),
+              "engine_direct_2MiB": (setting_on(engine_direct_io_size=2 << 20), setting_off)}
     if dev.torch:       # the file is then a checkpoint of one tensor
         from hipfile.safetensors.torch import load_file
 
@@ -603,8 +612,11 @@ def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
     except ImportError:
         pass
     times: dict[str, list[float]] = {k: [] for k in cases}
-    for _ in range(max(2, repeats // 10)):
-        for k, fn in cases.items():
+    order = list(cases.items())
+    shuffle = random.Random(COLD_SEED).shuffle
+    for _ in range(max(3, repeats // 2)):
+        shuffle(order)          # no case always follows the same one
+        for k, fn in order:
             on, off = around.get(k, (None, None))
             if on is not None:
                 on()
@@ -622,7 +634,8 @@ def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
     gbps = {k: size / statistics.median(v) / 1e9 for k, v in times.items()}
     out["cold_gbps"] = gbps
     best = max(gbps[k] for k in readers)
-    print(f"\ncold (page cache dropped), {size >> 20} MiB into device memory")
+    print(f"\ncold (page cache dropped), {size >> 20} MiB into device memory, median of "
+          f"{len(next(iter(times.values())))} rounds in shuffled order")
     for k, v in gbps.items():
         print(f"  {k:18s} {v:6.2f} GB/s  {v / best:5.2f}x best plain reader")
     os.unlink(path)
