@@ -320,6 +320,45 @@ def test_a_direct_request_that_fails_fails_its_chunks_and_the_next_read_is_whole
             hipfile.trim_pool()
 
 
+def test_a_direct_request_of_abandoned_chunks_reads_none_and_the_ring_comes_back(
+        tmp_path: Path) -> None:
+    """A stream operation the runtime refuses at submit abandons the chunks
+    not yet enqueued: taken together for one request, each is then skipped
+    (or, where a worker had read it already, released) on its own; the call
+    raises, and every later read of the ring's slots is whole."""
+    if hipfile.platforms.active() != "emulated":
+        pytest.skip("stream operations fail on demand on the emulated platform")
+    if hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("the staged path needs stream waits")
+    from hip import hip
+
+    from hipfile.platforms import emulated
+
+    size = 16 << 20
+    path, data = _direct_file(tmp_path, size, 12)
+    with hipfile.defaults.set(engine_task_size=2 << 20, engine_direct_io_size=8 << 20):
+        hipfile.trim_pool()
+        try:
+            with hipfile.open(path, direct=True) as fh, device_array(size) as dev, \
+                    hip_stream() as s:
+                hipfile.engine.prepare()
+                for fail in ("wait_value", "write_value"):
+                    emulated.inject_stream_mem_fault(
+                        fail, int(hip.hipError_t.hipErrorOutOfMemory), count=1)
+                    with pytest.raises(hipfile.HipRuntimeError):
+                        fh.pread_async(dev, size, 0, 0, s, task_size=2 << 20).wait(timeout=60)
+                    emulated.reset()
+                    for _ in range(3):    # more than the ring's slots: they all came back
+                        to_device(dev, np.zeros(size, dtype=np.uint8))
+                        h = fh.pread_async(dev, size, 0, 0, s, task_size=2 << 20)
+                        assert h.wait(timeout=60) == size
+                        np.testing.assert_array_equal(from_device(dev, size), data)
+        finally:
+            emulated.reset()
+            hipfile.trim_pool()
+    assert hipfile.engine.info()["outstanding"] == 0
+
+
 def test_small_reads_read_at_submit_or_by_the_workers_alike(tmp_path: Path) -> None:
     """A lone small read whose bytes the page cache holds is read by the
     submitting thread; one whose bytes it lacks goes to the workers. The
