@@ -253,6 +253,18 @@ def _direct_file(tmp_path: Path, size: int, seed: int) -> tuple[Path, np.ndarray
     return path, data
 
 
+@contextlib.contextmanager
+def _ring_with(**settings: int) -> Iterator[None]:
+    """The engine's staging ring made again with these settings (at the next
+    submission), and freed again on leaving, inside them."""
+    with hipfile.defaults.set(**settings):
+        hipfile.trim_pool()
+        try:
+            yield
+        finally:
+            hipfile.trim_pool()
+
+
 @pytest.mark.parametrize("io_size", [2 << 20, 4 << 20, 16 << 20])
 def test_direct_reads_take_engine_direct_io_size_per_request(tmp_path: Path,
                                                              io_size: int) -> None:
@@ -263,26 +275,22 @@ def test_direct_reads_take_engine_direct_io_size_per_request(tmp_path: Path,
     size = 16 << 20
     path, data = _direct_file(tmp_path, size, 10)
     chunks = size // (2 << 20)
-    with hipfile.defaults.set(engine_task_size=2 << 20, engine_direct_io_size=io_size):
-        hipfile.trim_pool()              # a ring made with these settings
-        try:
-            with hipfile.open(path, direct=True) as fh, device_array(size) as dev, \
-                    hip_stream() as s:
-                per = min(io_size, 16 << 20) // (2 << 20)
-                for n in (chunks, 3, chunks, chunks, chunks, 5, chunks):   # slots wrap
-                    to_device(dev, np.zeros(size, dtype=np.uint8))
-                    h = fh.pread_async(dev, n << 21, 1 << 21, 0, s, task_size=2 << 20)
-                    want = min(n << 21, size - (1 << 21))
-                    assert h.wait(timeout=60) == want
-                    np.testing.assert_array_equal(from_device(dev, want),
-                                                  data[1 << 21:(1 << 21) + want])
-                    k = -(-want // (2 << 20))        # chunks of this read
-                    least = -(-k // per)
-                    assert least <= h.calls <= least + (1 if per > 1 else 0), (n, h.calls)
-                ring = hipfile.engine.info()["devices"][0]
-                assert ring["direct_io_bytes"] == per * (2 << 20)
-        finally:
-            hipfile.trim_pool()
+    with _ring_with(engine_task_size=2 << 20, engine_direct_io_size=io_size):
+        with hipfile.open(path, direct=True) as fh, device_array(size) as dev, \
+                hip_stream() as s:
+            per = min(io_size, 16 << 20) // (2 << 20)
+            for n in (chunks, 3, chunks, chunks, chunks, 5, chunks):   # slots wrap
+                to_device(dev, np.zeros(size, dtype=np.uint8))
+                h = fh.pread_async(dev, n << 21, 1 << 21, 0, s, task_size=2 << 20)
+                want = min(n << 21, size - (1 << 21))
+                assert h.wait(timeout=60) == want
+                np.testing.assert_array_equal(from_device(dev, want),
+                                              data[1 << 21:(1 << 21) + want])
+                k = -(-want // (2 << 20))        # chunks of this read
+                least = -(-k // per)
+                assert least <= h.calls <= least + (1 if per > 1 else 0), (n, h.calls)
+            ring = hipfile.engine.info()["devices"][0]
+            assert ring["direct_io_bytes"] == per * (2 << 20)
 
 
 def test_a_direct_request_that_fails_fails_its_chunks_and_the_next_read_is_whole(
@@ -296,8 +304,7 @@ def test_a_direct_request_that_fails_fails_its_chunks_and_the_next_read_is_whole
     path, data = _direct_file(tmp_path, size, 11)
     from hipfile._lib import _hipfile
 
-    with hipfile.defaults.set(engine_task_size=2 << 20, engine_direct_io_size=8 << 20):
-        hipfile.trim_pool()
+    with _ring_with(engine_task_size=2 << 20, engine_direct_io_size=8 << 20):
         try:
             with hipfile.open(path, direct=True) as fh, device_array(size) as dev, \
                     hip_stream() as s:
@@ -317,7 +324,6 @@ def test_a_direct_request_that_fails_fails_its_chunks_and_the_next_read_is_whole
                 np.testing.assert_array_equal(from_device(dev, size), data)
         finally:
             _hipfile.engine_inject_faults()
-            hipfile.trim_pool()
 
 
 def test_a_direct_request_of_abandoned_chunks_reads_none_and_the_ring_comes_back(
@@ -336,8 +342,7 @@ def test_a_direct_request_of_abandoned_chunks_reads_none_and_the_ring_comes_back
 
     size = 16 << 20
     path, data = _direct_file(tmp_path, size, 12)
-    with hipfile.defaults.set(engine_task_size=2 << 20, engine_direct_io_size=8 << 20):
-        hipfile.trim_pool()
+    with _ring_with(engine_task_size=2 << 20, engine_direct_io_size=8 << 20):
         try:
             with hipfile.open(path, direct=True) as fh, device_array(size) as dev, \
                     hip_stream() as s:
@@ -355,7 +360,6 @@ def test_a_direct_request_of_abandoned_chunks_reads_none_and_the_ring_comes_back
                         np.testing.assert_array_equal(from_device(dev, size), data)
         finally:
             emulated.reset()
-            hipfile.trim_pool()
     assert hipfile.engine.info()["outstanding"] == 0
 
 
