@@ -512,19 +512,17 @@ def cold_sweep(hipfile: Any, dev: Device, folder: str, gib: float, out: dict[str
     def engine_read() -> None:
         _engine_read(hipfile, dev, path, size)
 
-    engine_cases: dict[str, Callable[[], None]] = {}
-    settings: dict[str, dict[str, int]] = {}
+    settings: dict[str, dict[str, int]] = {}     # engine case -> its settings
     for task in (2 << 20, 4 << 20, 8 << 20):
         # requests of one chunk up to 8 chunks (whole slots) for 2 MiB tasks
         for direct in ((2 << 20, 4 << 20, 8 << 20, 16 << 20) if task == 2 << 20 else (task,)):
             for threads in (8, 16) if task == 2 << 20 else (8, 16, 32):
                 name = (f"engine task {task >> 20} MiB x{threads:2d} threads, "
                         f"requests {direct >> 20:2d} MiB")
-                engine_cases[name] = engine_read
                 settings[name] = {"engine_task_size": task, "engine_threads": threads,
                                   "engine_direct_io_size": direct}
     got: dict[str, float] = {}
-    for k, fn in {**cases, **engine_cases}.items():
+    for k, fn in {**cases, **dict.fromkeys(settings, engine_read)}.items():
         best = float("inf")
         for _ in range(2):
             with contextlib.ExitStack() as setting:
@@ -623,7 +621,8 @@ def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
     times: dict[str, list[float]] = {k: [] for k in cases}
     order = list(cases.items())
     shuffle = random.Random(COLD_SEED).shuffle
-    for _ in range(max(3, repeats // 2)):
+    rounds = max(3, repeats // 2)
+    for _ in range(rounds):
         shuffle(order)          # no case always follows the same one
         for k, fn in order:
             on, off = around.get(k, (None, None))
@@ -644,7 +643,7 @@ def cold_rows(hipfile: Any, dev: Device, folder: str, gib: float, repeats: int,
     out["cold_gbps"] = gbps
     best = max(gbps[k] for k in readers)
     print(f"\ncold (page cache dropped), {size >> 20} MiB into device memory, median of "
-          f"{len(next(iter(times.values())))} rounds in shuffled order")
+          f"{rounds} rounds in shuffled order")
     for k, v in gbps.items():
         print(f"  {k:18s} {v:6.2f} GB/s  {v / best:5.2f}x best plain reader")
     os.unlink(path)
