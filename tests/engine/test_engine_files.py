@@ -293,6 +293,16 @@ def test_direct_reads_take_engine_direct_io_size_per_request(tmp_path: Path,
             assert ring["direct_io_bytes"] == per * (2 << 20)
 
 
+def test_engine_direct_io_size_is_bounded_to_whole_slots() -> None:
+    """Below a slot it is one slot; above 8 slots (or half the ring), that
+    many, however large the setting (no wrap of the count into an int)."""
+    for setting, slots in ((1, 1), (3 << 20, 1), (6 << 20, 3), (1 << 40, 8), (1 << 62, 8)):
+        with _ring_with(engine_task_size=2 << 20, engine_direct_io_size=setting):
+            hipfile.engine.prepare()
+            assert hipfile.engine.info()["devices"][0]["direct_io_bytes"] == slots << 21, \
+                setting
+
+
 def test_a_direct_request_that_fails_fails_its_chunks_and_the_next_read_is_whole(
         tmp_path: Path) -> None:
     """A merged O_DIRECT request that fails fails the operation with its

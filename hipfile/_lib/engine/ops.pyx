@@ -153,7 +153,10 @@ cdef PerDevice _new_ring(int device):
         r.release()
         raise MemoryError()
     eng.ring_set_copy_batch(r.ring, <int>d.engine_copy_batch())
-    eng.ring_set_direct_slots(r.ring, <int>max(1, <size_t>d.engine_direct_io_size() // slot))
+    # whole slots; the C side bounds it (1 to 8, half the ring): only the
+    # cast to int is bounded here
+    eng.ring_set_direct_slots(r.ring, <int>min(<size_t>d.engine_direct_io_size() // slot,
+                                               <size_t>(1 << 16)))
     cdef int ncopy = <int>d.engine_copy_streams()
     cdef void *cs[8]
     cdef void *je[8]
