@@ -79,9 +79,9 @@ class StreamOrderedIO(AppendPlacement):
         --------
         hipStreamWriteValue32, hipStreamWaitValue32, hipMemcpyAsync
         """
-        return self.pread_async_ranges(buffer, [(size, file_offset, buffer_offset)], stream,
-                                       task_size=task_size, ordered=ordered,
-                                       prefetch=prefetch)[0]
+        return _hipfile.engine_submit(self, buffer, ((size, file_offset, buffer_offset),),
+                                      stream, task_size=task_size, fd=self._engine_fd(),
+                                      ordered=ordered, prefetch=prefetch)[0]
 
     def pwrite_async(self, buffer: Any, size: int | None = None,
                      file_offset: int | None = None, buffer_offset: int = 0,

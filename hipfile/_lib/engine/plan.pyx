@@ -9,11 +9,13 @@ stream work or hands chunks to the engine's threads."""
 import errno
 import os
 
+from cpython.exc cimport PyErr_SetFromErrno
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.stdint cimport uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport calloc, free, malloc
+from posix.stat cimport fstat, struct_stat
 
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._core cimport FileCore, check_file, io_range, range_fits
@@ -285,8 +287,16 @@ cdef StagedPlan plan_staged(FileCore f, int opcode, int fd, uintptr_t base,
 cdef long long file_end(FileCore f, int fd) except -1:
     """Where reads of ``f`` stop: the end of the file as it is now, or as
     the staged writes submitted on it before will leave it (a write then a
-    read of the same bytes, in stream order)."""
-    return max(os.fstat(fd).st_size, f._staged_write_end)
+    read of the same bytes, in stream order). ``fstat`` is called from C:
+    the size is all that is needed, and ``os.fstat``'s result object cost
+    as much as the rest of a small read's planning."""
+    cdef struct_stat st
+    cdef int rc
+    with nogil:
+        rc = fstat(fd, &st)
+    if rc != 0:
+        PyErr_SetFromErrno(OSError)
+    return max(<long long>st.st_size, f._staged_write_end)
 
 
 cdef int record_write_end(FileCore f, long long wend) except -1:
@@ -314,6 +324,8 @@ cdef int direct_descriptor(FileCore f, hfe_span *checked, int n) except -2:
         return -1
     for i in range(n):
         total += checked[i].len
+    if total < DIRECT_MIN and getattr(f, "_buffered_fd", None) is None:
+        return -1     # a small read of a file not opened with O_DIRECT: no Python call
     return <int>getter(total >= DIRECT_MIN)
 
 
