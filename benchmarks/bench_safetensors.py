@@ -42,8 +42,11 @@ and reported in both):
     One handle opened once per library (``safe_open(p, "pt",
     device="cuda:N")``); each ``f.get_tensor("small")`` (4 KiB) and each
     ``f.get_slice("big")[0:256]`` (1 MiB of a 4 MiB tensor) timed on its own
-    with the device synchronized, ``--calls`` calls, the libraries
-    alternating; warm only.
+    with the device synchronized, ``--calls`` calls; beside them the reads
+    under them, each into a fresh tensor: ``hipfile pread_async`` (the
+    engine's call on a file held open) and ``floor`` (one ``preadv`` into
+    pinned memory and one copy); every case once a round, in an order
+    shuffled each round; warm only.
 ``slices``
     ``single`` split for tensor parallelism over ``--ranks`` processes on one
     GPU (each a fresh interpreter, started with multiprocessing's ``spawn``):
@@ -100,6 +103,7 @@ import mmap
 import multiprocessing
 import os
 import queue
+import random
 import statistics
 import sys
 import time
@@ -495,6 +499,12 @@ KEYLOOP = View("keyloop", (
 SMALL_RATIOS = (
     Ratio("hipfile get_tensor", "safetensors get_tensor", "time", {"warm": 1.2}),
     Ratio("hipfile get_slice", "safetensors get_slice", "time"),
+    Ratio("hipfile get_tensor", "hipfile pread_async get_tensor", "time"),
+    Ratio("hipfile pread_async get_tensor", "floor get_tensor", "time"),
+    Ratio("safetensors get_tensor", "floor get_tensor", "time"),
+    Ratio("hipfile get_slice", "hipfile pread_async get_slice", "time"),
+    Ratio("hipfile pread_async get_slice", "floor get_slice", "time"),
+    Ratio("safetensors get_slice", "floor get_slice", "time"),
 )
 SLICES_RATIOS = (
     Ratio("hipfile rows", "safetensors rows", goals={"warm": 1.5}),
@@ -590,10 +600,11 @@ def record(b: Bench, shape: str, mode: str, times: Mapping[str, list[float]], nb
     b.results["shapes"][f"{shape}/{mode}"] = {"bytes": nbytes, "cases": cases}
     if per_call:
         print(f"\n  {shape}, {mode} cache, median of {samples} calls{note}")
-        print(f"    {'case':26s} {'us':>9s} {'p90 us':>9s}")
+        w = max(26, *(len(name) for name in med))
+        print(f"    {'case':{w}s} {'us':>9s} {'p90 us':>9s}")
         for name, m in med.items():
             p90 = float(np.percentile(times[name], 90))
-            print(f"    {name:26s} {m * 1e6:9.1f} {p90 * 1e6:9.1f}")
+            print(f"    {name:{w}s} {m * 1e6:9.1f} {p90 * 1e6:9.1f}")
     else:
         print(f"\n  {shape}, {mode} cache, median of {samples} ({nbytes / 1e9:.3f} GB{note})")
         print(f"    {'case':26s} {'ms':>9s} {'GB/s':>7s}")
@@ -704,17 +715,85 @@ def block_sharded(b: Bench) -> None:
                       f"{nbytes / 1e9:.2f} GB")
 
 
+#: The seed of the order of ``small``'s cases, shuffled each round.
+SMALL_SEED = 11
+
+
+def small_ranges(path: str) -> dict[str, tuple[int, int]]:
+    """Where the ``small`` file's two timed reads lie: ``"small"`` (the 4
+    KiB tensor) and ``"big"`` (its first 256 rows, 1 MiB) as ``(file
+    offset, bytes)``, from the file's own header."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    base = 8 + n
+
+    def at(name: str, nbytes: int | None = None) -> tuple[int, int]:
+        begin, end = header[name]["data_offsets"]
+        return base + begin, (end - begin) if nbytes is None else nbytes
+
+    return {"small": at("small"), "big": at("big", 256 * 1024 * 4)}
+
+
+def small_references(path: str, device: str) -> tuple[dict[str, Callable[[], Any]], Any]:
+    """The reads under ``small``'s two calls, each into a fresh tensor as the
+    calls return: ``hipfile pread_async`` (the engine's call that
+    ``get_tensor`` and a slice make, on a file held open) and ``floor`` (one
+    ``preadv`` into pinned memory and one copy to the GPU, the least any
+    loader without GPU-direct I/O does). Returns the cases and what to close."""
+    import torch
+
+    import hipfile
+
+    ranges = small_ranges(path)
+    fh = hipfile.open(path, "rb")
+    fd = os.open(path, os.O_RDONLY)
+    pinned = torch.empty(max(n for _, n in ranges.values()), dtype=torch.uint8,
+                         pin_memory=True)
+    host = pinned.numpy()
+    shapes = {"small": (1024,), "big": (256, 1024)}
+    cases: dict[str, Callable[[], Any]] = {}
+    for call, key in (("get_tensor", "small"), ("get_slice", "big")):
+        off, n = ranges[key]
+        shape = shapes[key]
+
+        def engine(off: int = off, n: int = n, shape: tuple[int, ...] = shape) -> Any:
+            t = torch.empty(shape, dtype=torch.float32, device=device)
+            fh.pread_async(t, n, off, 0, torch.cuda.current_stream().cuda_stream).wait()
+            return t
+
+        def floor(off: int = off, n: int = n, shape: tuple[int, ...] = shape) -> Any:
+            t = torch.empty(shape, dtype=torch.float32, device=device)
+            if os.preadv(fd, [memoryview(host)[:n]], off) != n:
+                raise OSError(f"short read of {path}")
+            t.view(-1).view(torch.uint8).copy_(pinned[:n], non_blocking=True)
+            return t
+
+        cases[f"hipfile pread_async {call}"] = synced(device, engine)
+        cases[f"floor {call}"] = synced(device, floor)
+
+    class Closer:
+        def close(self) -> None:
+            fh.close()
+            os.close(fd)
+
+    return cases, Closer()
+
+
 def shape_small(b: Bench) -> None:
-    """Single small reads through a handle held open."""
+    """Single small reads through a handle held open, beside the reads
+    under them; the cases in an order shuffled each round."""
     from hipfile.safetensors import safe_open as hst_open
 
     path = write_small(b.folder)
     device = b.device
     st = b.peers.safetensors
     print(f"\n== small: get_tensor('small') (4 KiB) and get_slice('big')[0:256] (1 MiB), "
-          f"one handle per library, {b.args.calls} calls")
+          f"one handle per library, {b.args.calls} calls, with the engine's read and the "
+          "floor of each (preadv into pinned memory + one copy) in an order shuffled each "
+          "round")
     warm([path])
-    handles = {"hipfile": hst_open(path, "pt", device=device)}
+    handles: dict[str, Any] = {"hipfile": hst_open(path, "pt", device=device)}
     try:
         if st is not None:
             handles["safetensors"] = st.safe_open(path, "pt", device=device)
@@ -728,15 +807,24 @@ def shape_small(b: Bench) -> None:
 
             cases[f"{lib} get_tensor"] = synced(device, get_tensor)
             cases[f"{lib} get_slice"] = synced(device, get_slice)
+        refs, closer = small_references(path, device)
+        handles["references"] = closer
+        cases.update(refs)
         if st is not None:
             for what in ("get_tensor", "get_slice"):
-                verdict = check({"t": cases[f"safetensors {what}"]()},
-                                {"t": cases[f"hipfile {what}"]()})
-                print(f"  check hipfile {what:18s} {verdict}  (against safetensors)")
-                b.bad |= verdict != "OK"
+                want = {"t": cases[f"safetensors {what}"]()}
+                for name in (f"hipfile {what}", f"hipfile pread_async {what}",
+                             f"floor {what}"):
+                    verdict = check(want, {"t": cases[name]()})
+                    print(f"  check {name:29s} {verdict}  (against safetensors)")
+                    b.bad |= verdict != "OK"
         times: dict[str, list[float]] = {name: [] for name in cases}
+        order = list(cases)
+        shuffle = random.Random(SMALL_SEED).shuffle
         for _ in range(b.args.calls):
-            for name, fn in cases.items():
+            shuffle(order)      # no case always follows the same one
+            for name in order:
+                fn = cases[name]
                 t0 = time.perf_counter()
                 out = fn()
                 times[name].append(time.perf_counter() - t0)
