@@ -30,8 +30,10 @@ from hipfile.safetensors._load import (
 )
 from hipfile.safetensors._slice import SafeSlice
 from hipfile.safetensors._tensor_read import (
+    HOST_INLINE_MAX,
     ReadAhead,
     read_ahead_bytes,
+    read_host_small,
 )
 
 
@@ -182,7 +184,10 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         not foresee, or a slice that reads part of a tensor (see
         :meth:`get_slice`), the handle stops reading ahead. :meth:`close` waits
         for what is still being read and frees it. The bytes returned are
-        always the file's: a read cut short raises.
+        always the file's: a read cut short raises. Into host memory
+        (``device="cpu"``), a tensor of at most 256 KiB is read with one
+        ``preadv`` by the calling thread, a larger one by the package's
+        thread pool.
 
         Raises
         ------
@@ -203,8 +208,12 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         with self._lock:
             fh = self._open_fh()
             info = self._info(name)
-            if (isinstance(fh, HostFile) or info.dtype.bits % 8
-                    or self._reader not in ("auto", "stream")):
+            if isinstance(fh, HostFile):
+                if (fh.fd is not None and not info.dtype.bits % 8
+                        and 0 < info.nbytes <= HOST_INLINE_MAX):
+                    return read_host_small(self, fh.fd, info)
+                return self._read_locked(fh, [info])[name]
+            if info.dtype.bits % 8 or self._reader not in ("auto", "stream"):
                 return self._read_locked(fh, [info])[name]
             return self._ahead.get(self, fh, info)
 

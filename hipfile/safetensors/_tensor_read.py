@@ -3,6 +3,7 @@ reads ahead of the caller."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ from hipfile.file import FileHandle
 from hipfile.safetensors._device import (
     allocate,
     make_view,
+    numpy_dtype,
     torch_dtype,
     torch_stream,
 )
@@ -183,6 +185,54 @@ def _torch_empty(so: SafeOpen, info: TensorInfo) -> Any:
     if device is None:
         device = so._torch_device = torch.device(so._device.torch())
     return torch.empty(info.shape, dtype=torch_dtype(info), device=device)
+
+
+#: A whole tensor of at most this many bytes read into host memory is read
+#: by the calling thread with one ``preadv`` (no thread pool, no plan): the
+#: bytes one thread copies from the page cache in the time a hand-off takes.
+HOST_INLINE_MAX = 256 << 10
+
+
+def read_host_small(so: SafeOpen, fd: int, info: TensorInfo) -> Any:
+    """A whole tensor of at most :data:`HOST_INLINE_MAX` bytes into host
+    memory of its own dtype and shape (torch or numpy), read with
+    ``preadv`` in the calling thread.
+
+    Raises
+    ------
+    SafetensorsError
+        The file holds fewer bytes than the header says; the framework has
+        no such dtype.
+    OSError
+        The read failed.
+
+    See Also
+    --------
+    preadv
+    """
+    out: Any
+    raw: Any
+    if so._framework == "torch":
+        import torch
+
+        out = torch.empty(info.shape, dtype=torch_dtype(info))
+        raw = out.view(-1).view(torch.uint8).numpy()
+    else:
+        import numpy as np
+
+        out = np.empty(info.shape, numpy_dtype(info))
+        raw = out.reshape(-1).view(np.uint8)
+    view = memoryview(raw)
+    n = info.nbytes
+    at = so._header.data_offset + info.begin
+    got = 0
+    while got < n:
+        k = os.preadv(fd, [view[got:]], at + got)
+        if k == 0:
+            raise SafetensorsError(f"{so._path}: read {got} of {n} bytes of {info.name!r}: "
+                                   "the file changed or is truncated")
+        got += k
+    return out
 
 
 class ReadAhead:

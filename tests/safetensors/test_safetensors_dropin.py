@@ -346,6 +346,111 @@ def test_host_loads_need_no_gpu_library(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------
+# Host get_tensor: each tensor as safetensors gives it, a small one in one
+# preadv of the calling thread
+# --------------------------------------------------------------------------
+
+
+def _torch_or_skip() -> Any:
+    return pytest.importorskip("torch")
+
+
+@pytest.mark.parametrize("framework", ["numpy", "pt"])
+def test_host_get_tensor_matches_safetensors(sliced_file: Path, framework: str) -> None:
+    """Every tensor (0-d, empty, each dtype) read into host memory with
+    get_tensor has safetensors' dtype, shape and bytes."""
+    if framework == "pt":
+        torch = _torch_or_skip()
+
+        def raw(t: Any) -> bytes:
+            return bytes(t.reshape(-1).view(torch.uint8).numpy())
+    else:
+        def raw(t: Any) -> bytes:
+            return t.tobytes()
+    with hst.safe_open(sliced_file, framework=framework) as ours, \
+            st.safe_open(sliced_file, framework=framework) as ref:
+        assert sorted(ours.keys()) == sorted(ref.keys())
+        for name in ref.keys():
+            want, got = ref.get_tensor(name), ours.get_tensor(name)
+            assert type(got) is type(want), name
+            assert got.dtype == want.dtype and tuple(got.shape) == tuple(want.shape), name
+            assert raw(got) == raw(want), name
+
+
+@pytest.fixture
+def preadv_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, int]]]:
+    """``(thread ident, bytes asked)`` of every ``os.preadv``; each call
+    returns at most 1000 bytes (a read cut short, as a signal can leave it)."""
+    import threading
+
+    calls: list[tuple[int, int]] = []
+    real = os.preadv
+
+    def short(fd: int, buffers: Any, offset: int, *args: Any) -> int:
+        calls.append((threading.get_ident(), sum(memoryview(b).nbytes for b in buffers)))
+        first = memoryview(buffers[0]).cast("B")
+        return real(fd, [first[:1000]], offset, *args)
+
+    monkeypatch.setattr(os, "preadv", short)
+    yield calls
+
+
+@pytest.mark.parametrize("framework", ["numpy", "pt"])
+def test_a_small_host_tensor_is_read_by_the_calling_thread(
+        tmp_path: Path, framework: str, preadv_calls: list[tuple[int, int]]) -> None:
+    """get_tensor of a 4 KiB tensor into host memory reads it with preadv in
+    the caller's thread (no hand-off to a thread pool), going on after short
+    counts until every byte is in; the bytes are the file's."""
+    import threading
+
+    if framework == "pt":
+        _torch_or_skip()
+    path = tmp_path / "small.safetensors"
+    small = np.random.default_rng(3).standard_normal(1024).astype(np.float32)
+    stn.save_file({"a": np.zeros(3001, np.float32), "small": small}, path)
+    with hst.safe_open(path, framework=framework) as f:
+        preadv_calls.clear()
+        got = f.get_tensor("small")
+    data = np.asarray(got) if framework == "numpy" else got.numpy()
+    assert data.tobytes() == small.tobytes()
+    assert {ident for ident, _ in preadv_calls} == {threading.get_ident()}
+    # 4096 bytes at 1000 a call: 5 calls, each asking for what is left
+    assert [n for _, n in preadv_calls] == [4096, 3096, 2096, 1096, 96]
+
+
+def test_a_small_host_load_is_read_by_the_calling_thread(
+        tmp_path: Path, preadv_calls: list[tuple[int, int]]) -> None:
+    """load_file of a file under 256 KiB into host memory reads it in the
+    caller's thread, as a lone small parallel read does, whole through
+    short counts."""
+    import threading
+
+    path = tmp_path / "little.safetensors"
+    tensors = {"a": np.arange(3001, dtype=np.float32), "b": np.arange(77, dtype=np.int64)}
+    stn.save_file(tensors, path)
+    preadv_calls.clear()
+    out = hnp.load_file(path)
+    assert all(np.array_equal(out[k], v) for k, v in tensors.items())
+    assert preadv_calls and {ident for ident, _ in preadv_calls} == {threading.get_ident()}
+
+
+def test_a_small_host_tensor_cut_short_is_reported(tmp_path: Path) -> None:
+    """A file truncated after it was opened: get_tensor of a small tensor
+    it cut raises SafetensorError, and the handle still reads what is left."""
+    path = tmp_path / "cut.safetensors"
+    a = np.arange(256, dtype=np.float32)
+    b = np.arange(1024, dtype=np.float32)
+    stn.save_file({"a": a, "b": b}, path)
+    with hst.safe_open(path, framework="numpy") as f:
+        size = os.path.getsize(path)
+        os.truncate(path, size - 100)
+        with pytest.raises(hst.SafetensorError, match="truncated"):
+            f.get_tensor("b" if f.offset_keys()[-1] == "b" else "a")
+        first = f.offset_keys()[0]
+        assert np.array_equal(f.get_tensor(first), a if first == "a" else b)
+
+
+# --------------------------------------------------------------------------
 # save_file's errors name the caller's path (item 11)
 # --------------------------------------------------------------------------
 
