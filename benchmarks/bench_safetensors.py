@@ -46,7 +46,9 @@ and reported in both):
     under them, each into a fresh tensor: ``hipfile pread_async`` (the
     engine's call on a file held open) and ``floor`` (one ``preadv`` into
     pinned memory and one copy); every case once a round, in an order
-    shuffled each round; warm only.
+    shuffled each round; warm only. ``--host`` times this shape into host
+    memory (``device="cpu"``, no GPU needed), its floor one ``preadv`` into
+    the result.
 ``slices``
     ``single`` split for tensor parallelism over ``--ranks`` processes on one
     GPU (each a fresh interpreter, started with multiprocessing's ``spawn``):
@@ -746,19 +748,31 @@ def small_references(path: str, device: str) -> tuple[dict[str, Callable[[], Any
     import hipfile
 
     ranges = small_ranges(path)
-    fh = hipfile.open(path, "rb")
+    on_host = torch.device(device).type == "cpu"
+    fh = None if on_host else hipfile.open(path, "rb")
     fd = os.open(path, os.O_RDONLY)
     pinned = torch.empty(max(n for _, n in ranges.values()), dtype=torch.uint8,
-                         pin_memory=True)
+                         pin_memory=not on_host)
     host = pinned.numpy()
     shapes = {"small": (1024,), "big": (256, 1024)}
     cases: dict[str, Callable[[], Any]] = {}
     for call, key in (("get_tensor", "small"), ("get_slice", "big")):
         off, n = ranges[key]
         shape = shapes[key]
+        if on_host:
+            # host memory: the floor is one preadv into the result itself
+            def read(off: int = off, n: int = n, shape: tuple[int, ...] = shape) -> Any:
+                t = torch.empty(shape, dtype=torch.float32)
+                if os.preadv(fd, [t.view(-1).view(torch.uint8).numpy()], off) != n:
+                    raise OSError(f"short read of {path}")
+                return t
+
+            cases[f"floor {call}"] = read
+            continue
 
         def engine(off: int = off, n: int = n, shape: tuple[int, ...] = shape) -> Any:
             t = torch.empty(shape, dtype=torch.float32, device=device)
+            assert fh is not None
             fh.pread_async(t, n, off, 0, torch.cuda.current_stream().cuda_stream).wait()
             return t
 
@@ -774,7 +788,8 @@ def small_references(path: str, device: str) -> tuple[dict[str, Callable[[], Any
 
     class Closer:
         def close(self) -> None:
-            fh.close()
+            if fh is not None:
+                fh.close()
             os.close(fd)
 
     return cases, Closer()
@@ -788,10 +803,11 @@ def shape_small(b: Bench) -> None:
     path = write_small(b.folder)
     device = b.device
     st = b.peers.safetensors
+    floor = ("one preadv into the result" if device == "cpu"
+             else "the engine's read and preadv into pinned memory + one copy")
     print(f"\n== small: get_tensor('small') (4 KiB) and get_slice('big')[0:256] (1 MiB), "
-          f"one handle per library, {b.args.calls} calls, with the engine's read and the "
-          "floor of each (preadv into pinned memory + one copy) in an order shuffled each "
-          "round")
+          f"one handle per library, {b.args.calls} calls, beside {floor} for each, in an "
+          "order shuffled each round")
     warm([path])
     handles: dict[str, Any] = {"hipfile": hst_open(path, "pt", device=device)}
     try:
@@ -815,6 +831,8 @@ def shape_small(b: Bench) -> None:
                 want = {"t": cases[f"safetensors {what}"]()}
                 for name in (f"hipfile {what}", f"hipfile pread_async {what}",
                              f"floor {what}"):
+                    if name not in cases:
+                        continue
                     verdict = check(want, {"t": cases[name]()})
                     print(f"  check {name:29s} {verdict}  (against safetensors)")
                     b.bad |= verdict != "OK"
@@ -1231,11 +1249,38 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--peers", default="safetensors,fastsafetensors",
                     help="peers to compare with, when importable (safetensors,fastsafetensors)")
     ap.add_argument("--device", type=int, default=0, help="GPU to load onto (0)")
+    ap.add_argument("--host", action="store_true",
+                    help="time --shapes small into host memory (device='cpu'), which needs "
+                         "no GPU and no platform")
     ap.add_argument("--json", default=None, help="also write the results to this file")
     add_common_arguments(ap, repeats=3, data="the checkpoints",
                          allow_emulated="on the emulated platform, check correctness "
                                         "instead of timing")
     return ap
+
+
+def host_main(args: argparse.Namespace) -> int:
+    """``--host``: the small shape into host memory (torch on the CPU; no
+    GPU library is loaded, as for any host-memory load)."""
+    import platform as platform_module
+
+    folder = temp_folder(args.dir)
+    peers = import_peers(set(args.peers.split(",")) & {"safetensors"})
+    for n in peers.notes:
+        print(f"note: {n}")
+    results: dict[str, Any] = {"platform": "host", "device": "cpu",
+                               "cpu": platform_module.processor() or platform_module.machine(),
+                               "calls": args.calls, "shapes_run": ["small"], "blocks": {},
+                               "shapes": {}, "ratios": []}
+    b = Bench(args, ["small"], "cpu", folder, {}, peers, results)
+    shape_small(b)
+    print("\n== ratios hipfile / peer (time: per-call time)")
+    for e in results["ratios"]:
+        print(f"  {e['shape'] + ' ' + e['mode']:20s} {ratio_line(e)}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+    return 1 if b.bad else 0
 
 
 def main() -> int:
@@ -1255,6 +1300,11 @@ def main() -> int:
     shapes = [s for s in args.shapes.split(",") if s]
     if not shapes or set(shapes) - set(SHAPES):
         ap.error(f"--shapes takes some of {', '.join(SHAPES)}")
+
+    if args.host:
+        if shapes != ["small"]:
+            ap.error("--host times --shapes small only")
+        return host_main(args)
 
     hipfile = select_platform(args.platform)
     platform = hipfile.platforms.active() or "rocm"

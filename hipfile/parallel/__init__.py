@@ -280,13 +280,14 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
 
 
 def _pread_host(fd: int, view: memoryview, size: int, file_offset: int, buffer_offset: int,
-                task_size: int) -> IOFuture:
+                task_size: int, inline_max: int = INLINE_MAX) -> IOFuture:
     """Read ``size`` bytes of the descriptor ``fd`` at ``file_offset`` into
     the host memory ``view`` at ``buffer_offset`` with POSIX ``preadv`` in
     tasks of ``task_size`` bytes on the thread pool; hipFile is not used (a
     host-memory load needs no GPU library). ``fd`` must stay open until the
     future is done; ``view`` must be a flat, writable byte view. One task
-    of at most ``INLINE_MAX`` bytes is read in the calling thread (the
+    of at most ``inline_max`` bytes (``INLINE_MAX`` unless the caller knows
+    nothing else is read meanwhile) is read in the calling thread (the
     future is done on return), as :func:`pread` does: a small tensor's
     read costs one ``preadv``, not a hand-off to the pool.
 
@@ -295,7 +296,7 @@ def _pread_host(fd: int, view: memoryview, size: int, file_offset: int, buffer_o
     preadv
     """
     job = _Job(False, 0, 0, file_offset, buffer_offset, view, lambda: fd)
-    if size <= min(task_size, INLINE_MAX):
+    if size <= min(task_size, inline_max):
         return IOFuture._run_inline(size, False, job, (0, size), lambda failed: None)
     spans = [(start, min(task_size, size - start)) for start in range(0, size, task_size)]
     future = IOFuture(size, False)

@@ -153,16 +153,20 @@ class HostFile:
             os.close(fd)
 
 
-def _submit_host(f: HostFile, target: Any, reads: list[ReadRange],
-                 task: int) -> Callable[[Callable[[int], None]], int]:
-    """Start every read of a host-memory load; returns ``wait(progress) -> bytes``."""
-    from hipfile.parallel import _pread_host
+def _submit_host(f: HostFile, target: Any, reads: list[ReadRange], task: int,
+                 alone: bool = False) -> Callable[[Callable[[int], None]], int]:
+    """Start every read of a host-memory load; returns ``wait(progress) ->
+    bytes``. ``alone``: the load's only read (a tensor, a slice), which the
+    calling thread reads itself when it is one task (a pool would run
+    that one task on one thread too, after a hand-off)."""
+    from hipfile.parallel import INLINE_MAX, _pread_host
 
     fd = f.fd
     if fd is None:
         raise SafetensorsError("File is closed")
     view = memoryview(target).cast("B")
-    futures = [_pread_host(fd, view, r.size, r.file_offset, r.buffer_offset, task)
+    most = task if alone and len(reads) == 1 else INLINE_MAX
+    futures = [_pread_host(fd, view, r.size, r.file_offset, r.buffer_offset, task, most)
                for r in reads]
 
     def wait_host(progress: Callable[[int], None]) -> int:
@@ -382,7 +386,7 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
                     used.append(reader)
                     if reads:
                         assert task is not None
-                        p.wait = _submit_host(fh, target, reads, task)
+                        p.wait = _submit_host(fh, target, reads, task, len(files) == 1)
                     continue
                 how = file_reader(reader, fh)
                 used.append(how)

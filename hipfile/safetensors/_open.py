@@ -30,10 +30,10 @@ from hipfile.safetensors._load import (
 )
 from hipfile.safetensors._slice import SafeSlice
 from hipfile.safetensors._tensor_read import (
-    HOST_INLINE_MAX,
     ReadAhead,
+    host_read_max,
     read_ahead_bytes,
-    read_host_small,
+    read_host,
 )
 
 
@@ -185,9 +185,9 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         :meth:`get_slice`), the handle stops reading ahead. :meth:`close` waits
         for what is still being read and frees it. The bytes returned are
         always the file's: a read cut short raises. Into host memory
-        (``device="cpu"``), a tensor of at most 256 KiB is read with one
-        ``preadv`` by the calling thread, a larger one by the package's
-        thread pool.
+        (``device="cpu"``), a tensor of at most one task of the package's
+        thread pool (``task_size``, 4 MiB by default) is read with
+        ``preadv`` by the calling thread, a larger one by the pool.
 
         Raises
         ------
@@ -210,8 +210,8 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
             info = self._info(name)
             if isinstance(fh, HostFile):
                 if (fh.fd is not None and not info.dtype.bits % 8
-                        and 0 < info.nbytes <= HOST_INLINE_MAX):
-                    return read_host_small(self, fh.fd, info)
+                        and 0 < info.nbytes <= host_read_max(self)):
+                    return read_host(self, fh.fd, info, self._header.data_offset + info.begin)
                 return self._read_locked(fh, [info])[name]
             if info.dtype.bits % 8 or self._reader not in ("auto", "stream"):
                 return self._read_locked(fh, [info])[name]

@@ -16,6 +16,7 @@ from hipfile.safetensors._device import (
 from hipfile.safetensors._header import DTYPES, SafetensorsError, TensorInfo
 from hipfile.safetensors._load import HostFile
 from hipfile.safetensors._read import DeviceTensor
+from hipfile.safetensors._tensor_read import host_read_max, read_host
 
 if TYPE_CHECKING:
     from hipfile.safetensors._open import SafeOpen
@@ -113,8 +114,12 @@ class SafeSlice:
                 self._owner._ahead.reading_parts()
         if info.dtype.bits % 8:
             return self._packed(full, whole)
-        if not isinstance(self._owner._open_fh(), HostFile) and self._owner._reader in (
-                "auto", "stream"):
+        fh = self._owner._open_fh()
+        if isinstance(fh, HostFile):
+            got = self._host_read(full, fh)
+            if got is not None:
+                return got
+        elif self._owner._reader in ("auto", "stream"):
             got = self._device_read(full, whole)
             if got is not None:
                 return got
@@ -156,6 +161,23 @@ class SafeSlice:
         data = raw.view(tdt)
         return torch.as_strided(data, out_shape, tuple(s // isz for s in out_strides)
                                 ).contiguous()
+
+    def _host_read(self, full: list[_Dim], fh: HostFile) -> Any:
+        """A selection into host memory whose bytes are one range of the
+        file (rows of whole inner dimensions) of at most one pool task,
+        read by the calling thread straight into the result; None for
+        other selections (they go through the pool's plan)."""
+        owner = self._owner
+        fd = fh.fd
+        if fd is None:
+            raise SafetensorsError("File is closed")
+        planned = plan_part(owner._header, self._info, full, owner._framework)
+        if planned is None:
+            return None
+        result, runs = planned
+        if len(runs) != 1 or not 0 < result.nbytes <= host_read_max(owner):
+            return None
+        return read_host(owner, fd, result, runs[0][0])
 
     def _device_read(self, full: list[_Dim], whole: bool) -> Any:
         """A selection into device memory whose runs of bytes, one after

@@ -187,16 +187,23 @@ def _torch_empty(so: SafeOpen, info: TensorInfo) -> Any:
     return torch.empty(info.shape, dtype=torch_dtype(info), device=device)
 
 
-#: A whole tensor of at most this many bytes read into host memory is read
-#: by the calling thread with one ``preadv`` (no thread pool, no plan): the
-#: bytes one thread copies from the page cache in the time a hand-off takes.
-HOST_INLINE_MAX = 256 << 10
+def host_read_max(so: SafeOpen) -> int:
+    """The most bytes a host-memory read of one tensor or slice makes in
+    the calling thread: one task of the handle's pool (``task_size``, else
+    :func:`hipfile.parallel.default_task_size`), which the pool would read
+    on one thread too, after a hand-off."""
+    if so._task_size is not None:
+        return int(so._task_size)
+    from hipfile.parallel import default_task_size
+
+    return default_task_size()
 
 
-def read_host_small(so: SafeOpen, fd: int, info: TensorInfo) -> Any:
-    """A whole tensor of at most :data:`HOST_INLINE_MAX` bytes into host
-    memory of its own dtype and shape (torch or numpy), read with
-    ``preadv`` in the calling thread.
+def read_host(so: SafeOpen, fd: int, info: TensorInfo, file_offset: int) -> Any:
+    """``info.nbytes`` bytes at ``file_offset`` into new host memory of
+    ``info``'s dtype and shape (torch or numpy), read with ``preadv`` in the
+    calling thread: a whole tensor, or a slice whose bytes are one range of
+    the file.
 
     Raises
     ------
@@ -224,10 +231,9 @@ def read_host_small(so: SafeOpen, fd: int, info: TensorInfo) -> Any:
         raw = out.reshape(-1).view(np.uint8)
     view = memoryview(raw)
     n = info.nbytes
-    at = so._header.data_offset + info.begin
     got = 0
     while got < n:
-        k = os.preadv(fd, [view[got:]], at + got)
+        k = os.preadv(fd, [view[got:]], file_offset + got)
         if k == 0:
             raise SafetensorsError(f"{so._path}: read {got} of {n} bytes of {info.name!r}: "
                                    "the file changed or is truncated")

@@ -418,11 +418,45 @@ def test_a_small_host_tensor_is_read_by_the_calling_thread(
     assert [n for _, n in preadv_calls] == [4096, 3096, 2096, 1096, 96]
 
 
+@pytest.mark.parametrize("framework", ["numpy", "pt"])
+def test_a_host_row_slice_is_read_by_the_calling_thread(
+        tmp_path: Path, framework: str, preadv_calls: list[tuple[int, int]]) -> None:
+    """Rows of a tensor into host memory (one range of the file) are read
+    by the caller's thread straight into the result, through short counts;
+    a tensor of more than one pool task (``task_size``) goes to the pool's
+    threads."""
+    import threading
+
+    if framework == "pt":
+        _torch_or_skip()
+    path = tmp_path / "rows.safetensors"
+    big = np.random.default_rng(5).standard_normal((64, 512)).astype(np.float32)
+    stn.save_file({"big": big, "v": np.arange(9, dtype=np.int16)}, path)
+    me = threading.get_ident()
+    with hst.safe_open(path, framework=framework, task_size=64 << 10) as f:
+        preadv_calls.clear()
+        rows = f.get_slice("big")[8:24]          # 32 KiB: one task
+        data = np.asarray(rows) if framework == "numpy" else rows.numpy()
+        assert data.tobytes() == big[8:24].tobytes() and data.shape == (16, 512)
+        assert {ident for ident, _ in preadv_calls} == {me}
+        assert preadv_calls[0][1] == 16 * 512 * 4
+        # the result owns its memory, no more (not a view into a larger read)
+        if framework == "numpy":
+            assert rows.base is None
+        else:
+            assert rows.untyped_storage().nbytes() == 16 * 512 * 4
+        preadv_calls.clear()
+        whole = f.get_tensor("big")              # 128 KiB: two tasks, on the pool
+        data = np.asarray(whole) if framework == "numpy" else whole.numpy()
+        assert data.tobytes() == big.tobytes()
+        assert me not in {ident for ident, _ in preadv_calls}
+
+
 def test_a_small_host_load_is_read_by_the_calling_thread(
         tmp_path: Path, preadv_calls: list[tuple[int, int]]) -> None:
-    """load_file of a file under 256 KiB into host memory reads it in the
-    caller's thread, as a lone small parallel read does, whole through
-    short counts."""
+    """load_file of one file whose bytes are one task of the pool (under
+    256 KiB, or up to ``task_size`` as the load's only read) reads it in
+    the caller's thread, whole through short counts."""
     import threading
 
     path = tmp_path / "little.safetensors"
@@ -432,6 +466,13 @@ def test_a_small_host_load_is_read_by_the_calling_thread(
     out = hnp.load_file(path)
     assert all(np.array_equal(out[k], v) for k, v in tensors.items())
     assert preadv_calls and {ident for ident, _ in preadv_calls} == {threading.get_ident()}
+    # a file of 1 MiB is one task of the pool (4 MiB): read here as well
+    large = {"w": np.random.default_rng(1).standard_normal(1 << 18).astype(np.float32)}
+    stn.save_file(large, path)
+    preadv_calls.clear()
+    out = hnp.load_file(path)
+    assert np.array_equal(out["w"], large["w"])
+    assert {ident for ident, _ in preadv_calls} == {threading.get_ident()}
 
 
 def test_a_small_host_tensor_cut_short_is_reported(tmp_path: Path) -> None:
