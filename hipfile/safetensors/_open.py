@@ -260,7 +260,9 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
 
     def close(self) -> None:
         """Wait for the tensors still being read ahead and free them, then
-        close the file (idempotent).
+        close the file (idempotent). A read made meanwhile by another
+        thread (``get_tensor``, a slice) ends first: the file is closed
+        under the handle's lock, never under a read.
 
         Raises
         ------
@@ -270,7 +272,7 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
         """
         with self._lock:
             self._ahead.drop_all()
-        self._close_fh()
+            self._close_fh()
 
     def __enter__(self) -> SafeOpen:
         self._open_fh()

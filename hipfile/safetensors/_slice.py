@@ -114,9 +114,8 @@ class SafeSlice:
                 self._owner._ahead.reading_parts()
         if info.dtype.bits % 8:
             return self._packed(full, whole)
-        fh = self._owner._open_fh()
-        if isinstance(fh, HostFile):
-            got = self._host_read(full, fh)
+        if isinstance(self._owner._open_fh(), HostFile):
+            got = self._host_read(full)
             if got is not None:
                 return got
         elif self._owner._reader in ("auto", "stream"):
@@ -162,22 +161,24 @@ class SafeSlice:
         return torch.as_strided(data, out_shape, tuple(s // isz for s in out_strides)
                                 ).contiguous()
 
-    def _host_read(self, full: list[_Dim], fh: HostFile) -> Any:
+    def _host_read(self, full: list[_Dim]) -> Any:
         """A selection into host memory whose bytes are one range of the
         file (rows of whole inner dimensions) of at most one pool task,
-        read by the calling thread straight into the result; None for
-        other selections (they go through the pool's plan)."""
+        read by the calling thread straight into the result, under the
+        handle's lock (a close waits for it); None for other selections
+        (they go through the pool's plan)."""
         owner = self._owner
-        fd = fh.fd
-        if fd is None:
-            raise SafetensorsError("File is closed")
         planned = plan_part(owner._header, self._info, full, owner._framework)
         if planned is None:
             return None
         result, runs = planned
         if len(runs) != 1 or not 0 < result.nbytes <= host_read_max(owner):
             return None
-        return read_host(owner, fd, result, runs[0][0])
+        with owner._lock:
+            fd = getattr(owner._open_fh(), "fd", None)
+            if fd is None:
+                raise SafetensorsError("File is closed")
+            return read_host(owner, fd, result, runs[0][0])
 
     def _device_read(self, full: list[_Dim], whole: bool) -> Any:
         """A selection into device memory whose runs of bytes, one after

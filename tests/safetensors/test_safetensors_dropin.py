@@ -452,6 +452,106 @@ def test_a_host_row_slice_is_read_by_the_calling_thread(
         assert me not in {ident for ident, _ in preadv_calls}
 
 
+@pytest.mark.parametrize("call", ["get_tensor", "slice"])
+def test_close_during_a_host_read_waits_for_it(tmp_path: Path, call: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """close() from another thread while a host read is in its preadv
+    waits for the read: the reader gets the file's bytes, never a closed
+    (or reused) descriptor, and the handle is closed after."""
+    import threading
+
+    path = tmp_path / "race.safetensors"
+    big = np.arange(64 * 256, dtype=np.float32).reshape(64, 256)
+    stn.save_file({"big": big}, path)
+    entered = threading.Event()
+    real = os.preadv
+
+    def slow(fd: int, buffers: Any, offset: int, *args: Any) -> int:
+        entered.set()
+        threading.Event().wait(0.3)         # the close below runs meanwhile
+        return real(fd, buffers, offset, *args)
+
+    f = hst.safe_open(path, framework="numpy")
+    monkeypatch.setattr(os, "preadv", slow)
+    out: list[Any] = []
+
+    def read() -> None:
+        try:
+            out.append(f.get_tensor("big") if call == "get_tensor"
+                       else f.get_slice("big")[8:16])
+        except BaseException as exc:       # reported below
+            out.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert entered.wait(10)
+    closer = threading.Thread(target=f.close)
+    closer.start()
+    reader.join(10)
+    closer.join(10)
+    assert not reader.is_alive() and not closer.is_alive()
+    want = big if call == "get_tensor" else big[8:16]
+    assert isinstance(out[0], np.ndarray), out[0]
+    assert np.array_equal(out[0], want)
+    with pytest.raises(hst.SafetensorError, match="closed"):
+        f.get_tensor("big")
+
+
+def test_a_host_read_begun_while_close_runs_finds_the_file_closed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A get_tensor that another thread starts after close() has dropped
+    what was read ahead, but before the file is closed, either ends before
+    the close or finds the file closed (SafetensorError): it never reads
+    from a descriptor being closed (its preadv is slowed down here so that
+    the close would fall inside it)."""
+    import threading
+
+    path = tmp_path / "race.safetensors"
+    big = np.arange(64 * 256, dtype=np.float32).reshape(64, 256)
+    stn.save_file({"big": big}, path)
+    f = hst.safe_open(path, framework="numpy")
+    real = os.preadv
+
+    def slow(fd: int, buffers: Any, offset: int, *args: Any) -> int:
+        threading.Event().wait(0.3)
+        return real(fd, buffers, offset, *args)
+
+    monkeypatch.setattr(os, "preadv", slow)
+    dropped, started = threading.Event(), threading.Event()
+    drop_all, close_fh = f._ahead.drop_all, f._close_fh
+
+    def drop_then_tell(*args: Any, **kwargs: Any) -> None:
+        drop_all(*args, **kwargs)
+        dropped.set()
+
+    def close_late() -> bool:
+        started.wait(0.5)                   # the reader's call has begun
+        threading.Event().wait(0.1)
+        return close_fh()
+
+    f._ahead.drop_all = drop_then_tell      # type: ignore[method-assign]
+    f._close_fh = close_late                # type: ignore[method-assign]
+    out: list[Any] = []
+
+    def read() -> None:
+        dropped.wait(10)
+        started.set()
+        try:
+            out.append(f.get_tensor("big"))
+        except BaseException as exc:       # reported below
+            out.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    f.close()
+    reader.join(10)
+    assert not reader.is_alive()
+    if isinstance(out[0], np.ndarray):
+        assert np.array_equal(out[0], big)
+    else:
+        assert isinstance(out[0], hst.SafetensorError) and "closed" in str(out[0]), out[0]
+
+
 def test_a_small_host_load_is_read_by_the_calling_thread(
         tmp_path: Path, preadv_calls: list[tuple[int, int]]) -> None:
     """load_file of one file whose bytes are one task of the pool (under
