@@ -305,9 +305,10 @@ def test_engine_direct_io_size_is_bounded_to_whole_slots() -> None:
 
 def test_a_direct_request_that_fails_fails_its_chunks_and_the_next_read_is_whole(
         tmp_path: Path) -> None:
-    """A merged O_DIRECT request that fails fails the operation with its
-    errno (no byte of it is taken for read); one cut short goes on where it
-    stopped (the buffered descriptor takes the unaligned rest)."""
+    """A merged O_DIRECT request that fails is read again chunk by chunk: a
+    failure that stays fails the operation with its errno, one that does
+    not (the first call only) leaves the bytes whole; a request cut short
+    goes on where it stopped."""
     if hipfile.engine.mechanism() != "stream-memory-operations":
         pytest.skip("the staged path needs stream waits")
     size = 16 << 20
@@ -318,11 +319,15 @@ def test_a_direct_request_that_fails_fails_its_chunks_and_the_next_read_is_whole
         try:
             with hipfile.open(path, direct=True) as fh, device_array(size) as dev, \
                     hip_stream() as s:
-                _hipfile.engine_inject_faults(errno.EIO, 1)
+                _hipfile.engine_inject_faults(errno.EIO, 1 << 20)   # every call fails
                 h = fh.pread_async(dev, size, 0, 0, s, task_size=2 << 20)
                 with pytest.raises(OSError) as ei:
                     h.wait(timeout=60)
                 assert ei.value.errno == errno.EIO
+                _hipfile.engine_inject_faults(errno.EIO, 1)          # one call fails
+                h = fh.pread_async(dev, size, 0, 0, s, task_size=2 << 20)
+                assert h.wait(timeout=60) == size
+                np.testing.assert_array_equal(from_device(dev, size), data)
                 _hipfile.engine_inject_faults(0, 0, 1 << 20)      # each call: 1 MiB at most
                 h = fh.pread_async(dev, size, 0, 0, s, task_size=2 << 20)
                 assert h.wait(timeout=60) == size
@@ -332,6 +337,39 @@ def test_a_direct_request_that_fails_fails_its_chunks_and_the_next_read_is_whole
                 h = fh.pread_async(dev, size, 0, 0, s, task_size=2 << 20)
                 assert h.wait(timeout=60) == size and h.calls <= 3
                 np.testing.assert_array_equal(from_device(dev, size), data)
+        finally:
+            _hipfile.engine_inject_faults()
+
+
+def test_a_failed_direct_request_fails_only_the_operation_it_failed_in(
+        tmp_path: Path) -> None:
+    """Two operations in one submission whose chunks one O_DIRECT request
+    reads together (two ranges of 4 MiB, requests of 8 MiB): when the
+    request fails and the re-read of the first operation's chunks fails too,
+    the first raises and the second returns its bytes, whole."""
+    if hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("the staged path needs stream waits")
+    size = 8 << 20
+    path, data = _direct_file(tmp_path, size, 13)
+    from hipfile._lib import _hipfile
+
+    half = size // 2
+    with _ring_with(engine_task_size=2 << 20, engine_direct_io_size=8 << 20):
+        try:
+            with hipfile.open(path, direct=True) as fh, device_array(size) as dev, \
+                    hip_stream() as s:
+                # the merged request, then the first operation's first chunk
+                # (its second is not read: the operation has failed)
+                _hipfile.engine_inject_faults(errno.EIO, 2)
+                first, second = fh.pread_async_ranges(
+                    dev, [(half, 0, 0), (half, half, half)], s, task_size=2 << 20)
+                assert second.wait(timeout=60) == half
+                with pytest.raises(OSError) as ei:
+                    first.wait(timeout=60)
+                assert ei.value.errno == errno.EIO
+                assert (first.calls, second.calls) == (2, 2)   # the request; then chunks
+                got = from_device(dev, size)
+                np.testing.assert_array_equal(got[half:], data[half:])
         finally:
             _hipfile.engine_inject_faults()
 

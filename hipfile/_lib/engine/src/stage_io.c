@@ -172,12 +172,21 @@ void hfe__run_staged_direct(chunk_t **cs, int n)
     int err_no = 0;
     all.len = total;
     ssize_t got = run_io(c, &all, &err_no);
-    uint64_t left = got > 0 ? (uint64_t)got : 0;
+    if (got < 0) {
+        /* failed: each chunk is read again on its own, so that an error
+         * fails the operation whose bytes it is in, not a neighbour that
+         * the request took with it (chunks of other operations) */
+        for (i = 0; i < n; i++) {
+            run_chunk_io(cs[i], hfe__slot(cs[i]),
+                         __atomic_load_n(&cs[i]->state, __ATOMIC_ACQUIRE) == CHUNK_ABANDONED);
+            hfe__release_chunk(cs[i]);
+        }
+        return;
+    }
+    uint64_t left = (uint64_t)got;
     for (i = 0; i < n; i++) {
         run_t *u = &cs[i]->runs[0];
         uint64_t take = left < u->len ? left : u->len;
-        if (got < 0)
-            hfe__set_error(u->group, -1, err_no);
         if (take < u->len)   /* a stream never copies stale staging bytes */
             memset(hfe__slot(cs[i]) + u->staging_off + take, 0, u->len - take);
         u->got = (int64_t)take;
