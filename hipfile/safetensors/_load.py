@@ -160,12 +160,13 @@ def _submit_host(f: HostFile, target: Any, reads: list[ReadRange], task: int,
     calling thread reads itself when it is one task (a pool would run
     that one task on one thread too, after a hand-off)."""
     from hipfile.parallel import INLINE_MAX, _pread_host
+    from hipfile.safetensors._tensor_read import HOST_INLINE_CAP
 
     fd = f.fd
     if fd is None:
         raise SafetensorsError("File is closed")
     view = memoryview(target).cast("B")
-    most = task if alone and len(reads) == 1 else INLINE_MAX
+    most = min(task, HOST_INLINE_CAP) if alone and len(reads) == 1 else INLINE_MAX
     futures = [_pread_host(fd, view, r.size, r.file_offset, r.buffer_offset, task, most)
                for r in reads]
 

@@ -187,16 +187,22 @@ def _torch_empty(so: SafeOpen, info: TensorInfo) -> Any:
     return torch.empty(info.shape, dtype=torch_dtype(info), device=device)
 
 
+#: The most bytes a host-memory read makes in the calling thread, whatever
+#: the task size: a read there cannot be interrupted before it returns
+#: (16 MiB: a few ms from the page cache, about 10 ms from a disk).
+HOST_INLINE_CAP = 16 << 20
+
+
 def host_read_max(so: SafeOpen) -> int:
     """The most bytes a host-memory read of one tensor or slice makes in
     the calling thread: one task of the handle's pool (``task_size``, else
     :func:`hipfile.parallel.default_task_size`), which the pool would read
-    on one thread too, after a hand-off."""
+    on one thread too, after a hand-off; at most :data:`HOST_INLINE_CAP`."""
     if so._task_size is not None:
-        return int(so._task_size)
+        return min(int(so._task_size), HOST_INLINE_CAP)
     from hipfile.parallel import default_task_size
 
-    return default_task_size()
+    return min(default_task_size(), HOST_INLINE_CAP)
 
 
 def read_host(so: SafeOpen, fd: int, info: TensorInfo, file_offset: int) -> Any:

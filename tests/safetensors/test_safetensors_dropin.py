@@ -452,6 +452,31 @@ def test_a_host_row_slice_is_read_by_the_calling_thread(
         assert me not in {ident for ident, _ in preadv_calls}
 
 
+def test_a_host_read_in_the_calling_thread_is_capped(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """However large the task size, a tensor of more than 16 MiB into host
+    memory is read on the pool (a read in the calling thread cannot be
+    interrupted before it returns)."""
+    import threading
+
+    from hipfile.safetensors._tensor_read import HOST_INLINE_CAP
+
+    path = tmp_path / "large.safetensors"
+    big = np.random.default_rng(2).integers(0, 255, HOST_INLINE_CAP + 4096, dtype=np.uint8)
+    stn.save_file({"big": big}, path)
+    idents: list[int] = []
+    real = os.preadv
+
+    def record(fd: int, buffers: Any, offset: int, *args: Any) -> int:
+        idents.append(threading.get_ident())
+        return real(fd, buffers, offset, *args)
+
+    monkeypatch.setattr(os, "preadv", record)
+    with hst.safe_open(path, framework="numpy", task_size=64 << 20) as f:
+        assert np.array_equal(f.get_tensor("big"), big)
+    assert idents and threading.get_ident() not in idents
+
+
 @pytest.mark.parametrize("call", ["get_tensor", "slice"])
 def test_close_during_a_host_read_waits_for_it(tmp_path: Path, call: str,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
