@@ -48,7 +48,10 @@ and reported in both):
     pinned memory and one copy); every case once a round, in an order
     shuffled each round; warm only. ``--host`` times this shape into host
     memory (``device="cpu"``, no GPU needed), its floor one ``preadv`` into
-    the result.
+    the result; ``--host --shapes load`` the single checkpoint into host
+    memory (``load_file`` and the key-by-key loop) beside one ``preadv`` of
+    the file into fresh memory and ``safetensors``' memory-mapped
+    ``load_file`` (alone, and with every page touched once).
 ``slices``
     ``single`` split for tensor parallelism over ``--ranks`` processes on one
     GPU (each a fresh interpreter, started with multiprocessing's ``spawn``):
@@ -608,10 +611,11 @@ def record(b: Bench, shape: str, mode: str, times: Mapping[str, list[float]], nb
             p90 = float(np.percentile(times[name], 90))
             print(f"    {name:{w}s} {m * 1e6:9.1f} {p90 * 1e6:9.1f}")
     else:
+        w = max(26, *(len(name) for name in med))
         print(f"\n  {shape}, {mode} cache, median of {samples} ({nbytes / 1e9:.3f} GB{note})")
-        print(f"    {'case':26s} {'ms':>9s} {'GB/s':>7s}")
+        print(f"    {'case':{w}s} {'ms':>9s} {'GB/s':>7s}")
         for name, m in med.items():
-            print(f"    {name:26s} {m * 1e3:9.1f} {nbytes / m / 1e9:7.2f}")
+            print(f"    {name:{w}s} {m * 1e3:9.1f} {nbytes / m / 1e9:7.2f}")
     for r in ratios:
         if r.case not in med or r.peer not in med:
             continue
@@ -1250,8 +1254,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="peers to compare with, when importable (safetensors,fastsafetensors)")
     ap.add_argument("--device", type=int, default=0, help="GPU to load onto (0)")
     ap.add_argument("--host", action="store_true",
-                    help="time --shapes small into host memory (device='cpu'), which needs "
-                         "no GPU and no platform")
+                    help="time --shapes small and load into host memory (device='cpu'), "
+                         "which needs no GPU and no platform")
     ap.add_argument("--json", default=None, help="also write the results to this file")
     add_common_arguments(ap, repeats=3, data="the checkpoints",
                          allow_emulated="on the emulated platform, check correctness "
@@ -1259,21 +1263,113 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+HOST_LOAD_RATIOS = (
+    Ratio("hipfile load_file", "floor: preadv, plain pages"),
+    Ratio("hipfile keyloop", "floor: preadv, plain pages"),
+    Ratio("hipfile load_file", "safetensors load_file + touch"),
+)
+
+
+def shape_host_load(b: Bench) -> None:
+    """``--host --shapes load``: the single checkpoint into host memory,
+    warm: hipfile's ``load_file(device="cpu")`` and key-by-key loop beside
+    one ``preadv`` of the file into fresh memory (plain pages, and pages
+    advised for transparent huge pages) and ``safetensors``' ``load_file``,
+    which maps the file and reads it at first touch (alone, and with one
+    byte of every page touched, what any first use pays)."""
+    import mmap as mmap_module
+
+    import torch
+
+    from hipfile.safetensors import safe_open as hst_open
+    from hipfile.safetensors import torch as hst_torch
+
+    path = b.checkpoints["single"][0]
+    size = os.path.getsize(path)
+    warm([path])
+    print(f"\n== load into host memory: {size / 1e9:.2f} GB, warm, {b.args.repeats} rounds")
+
+    def preadv_into(view: memoryview) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            got = 0
+            while got < size:
+                n = os.preadv(fd, [view[got:]], got)
+                if n == 0:
+                    raise OSError(f"short read of {path}")
+                got += n
+        finally:
+            os.close(fd)
+
+    def plain() -> Any:
+        t = torch.empty(size, dtype=torch.uint8)
+        preadv_into(memoryview(t.numpy()))
+        return t
+
+    def huge() -> Any:
+        m = mmap_module.mmap(-1, size, flags=mmap_module.MAP_PRIVATE | mmap_module.MAP_ANONYMOUS)
+        if hasattr(m, "madvise") and hasattr(mmap_module, "MADV_HUGEPAGE"):
+            m.madvise(mmap_module.MADV_HUGEPAGE)
+        preadv_into(memoryview(m))
+        return m
+
+    def keyloop() -> Any:
+        with hst_open(path, "pt", device="cpu") as f:
+            return {k: f.get_tensor(k) for k in f.keys()}
+
+    cases: dict[str, Callable[[], Any]] = {
+        "hipfile load_file": lambda: hst_torch.load_file(path, device="cpu"),
+        "hipfile keyloop": keyloop,
+        "floor: preadv, plain pages": plain,
+        "floor: preadv, huge pages": huge,
+    }
+    st = b.peers.safetensors
+    if st is not None:
+        st_load = st.torch.load_file
+
+        def touched() -> Any:
+            out = st_load(path, device="cpu")
+            for t in out.values():
+                if t.numel():
+                    int(t.reshape(-1).view(torch.uint8)[::4096].sum())
+            return out
+
+        cases["safetensors load_file"] = lambda: st_load(path, device="cpu")
+        cases["safetensors load_file + touch"] = touched
+        want = st_load(path, device="cpu")
+        for name in ("hipfile load_file", "hipfile keyloop"):
+            verdict = check(want, cases[name]())
+            print(f"  check {name:29s} {verdict}  (against safetensors)")
+            b.bad |= verdict != "OK"
+        del want
+    times = time_rounds(cases, b.args.repeats, lambda: None)
+    record(b, "load", "warm", times, size, HOST_LOAD_RATIOS)
+
+
 def host_main(args: argparse.Namespace) -> int:
-    """``--host``: the small shape into host memory (torch on the CPU; no
-    GPU library is loaded, as for any host-memory load)."""
+    """``--host``: shapes into host memory (torch on the CPU; no GPU
+    library is loaded, as for any host-memory load): ``small``, and
+    ``load`` (the single checkpoint whole and key by key)."""
     import platform as platform_module
 
     folder = temp_folder(args.dir)
     peers = import_peers(set(args.peers.split(",")) & {"safetensors"})
     for n in peers.notes:
         print(f"note: {n}")
+    shapes = [s for s in args.shapes.split(",") if s]
     results: dict[str, Any] = {"platform": "host", "device": "cpu",
                                "cpu": platform_module.processor() or platform_module.machine(),
-                               "calls": args.calls, "shapes_run": ["small"], "blocks": {},
+                               "calls": args.calls, "shapes_run": shapes, "blocks": {},
                                "shapes": {}, "ratios": []}
-    b = Bench(args, ["small"], "cpu", folder, {}, peers, results)
-    shape_small(b)
+    cks: dict[str, tuple[str, list[str]]] = {}
+    if "load" in shapes:
+        cks = write_checkpoints(folder, args.layers, args.hidden, args.vocab, args.shards,
+                                False)
+    b = Bench(args, shapes, "cpu", folder, cks, peers, results)
+    if "small" in shapes:
+        shape_small(b)
+    if "load" in shapes:
+        shape_host_load(b)
     print("\n== ratios hipfile / peer (time: per-call time)")
     for e in results["ratios"]:
         print(f"  {e['shape'] + ' ' + e['mode']:20s} {ratio_line(e)}")
@@ -1302,8 +1398,8 @@ def main() -> int:
         ap.error(f"--shapes takes some of {', '.join(SHAPES)}")
 
     if args.host:
-        if shapes != ["small"]:
-            ap.error("--host times --shapes small only")
+        if set(shapes) - {"small", "load"}:
+            ap.error("--host times --shapes small and load only")
         return host_main(args)
 
     hipfile = select_platform(args.platform)

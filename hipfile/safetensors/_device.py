@@ -3,6 +3,7 @@ made of it."""
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,22 +117,52 @@ def _current_device(framework: str) -> int:
 # --------------------------------------------------------------------------
 
 
+#: Host memory of at least this many bytes for a load is mapped on its own
+#: and advised for transparent huge pages (``MADV_HUGEPAGE``): reading a
+#: file into fresh memory is mostly its page faults, 512 times fewer with
+#: 2 MiB pages (on a 2-core VM, 160 MiB read in 25 ms instead of 81).
+HUGE_HOST_MIN = 4 << 20
+
+
+def host_memory(nbytes: int) -> Any:
+    """``nbytes`` of zeroed, writable host memory for a load: an anonymous
+    private mapping advised for transparent huge pages (where the kernel
+    has them; otherwise plain pages), freed when the last object using it
+    (a tensor or array made from it) is gone."""
+    m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    advise = getattr(m, "madvise", None)
+    huge = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advise is not None and huge is not None:
+        try:
+            advise(huge)
+        except OSError:
+            pass      # no transparent huge pages in this kernel: plain pages
+    return m
+
+
 def allocate(framework: str, device: Device, nbytes: int) -> tuple[Any, int, Any]:
     """Memory for ``nbytes``: ``(owner, address, read target)``.
 
     The read target is what the read step is given: a :class:`Buffer` over
-    device memory, or a writable host array (read with ``preadv``).
+    device memory, or a writable host array (read with ``preadv``); host
+    memory of :data:`HUGE_HOST_MIN` bytes or more is :func:`host_memory`.
     """
     if framework == "torch":
         import torch
 
-        t = torch.empty(nbytes, dtype=torch.uint8, device=device.torch())
+        if device.is_cpu and nbytes >= HUGE_HOST_MIN:
+            t = torch.frombuffer(host_memory(nbytes), dtype=torch.uint8)
+        else:
+            t = torch.empty(nbytes, dtype=torch.uint8, device=device.torch())
         addr = int(t.data_ptr())
         return t, addr, (t.numpy() if device.is_cpu else Buffer(addr, nbytes))
     if framework == "numpy":
         import numpy as np
 
-        a = np.empty(nbytes, np.uint8)
+        if nbytes >= HUGE_HOST_MIN:
+            a = np.frombuffer(host_memory(nbytes), np.uint8)
+        else:
+            a = np.empty(nbytes, np.uint8)
         return a, int(a.ctypes.data), a
     alloc = DeviceAllocation(nbytes, device.index)
     return alloc, alloc.ptr, Buffer(alloc.ptr, nbytes)

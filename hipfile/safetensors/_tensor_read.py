@@ -11,7 +11,9 @@ from hipfile._interop import as_int
 from hipfile.buffer import Buffer
 from hipfile.file import FileHandle
 from hipfile.safetensors._device import (
+    HUGE_HOST_MIN,
     allocate,
+    host_memory,
     make_view,
     numpy_dtype,
     torch_dtype,
@@ -225,18 +227,26 @@ def read_host(so: SafeOpen, fd: int, info: TensorInfo, file_offset: int) -> Any:
     """
     out: Any
     raw: Any
+    n = info.nbytes
+    huge = host_memory(n) if n >= HUGE_HOST_MIN else None
     if so._framework == "torch":
         import torch
 
-        out = torch.empty(info.shape, dtype=torch_dtype(info))
+        if huge is not None:
+            out = torch.frombuffer(huge, dtype=torch.uint8).view(torch_dtype(info))
+            out = out.view(info.shape)
+        else:
+            out = torch.empty(info.shape, dtype=torch_dtype(info))
         raw = out.view(-1).view(torch.uint8).numpy()
     else:
         import numpy as np
 
-        out = np.empty(info.shape, numpy_dtype(info))
+        if huge is not None:
+            out = np.frombuffer(huge, numpy_dtype(info)).reshape(info.shape)
+        else:
+            out = np.empty(info.shape, numpy_dtype(info))
         raw = out.reshape(-1).view(np.uint8)
     view = memoryview(raw)
-    n = info.nbytes
     got = 0
     while got < n:
         k = os.preadv(fd, [view[got:]], file_offset + got)

@@ -452,6 +452,75 @@ def test_a_host_row_slice_is_read_by_the_calling_thread(
         assert me not in {ident for ident, _ in preadv_calls}
 
 
+def _mapping_flags(addr: int) -> list[str] | None:
+    """The ``VmFlags`` of the mapping of this process holding ``addr``
+    (``/proc/self/smaps``), or None when no mapping holds it."""
+    flags = None
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(" ", 1)[0]
+            if "-" in head and ":" not in head:
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and line.startswith("VmFlags:"):
+                flags = line.split()[1:]
+    return flags
+
+
+def _huge_pages_advisable() -> bool:
+    import mmap
+
+    if not hasattr(mmap, "MADV_HUGEPAGE") or not os.path.exists("/proc/self/smaps"):
+        return False
+    m = mmap.mmap(-1, 4 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        m.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:
+        return False
+    finally:
+        m.close()
+    return True
+
+
+@pytest.mark.parametrize("framework", ["numpy", "pt"])
+@pytest.mark.parametrize("how", ["load_file", "get_tensor"])
+def test_large_host_loads_are_in_memory_advised_for_huge_pages(
+        tmp_path: Path, framework: str, how: str) -> None:
+    """A host load of 4 MiB or more (a whole file, or one tensor) lands in
+    memory of its own advised for transparent huge pages (``hg`` in the
+    mapping's flags), with the file's bytes; the mapping is gone once the
+    tensors are."""
+    import gc
+
+    if not _huge_pages_advisable():
+        pytest.skip("no MADV_HUGEPAGE here")
+    if framework == "pt":
+        _torch_or_skip()
+    rng = np.random.default_rng(9)
+    tensors = {"w": rng.standard_normal((1024, 1280)).astype(np.float32),
+               "b": np.arange(7, dtype=np.int64)}
+    path = tmp_path / "large.safetensors"
+    stn.save_file(tensors, path)
+    if how == "load_file":
+        from hipfile.safetensors import torch as ht
+
+        out = (hnp.load_file(path) if framework == "numpy"
+               else ht.load_file(path, device="cpu"))
+    else:
+        with hst.safe_open(path, framework=framework) as f:
+            out = {"w": f.get_tensor("w")}
+    w = out["w"]
+    data = w if framework == "numpy" else w.numpy()
+    assert data.tobytes() == tensors["w"].tobytes() and data.shape == (1024, 1280)
+    addr = int(data.ctypes.data)
+    flags = _mapping_flags(addr)
+    assert flags is not None and "hg" in flags, flags
+    del out, w, data
+    gc.collect()
+    assert "hg" not in (_mapping_flags(addr) or [])
+
+
 def test_a_host_read_in_the_calling_thread_is_capped(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """However large the task size, a tensor of more than 16 MiB into host
