@@ -109,12 +109,13 @@ class SafeSlice:
         full = dims + [_Dim(0, n, 1, False) for n in shape[len(dims):]]
         framework = self._owner._framework
         whole = all(d.covers(n) for d, n in zip(full, shape, strict=True))
-        if not whole:
+        host = isinstance(self._owner._open_fh(), HostFile)
+        if not whole and not host:      # host handles read nothing ahead
             with self._owner._lock:
                 self._owner._ahead.reading_parts()
         if info.dtype.bits % 8:
             return self._packed(full, whole)
-        if isinstance(self._owner._open_fh(), HostFile):
+        if host:
             got = self._host_read(full)
             if got is not None:
                 return got
@@ -334,6 +335,8 @@ def _runs(full: list[_Dim], counts: list[int], shape: Sequence[int], strides: li
     while outer and math.prod(counts[j] for j in outer) > MAX_RUNS:
         j = outer.pop()
         run += (counts[j] - 1) * full[j].step * strides[j]
+    if all(counts[j] == 1 for j in outer):
+        return [(0, run * isz)]     # one run (rows of whole inner dimensions)
     offsets = np.zeros(1, np.int64)
     for j in outer:
         steps = np.arange(counts[j], dtype=np.int64) * (full[j].step * strides[j])

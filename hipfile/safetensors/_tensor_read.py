@@ -202,9 +202,9 @@ def host_read_max(so: SafeOpen) -> int:
     on one thread too, after a hand-off; at most :data:`HOST_INLINE_CAP`."""
     if so._task_size is not None:
         return min(int(so._task_size), HOST_INLINE_CAP)
-    from hipfile.parallel import default_task_size
+    from hipfile.parallel import _pool_settings
 
-    return min(default_task_size(), HOST_INLINE_CAP)
+    return min(_pool_settings()[1], HOST_INLINE_CAP)     # read again after defaults.set
 
 
 def read_host(so: SafeOpen, fd: int, info: TensorInfo, file_offset: int) -> Any:
