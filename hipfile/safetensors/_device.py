@@ -217,6 +217,9 @@ def make_view(framework: str, device: Device, owner: Any, addr: int, offset: int
     return DeviceTensor(owner, addr + offset, info.dtype, info.shape, device.index)
 
 
+_torch_dtypes: dict[str, Any] = {}     # safetensors dtype name -> torch dtype, once found
+
+
 def torch_dtype(info: TensorInfo) -> Any:
     """The torch dtype of a tensor.
 
@@ -225,12 +228,16 @@ def torch_dtype(info: TensorInfo) -> Any:
     SafetensorsError
         torch has no such dtype.
     """
+    found = _torch_dtypes.get(info.dtype.name)
+    if found is not None:
+        return found
     import torch
 
     if info.dtype.torch is None or not hasattr(torch, info.dtype.torch):
         raise SafetensorsError(f"tensor {info.name!r}: torch has no dtype for "
                                f"{info.dtype.name}")
-    return getattr(torch, info.dtype.torch)
+    found = _torch_dtypes[info.dtype.name] = getattr(torch, info.dtype.torch)
+    return found
 
 
 def _torch_view(flat: Any, offset: int, info: TensorInfo, device: Device) -> Any:

@@ -178,11 +178,19 @@ def finish(so: SafeOpen, p: _Pending) -> Any:
     return make_view(so._framework, so._device, p.owner, p.addr, p.offset, p.info)
 
 
+_torch: Any = None     # the torch module, once imported
+
+
 def _torch_empty(so: SafeOpen, info: TensorInfo) -> Any:
     """An empty torch tensor of ``info``'s dtype and shape on the handle's
-    device."""
-    import torch
+    device (torch and the device looked up once: a small tensor's
+    get_tensor is a few microseconds of Python around its read)."""
+    global _torch
+    torch = _torch
+    if torch is None:
+        import torch as torch_module
 
+        torch = _torch = torch_module
     device = so._torch_device
     if device is None:
         device = so._torch_device = torch.device(so._device.torch())
