@@ -223,12 +223,13 @@ class SafeSlice:
 
 
 def plan_part(header: Any, info: TensorInfo, full: list[_Dim], framework: str
-              ) -> tuple[TensorInfo, list[tuple[int, int]]] | None:
+              ) -> tuple[TensorInfo, Any] | None:
     """A selection (``full``: one :class:`_Dim` per dimension) of ``info``
     read straight into its result: the result's dtype, shape and bytes, and
     the ``(file offset, bytes)`` runs that, one after the other, are its
-    C-order bytes; None where its runs are not its result or are many tiny
-    ones (framework "hip" excepted)."""
+    C-order bytes (:data:`Runs`: planned with numpy, no Python object per
+    run where there are many); None where its runs are not its result or
+    are many tiny ones (framework "hip" excepted)."""
     isz = info.dtype.bits // 8
     shape = tuple(info.shape)
     strides = _strides(shape)
@@ -238,15 +239,50 @@ def plan_part(header: Any, info: TensorInfo, full: list[_Dim], framework: str
     result = TensorInfo(info.name, info.dtype, out_shape, 0, n_out * isz)
     if not n_out:
         return result, []
-    rel = _runs(full, counts, shape, strides, isz)
-    if sum(e - b for b, e in rel) != n_out * isz:
+    offsets, run = _run_offsets(full, counts, shape, strides)
+    nruns = len(offsets)
+    if nruns * run != n_out:
         return None
-    if (len(rel) > SCATTER_RUNS and n_out * isz < SCATTER_MEAN * len(rel)
+    if (nruns > SCATTER_RUNS and n_out * isz < SCATTER_MEAN * nruns
             and framework != "hip"):
         return None      # tiny runs: one read of their span, then a copy on the GPU
     first = sum(d.start * s for d, s in zip(full, strides, strict=True))
     base = header.data_offset + info.begin + first * isz
-    return result, _merge([(base + b, e - b) for b, e in rel])
+    return result, _merged_runs(offsets, run, isz, base)
+
+
+#: A selection's runs as plan_part gives them: ``(file offset, bytes)``
+#: pairs, a list of a few, or an ``(N, 2)`` int64 array of many (a column
+#: block: one run per row), which the engine takes without a Python object
+#: per run.
+Runs = "list[tuple[int, int]] | Any"
+
+#: Runs up to this many are a list of tuples; more are an array.
+RUNS_AS_LIST = 16
+
+
+def _merged_runs(offsets: Any, run: int, isz: int, base: int) -> Any:
+    """``(file offset, bytes)`` of runs of ``run`` elements at element
+    ``offsets`` (ascending) from file offset ``base``, each run that
+    continues the previous one in the file joined to it: a list of tuples
+    of ints for up to :data:`RUNS_AS_LIST` runs, else an ``(N, 2)`` int64
+    array."""
+    import numpy as np
+
+    n = len(offsets)
+    if n > 1:
+        starts = np.flatnonzero(np.diff(offsets) != run) + 1
+        bounds = np.concatenate(([0], starts, [n]))
+        offsets = offsets[bounds[:-1]]
+        lengths = np.diff(bounds) * (run * isz)
+    else:
+        lengths = np.full(n, run * isz, np.int64)
+    if len(offsets) <= RUNS_AS_LIST:
+        return [(base + int(o) * isz, int(k)) for o, k in zip(offsets, lengths, strict=True)]
+    out = np.empty((len(offsets), 2), np.int64)
+    out[:, 0] = offsets * isz + base
+    out[:, 1] = lengths
+    return out
 
 
 def selection_key(full: list[_Dim]) -> tuple[tuple[int, int, int, bool], ...]:
@@ -256,8 +292,7 @@ def selection_key(full: list[_Dim]) -> tuple[tuple[int, int, int, bool], ...]:
 
 #: A part foreseen: its dtype and shape, the runs that make it and its
 #: selection's key (runs and key None: the whole tensor, as get_tensor reads it).
-Foreseen = tuple[TensorInfo, "list[tuple[int, int]] | None",
-                 "tuple[tuple[int, int, int, bool], ...] | None"]
+Foreseen = tuple[TensorInfo, Any, "tuple[tuple[int, int, int, bool], ...] | None"]
 
 
 def predict_part(header: Any, full: list[_Dim], shape: tuple[int, ...], info: TensorInfo,
@@ -288,18 +323,6 @@ def predict_part(header: Any, full: list[_Dim], shape: tuple[int, ...], info: Te
     return None if planned is None else (planned[0], planned[1], selection_key(dims))
 
 
-def _merge(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """``(offset, bytes)`` runs with each run that continues the previous
-    one in the file joined to it."""
-    out: list[tuple[int, int]] = []
-    for off, n in runs:
-        if out and out[-1][0] + out[-1][1] == off:
-            out[-1] = (out[-1][0], out[-1][1] + n)
-        else:
-            out.append((off, n))
-    return out
-
-
 def _strides(shape: Sequence[int]) -> list[int]:
     """Row-major strides in elements."""
     out = [1] * len(shape)
@@ -319,6 +342,17 @@ def _runs(full: list[_Dim], counts: list[int], shape: Sequence[int], strides: li
     enumerated dimension joins the run, from its first selected index to its
     last).
     """
+    offsets, run = _run_offsets(full, counts, shape, strides)
+    if len(offsets) == 1:
+        return [(0, run * isz)]     # one run (rows of whole inner dimensions)
+    return [(int(o) * isz, (int(o) + run) * isz) for o in offsets]
+
+
+def _run_offsets(full: list[_Dim], counts: list[int], shape: Sequence[int],
+                 strides: list[int]) -> tuple[Any, int]:
+    """The runs of :func:`_runs` in elements: an int64 array of each run's
+    first element relative to the selection's first, in file order, and the
+    elements of one run."""
     import numpy as np
 
     k = len(full)
@@ -335,13 +369,13 @@ def _runs(full: list[_Dim], counts: list[int], shape: Sequence[int], strides: li
     while outer and math.prod(counts[j] for j in outer) > MAX_RUNS:
         j = outer.pop()
         run += (counts[j] - 1) * full[j].step * strides[j]
-    if all(counts[j] == 1 for j in outer):
-        return [(0, run * isz)]     # one run (rows of whole inner dimensions)
     offsets = np.zeros(1, np.int64)
     for j in outer:
+        if counts[j] == 1:
+            continue
         steps = np.arange(counts[j], dtype=np.int64) * (full[j].step * strides[j])
         offsets = (offsets[:, None] + steps[None, :]).reshape(-1)
-    return [(int(o) * isz, (int(o) + run) * isz) for o in offsets]
+    return offsets, run
 
 
 def _selection(index: Any, shape: Sequence[int]) -> tuple[list[_Dim], list[str]]:

@@ -4,7 +4,7 @@ reads ahead of the caller."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import as_int
@@ -69,7 +69,7 @@ class _Pending:
 
 
 def submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
-                runs: Sequence[tuple[int, int]] | None = None, *,
+                runs: Any = None, *,
                 now: bool = False) -> _Pending:
     """Submit the read of one tensor (``info``: its dtype and shape, and
     where its bytes begin) to the engine and return at once.
@@ -84,8 +84,10 @@ def submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
     ahead; the result is handed over only after its read is seen complete.
 
     ``runs``: ``(file offset, bytes)`` pieces that, one after the other,
-    make the tensor's bytes (a slice's rows), read as one operation;
-    default the tensor's own range.
+    make the tensor's bytes (a slice's rows), read as one operation: a
+    list of tuples, or an ``(N, 2)`` integer array of many (see
+    :func:`hipfile.safetensors._slice.plan_part`); default the tensor's own
+    range.
     """
     n = info.nbytes
     if runs is None:
@@ -112,11 +114,28 @@ def submit_one(so: SafeOpen, fh: FileHandle, info: TensorInfo,
         at = 0
         offset = -1 if so._framework == "torch" else 0    # -1: `owner` is the result
         need = n
-    ranges = []          # the runs one after the other from `at`, none over MAX_RANGE
-    for off, size in runs:
-        ranges += [(min(MAX_RANGE, size - d), off + d, at + d)
-                   for d in range(0, size, MAX_RANGE)]
-        at += size
+    ranges: Any
+    if not isinstance(runs, list) and len(runs) > 1 and int(runs[:, 1].max()) <= MAX_RANGE:
+        # many runs (a column block, a run per row) as an (N, 2) array: the
+        # (size, file offset, buffer offset) ranges as an (N, 3) array, which
+        # the engine reads without a Python object per range
+        import numpy as np
+
+        sizes = runs[:, 1]
+        ranges = np.empty((len(runs), 3), np.int64)
+        ranges[:, 0] = sizes
+        ranges[:, 1] = runs[:, 0]
+        ranges[0, 2] = at
+        np.cumsum(sizes[:-1], out=ranges[1:, 2])
+        ranges[1:, 2] += at
+        at += int(sizes.sum())
+    else:
+        ranges = []      # the runs one after the other from `at`, none over MAX_RANGE
+        for off, size in runs:
+            off, size = int(off), int(size)
+            ranges += [(min(MAX_RANGE, size - d), off + d, at + d)
+                       for d in range(0, size, MAX_RANGE)]
+            at += size
     length = at
     handle = None
     if need:
