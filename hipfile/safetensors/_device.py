@@ -121,7 +121,7 @@ def _current_device(framework: str) -> int:
 #: and advised for transparent huge pages (``MADV_HUGEPAGE``): reading a
 #: file into fresh memory is mostly its page faults, 512 times fewer with
 #: 2 MiB pages (on a 2-core VM, 160 MiB read in 25 ms instead of 81).
-HUGE_HOST_MIN = 4 << 20
+HUGE_HOST_MIN = 4 << 20 if hasattr(mmap, "MAP_ANONYMOUS") else 1 << 62   # (no mapping: malloc)
 
 
 def host_memory(nbytes: int) -> Any:
