@@ -8,8 +8,10 @@
 # Needs a C compiler, CMake, Cython and scikit-build-core for the package
 # build, and HIP-Python importable (install it, or put it on PYTHONPATH).
 # Set VALIDATE_SKIP_BENCH=1 to skip the benchmarks, VALIDATE_SKIP_TESTS=1 to
-# skip the preflight and the suite. The suite (tests/abi/ included) is what
-# checks the platform; the preflight only says whether it can run here.
+# skip the preflight and the suite, VALIDATE_SUITE_RUNS=N to run the suite N
+# times in a row (each run's log and exit status kept). The suite
+# (tests/abi/ included) is what checks the platform; the preflight only says
+# whether it can run here.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out="${1:-/tmp/hipfile-validate}"
@@ -36,11 +38,15 @@ HIPFILE_PLATFORM=cuda timeout 120 "$py" platforms/cuda/smoke.py --dir /tmp \
     >"$out/preflight.log" 2>&1
 cat "$out/preflight.log" | tee -a "$out/summary.txt"
 
-step "test suite on the cuda platform"
-HIPFILE_PLATFORM=cuda timeout 420 "$py" -m pytest -q -p no:cacheprovider -rs \
-    --junitxml="$out/junit-cuda.xml" >"$out/pytest-cuda.log" 2>&1
-echo "pytest exit: $?" | tee -a "$out/summary.txt"
-tail -25 "$out/pytest-cuda.log" >>"$out/summary.txt"
+runs="${VALIDATE_SUITE_RUNS:-1}"
+step "test suite on the cuda platform, $runs run(s) in a row"
+for i in $(seq 1 "$runs"); do
+    log="$out/pytest-cuda-$i.log"
+    HIPFILE_PLATFORM=cuda timeout 420 "$py" -m pytest -q -p no:cacheprovider -rs \
+        --junitxml="$out/junit-cuda-$i.xml" >"$log" 2>&1
+    echo "run $i: pytest exit $?: $(tail -1 "$log")" | tee -a "$out/summary.txt"
+done
+tail -25 "$out/pytest-cuda-$runs.log" >>"$out/summary.txt"
 fi
 
 [ "${VALIDATE_SKIP_BENCH:-0}" = 1 ] && exit 0
