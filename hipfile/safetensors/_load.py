@@ -37,6 +37,11 @@ from hipfile.safetensors._read import (
 #: that a progress bar moves and the first pieces complete early.
 MAX_RANGE = 1 << 30
 
+#: The most bytes a host-memory read makes in the calling thread, whatever
+#: the task size: a read there cannot be interrupted before it returns
+#: (16 MiB: a few ms from the page cache, about 10 ms from a disk).
+HOST_INLINE_CAP = 16 << 20
+
 # file systems where O_DIRECT loses the client's readahead and caching
 # (network) or gains nothing (memory): read buffered there
 _BUFFERED_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "sshfs", "fuse.sshfs", "lustre", "gpfs",
@@ -160,7 +165,6 @@ def _submit_host(f: HostFile, target: Any, reads: list[ReadRange], task: int,
     calling thread reads itself when it is one task (a pool would run
     that one task on one thread too, after a hand-off)."""
     from hipfile.parallel import INLINE_MAX, _pread_host
-    from hipfile.safetensors._tensor_read import HOST_INLINE_CAP
 
     fd = f.fd
     if fd is None:

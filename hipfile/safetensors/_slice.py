@@ -227,8 +227,8 @@ def plan_part(header: Any, info: TensorInfo, full: list[_Dim], framework: str
     """A selection (``full``: one :class:`_Dim` per dimension) of ``info``
     read straight into its result: the result's dtype, shape and bytes, and
     the ``(file offset, bytes)`` runs that, one after the other, are its
-    C-order bytes (:data:`Runs`: planned with numpy, no Python object per
-    run where there are many); None where its runs are not its result or
+    C-order bytes (planned with numpy, as :func:`_merged_runs` gives them:
+    no Python object per run where there are many); None where its runs are not its result or
     are many tiny ones (framework "hip" excepted)."""
     isz = info.dtype.bits // 8
     shape = tuple(info.shape)
@@ -251,12 +251,6 @@ def plan_part(header: Any, info: TensorInfo, full: list[_Dim], framework: str
     return result, _merged_runs(offsets, run, isz, base)
 
 
-#: A selection's runs as plan_part gives them: ``(file offset, bytes)``
-#: pairs, a list of a few, or an ``(N, 2)`` int64 array of many (a column
-#: block: one run per row), which the engine takes without a Python object
-#: per run.
-Runs = "list[tuple[int, int]] | Any"
-
 #: Runs up to this many are a list of tuples; more are an array.
 RUNS_AS_LIST = 16
 
@@ -269,14 +263,12 @@ def _merged_runs(offsets: Any, run: int, isz: int, base: int) -> Any:
     array."""
     import numpy as np
 
-    n = len(offsets)
-    if n > 1:
-        starts = np.flatnonzero(np.diff(offsets) != run) + 1
-        bounds = np.concatenate(([0], starts, [n]))
-        offsets = offsets[bounds[:-1]]
-        lengths = np.diff(bounds) * (run * isz)
-    else:
-        lengths = np.full(n, run * isz, np.int64)
+    if len(offsets) == 1:     # one run (rows): none of numpy's few-us calls on tiny arrays
+        return [(base + int(offsets[0]) * isz, run * isz)]
+    starts = np.flatnonzero(np.diff(offsets) != run) + 1
+    bounds = np.concatenate(([0], starts, [len(offsets)]))
+    offsets = offsets[bounds[:-1]]
+    lengths = np.diff(bounds) * (run * isz)
     if len(offsets) <= RUNS_AS_LIST:
         return [(base + int(o) * isz, int(k)) for o, k in zip(offsets, lengths, strict=True)]
     out = np.empty((len(offsets), 2), np.int64)
@@ -343,8 +335,6 @@ def _runs(full: list[_Dim], counts: list[int], shape: Sequence[int], strides: li
     last).
     """
     offsets, run = _run_offsets(full, counts, shape, strides)
-    if len(offsets) == 1:
-        return [(0, run * isz)]     # one run (rows of whole inner dimensions)
     return [(int(o) * isz, (int(o) + run) * isz) for o in offsets]
 
 

@@ -3,13 +3,13 @@ reads ahead of the caller."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hipfile._interop import as_int
 from hipfile.buffer import Buffer
 from hipfile.file import FileHandle
+from hipfile.file._transfer import host_transfer
 from hipfile.safetensors._device import (
     HUGE_HOST_MIN,
     allocate,
@@ -20,7 +20,7 @@ from hipfile.safetensors._device import (
     torch_stream,
 )
 from hipfile.safetensors._header import ALIGNMENT, SafetensorsError, TensorInfo
-from hipfile.safetensors._load import MAX_RANGE
+from hipfile.safetensors._load import HOST_INLINE_CAP, MAX_RANGE
 
 if TYPE_CHECKING:
     from hipfile.safetensors._open import SafeOpen
@@ -216,12 +216,6 @@ def _torch_empty(so: SafeOpen, info: TensorInfo) -> Any:
     return torch.empty(info.shape, dtype=torch_dtype(info), device=device)
 
 
-#: The most bytes a host-memory read makes in the calling thread, whatever
-#: the task size: a read there cannot be interrupted before it returns
-#: (16 MiB: a few ms from the page cache, about 10 ms from a disk).
-HOST_INLINE_CAP = 16 << 20
-
-
 def host_read_max(so: SafeOpen) -> int:
     """The most bytes a host-memory read of one tensor or slice makes in
     the calling thread: one task of the handle's pool (``task_size``, else
@@ -273,14 +267,10 @@ def read_host(so: SafeOpen, fd: int, info: TensorInfo, file_offset: int) -> Any:
         else:
             out = np.empty(info.shape, numpy_dtype(info))
         raw = out.reshape(-1).view(np.uint8)
-    view = memoryview(raw)
-    got = 0
-    while got < n:
-        k = os.preadv(fd, [view[got:]], file_offset + got)
-        if k == 0:
-            raise SafetensorsError(f"{so._path}: read {got} of {n} bytes of {info.name!r}: "
-                                   "the file changed or is truncated")
-        got += k
+    got = host_transfer(False, fd, memoryview(raw), n, file_offset, 0)
+    if got < n:
+        raise SafetensorsError(f"{so._path}: read {got} of {n} bytes of {info.name!r}: "
+                               "the file changed or is truncated")
     return out
 
 

@@ -531,7 +531,7 @@ def test_a_host_read_in_the_calling_thread_is_capped(tmp_path: Path,
     interrupted before it returns)."""
     import threading
 
-    from hipfile.safetensors._tensor_read import HOST_INLINE_CAP
+    from hipfile.safetensors._load import HOST_INLINE_CAP
 
     path = tmp_path / "large.safetensors"
     big = np.random.default_rng(2).integers(0, 255, HOST_INLINE_CAP + 4096, dtype=np.uint8)
