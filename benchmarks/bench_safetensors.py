@@ -746,7 +746,9 @@ def small_references(path: str, device: str) -> tuple[dict[str, Callable[[], Any
     calls return: ``hipfile pread_async`` (the engine's call that
     ``get_tensor`` and a slice make, on a file held open) and ``floor`` (one
     ``preadv`` into pinned memory and one copy to the GPU, the least any
-    loader without GPU-direct I/O does). Returns the cases and what to close."""
+    loader without GPU-direct I/O does); on the CPU (``--host``) only the
+    floor, one ``preadv`` into the result. Returns the cases and what to
+    close."""
     import torch
 
     import hipfile
