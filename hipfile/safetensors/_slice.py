@@ -13,7 +13,7 @@ from hipfile.safetensors._device import (
     numpy_dtype,
     torch_dtype,
 )
-from hipfile.safetensors._header import DTYPES, SafetensorsError, TensorInfo
+from hipfile.safetensors._header import DEFAULT_MAX_GAP, DTYPES, SafetensorsError, TensorInfo
 from hipfile.safetensors._load import HostFile
 from hipfile.safetensors._read import DeviceTensor
 from hipfile.safetensors._tensor_read import host_read_max, read_host
@@ -325,17 +325,26 @@ def _strides(shape: Sequence[int]) -> list[int]:
 
 def _runs(full: list[_Dim], counts: list[int], shape: Sequence[int], strides: list[int],
           isz: int) -> list[tuple[int, int]]:
-    """The byte runs ``(begin, end)`` of a selection with at least one
-    element, relative to its first element, in file order.
-
-    The inner dimensions taken whole, and the next one when its step is 1,
-    make one run; the dimensions outside it are enumerated, at most
-    :data:`MAX_RUNS` runs (while there would be more, the innermost
-    enumerated dimension joins the run, from its first selected index to its
-    last).
+    """The byte ranges ``(begin, end)`` to read for a selection with at
+    least one element, relative to its first element, in file order: its
+    runs (see :func:`_run_offsets`), those at most
+    :data:`~hipfile.safetensors._header.DEFAULT_MAX_GAP` apart joined with
+    the bytes between them, as the read planner would read them anyway
+    (planned with numpy: a column block of a large matrix has a run per
+    row).
     """
+    import numpy as np
+
     offsets, run = _run_offsets(full, counts, shape, strides)
-    return [(int(o) * isz, (int(o) + run) * isz) for o in offsets]
+    if len(offsets) == 1:
+        return [(int(offsets[0]) * isz, (int(offsets[0]) + run) * isz)]
+    begins = offsets * isz
+    gaps = begins[1:] - (begins[:-1] + run * isz)
+    cut = np.flatnonzero(gaps > DEFAULT_MAX_GAP) + 1
+    firsts = np.concatenate(([0], cut))
+    lasts = np.concatenate((cut - 1, [len(begins) - 1]))
+    return [(int(b), int(e)) for b, e in
+            zip(begins[firsts], begins[lasts] + run * isz, strict=True)]
 
 
 def _run_offsets(full: list[_Dim], counts: list[int], shape: Sequence[int],

@@ -201,6 +201,34 @@ def test_slices_read_only_the_bytes_they_need(tmp_path: Path, preadv_bytes: list
         assert row <= sum(preadv_bytes) <= row + 8192
 
 
+def test_runs_of_a_column_block_reach_the_planner_joined(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A column block of host memory (a run per row) hands the read
+    planner one range per stretch of runs the planner would join anyway
+    (gaps of at most ``DEFAULT_MAX_GAP``), not one per row; gaps larger
+    than that stay apart."""
+    from hipfile.safetensors import _open
+
+    ranges: list[int] = []
+    real = _open.load_many
+
+    def spying(*args: Any, runs: Any = None, **kw: Any) -> Any:
+        ranges.extend(len(r) for r in (runs or {}).values())
+        return real(*args, runs=runs, **kw)
+
+    monkeypatch.setattr(_open, "load_many", spying)
+    narrow = np.arange(4096 * 64, dtype=np.float32).reshape(4096, 64)
+    wide = np.arange(4 * (1 << 19), dtype=np.float32).reshape(4, 1 << 19)
+    path = tmp_path / "cols.safetensors"
+    hnp.save_file({"narrow": narrow, "wide": wide}, path)
+    with hst.safe_open(path, framework="np") as f:
+        got = f.get_slice("narrow")[:, 16:32]
+        assert np.array_equal(got, narrow[:, 16:32]) and ranges == [1]
+        ranges.clear()
+        got = f.get_slice("wide")[:, 5:9]      # rows of 2 MiB: gaps over 1 MiB
+        assert np.array_equal(got, wide[:, 5:9]) and ranges == [4]
+
+
 def test_slice_of_many_small_runs_is_bounded(tmp_path: Path) -> None:
     """An inner index over many short rows is read in few operations (runs
     merged), and gives the right values."""
