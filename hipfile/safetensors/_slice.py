@@ -104,9 +104,11 @@ class SafeSlice:
         """
         info = self._info
         shape = tuple(info.shape)
-        dims, display = _selection(index, shape)
-        _check_bounds(dims, display, shape)
-        full = dims + [_Dim(0, n, 1, False) for n in shape[len(dims):]]
+        full = _rows(index, shape)
+        if full is None:
+            dims, display = _selection(index, shape)
+            _check_bounds(dims, display, shape)
+            full = dims + [_Dim(0, n, 1, False) for n in shape[len(dims):]]
         framework = self._owner._framework
         whole = all(d.covers(n) for d, n in zip(full, shape, strict=True))
         host = isinstance(self._owner._open_fh(), HostFile)
@@ -232,6 +234,16 @@ def plan_part(header: Any, info: TensorInfo, full: list[_Dim], framework: str
     are many tiny ones (framework "hip" excepted)."""
     isz = info.dtype.bits // 8
     shape = tuple(info.shape)
+    if full and not full[0].select and full[0].step == 1 and all(
+            d.covers(n) for d, n in zip(full[1:], shape[1:], strict=True)):
+        # rows of whole inner dimensions: one range (the tensor-parallel row split)
+        inner = math.prod(shape[1:]) * isz
+        rows = max(0, full[0].stop - full[0].start)
+        result = TensorInfo(info.name, info.dtype, (rows, *shape[1:]), 0, rows * inner)
+        if not rows * inner:
+            return result, []
+        return result, [(header.data_offset + info.begin + full[0].start * inner,
+                         rows * inner)]
     strides = _strides(shape)
     counts = [d.count() for d in full]
     out_shape = tuple(c for c, d in zip(counts, full, strict=True) if not d.select)
@@ -375,6 +387,23 @@ def _run_offsets(full: list[_Dim], counts: list[int], shape: Sequence[int],
         steps = np.arange(counts[j], dtype=np.int64) * (full[j].step * strides[j])
         offsets = (offsets[:, None] + steps[None, :]).reshape(-1)
     return offsets, run
+
+
+def _rows(index: Any, shape: tuple[int, ...]) -> list[_Dim] | None:
+    """The selection of ``index`` when it is a slice of rows (non-negative
+    int bounds or None, no step) that safetensors accepts as given: what
+    :func:`_selection` and :func:`_check_bounds` would give, without their
+    general walk (a tensor-parallel rank's rows, per call); None for any
+    other index, which they handle."""
+    if type(index) is not slice or index.step is not None or not shape:
+        return None
+    n = shape[0]
+    start = 0 if index.start is None else index.start
+    stop = n if index.stop is None else index.stop
+    if type(start) is not int or type(stop) is not int or not 0 <= start < n or not (
+            start <= stop <= n):
+        return None
+    return [_Dim(start, stop, 1, False), *(_Dim(0, k, 1, False) for k in shape[1:])]
 
 
 def _selection(index: Any, shape: Sequence[int]) -> tuple[list[_Dim], list[str]]:
