@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -629,15 +630,32 @@ def test_the_setting_is_checked():
             pass
 
 
+class _Held:
+    """``stream`` held at a host flag (``hipStreamWaitValue32``) until
+    :meth:`release`: a submission then finds it busy (a gate)."""
+
+    def __init__(self, stream: object) -> None:
+        self.stream = stream
+        self.flag = check(hip.hipHostMalloc(4, 0))
+        self.word = ctypes.c_uint32.from_address(int(self.flag))
+        self.word.value = 0
+        check(hip.hipStreamWaitValue32(stream, self.flag, 1, 0, 0xFFFFFFFF))
+
+    def release(self) -> None:
+        self.word.value = 1
+        check(hip.hipStreamSynchronize(self.stream))
+        check(hip.hipHostFree(self.flag))
+
+
 @pytest.mark.parametrize("batch_copies", [True, False], ids=["batched-calls", "one-by-one"])
 def test_a_lone_split_range_is_one_batch(tmp_path, stream, batch_copies):
     """A lone read range cut below the default task (one chunk per thread,
-    read at once) shares one stream wait: with batched runtime calls its
-    stream side is 4 calls (wait, copy batch, slot release, completion)
-    instead of 3 per chunk and the completion; a range of default tasks,
-    or one given a task size that cuts it into more chunks than the engine
-    splits a lone range into, keeps one wait per chunk. The bytes are the
-    file's either way."""
+    read at once) on a busy stream shares one stream wait: with batched
+    runtime calls its stream side is 4 calls (wait, copy batch, slot
+    release, completion) instead of 3 per chunk and the completion; a range
+    of default tasks, or one given a task size that cuts it into more
+    chunks than the engine splits a lone range into, keeps one wait per
+    chunk. The bytes are the file's either way."""
     size = 2 << 20
     path = tmp_path / "lone.bin"
     data = random_file(path, 4 * size, seed=83)
@@ -647,23 +665,64 @@ def test_a_lone_split_range_is_one_batch(tmp_path, stream, batch_copies):
         hipfile.trim_pool()
         if batch_copies and not _hipfile.engine_batch_copies():
             pytest.skip("the runtime has no hipMemcpyBatchAsync")
+
+        def read_held(length: int, offset: int = 0, **kw: Any) -> tuple[int, int]:
+            held = _Held(stream)
+            calls, waits = _stream_calls(), _stream_waits()
+            h = fh.pread_async(dev, length, offset, 0, stream, **kw)
+            held.release()
+            assert h.wait(timeout=60) == length
+            return _stream_calls() - calls, _stream_waits() - waits
+
         try:
             with device_array(4 * size) as dev, FileHandle(path) as fh:
                 for offset in (0, size + 4096):      # the second from an unaligned offset
-                    calls, waits = _stream_calls(), _stream_waits()
-                    assert fh.pread_async(dev, size, offset, 0, stream).wait(timeout=60) == size
-                    assert _stream_waits() - waits == 1      # 4 chunks of 512 KiB, one wait
+                    calls, waits = read_held(size, offset)
+                    assert waits == 1                # 4 chunks of 512 KiB, one wait
                     if batch_copies:
-                        assert _stream_calls() - calls == 4
+                        assert calls - 1 <= 4        # (and the gate's flag write)
                     assert np.array_equal(from_device(dev, size), data[offset:offset + size])
                     check(hip.hipMemset(dev, 0, size))
-                waits = _stream_waits()
-                assert fh.pread_async(dev, 4 * size, 0, 0, stream).wait(timeout=60) == 4 * size
-                assert _stream_waits() - waits == 4          # default tasks: one wait each
-                waits = _stream_waits()
-                h = fh.pread_async(dev, size, 0, 0, stream, task_size=128 << 10)
-                assert h.wait(timeout=60) == size
-                assert _stream_waits() - waits == 16         # 16 chunks: more than a split
+                assert read_held(4 * size)[1] == 4     # default tasks: one wait each
+                assert read_held(size, task_size=128 << 10)[1] == 16   # more than a split
                 assert np.array_equal(from_device(dev, 4 * size), data)
+        finally:
+            hipfile.trim_pool()
+
+
+@pytest.mark.parametrize("size", [4 << 20, 2 << 20, 1 << 20])
+def test_a_small_lone_read_on_an_idle_stream_is_read_first(tmp_path, stream, size):
+    """A lone read of at most 4 MiB on an idle stream, handed to idle
+    workers, is read before its copies are enqueued: no stream wait at all
+    (its copies, its slots' release and its completion only), whatever the
+    chunks; the bytes are the file's, and later work on the stream sees
+    them. A larger one, or one on a busy stream, waits on the stream as
+    before."""
+    path = tmp_path / "first.bin"
+    data = random_file(path, 3 * (4 << 20), seed=89)
+    hipfile.trim_pool()
+    with hipfile.defaults.set(engine_copy_streams=1, engine_threads=4):
+        hipfile.trim_pool()
+        try:
+            with device_array(3 * (4 << 20)) as dev, FileHandle(path) as fh:
+                for offset, task in ((0, None), (4096 + 8, None), (size, 128 << 10)):
+                    check(hip.hipStreamSynchronize(stream))
+                    waits = _stream_waits()
+                    h = fh.pread_async(dev, size, offset, 0, stream, task_size=task)
+                    got = _copy_back_on(stream, dev, size)
+                    assert np.array_equal(got, data[offset:offset + size]), (offset, task)
+                    assert h.wait(timeout=60) == size
+                    assert _stream_waits() - waits == 0, (offset, task)
+                    check(hip.hipMemset(dev, 0, size))
+                waits = _stream_waits()
+                assert fh.pread_async(dev, 8 << 20, 0, 0, stream).wait(timeout=60) == 8 << 20
+                assert _stream_waits() - waits >= 1        # over 4 MiB: waits on the stream
+                held = _Held(stream)
+                waits = _stream_waits()
+                h = fh.pread_async(dev, size, 0, 0, stream)
+                held.release()
+                assert h.wait(timeout=60) == size
+                assert _stream_waits() - waits >= 1        # a busy stream: the same
+                assert np.array_equal(from_device(dev, size), data[:size])
         finally:
             hipfile.trim_pool()

@@ -594,13 +594,15 @@ int hfe_submit(hfe_op **ops, int n, const uint32_t *gate, uint32_t gate_value,
 /* Queue staged chunks (first..last, linked through ->next in sequence
  * order) for the workers, with `ngroups` more operations outstanding;
  * -ESHUTDOWN when the engine is not running or is stopping. */
-int hfe__queue_chunks(chunk_t *first, chunk_t *last, long ngroups)
+int hfe__queue_chunks(chunk_t *first, chunk_t *last, long ngroups, int *idle)
 {
     pthread_mutex_lock(&lock);
     if (!nthreads || stopping || draining) {
         pthread_mutex_unlock(&lock);
         return -ESHUTDOWN;
     }
+    if (idle)   /* nothing queued before these: the workers take them at once */
+        *idle = !chunk_head && !ready_head;
     if (first) {
         if (chunk_tail)
             chunk_tail->next = first;

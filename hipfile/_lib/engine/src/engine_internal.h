@@ -124,7 +124,7 @@ struct chunk {
     const uint32_t *gate;
     uint32_t gate_value;
     int state;                /* atomic: CHUNK_* */
-    int inline_read;          /* read by the submitting thread (try_inline_read) */
+    int inline_read;          /* read before its stream side was enqueued: no wait */
     int nruns, ncopies;
     run_t *runs;
     copy_t *copies;
@@ -160,7 +160,10 @@ int hfe__direct_follows(const chunk_t *c, const chunk_t *d);
 /* A worker reads `n` chunks that follow each other (hfe__direct_follows)
  * with one request and drops their references. */
 void hfe__run_staged_direct(chunk_t **cs, int n);
-int hfe__queue_chunks(chunk_t *first, chunk_t *last, long ngroups);
+/* Queue chunks for the workers (first NULL: none) and count `ngroups`
+ * operations in flight; `idle` (or NULL) says whether nothing was queued
+ * before them. */
+int hfe__queue_chunks(chunk_t *first, chunk_t *last, long ngroups, int *idle);
 /* The stream side of one chunk, and of the `n` chunks of a batch (one wait
  * on the last one's filled flag); a hipError_t (stage_copy.c). Each stream
  * wait enqueued is counted in the ring's stream_waits. */
@@ -173,6 +176,14 @@ int hfe__enqueue_batch(const hfe_runtime *rt, void *stream, chunk_t *const *chun
  * for its first HFE_SPIN_S seconds instead (the chunks and copies of a few
  * MiB end within them), then sleeps. */
 #define HFE_SPIN_S 1e-3
+
+/* A lone read of at most this many bytes, submitted to idle workers on a
+ * stream that is idle too, is read before its copies are enqueued: the
+ * submitting thread waits (yielding, at most HFE_SPIN_S) for the workers'
+ * chunks, and the copies then need no stream wait on a flag in host memory,
+ * whose latency on some machines was longer than the read (a lone 2 MiB
+ * read at half the speed of one preadv and one copy). */
+#define HFE_SUBMIT_READ_MAX ((uint64_t)4 << 20)
 
 static inline double hfe_seconds_since(const struct timespec *t0)
 {

@@ -417,6 +417,43 @@ static void abandon_from(const submission_t *sb, int failed_at)
     }
 }
 
+/* Whether a submission is a lone buffered read small enough to be read
+ * before its stream side is enqueued (HFE_SUBMIT_READ_MAX). */
+static int read_first(const submission_t *sb, const uint32_t *gate)
+{
+    uint64_t total = 0;
+    if (sb->opcode != 0 || gate || sb->ngroups != 1)
+        return 0;
+    for (int j = 0; j < sb->nchunks; j++) {
+        const chunk_t *c = sb->chunks[j];
+        for (int k = 0; k < c->nruns; k++)
+            if (c->runs[k].fd_alt >= 0)   /* O_DIRECT: the disk, not the page cache */
+                return 0;
+        total += hfe__chunk_bytes(c);
+    }
+    return total <= HFE_SUBMIT_READ_MAX;
+}
+
+/* Wait (yielding, at most HFE_SPIN_S) for the workers to read every chunk
+ * of the submission; if they all have, mark them so that their stream
+ * side waits for no flag. */
+static void wait_read(const submission_t *sb)
+{
+    struct timespec t0;
+    int j = 0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (j < sb->nchunks) {
+        if (__atomic_load_n(&sb->chunks[j]->state, __ATOMIC_ACQUIRE) == CHUNK_DONE)
+            j++;       /* its bytes are in its slot (release_chunk) */
+        else if (hfe_seconds_since(&t0) < HFE_SPIN_S)
+            sched_yield();
+        else
+            return;    /* still reading: the stream waits for it */
+    }
+    for (j = 0; j < sb->nchunks; j++)
+        sb->chunks[j]->inline_read = 1;
+}
+
 int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                      const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                      const uint64_t *complete_dev, const uint32_t *complete_value,
@@ -449,9 +486,9 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                       hfe__try_inline_read(sb.chunks[0]);
     if (!inline_done)
         form_batches(&sb);
-    int queue = sb.nchunks && !inline_done;
+    int queue = sb.nchunks && !inline_done, idle = 0;
     if (hfe__queue_chunks(queue ? sb.chunks[0] : NULL, queue ? sb.chunks[sb.nchunks - 1] : NULL,
-                          ngroups)) {
+                          ngroups, &idle)) {
         pthread_mutex_unlock(&ring->lock);
         drop_references(&sb);
         free(sb.chunks);
@@ -463,6 +500,8 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
         /* the workers' reference: the submitter keeps its own */
         hfe__release_chunk(sb.chunks[0]);
 
+    if (queue && idle && inline_max && read_first(&sb, gate))
+        wait_read(&sb);
     err = enqueue_stream_side(&sb, &failed_at);
     if (err)
         abandon_from(&sb, failed_at);

@@ -167,7 +167,9 @@ int hfe__enqueue_batch(const hfe_runtime *rt, void *stream, chunk_t *const *chun
     /* the last of the batch's workers to end writes the last chunk's
      * filled flag for all of them (release_chunk) */
     const chunk_t *last = chunks[n - 1];
-    int err = wait_flag(rt, stream, last->ring, filled_dev(last), last->gen);
+    /* chunks read before the submission returned (hfe_stage_submit) need none */
+    int err = last->inline_read ? 0 : wait_flag(rt, stream, last->ring, filled_dev(last),
+                                                last->gen);
     if (!err)
         err = enqueue_copies(rt, stream, chunks, n);
     if (!err)
