@@ -696,8 +696,9 @@ def test_a_small_lone_read_on_an_idle_stream_is_read_first(tmp_path, stream, siz
     workers, is read before its copies are enqueued: no stream wait at all
     (its copies, its slots' release and its completion only), whatever the
     chunks; the bytes are the file's, and later work on the stream sees
-    them. A larger one, or one on a busy stream, waits on the stream as
-    before."""
+    them; so is ``pread``'s (waited for at once). A read ahead
+    (``ordered=False``), a larger one, or one on a busy stream waits on the
+    stream as before."""
     path = tmp_path / "first.bin"
     data = random_file(path, 3 * (4 << 20), seed=89)
     hipfile.trim_pool()
@@ -714,6 +715,14 @@ def test_a_small_lone_read_on_an_idle_stream_is_read_first(tmp_path, stream, siz
                     assert h.wait(timeout=60) == size
                     assert _stream_waits() - waits == 0, (offset, task)
                     check(hip.hipMemset(dev, 0, size))
+                waits = _stream_waits()
+                assert fh.pread(dev, size, 0).result(timeout=60) == size
+                assert _stream_waits() - waits == 0        # pread, waited for at once: the same
+                assert np.array_equal(from_device(dev, size), data[:size])
+                waits = _stream_waits()
+                h = fh.pread_async(dev, size, 0, 0, stream, ordered=False)
+                assert h.wait(timeout=60) == size
+                assert _stream_waits() - waits >= 1        # a read ahead returns at once
                 waits = _stream_waits()
                 assert fh.pread_async(dev, 8 << 20, 0, 0, stream).wait(timeout=60) == 8 << 20
                 assert _stream_waits() - waits >= 1        # over 4 MiB: waits on the stream

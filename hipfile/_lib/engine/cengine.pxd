@@ -65,7 +65,8 @@ cdef extern from "engine.h" nogil:
                          const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                          const uint64_t *complete_dev, const uint32_t *complete_value,
                          void *stream, const uint32_t *gate, uint32_t gate_value,
-                         size_t chunk_cap, size_t inline_max, int copy_batch)
+                         size_t chunk_cap, size_t inline_max, size_t read_first,
+                         int copy_batch)
     int hfe_flag_wait(const uint32_t *flag, uint32_t value, double timeout_s)
     int hfe_flag_reached(const uint32_t *flag, uint32_t value)
     void hfe_inject(int err_no, int count, size_t short_max, int after)
@@ -102,7 +103,8 @@ ctypedef struct EngineC:
                         const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                         const uint64_t *complete_dev, const uint32_t *complete_value,
                         void *stream, const uint32_t *gate, uint32_t gate_value,
-                        size_t chunk_cap, size_t inline_max, int copy_batch) noexcept nogil
+                        size_t chunk_cap, size_t inline_max, size_t read_first,
+                        int copy_batch) noexcept nogil
     int (*flag_wait)(const uint32_t *flag, uint32_t value, double timeout_s) noexcept nogil
     int (*flag_reached)(const uint32_t *flag, uint32_t value) noexcept nogil
     void (*inject)(int err_no, int count, size_t short_max, int after) noexcept nogil

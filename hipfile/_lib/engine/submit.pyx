@@ -43,6 +43,17 @@ cdef void *_get_io(int opcode) except NULL:
 # one thread copies from the page cache in the time a hand-off takes.
 cdef size_t INLINE_MAX = 256 << 10
 
+# A lone buffered read of at most this many bytes on the caller's stream,
+# found idle, with idle workers, is read before its copies are enqueued:
+# the submitting thread waits (yielding, at most 1 ms) for the workers'
+# chunks, and the copies then wait on no flag in host memory, whose latency
+# on some machines was longer than the read (a lone 2 MiB read at half the
+# speed of one preadv and one copy). A read ahead (the engine's own
+# stream, no prefetch: ordered=False) returns at once, as larger reads do;
+# pread (the engine's stream, prefetch) is waited for at once, so it is read
+# first too.
+cdef size_t READ_FIRST_MAX = 4 << 20
+
 
 def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, task_size=None,
                   int fd=-1, bint ordered=True, bint grouped=False, bint prefetch=False):
@@ -367,7 +378,8 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
         with nogil:
             rc = eng.stage_submit(ring.ring, &rt, opcode, fd, plan.pieces, n, plan.groups,
                                   plan.ng, plan.cdev, plan.cval, <void *>target, gate, gvalue,
-                                  task, INLINE_MAX, batch)
+                                  task, INLINE_MAX,
+                                  READ_FIRST_MAX if ordered or prefetch else 0, batch)
         if rc < 0:
             raise OSError(-rc, f"the stream engine refused the submission: {os.strerror(-rc)}")
     except BaseException:

@@ -188,7 +188,10 @@ size_t hfe_ring_slot_size(const hfe_ring *ring);
  * hold the pieces of several files). The engine starts a read chunk's file I/O once *gate >= gate_value
  * (gate NULL: at once). A lone chunk of at most inline_max bytes (0: none)
  * that needs no gate is read by the calling thread when the page cache
- * holds it (RWF_NOWAIT). copy_batch > 0: read chunks per stream wait for this
+ * holds it (RWF_NOWAIT). A lone buffered read of at most read_first bytes
+ * (0: none) whose chunks go to idle workers and need no gate is read before
+ * its stream side is enqueued (the calling thread yields at most 1 ms for
+ * them), which then waits on no flag. copy_batch > 0: read chunks per stream wait for this
  * submission (at most half the ring's slots) instead of the ring's own
  * (hfe_ring_set_copy_batch). Returns 0, or the hipError_t of an enqueue that
  * failed (then every chunk not enqueued is abandoned, every group not
@@ -197,7 +200,7 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                      const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                      const uint64_t *complete_dev, const uint32_t *complete_value,
                      void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap,
-                     size_t inline_max, int copy_batch);
+                     size_t inline_max, size_t read_first, int copy_batch);
 
 /* Wait up to timeout_s seconds (< 0: no limit) for *flag >= value
  * (wrap-around compare), polling host memory; 1 when it holds. */

@@ -177,14 +177,6 @@ int hfe__enqueue_batch(const hfe_runtime *rt, void *stream, chunk_t *const *chun
  * MiB end within them), then sleeps. */
 #define HFE_SPIN_S 1e-3
 
-/* A lone read of at most this many bytes, submitted to idle workers on a
- * stream that is idle too, is read before its copies are enqueued: the
- * submitting thread waits (yielding, at most HFE_SPIN_S) for the workers'
- * chunks, and the copies then need no stream wait on a flag in host memory,
- * whose latency on some machines was longer than the read (a lone 2 MiB
- * read at half the speed of one preadv and one copy). */
-#define HFE_SUBMIT_READ_MAX ((uint64_t)4 << 20)
-
 static inline double hfe_seconds_since(const struct timespec *t0)
 {
     struct timespec now;

@@ -417,12 +417,12 @@ static void abandon_from(const submission_t *sb, int failed_at)
     }
 }
 
-/* Whether a submission is a lone buffered read small enough to be read
- * before its stream side is enqueued (HFE_SUBMIT_READ_MAX). */
-static int read_first(const submission_t *sb, const uint32_t *gate)
+/* Whether a submission is a lone buffered read of at most `most` bytes,
+ * to be read before its stream side is enqueued (hfe_stage_submit). */
+static int read_first(const submission_t *sb, const uint32_t *gate, uint64_t most)
 {
     uint64_t total = 0;
-    if (sb->opcode != 0 || gate || sb->ngroups != 1)
+    if (!most || sb->opcode != 0 || gate || sb->ngroups != 1)
         return 0;
     for (int j = 0; j < sb->nchunks; j++) {
         const chunk_t *c = sb->chunks[j];
@@ -431,7 +431,7 @@ static int read_first(const submission_t *sb, const uint32_t *gate)
                 return 0;
         total += hfe__chunk_bytes(c);
     }
-    return total <= HFE_SUBMIT_READ_MAX;
+    return total <= most;
 }
 
 /* Wait (yielding, at most HFE_SPIN_S) for the workers to read every chunk
@@ -458,7 +458,7 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                      const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                      const uint64_t *complete_dev, const uint32_t *complete_value,
                      void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap,
-                     size_t inline_max, int copy_batch)
+                     size_t inline_max, size_t read_first_max, int copy_batch)
 {
     submission_t sb = {ring, rt, opcode, stream, NULL, 0, groups, ngroups, NULL,
                        complete_dev, complete_value, 0};
@@ -500,7 +500,7 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
         /* the workers' reference: the submitter keeps its own */
         hfe__release_chunk(sb.chunks[0]);
 
-    if (queue && idle && inline_max && read_first(&sb, gate))
+    if (queue && idle && read_first(&sb, gate, read_first_max))
         wait_read(&sb);
     err = enqueue_stream_side(&sb, &failed_at);
     if (err)
