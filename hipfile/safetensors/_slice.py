@@ -361,9 +361,15 @@ def _runs(full: list[_Dim], counts: list[int], shape: Sequence[int], strides: li
 
 def _run_offsets(full: list[_Dim], counts: list[int], shape: Sequence[int],
                  strides: list[int]) -> tuple[Any, int]:
-    """The runs of :func:`_runs` in elements: an int64 array of each run's
-    first element relative to the selection's first, in file order, and the
-    elements of one run."""
+    """The runs of contiguous elements of a selection with at least one
+    element: an int64 array of each run's first element relative to the
+    selection's first, in file order, and the elements of one run.
+
+    The inner dimensions taken whole, and the next one when its step is 1,
+    make one run; the dimensions outside it are enumerated, at most
+    :data:`MAX_RUNS` runs (while there would be more, the innermost
+    enumerated dimension joins the run, from its first selected index to its
+    last)."""
     import numpy as np
 
     k = len(full)

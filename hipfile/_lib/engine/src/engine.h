@@ -191,11 +191,11 @@ size_t hfe_ring_slot_size(const hfe_ring *ring);
  * holds it (RWF_NOWAIT). A lone buffered read of at most read_first bytes
  * (0: none) whose chunks go to idle workers and need no gate is read before
  * its stream side is enqueued (the calling thread yields at most 1 ms for
- * them), which then waits on no flag. copy_batch > 0: read chunks per stream wait for this
- * submission (at most half the ring's slots) instead of the ring's own
- * (hfe_ring_set_copy_batch). Returns 0, or the hipError_t of an enqueue that
- * failed (then every chunk not enqueued is abandoned, every group not
- * released gets the error -1/EIO, and its flags are set). */
+ * them), which then waits on no flag. copy_batch > 0: read chunks per
+ * stream wait for this submission (at most half the ring's slots) instead
+ * of the ring's own (hfe_ring_set_copy_batch). Returns 0, or the hipError_t
+ * of an enqueue that failed (then every chunk not enqueued is abandoned,
+ * every group not released gets the error -1/EIO, and its flags are set). */
 int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                      const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                      const uint64_t *complete_dev, const uint32_t *complete_value,
