@@ -7,7 +7,9 @@ Rows (warm page cache unless said; device memory; one caller thread; medians):
   ``fh.pread_async(..., stream).wait()`` -- beside the floor: one POSIX
   ``preadv`` into pinned memory and one host-to-device copy of the same size.
   The lone 2 MiB call also runs with each ``task_size`` of ``LONE_TASKS``
-  (``pread`` and ``pread_async``: one part per thread by default).
+  (``pread`` and ``pread_async``: one part per thread by default), and
+  ``pread_async`` with each ``engine_threads`` of ``LONE_THREADS``; the
+  engine's mechanism and staging ring per device are printed with them.
   Each case is timed ``SMALL_MIN_CALLS`` times at least, the cases taking
   turns in rounds of ``SMALL_ROUND`` calls.
 * **open/close**: ``hipfile.open(path)`` then ``close()``.
@@ -58,6 +60,8 @@ from _common import add_common_arguments, drop_page_cache, hip_check, select_pla
 SIZES = (4 << 10, 64 << 10, 2 << 20)
 #: task sizes a lone 2 MiB call is also timed with (parts of 256 KiB to the whole)
 LONE_TASKS = (256 << 10, 512 << 10, 1 << 20, 2 << 20)
+#: engine_threads of the lone 2 MiB pread_async's second sweep
+LONE_THREADS = (1, 2, 4, 8, 16)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -238,12 +242,26 @@ def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
                     subs.append(t_sub[0] - t0)
                 r["pread_async_submit"] = statistics.median(subs) * 1e6
                 rows[str(size)] = r
+            # the lone 2 MiB read by the engine's thread count (each count a
+            # setting of its own: the engine restarts its threads)
+            big_size = max(SIZES)
+            by_threads: dict[str, float] = {}
+            for t in LONE_THREADS:
+                with hipfile.defaults.set(engine_threads=t):
+                    by_threads[str(t)] = median_us(
+                        lambda: fh.pread_async(dev.buf, big_size, 0, 0, dev.stream).wait(),
+                        max(repeats, SMALL_MIN_CALLS // 2))
+        engine = {str(d): {k: v[k] for k in ("mechanism", "staging_bytes", "staging_slot_bytes",
+                                             "staging_pinned_by")}
+                  for d, v in hipfile.engine.info()["devices"].items()}
         # hipfile.open + close, bare
         oc = median_us(lambda: hipfile.open(path).close(), max(repeats, SMALL_MIN_CALLS))
     finally:
         os.close(fd)
         hip_check(hip.hipHostFree(pinned))
     out["small"] = rows
+    out["small_lone_2MiB_by_threads_us"] = by_threads
+    out["engine"] = engine
     out["open_close_us"] = oc
     print("\nsmall calls, warm, device memory (median us; x = floor / path)")
     print(f"  {'size':>8s} {'floor':>8s} {'read':>14s} {'pread':>14s} {'pread_async':>14s} "
@@ -262,6 +280,11 @@ def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
           + ", ".join(f"{t >> 10}K pread {max(SIZES) / big[f'pread_t{t >> 10}K'] / 1e3:.1f} "
                       f"pread_async {max(SIZES) / big[f'pread_async_t{t >> 10}K'] / 1e3:.1f}"
                       for t in LONE_TASKS))
+    print("  lone 2 MiB pread_async by engine_threads (GB/s): "
+          + ", ".join(f"{t} {max(SIZES) / us / 1e3:.1f}" for t, us in by_threads.items()))
+    for d, e in engine.items():
+        print(f"  engine on device {d}: {e['mechanism']}, staging {e['staging_bytes'] >> 20} MiB "
+              f"in {e['staging_slot_bytes'] >> 10} KiB slots, pinned by {e['staging_pinned_by']}")
     print(f"  hipfile.open + close: {oc:.1f} us")
 
 
