@@ -277,16 +277,27 @@ def _merged_runs(offsets: Any, run: int, isz: int, base: int) -> Any:
 
     if len(offsets) == 1:     # one run (rows): none of numpy's few-us calls on tiny arrays
         return [(base + int(offsets[0]) * isz, run * isz)]
-    starts = np.flatnonzero(np.diff(offsets) != run) + 1
-    bounds = np.concatenate(([0], starts, [len(offsets)]))
-    offsets = offsets[bounds[:-1]]
-    lengths = np.diff(bounds) * (run * isz)
-    if len(offsets) <= RUNS_AS_LIST:
-        return [(base + int(o) * isz, int(k)) for o, k in zip(offsets, lengths, strict=True)]
-    out = np.empty((len(offsets), 2), np.int64)
-    out[:, 0] = offsets * isz + base
+    begins, lengths = _joined(offsets, run * isz, isz, 0)
+    if len(begins) <= RUNS_AS_LIST:
+        return [(base + int(b), int(k)) for b, k in zip(begins, lengths, strict=True)]
+    out = np.empty((len(begins), 2), np.int64)
+    out[:, 0] = begins + base
     out[:, 1] = lengths
     return out
+
+
+def _joined(offsets: Any, run_bytes: int, isz: int, max_gap: int) -> tuple[Any, Any]:
+    """Runs of ``run_bytes`` at element ``offsets`` (ascending, at least
+    one), each run that begins at most ``max_gap`` bytes after the previous
+    one ends joined to it with the bytes between: the joined ranges' first
+    bytes (relative to element 0) and lengths, two int64 arrays."""
+    import numpy as np
+
+    begins = offsets * isz
+    cut = np.flatnonzero(np.diff(begins) > run_bytes + max_gap) + 1
+    firsts = np.concatenate(([0], cut))
+    lasts = np.concatenate((cut - 1, [len(begins) - 1]))
+    return begins[firsts], begins[lasts] + run_bytes - begins[firsts]
 
 
 def selection_key(full: list[_Dim]) -> tuple[tuple[int, int, int, bool], ...]:
@@ -345,18 +356,9 @@ def _runs(full: list[_Dim], counts: list[int], shape: Sequence[int], strides: li
     (planned with numpy: a column block of a large matrix has a run per
     row).
     """
-    import numpy as np
-
     offsets, run = _run_offsets(full, counts, shape, strides)
-    if len(offsets) == 1:
-        return [(int(offsets[0]) * isz, (int(offsets[0]) + run) * isz)]
-    begins = offsets * isz
-    gaps = begins[1:] - (begins[:-1] + run * isz)
-    cut = np.flatnonzero(gaps > DEFAULT_MAX_GAP) + 1
-    firsts = np.concatenate(([0], cut))
-    lasts = np.concatenate((cut - 1, [len(begins) - 1]))
-    return [(int(b), int(e)) for b, e in
-            zip(begins[firsts], begins[lasts] + run * isz, strict=True)]
+    begins, lengths = _joined(offsets, run * isz, isz, DEFAULT_MAX_GAP)
+    return [(int(b), int(b + k)) for b, k in zip(begins, lengths, strict=True)]
 
 
 def _run_offsets(full: list[_Dim], counts: list[int], shape: Sequence[int],
