@@ -735,3 +735,51 @@ def test_a_small_lone_read_on_an_idle_stream_is_read_first(tmp_path, stream, siz
                 assert np.array_equal(from_device(dev, size), data[:size])
         finally:
             hipfile.trim_pool()
+
+
+def test_lone_reads_of_many_threads_share_a_small_ring(tmp_path):
+    """Threads on their own streams each make lone reads of 1 to 4 MiB, the
+    size read before their copies are enqueued when the workers are idle,
+    through a ring of 4 MiB that their slots wrap around many times: while
+    one submission waits for its read, the others reserve slots and enqueue
+    theirs; every read gets its own bytes and nothing is left in flight."""
+    path = tmp_path / "lone.bin"
+    size = 24 << 20
+    data = random_file(path, size, seed=97)
+    errors: list[BaseException] = []
+    hipfile.trim_pool()
+    with hipfile.defaults.set(engine_staging_size=4 << 20, engine_task_size=512 << 10,
+                              engine_threads=3):
+        hipfile.trim_pool()
+        try:
+            with FileHandle(path) as fh:
+                def worker(k: int) -> None:
+                    s = check(hip.hipStreamCreateWithFlags(hip.hipStreamNonBlocking))
+                    rng = np.random.default_rng(k)
+                    try:
+                        with device_array(4 << 20) as dev:
+                            for _ in range(12):
+                                n = int(rng.integers(1, 5)) << 20
+                                n -= int(rng.integers(0, 2)) * 4100    # unaligned too
+                                off = int(rng.integers(0, size - n))
+                                if rng.integers(0, 2):
+                                    assert fh.pread_async(dev, n, off, 0, s).wait(timeout=60) == n
+                                else:
+                                    assert fh.pread(dev, n, off).result(timeout=60) == n
+                                got = _copy_back_on(s, dev, n)
+                                assert np.array_equal(got, data[off:off + n]), (k, n, off)
+                    except BaseException as e:
+                        errors.append(e)
+                    finally:
+                        check(hip.hipStreamDestroy(s))
+
+                threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(120)
+                assert not any(t.is_alive() for t in threads), "a thread is stuck"
+            assert not errors, errors
+            assert hipfile.engine.info()["outstanding"] == 0
+        finally:
+            hipfile.trim_pool()

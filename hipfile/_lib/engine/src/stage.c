@@ -500,6 +500,10 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
         /* the workers' reference: the submitter keeps its own */
         hfe__release_chunk(sb.chunks[0]);
 
+    /* waited for under ring->lock: on every stream, stream sides stay in
+     * sequence order, so that the copy releasing a slot is never behind one
+     * that waits for that slot's next chunk (two threads' reads on the
+     * engine's stream, each wrapping onto the other's slots, would deadlock) */
     if (queue && idle && read_first(&sb, gate, read_first_max))
         wait_read(&sb);
     err = enqueue_stream_side(&sb, &failed_at);
