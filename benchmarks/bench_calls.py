@@ -8,7 +8,8 @@ Rows (warm page cache unless said; device memory; one caller thread; medians):
   ``preadv`` into pinned memory and one host-to-device copy of the same size.
   The lone 2 MiB call also runs with each ``task_size`` of ``LONE_TASKS``
   (``pread`` and ``pread_async``: one part per thread by default), and
-  ``pread_async`` with each ``engine_threads`` of ``LONE_THREADS``; the
+  ``pread_async`` with each ``engine_threads`` of ``LONE_THREADS``, and both
+  with the read-first rule off (their copies then wait on the workers' flag); the
   engine's mechanism and staging ring per device are printed with them.
   Each case is timed ``SMALL_MIN_CALLS`` times at least, the cases taking
   turns in rounds of ``SMALL_ROUND`` calls.
@@ -232,6 +233,26 @@ def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
 
                         cases[f"pread_t{task >> 10}K"] = lone_pread
                         cases[f"pread_async_t{task >> 10}K"] = lone_async
+                    # the same calls with the read-first rule off: their copies wait
+                    # on the workers' flag in host memory (hipStreamWaitValue32)
+                    from hipfile._lib._hipfile import engine_read_first_max as first_max
+
+                    def flag_pread(size: int = size) -> None:
+                        before = first_max(0)
+                        try:
+                            fh.pread(dev.buf, size, 0).result()
+                        finally:
+                            first_max(before)
+
+                    def flag_async(size: int = size) -> None:
+                        before = first_max(0)
+                        try:
+                            fh.pread_async(dev.buf, size, 0, 0, dev.stream).wait()
+                        finally:
+                            first_max(before)
+
+                    cases["pread_flag"] = flag_pread
+                    cases["pread_async_flag"] = flag_async
                 r = medians_us(cases, max(repeats, SMALL_MIN_CALLS))
                 # the time pread_async takes to return (the rest is the wait)
                 subs = []
@@ -280,6 +301,11 @@ def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
           + ", ".join(f"{t >> 10}K pread {max(SIZES) / big[f'pread_t{t >> 10}K'] / 1e3:.1f} "
                       f"pread_async {max(SIZES) / big[f'pread_async_t{t >> 10}K'] / 1e3:.1f}"
                       for t in LONE_TASKS))
+    print(f"  lone 2 MiB, read first (default) / stream waits on the workers' flag (GB/s): "
+          f"pread {max(SIZES) / big['pread'] / 1e3:.1f} / "
+          f"{max(SIZES) / big['pread_flag'] / 1e3:.1f}, pread_async "
+          f"{max(SIZES) / big['pread_async'] / 1e3:.1f} / "
+          f"{max(SIZES) / big['pread_async_flag'] / 1e3:.1f}")
     print("  lone 2 MiB pread_async by engine_threads (GB/s): "
           + ", ".join(f"{t} {max(SIZES) / us / 1e3:.1f}" for t, us in by_threads.items()))
     for d, e in engine.items():

@@ -114,6 +114,7 @@ from hipfile._lib.engine.ops import (
 )
 from hipfile._lib.engine.submit import (
     engine_prepare,
+    engine_read_first_max,
     engine_submit,
     engine_submit_files,
     engine_transfer,
@@ -175,6 +176,7 @@ __all__ = [
     "engine_inject_faults",
     "engine_mechanism",
     "engine_prepare",
+    "engine_read_first_max",
     "engine_settings",
     "engine_shutdown",
     "engine_submit",

@@ -733,6 +733,16 @@ def test_a_small_lone_read_on_an_idle_stream_is_read_first(tmp_path, stream, siz
                 assert h.wait(timeout=60) == size
                 assert _stream_waits() - waits >= 1        # a busy stream: the same
                 assert np.array_equal(from_device(dev, size), data[:size])
+                before = _hipfile.engine_read_first_max(0)   # the rule off (benchmarks)
+                try:
+                    waits = _stream_waits()
+                    assert fh.pread_async(dev, size, 0, 0, stream).wait(timeout=60) == size
+                    assert _stream_waits() - waits >= 1
+                finally:
+                    assert _hipfile.engine_read_first_max(before) == 0
+                with pytest.raises(ValueError):
+                    _hipfile.engine_read_first_max(-1)
+                assert _hipfile.engine_read_first_max() == before == 4 << 20
         finally:
             hipfile.trim_pool()
 

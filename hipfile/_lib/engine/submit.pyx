@@ -55,6 +55,20 @@ cdef size_t INLINE_MAX = 256 << 10
 cdef size_t READ_FIRST_MAX = 4 << 20
 
 
+def engine_read_first_max(n=None):
+    """Test and benchmark hook: the largest lone read that is read before
+    its copies are enqueued (bytes; 0: none), set to ``n`` when given.
+    Returns the bound before the call. Raises :class:`ValueError` for a
+    negative ``n``."""
+    global READ_FIRST_MAX
+    cdef size_t before = READ_FIRST_MAX
+    if n is not None:
+        if n < 0:
+            raise ValueError(f"read-first bound must be >= 0 bytes, not {n}")
+        READ_FIRST_MAX = <size_t>n
+    return before
+
+
 def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, task_size=None,
                   int fd=-1, bint ordered=True, bint grouped=False, bint prefetch=False):
     """Submit stream-ordered ranges ``(size, file_offset, buffer_offset)`` of
