@@ -237,22 +237,17 @@ def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
                     # on the workers' flag in host memory (hipStreamWaitValue32)
                     from hipfile._lib._hipfile import engine_read_first_max as first_max
 
-                    def flag_pread(size: int = size) -> None:
-                        before = first_max(0)
-                        try:
-                            fh.pread(dev.buf, size, 0).result()
-                        finally:
-                            first_max(before)
+                    def rule_off(call: Callable[[], object]) -> Callable[[], None]:
+                        def run() -> None:
+                            before = first_max(0)
+                            try:
+                                call()
+                            finally:
+                                first_max(before)
+                        return run
 
-                    def flag_async(size: int = size) -> None:
-                        before = first_max(0)
-                        try:
-                            fh.pread_async(dev.buf, size, 0, 0, dev.stream).wait()
-                        finally:
-                            first_max(before)
-
-                    cases["pread_flag"] = flag_pread
-                    cases["pread_async_flag"] = flag_async
+                    cases["pread_flag"] = rule_off(pread)
+                    cases["pread_async_flag"] = rule_off(pread_async)
                 r = medians_us(cases, max(repeats, SMALL_MIN_CALLS))
                 # the time pread_async takes to return (the rest is the wait)
                 subs = []

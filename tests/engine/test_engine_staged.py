@@ -750,9 +750,11 @@ def test_a_small_lone_read_on_an_idle_stream_is_read_first(tmp_path, stream, siz
 def test_lone_reads_of_many_threads_share_a_small_ring(tmp_path):
     """Threads on their own streams each make lone reads of 1 to 4 MiB, the
     size read before their copies are enqueued when the workers are idle,
-    through a ring of 4 MiB that their slots wrap around many times: while
-    one submission waits for its read, the others reserve slots and enqueue
-    theirs; every read gets its own bytes and nothing is left in flight."""
+    ``pread`` (the engine's one stream, shared by the threads) and
+    ``pread_async``, through a ring of 4 MiB that their slots wrap around
+    many times: none waits for another forever (a read-first wait that let
+    other submissions enqueue their stream sides meanwhile deadlocks here),
+    every read gets its own bytes and nothing is left in flight."""
     path = tmp_path / "lone.bin"
     size = 24 << 20
     data = random_file(path, size, seed=97)
