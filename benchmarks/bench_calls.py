@@ -289,20 +289,22 @@ def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
         print(f"  {size:>8d} {r['floor']:8.1f} " + " ".join(f"{c:>14s}" for c in cells)
               + f" {r['pread_async_submit']:9.1f}")
     big = rows[str(max(SIZES))]
-    print(f"  2 MiB as GB/s: floor {max(SIZES) / big['floor'] / 1e3:.1f}, read "
-          f"{max(SIZES) / big['read'] / 1e3:.1f}, pread {max(SIZES) / big['pread'] / 1e3:.1f}, "
-          f"pread_async {max(SIZES) / big['pread_async'] / 1e3:.1f}")
+
+    def gbs(us: float) -> str:
+        """The 2 MiB call's speed for a median of ``us`` microseconds."""
+        return f"{max(SIZES) / us / 1e3:.1f}"
+
+    print(f"  2 MiB as GB/s: floor {gbs(big['floor'])}, read {gbs(big['read'])}, "
+          f"pread {gbs(big['pread'])}, pread_async {gbs(big['pread_async'])}")
     print("  lone 2 MiB by task_size (GB/s): "
-          + ", ".join(f"{t >> 10}K pread {max(SIZES) / big[f'pread_t{t >> 10}K'] / 1e3:.1f} "
-                      f"pread_async {max(SIZES) / big[f'pread_async_t{t >> 10}K'] / 1e3:.1f}"
+          + ", ".join(f"{t >> 10}K pread {gbs(big[f'pread_t{t >> 10}K'])} "
+                      f"pread_async {gbs(big[f'pread_async_t{t >> 10}K'])}"
                       for t in LONE_TASKS))
     print(f"  lone 2 MiB, read first (default) / stream waits on the workers' flag (GB/s): "
-          f"pread {max(SIZES) / big['pread'] / 1e3:.1f} / "
-          f"{max(SIZES) / big['pread_flag'] / 1e3:.1f}, pread_async "
-          f"{max(SIZES) / big['pread_async'] / 1e3:.1f} / "
-          f"{max(SIZES) / big['pread_async_flag'] / 1e3:.1f}")
+          f"pread {gbs(big['pread'])} / {gbs(big['pread_flag'])}, "
+          f"pread_async {gbs(big['pread_async'])} / {gbs(big['pread_async_flag'])}")
     print("  lone 2 MiB pread_async by engine_threads (GB/s): "
-          + ", ".join(f"{t} {max(SIZES) / us / 1e3:.1f}" for t, us in by_threads.items()))
+          + ", ".join(f"{t} {gbs(us)}" for t, us in by_threads.items()))
     for d, e in engine.items():
         print(f"  engine on device {d}: {e['mechanism']}, staging {e['staging_bytes'] >> 20} MiB "
               f"in {e['staging_slot_bytes'] >> 10} KiB slots, pinned by {e['staging_pinned_by']}")
