@@ -115,6 +115,7 @@ from hipfile._lib.engine.ops import (
 from hipfile._lib.engine.submit import (
     engine_prepare,
     engine_read_first_max,
+    engine_read_here,
     engine_submit,
     engine_submit_files,
     engine_transfer,
@@ -177,6 +178,7 @@ __all__ = [
     "engine_mechanism",
     "engine_prepare",
     "engine_read_first_max",
+    "engine_read_here",
     "engine_settings",
     "engine_shutdown",
     "engine_submit",

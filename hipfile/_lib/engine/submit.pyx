@@ -38,13 +38,21 @@ cdef void *_get_io(int opcode) except NULL:
     return <void *>p_hipFileWrite if p_hipFileWrite != NULL else bind(b"hipFileWrite")
 
 
-# A lone read chunk of at most this many bytes that the page cache holds is
-# read by the submitting thread (no hand-off to a worker): about the bytes
-# one thread copies from the page cache in the time a hand-off takes.
+# A lone read of at most this many bytes (one operation, its stream idle)
+# that the page cache holds is read by the submitting thread (no hand-off
+# to a worker): about the bytes one thread copies from the page cache in
+# the time a hand-off takes. A read ahead (ordered=False, no prefetch)
+# returns at once past it; reads the caller waits for are read here up to
+# READ_FIRST_MAX.
 cdef size_t INLINE_MAX = 256 << 10
 
 # A lone buffered read of at most this many bytes on the caller's stream,
-# found idle, with idle workers, is read before its copies are enqueued:
+# found idle, is read by the submitting thread where the page cache holds
+# it, chunk by chunk (a lone range is cut over the threads: lone_range_task),
+# each chunk's copy enqueued as soon as its bytes are in, so that it runs
+# while the next chunk is read (one preadv and one copy, overlapped).
+# Where the page cache does not hold it and the workers are idle, it is
+# read before its copies are enqueued:
 # the submitting thread waits (yielding, at most 1 ms) for the workers'
 # chunks, and the copies then wait on no flag in host memory, whose latency
 # on some machines was longer than the read (a lone 2 MiB read at half the
@@ -53,6 +61,21 @@ cdef size_t INLINE_MAX = 256 << 10
 # pread (the engine's stream, prefetch) is waited for at once, so it is read
 # first too.
 cdef size_t READ_FIRST_MAX = 4 << 20
+
+
+cdef bint READ_HERE = 1
+
+
+def engine_read_here(on=None):
+    """Test and benchmark hook: whether a lone read the caller waits for is
+    read by the submitting thread up to ``READ_FIRST_MAX`` bytes (else up to
+    ``INLINE_MAX``, the bound of a read ahead), set to ``on`` when given.
+    Returns the setting before the call."""
+    global READ_HERE
+    cdef bint before = READ_HERE
+    if on is not None:
+        READ_HERE = bool(on)
+    return before
 
 
 def engine_read_first_max(n=None):
@@ -376,6 +399,10 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
     cdef int rc = 0
     cdef bint idle = 0
     cdef int batch = lone_range_batch(opcode, n, checked[0].len if n else 0, task)
+    # a read the caller waits for, alone on its idle stream: read here up to
+    # READ_FIRST_MAX bytes; a read ahead up to INLINE_MAX (it returns at once)
+    cdef size_t lone_max = max(INLINE_MAX, READ_FIRST_MAX) \
+        if READ_HERE and (ordered or prefetch) else INLINE_MAX
     try:
         if opcode == 0:
             gflag = _staged_gate(sh, prefetch, &idle)
@@ -392,8 +419,8 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
         with nogil:
             rc = eng.stage_submit(ring.ring, &rt, opcode, fd, plan.pieces, n, plan.groups,
                                   plan.ng, plan.cdev, plan.cval, <void *>target, gate, gvalue,
-                                  task, INLINE_MAX,
-                                  READ_FIRST_MAX if ordered or prefetch else 0, batch)
+                                  task, lone_max, READ_FIRST_MAX if ordered or prefetch else 0,
+                                  batch)
         if rc < 0:
             raise OSError(-rc, f"the stream engine refused the submission: {os.strerror(-rc)}")
     except BaseException:

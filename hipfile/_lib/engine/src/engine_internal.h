@@ -154,6 +154,9 @@ uint64_t hfe__chunk_bytes(const chunk_t *c);
 /* The submitting thread reads a small read chunk the page cache holds
  * (RWF_NOWAIT); 1 when it did, 0 when the workers must. */
 int hfe__try_inline_read(chunk_t *c);
+/* The submitting thread reads a read chunk (blocking: the page cache need
+ * not hold it), its slot free; the bytes not read are zeroed. */
+void hfe__read_chunk_here(chunk_t *c);
 /* Whether `d`, queued right after `c`, continues c's O_DIRECT read in the
  * file and in the ring (hfe_ring_set_direct_slots). */
 int hfe__direct_follows(const chunk_t *c, const chunk_t *d);

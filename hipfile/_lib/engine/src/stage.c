@@ -454,6 +454,91 @@ static void wait_read(const submission_t *sb)
         sb->chunks[j]->inline_read = 1;
 }
 
+/* Whether a submission is a lone buffered read (one group, its stream
+ * idle: no gate) of at most `most` bytes: one the submitting thread reads
+ * itself where the page cache holds it (read_here). */
+static int lone_read(const hfe_piece *pieces, int npieces, int ngroups, int opcode,
+                     const uint32_t *gate, uint64_t most)
+{
+    uint64_t total = 0;
+    if (!most || opcode != 0 || gate || ngroups != 1 || npieces <= 0)
+        return 0;
+    for (int i = 0; i < npieces; i++) {
+        if (pieces[i].fd >= 0 && pieces[i].fd_alt >= 0)
+            return 0;      /* O_DIRECT: the disk, not the page cache */
+        total += pieces[i].len;
+    }
+    return total > 0 && total <= most;
+}
+
+/* Whether every chunk's slot is free now (the copy of its last use has
+ * handed it back): the submitting thread never waits for a stream. */
+static int slots_free(const submission_t *sb)
+{
+    const hfe_ring *r = sb->ring;
+    for (int j = 0; j < sb->nchunks; j++) {
+        const chunk_t *c = sb->chunks[j];
+        if (!reached(r->flags + r->nslots + c->slot, c->gen - 1))
+            return 0;
+    }
+    return 1;
+}
+
+/* The submitting thread reads a lone read's chunks in order, the first
+ * read already (hfe__try_inline_read): each chunk's stream side (its
+ * copies and the slot handed back, no wait) is enqueued as soon as its
+ * bytes are in, so that the copy runs while the next chunk is read, as
+ * one preadv and one copy would go, overlapped. A chunk the page cache no
+ * longer holds is read here all the same (blocking: its slot is free).
+ * Under ring->lock, the group counted outstanding. Returns the hipError_t
+ * of a failed enqueue, with the first chunk not released in *failed_at. */
+static int read_here(const submission_t *sb, int *failed_at)
+{
+    int j, err = 0;
+    for (j = 0; j < sb->nchunks; j++) {
+        chunk_t *c = sb->chunks[j];
+        if (j > 0 && !hfe__try_inline_read(c))
+            hfe__read_chunk_here(c);
+        err = hfe__enqueue_chunk(sb->rt, sb->stream, c);
+        if (!err && j == sb->last_chunk[0] && sb->complete_dev[0])
+            err = complete_group(sb, sb->stream, 0);
+        if (err) {
+            *failed_at = j;
+            return err;
+        }
+        hfe__release_chunk(c);   /* the workers' reference: the submitter keeps its own */
+    }
+    return 0;
+}
+
+/* The rest of hfe_stage_submit for a lone read whose first chunk the
+ * submitting thread has read (under ring->lock, which it releases). */
+static int lone_submit(submission_t *sb, hfe_ring *ring)
+{
+    int j, err, failed_at = -1;
+    if (hfe__queue_chunks(NULL, NULL, sb->ngroups, NULL)) {
+        pthread_mutex_unlock(&ring->lock);
+        drop_references(sb);
+        free(sb->chunks);
+        free(sb->last_chunk);
+        return -ESHUTDOWN;
+    }
+    ring->next += (uint64_t)sb->nchunks;
+    err = read_here(sb, &failed_at);
+    if (err) {
+        abandon_from(sb, failed_at);
+        for (j = failed_at; j < sb->nchunks; j++)
+            hfe__release_chunk(sb->chunks[j]);   /* no worker has them */
+    }
+    pthread_mutex_unlock(&ring->lock);
+    for (j = 0; j < sb->nchunks; j++)
+        hfe__chunk_decref(sb->chunks[j]);
+    hfe__group_account(sb->groups[0], 0);   /* the submitter's hold */
+    free(sb->chunks);
+    free(sb->last_chunk);
+    return err;
+}
+
 int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
                      const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
                      const uint64_t *complete_dev, const uint32_t *complete_value,
@@ -468,6 +553,7 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
         return -ENOMEM;
     if (chunk_cap == 0 || chunk_cap > ring->slot_size)
         chunk_cap = ring->slot_size;
+    int lone = lone_read(pieces, npieces, ngroups, opcode, gate, inline_max);
     for (i = 0; i < ngroups; i++)
         sb.last_chunk[i] = -1;
     if (plan(pieces, npieces, groups, chunk_cap, opcode, fd, &sb.chunks, &sb.nchunks,
@@ -480,6 +566,8 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
     pthread_mutex_lock(&ring->lock);
     sb.copy_batch = copy_batch <= 0 ? ring->copy_batch : batch_bound(ring, copy_batch);
     reserve_slots(&sb, gate, gate_value);
+    if (lone && sb.nchunks && slots_free(&sb) && hfe__try_inline_read(sb.chunks[0]))
+        return lone_submit(&sb, ring);
     /* a lone small read chunk that the page cache holds: read here */
     int inline_done = sb.nchunks == 1 && opcode == 0 && !gate && inline_max &&
                       sb.chunks[0]->nruns && hfe__chunk_bytes(sb.chunks[0]) <= inline_max &&

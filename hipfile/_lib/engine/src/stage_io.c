@@ -219,6 +219,12 @@ static void run_chunk_io(chunk_t *c, char *slot, int abandoned)
     }
 }
 
+void hfe__read_chunk_here(chunk_t *c)
+{
+    run_chunk_io(c, hfe__slot(c), 0);
+    c->inline_read = 1;
+}
+
 /* After a chunk's file calls: release the slot's other side, account the
  * runs to their groups and drop the chunk's references. */
 void hfe__release_chunk(chunk_t *c)
