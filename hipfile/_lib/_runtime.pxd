@@ -105,6 +105,9 @@ cdef bint exiting
 cdef unsigned long c_driver_epoch
 cdef int raise_forked(str what) except -1
 cdef void note_driver_close()
+ctypedef int (*driver_close_fn)() except -1
+# run before hipFileDriverClose (the engine stops threads that called hipFile)
+cdef driver_close_fn driver_close_hook
 
 # The names every handle of an operation in flight answers besides wait()
 # (see hipfile.Completion); the compiled handles derive from it.

@@ -655,6 +655,8 @@ cdef void note_driver_close():
 def driver_close():
     """Wraps ``hipFileDriverClose``; a close that brings the driver's count
     to 0 starts a new driver epoch (every registration counts as gone)."""
+    if driver_close_hook != NULL:
+        driver_close_hook()
     _driver_close()
     note_driver_close()
 

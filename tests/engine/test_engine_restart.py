@@ -109,3 +109,39 @@ def test_settings_trims_and_restarts_between_submissions(drv, settings_restored,
                 hipfile.defaults.set(engine_threads=rng.choice(THREADS),
                                      engine_task_size=rng.choice(TASKS))
         _idle()
+
+
+def _worker_read(path: Path, dev: object, stream: object, data: np.ndarray) -> None:
+    """A read on the engine's worker path (its threads call hipFileRead)."""
+    with hipfile.defaults.set(engine_data_path="hipfile"), FileHandle(path) as fh:
+        assert fh.pread_async(dev, N, 0, 0, stream).wait(timeout=30) == N
+    assert np.array_equal(from_device(dev, N), data)
+
+
+def test_threads_that_called_hipfile_stop_before_the_driver_closes(settings_restored,
+                                                                   tmp_path: Path,
+                                                                   nb_stream) -> None:
+    """A thread that called hipFile must not exit after the driver closed
+    (cuFile frees its per-thread state then: a heap corruption at the next
+    submission on a GPU): closing the driver stops the engine's threads if
+    one of them called hipFile, and the next submission starts new ones.
+    Threads that only read through the staging ring are left running."""
+    data = random_bytes(N, seed=11)
+    path = tmp_path / "in.bin"
+    data.tofile(path)
+    with device_array(N) as dev:
+        for threads in (3, 5, 2, 4):
+            hipfile.defaults.set(engine_threads=threads)
+            with hipfile.Driver():
+                _worker_read(path, dev, nb_stream, data)
+                assert hipfile.engine.info()["threads"] == threads
+            assert hipfile.engine.info()["threads"] == 0, "a thread that called hipFile outlived " \
+                                                          "the driver"
+        # the staged path (POSIX calls on the ring) keeps its threads
+        with hipfile.Driver(), FileHandle(path) as fh:
+            assert fh.pread_async(dev, N, 0, 0, nb_stream).wait(timeout=30) == N
+            running = hipfile.engine.info()["threads"]
+            assert running > 0
+        if hipfile.engine.mechanism() == "stream-memory-operations":
+            assert hipfile.engine.info()["threads"] == running
+        _worker_read(path, dev, nb_stream, data)      # the threads start again

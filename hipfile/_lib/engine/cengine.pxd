@@ -13,6 +13,8 @@ cdef extern from "engine.h" nogil:
     ctypedef int (*hfe_set_device_fn)(int) noexcept nogil
     int hfe_start(int nthreads, hfe_set_device_fn set_device)
     int hfe_stop(double timeout_s)
+    int hfe_retire_library_threads(double timeout_s)
+    int hfe_called_library()
     int hfe_threads()
     long hfe_outstanding()
     hfe_op *hfe_op_new(int opcode, hfe_io_fn fn, void *fh, void *base, size_t size,
@@ -76,6 +78,8 @@ cdef extern from "engine.h" nogil:
 ctypedef struct EngineC:
     int (*start)(int nthreads, hfe_set_device_fn set_device) noexcept nogil
     int (*stop)(double timeout_s) noexcept nogil
+    int (*retire_library_threads)(double timeout_s) noexcept nogil
+    int (*called_library)() noexcept nogil
     int (*threads)() noexcept nogil
     long (*outstanding)() noexcept nogil
     hfe_op *(*op_new)(int opcode, hfe_io_fn fn, void *fh, void *base, size_t size,

@@ -15,6 +15,8 @@ cdef extern from *:
 
 eng.start = hfe_start
 eng.stop = hfe_stop
+eng.retire_library_threads = hfe_retire_library_threads
+eng.called_library = hfe_called_library
 eng.threads = hfe_threads
 eng.outstanding = hfe_outstanding
 eng.op_new = hfe_op_new

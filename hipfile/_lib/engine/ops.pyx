@@ -50,7 +50,7 @@ from hipfile._lib._runtime cimport (
 from hipfile._lib._wait cimport c_as_timeout
 from hipfile._lib._runtime import on_device, on_fork_child
 
-from hipfile._lib cimport _core, _pool
+from hipfile._lib cimport _core, _pool, _runtime
 
 cdef bint _eng_atexit = 0
 
@@ -371,5 +371,18 @@ def _after_fork_in_child():
 
 
 on_fork_child(_after_fork_in_child)
+cdef int eng_before_driver_close() except -1:
+    """Stop the engine's threads if one of them called hipFile (the worker
+    path: hipFileRead/hipFileWrite), before hipFileDriverClose: a thread
+    that called the library must not exit after its driver closed (cuFile
+    frees its per-thread state at the thread's exit into a driver that is
+    gone: a heap corruption at the next submission). Nothing stops while an
+    operation is outstanding; the next submission starts new threads."""
+    with nogil:
+        eng.retire_library_threads(0.0)
+    return 0
+
+
 _core.held_sweep_hook = eng_sweep
 _pool.trim_hook = eng_trim
+_runtime.driver_close_hook = eng_before_driver_close

@@ -35,6 +35,7 @@ static gate_t *gates;
 static long outstanding;      /* submitted, not finished (under lock) */
 static int draining;          /* a stop waits for the outstanding operations */
 static int stopping;          /* the threads exit */
+static int called_library;    /* a worker has called hipFile (op->fn) since it started */
 static int nthreads;          /* workers running */
 static pthread_t *workers;
 static pthread_t gate_thread;
@@ -266,6 +267,7 @@ static void run_chunk(hfe_op *op, size_t off, size_t len)
             if (set_device_fn(op->device) == 0)
                 thread_device = op->device;
         }
+        __atomic_store_n(&called_library, 1, __ATOMIC_RELAXED);
         if (op->nspans)
             done = run_spans(op, off, len);
         else
@@ -425,6 +427,7 @@ void hfe_after_fork_child(void)
     nthreads = 0;
     workers = NULL;
     gate_running = 0;
+    called_library = 0;
     thread_device = -1;
 }
 
@@ -523,6 +526,28 @@ static int join_all(double timeout_s)
 }
 
 int hfe_stop(double timeout_s) { return join_all(timeout_s); }
+
+/* Threads that called hipFile keep the library's per-thread state until
+ * they exit; a thread that exits after the driver closed frees that state
+ * into a library that has torn down what it points to (cuFile 1.15: heap
+ * corruption at the next submission, or a crash in hipFileDriverClose).
+ * So before the driver closes, such threads are stopped (the next
+ * submission starts new ones). Returns ETIMEDOUT when operations were
+ * still outstanding after `timeout_s` (nothing stopped), else 0. */
+int hfe_retire_library_threads(double timeout_s)
+{
+    pthread_mutex_lock(&lock);
+    int busy = nthreads && __atomic_load_n(&called_library, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&lock);
+    if (!busy)
+        return 0;
+    int rc = join_all(timeout_s);
+    if (!rc)
+        __atomic_store_n(&called_library, 0, __ATOMIC_RELAXED);
+    return rc;
+}
+
+int hfe_called_library(void) { return __atomic_load_n(&called_library, __ATOMIC_RELAXED); }
 
 int hfe_threads(void)
 {

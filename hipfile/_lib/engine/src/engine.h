@@ -44,6 +44,13 @@ int hfe_start(int nthreads, hfe_set_device_fn set_device);
  * most timeout_s seconds (< 0: no limit). Returns 0, or ETIMEDOUT when
  * operations were still outstanding (the threads are then left running). */
 int hfe_stop(double timeout_s);
+/* Stop the threads if one of them has called hipFile since they started
+ * (before the driver closes: such a thread must not exit after it), once
+ * nothing is outstanding, waiting at most timeout_s seconds. Returns 0, or
+ * ETIMEDOUT (the threads are then left running). */
+int hfe_retire_library_threads(double timeout_s);
+/* Whether a thread running now has called hipFile. */
+int hfe_called_library(void);
 int hfe_threads(void);
 /* Operations submitted and not yet finished. */
 long hfe_outstanding(void);
