@@ -127,8 +127,13 @@ def pwrite_async_gather(buffer: Any, ranges: Iterable[FileRange], stream: Any = 
 
     Raises
     ------
-    TypeError, ValueError, ClosedFileError, HandleNotRegisteredError, NotImplementedError
+    TypeError, ClosedFileError, HandleNotRegisteredError, NotImplementedError
         As :func:`pread_async_scatter`.
+    ValueError
+        As :func:`pread_async_scatter`, or a file is an append handle
+        (:attr:`FileHandle.appends <hipfile.FileHandle.appends>`), whose
+        writes go to the end of the file, not to the ranges' offsets
+        (nothing is submitted).
     OSError
         ``EBADF``: a file was not opened for writing.
 

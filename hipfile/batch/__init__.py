@@ -48,7 +48,7 @@ from hipfile.batch._event import (
     _set_up,
     _Submission,
 )
-from hipfile.batch._ranges import batch_read, batch_write
+from hipfile.batch._ranges import batch_read, batch_write, refuse_append_writes
 from hipfile.enums import BatchMode, Opcode, OpError, Status
 from hipfile.errors import (
     BatchFullError,
@@ -154,11 +154,8 @@ class BatchIO(ClosesWhenCollected):
         if not isinstance(fh, FileCore):
             raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
         fh._check_registered()
-        if opcode == Opcode.WRITE and getattr(fh, "_appends", False):
-            raise ValueError(
-                f"batch writes go to explicit file offsets, and this handle appends (mode "
-                f"{getattr(fh, 'mode', 'a')!r}); append with FileHandle.write or pwrite "
-                f"(file_offset left out), or open the file with 'r+' to write in a batch")
+        if opcode == Opcode.WRITE:
+            refuse_append_writes(fh)
         ptr, _, owner, size, file_offset, buffer_offset = io_range(
             buffer, size, file_offset, buffer_offset)
         if size > _MAX_ENTRY:

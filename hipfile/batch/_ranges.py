@@ -288,6 +288,17 @@ class _Run:
 
 
 
+def refuse_append_writes(fh: Any) -> None:
+    """Raise ValueError when ``fh`` is an append handle
+    (:attr:`FileHandle.appends`): batch writes go to the offsets they name,
+    which such a handle does not take (nothing is submitted)."""
+    if getattr(fh, "_appends", False):
+        raise ValueError(
+            f"batch writes go to explicit file offsets, and this handle appends (mode "
+            f"{getattr(fh, 'mode', 'a')!r}); append with FileHandle.write or pwrite "
+            f"(file_offset left out), or open the file with 'r+' to write in a batch")
+
+
 def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
                  ranges: Iterable[tuple[int | None, int, int]], batch_size: int | None,
                  timeout: float | None, in_flight: int | None) -> list[int]:
@@ -296,6 +307,8 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
     if not isinstance(fh, FileCore):
         raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
     fh._check_registered()
+    if opcode == Opcode.WRITE:
+        refuse_append_writes(fh)
     if batch_size is None:
         per_batch = defaults.batch_max_entries()
     else:
@@ -412,6 +425,13 @@ def batch_write(fh: Any, buffer: Any, ranges: Iterable[tuple[int | None, int, in
 
     A short write is submitted again for the rest; an entry that writes 0
     bytes fails with :class:`OSError` (``EIO``).
+
+    Raises
+    ------
+    ValueError
+        As :func:`batch_read`, or ``fh`` is an append handle
+        (:attr:`FileHandle.appends`), whose writes go to the end of the
+        file rather than to the offsets of ``ranges`` (nothing is written).
 
     See Also
     --------

@@ -24,6 +24,12 @@ from hipfile.file._args import (
     parse_mode,
     raise_if_read_only,
 )
+from hipfile.file._kinds import (
+    check_descriptor,
+    check_path,
+    claim_descriptor,
+    release_descriptor,
+)
 from hipfile.file._stream_io import StreamOrderedIO
 from hipfile.file._transfer import host_transfer, transfer
 
@@ -117,7 +123,15 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
                 handle_type: FileHandleType = FileHandleType.OPAQUE_FD) -> FileHandle:
         """Register a caller-owned file descriptor; returns an open handle.
 
-        ``close()`` deregisters it and leaves the descriptor open.
+        ``close()`` deregisters it and leaves the descriptor open. The
+        descriptor is refused as :meth:`open` says (a pipe, socket or
+        character device; ``O_APPEND`` or ``O_PATH`` in its flags; one that
+        another open handle wraps).
+
+        Raises
+        ------
+        IsADirectoryError, HipFileException, HandleAlreadyRegisteredError, OSError
+            As :meth:`open`; the descriptor is left open.
         """
         fh = cls(None, os.O_RDONLY, handle_type=handle_type, fd=fd)
         fh.open()
@@ -216,13 +230,27 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         not here: a process that moves its bytes with the stream-ordered
         engine or the safetensors loader never waits for the driver.
 
+        What hipFile's registration refuses is refused here, with its code,
+        so that no path (the engine's and the POSIX ones included) moves a
+        byte of such a file: see the exceptions below.
+
         Raises
         ------
         IsADirectoryError
             The path, or the descriptor given to :meth:`from_fd`, is a
             directory.
+        HipFileException
+            ``INVALID_FILE_TYPE`` (5018): a pipe, FIFO, socket or character
+            device (checked before a path is opened, so a FIFO never
+            blocks). ``INVALID_FILE_OPEN_FLAG`` (5019): a descriptor given
+            to :meth:`from_fd` opened with ``O_APPEND`` or ``O_PATH``
+            (open the path with mode ``"a"`` for an append handle).
+        HandleAlreadyRegisteredError
+            The descriptor given to :meth:`from_fd` is wrapped by another
+            open handle (``HANDLE_ALREADY_REGISTERED``, 5028, as hipFile
+            answers a second registration; wrap an ``os.dup`` of it).
         OSError
-            ``os.open`` failed.
+            ``os.open`` failed, or the given descriptor is not open.
 
         See Also
         --------
@@ -232,16 +260,15 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
             return self
         if self._owns_fd:
             assert self._path is not None
+            check_path(self._path)
             fd = os.open(self._path, self._flags & ~os.O_APPEND, self._mode)
         else:
             assert self._given_fd is not None
             fd = self._given_fd
         try:
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                # hipFile would refuse it with hipFileInvalidFile (5018)
-                where = self._path if self._path is not None else f"<fd {fd}>"
-                raise IsADirectoryError(errno.EISDIR, "Is a directory: hipfile opens files",
-                                        os.fspath(where) if self._path is not None else where)
+            # what hipFile's registration refuses, refused before any path moves a byte
+            check_descriptor(fd, self._path, not self._owns_fd)
+            claim_descriptor(fd, self)
         except BaseException:
             if self._owns_fd:
                 os.close(fd)
@@ -368,6 +395,7 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
             _hipfile.handle_deregister(handle)
         if self._fd is not None:
             fd, self._fd = self._fd, None
+            release_descriptor(fd, self)
             if self._owns_fd:
                 os.close(fd)
         twin, self._buffered_fd = self._buffered_fd, None

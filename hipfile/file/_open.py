@@ -70,7 +70,9 @@ def open(
     OSError
         ``os.open`` failed (e.g. ``FileNotFoundError`` for ``"r"``).
     HipFileException
-        Registration failed.
+        ``path`` is a FIFO, socket or character device, which hipFile
+        refuses (``INVALID_FILE_TYPE``, 5018; see
+        :meth:`FileHandle.open`).
 
     Warns
     -----

@@ -152,9 +152,10 @@ cdef tuple entry_files(entries):
 
 cdef tuple enter_files(list files, int opcode, list entered):
     """Check each file of a many-file operation (open, current, a POSIX
-    descriptor open for the operation) and count it as entering (appended
-    to ``entered``; the first is counted by the preamble); returns each
-    file's descriptor and, for a read, where its reads stop."""
+    descriptor open for the operation, for a write no append handle) and
+    count it as entering (appended to ``entered``; the first is counted by
+    the preamble); returns each file's descriptor and, for a read, where
+    its reads stop."""
     import fcntl
 
     cdef FileCore f
@@ -178,6 +179,14 @@ cdef tuple enter_files(list files, int opcode, list entered):
         if opcode == 1 and acc == os.O_RDONLY:
             raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
                           "with 'r+' or 'w' to write", getattr(fo, "path", None))
+        if opcode == 1 and f._appends:
+            # as FileHandle.pwrite_async_gather: an append handle's writes go
+            # to the end of the file, never to the offsets of the ranges
+            raise ValueError(
+                f"pwrite_async_gather writes at explicit file offsets, and the file "
+                f"{getattr(fo, 'path', None)!r} is an append handle (mode "
+                f"{getattr(fo, 'mode', 'a')!r}); append with its pwrite_async (file_offset "
+                f"left out), or open the file with 'r+' to write ranges")
         file_fds.append(fd)
         file_ends.append(file_end(f, fd) if opcode == 0 else -1)
     return file_fds, file_ends
