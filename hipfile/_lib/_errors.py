@@ -316,11 +316,27 @@ def error_name(code: int) -> str:
         return f"hipError_t {code}"
 
 
+#: The functions a hipFile release may export without implementing them
+#: (they answer hipFileInternalError, 5030, whatever the arguments): the
+#: driver's properties and setters, the configuration parameters and the
+#: batch calls after submission. Any other function that answers 5030 failed.
+DECLARED_ONLY = frozenset({
+    "hipFileDriverGetProperties", "hipFileDriverSetPollMode",
+    "hipFileDriverSetMaxDirectIOSize", "hipFileDriverSetMaxCacheSize",
+    "hipFileDriverSetMaxPinnedMemSize", "hipFileGetParameterSizeT",
+    "hipFileGetParameterBool", "hipFileGetParameterString", "hipFileSetParameterSizeT",
+    "hipFileSetParameterBool", "hipFileSetParameterString", "hipFileBatchIOGetStatus",
+    "hipFileBatchIOCancel", "hipFileBatchIODestroy",
+})
+
+
 def exception_for(hipfile_err: int, hip_err: int = 0, func: str | None = None,
                   detail: str = "") -> HipFileException:
-    """The exception instance for a hipFile status (not raised)."""
+    """The exception instance for a hipFile status (not raised). An
+    ``INTERNAL_ERROR`` of a function in :data:`DECLARED_ONLY` says that the
+    library may not implement it."""
     cls = _BY_CODE.get(int(hipfile_err), HipFileException)
-    if int(hipfile_err) == OpError.INTERNAL_ERROR and func and not detail:
+    if int(hipfile_err) == OpError.INTERNAL_ERROR and func in DECLARED_ONLY and not detail:
         # the code some releases return from functions they declare only
         detail = (f"hipFile {_library_version()}: this library may not implement "
                   f"{func}")
