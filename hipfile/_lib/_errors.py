@@ -382,3 +382,24 @@ def error_for_result(ret: int, err_no: int, func: str, *, deferred: bool = False
 def raise_result(ret: int, err_no: int, func: str, *, deferred: bool = False) -> NoReturn:
     """Raise for a negative ``ssize_t`` result of an I/O call."""
     raise error_for_result(ret, err_no, func, deferred=deferred)
+
+
+def read_only_error(mode: str | None, path: Any) -> OSError:
+    """The one error of a write through a handle opened for reading only,
+    on every write path (not raised): ``EBADF``, saying so, naming the file.
+    """
+    how = f" (mode {mode!r})" if mode else ""
+    return OSError(_errno.EBADF, f"cannot write: the file was opened read-only{how}; "
+                   "open it with 'r+' or 'w' to write",
+                   os.fspath(path) if path is not None else None)
+
+
+def name_file(exc: BaseException, path: Any) -> BaseException:
+    """``exc`` with ``path`` as its :attr:`OSError.filename` where it is an
+    :class:`OSError` of an errno (ENOSPC, EIO, ...) that names no file yet,
+    so that its message names the file (``[Errno 28] ...: 'path'``);
+    returns ``exc``."""
+    if (isinstance(exc, OSError) and exc.errno and exc.filename is None
+            and path is not None):
+        exc.filename = os.fspath(path)
+    return exc
