@@ -16,10 +16,13 @@ import threading
 from concurrent.futures import Future
 from typing import Any
 
+from hipfile._lib import _hip
 from hipfile._lib._errors import name_file
-from hipfile._lib._hip import check, hip
+from hipfile._lib._hip import check
 
 __all__ = ["free_idle", "submit"]
+
+hip: Any = _hip.hip     # HIP-Python (untyped)
 
 
 class _Pool:
@@ -123,7 +126,8 @@ def submit(fh: Any, write: bool, dev: int, size: int, file_offset: int, bounce: 
             fh._hold(-1)
 
     try:
-        return executor.submit(run)
+        future: Future[int] = executor.submit(run)
+        return future
     except BaseException:
         fh._hold(-1)
         raise
