@@ -130,14 +130,18 @@ def test_unordered_engine_paths_say_the_stream_is_not_valid(
 @pytest.mark.parametrize("stream", BOGUS, ids=IDS)
 def test_registering_a_bogus_stream_says_it_is_not_valid(driver: hipfile.Driver,
                                                          stream: Any) -> None:
+    """The emulated platform answers INVALID_VALUE; AMD's hipFile asks HIP
+    and passes its hipErrorContextIsDestroyed on: either way the message
+    says the stream is not valid."""
+    refused = (hipfile.InvalidValueError, errors.InvalidStreamError)
     st = hipfile.Stream(stream)
-    with pytest.raises(hipfile.InvalidValueError) as info:
+    with pytest.raises(refused) as info:
         st.register()
     text = str(info.value)
-    assert text.startswith("hipFileStreamRegister: INVALID_VALUE (5022)")
+    assert text.startswith("hipFileStreamRegister: ")
     assert f"the stream {_handle(stream):#x} is not a valid stream" in text
-    assert not st.registered
-    with pytest.raises(hipfile.InvalidValueError, match="is not a valid stream"):
+    assert isinstance(info.value, ValueError) and not st.registered
+    with pytest.raises(refused, match="is not a valid stream"):
         with hipfile.Stream(stream):
             pass
 

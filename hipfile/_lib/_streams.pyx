@@ -8,7 +8,9 @@ inherited one is dropped, never passed to the library, and a registration
 older than the driver's epoch may already be gone (see _runtime.pyx).
 """
 
-from hipfile._lib._errors import InFlightError, InvalidValueError, error_name
+from hipfile._lib._errors import (
+    BAD_STREAM_CODES, HipRuntimeError, InFlightError, InvalidValueError, error_name,
+    stream_error)
 from hipfile._lib import _bindings
 from hipfile._lib._runtime cimport (
     HIP_ERROR_NOT_READY, HIP_SUCCESS, c_driver_epoch, fork_gen, raise_forked, stream_query)
@@ -78,6 +80,9 @@ cdef class StreamCore:
             The library refused: the handle names no stream HIP knows, the
             stream is registered already (by another object), or the flags
             are invalid. The message says which, where the package can tell.
+        InvalidStreamError
+            The library passed on HIP's answer for a handle that names no
+            stream (AMD's hipFile does); the message says so.
 
         See Also
         --------
@@ -95,6 +100,12 @@ cdef class StreamCore:
                 raise
             raise InvalidValueError(e.hipfile_err, e.hip_err, "hipFileStreamRegister",
                                     why) from None
+        except HipRuntimeError as e:
+            # a library that asks HIP about the stream (AMD's) passes HIP's
+            # answer on: an unknown handle is said to be one
+            if type(e) is HipRuntimeError and e.hip_err in BAD_STREAM_CODES and self._handle:
+                raise stream_error(e.hip_err, "hipFileStreamRegister", self._handle) from None
+            raise
         cdef StreamState st = StreamState.__new__(StreamState)
         st.handle = self._handle
         st.flags = self._flags
