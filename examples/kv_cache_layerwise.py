@@ -32,12 +32,19 @@ def build_parser() -> argparse.ArgumentParser:
                     help="layers of KV blocks (default: 8)")
     ap.add_argument("--chunk-kib", type=positive_int, default=256,
                     help="KV bytes per layer, KiB (default: 256)")
-    ap.add_argument("--file", type=new_file, help="KV file to create (default: a temporary file)")
+    ap.add_argument("--file", type=new_file,
+                    help="KV file to create (default: a temporary file); an existing file "
+                         "is refused unless --overwrite is given")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="let --file replace an existing file")
     return ap
 
 
 def main() -> int:
-    args = build_parser().parse_args()
+    ap = build_parser()
+    args = ap.parse_args()
+    if args.file and os.path.lexists(args.file) and not args.overwrite:
+        ap.error(f"--file: {args.file!r} exists; pass --overwrite to replace it")
     layers, chunk = args.layers, args.chunk_kib * 1024
     total = layers * chunk
 

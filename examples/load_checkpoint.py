@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from _support import positive_int, require_runtime  # examples/_support
+from _support import positive_int, require_runtime, require_torch_gpu  # examples/_support
 
 from hipfile import safetensors as hst
 from hipfile.safetensors import numpy as hst_numpy
@@ -113,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> int:
     args = build_parser().parse_args()
     require_runtime()
+    if args.framework == "pt":
+        require_torch_gpu()
     device: Any = 0 if args.framework == "hip" else "cuda:0"
     bad = 0
     with tempfile.TemporaryDirectory() as folder:

@@ -583,7 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--task-size", type=positive_int, default=None,
                     help="engine chunk size in bytes (default: hipfile.defaults)")
     ap.add_argument("--dir", type=folder_to_make, default=None,
-                    help="folder of the request files (default: a temporary folder)")
+                    help="folder in which the request files are written, in a temporary "
+                         "folder removed at the end (default: the system's temporary folder)")
     ap.add_argument("--bench", action="store_true",
                     help="time loads, compute and both, engine against read_async + events "
                          "(for a GPU; see --allow-emulated)")
@@ -636,12 +637,19 @@ def main(argv: list[str] | None = None) -> int:
 
 @contextlib.contextmanager
 def _folder(path: str | None) -> Iterator[str]:
+    """A temporary folder for the request files, inside ``path`` when given
+    (made if missing); nothing is left behind: the temporary folder goes,
+    and ``path`` too when this run made it."""
+    made = bool(path) and not os.path.exists(path)
     if path:
         os.makedirs(path, exist_ok=True)
-        yield path
-        return
-    with tempfile.TemporaryDirectory(prefix="hipfile-vllm-") as tmp:
-        yield tmp
+    try:
+        with tempfile.TemporaryDirectory(prefix="hipfile-vllm-", dir=path or None) as tmp:
+            yield tmp
+    finally:
+        if made:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
 
 
 if __name__ == "__main__":

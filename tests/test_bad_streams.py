@@ -105,3 +105,56 @@ def test_a_failure_on_the_null_stream_is_not_called_a_bad_stream() -> None:
     assert type(stream_error(709, "hipStreamQuery", 0)) is errors.HipRuntimeError
     assert type(stream_error(1, "hipStreamQuery", 0x1234)) is errors.HipRuntimeError
     assert type(stream_error(709, "hipStreamQuery", 0x1234)) is errors.InvalidStreamError
+
+
+@pytest.mark.parametrize("stream", BOGUS, ids=IDS)
+@pytest.mark.parametrize("call", ["pread_async", "pwrite_async", "pread_async_scatter",
+                                  "pwrite_async_gather"])
+def test_unordered_engine_paths_say_the_stream_is_not_valid(
+        driver: hipfile.Driver, data_file: tuple[Path, np.ndarray], dev: Any, stream: Any,
+        call: str) -> None:
+    """``ordered=False`` makes the engine's stream wait for the caller's
+    (an event recorded on it): a bogus handle is named there too."""
+    path, _ = data_file
+    with hipfile.open(path, "r+b") as fh, hipfile.Buffer(dev, N) as buf:
+        with pytest.raises(errors.HipRuntimeError) as info:
+            if call in ("pread_async", "pwrite_async"):
+                getattr(fh, call)(buf, 4096, 0, stream=stream, ordered=False).wait()
+            else:
+                h = getattr(hipfile, call)(buf, [(fh, 4096, 0, 0)], stream, ordered=False)
+                h.wait()
+        _check(info.value, stream)
+        assert buf.pending == 0
+
+
+@pytest.mark.parametrize("stream", BOGUS, ids=IDS)
+def test_registering_a_bogus_stream_says_it_is_not_valid(driver: hipfile.Driver,
+                                                         stream: Any) -> None:
+    """The emulated platform answers INVALID_VALUE; AMD's hipFile asks HIP
+    and passes its hipErrorContextIsDestroyed on: either way the message
+    says the stream is not valid."""
+    refused = (hipfile.InvalidValueError, errors.InvalidStreamError)
+    st = hipfile.Stream(stream)
+    with pytest.raises(refused) as info:
+        st.register()
+    text = str(info.value)
+    assert text.startswith("hipFileStreamRegister: ")
+    assert f"the stream {_handle(stream):#x} is not a valid stream" in text
+    assert isinstance(info.value, ValueError) and not st.registered
+    with pytest.raises(refused, match="is not a valid stream"):
+        with hipfile.Stream(stream):
+            pass
+
+
+def test_a_stream_registered_by_another_object_is_said_to_be(driver: hipfile.Driver) -> None:
+    from hip import hip
+
+    err, raw = hip.hipStreamCreate()
+    assert err == 0
+    try:
+        with hipfile.Stream(raw) as first:
+            with pytest.raises(hipfile.InvalidValueError, match="registered already"):
+                hipfile.Stream(raw).register()
+            assert first.registered
+    finally:
+        hip.hipStreamDestroy(raw)

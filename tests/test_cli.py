@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import hipfile
 from hipfile import cli
 
 pytestmark = pytest.mark.emulated
@@ -572,7 +573,15 @@ def _fake_distribution(site: Path, name: str, files: dict[str, bytes],
 def test_info_reports_who_writes_cuda_bindings_cufile(tmp_path: Path, both: bool) -> None:
     """hipfile info names the installed packages that write
     cuda/bindings/cufile and, when hip-python-interop and NVIDIA's
-    cuda-bindings both do, says CONFLICT and whose copy is on disk."""
+    cuda-bindings both do, says CONFLICT and whose copy is on disk.
+
+    The report reads the records of a folder made here only, so what this
+    environment has installed (NVIDIA's cuda-bindings, which torch pulls
+    in, or hip-python-interop) does not change the answer."""
+    import io
+
+    from hipfile.cli._info import _print_info, cuda_bindings_report, info_report
+
     site = tmp_path / "site"
     site.mkdir()
     _fake_distribution(site, "hip-python-interop",
@@ -581,14 +590,50 @@ def test_info_reports_who_writes_cuda_bindings_cufile(tmp_path: Path, both: bool
     if both:   # installed first, then overwritten by the interop package above
         _fake_distribution(site, "cuda-bindings",
                            {"cuda/bindings/cufile.py": b"# over cuFile\n"}, write=False)
-    extra = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
-    rep = json.loads(hipfile_cmd("info", "--json", **extra).stdout)["cuda_bindings"]
+    rep = cuda_bindings_report(path=[str(site)])
     want = ["cuda-bindings", "hip-python-interop"] if both else ["hip-python-interop"]
     assert rep == {"owners": want, "in_place": "hip-python-interop", "conflict": both}
-    text = hipfile_cmd("info", **extra).stdout
-    line = next(x for x in text.splitlines() if x.startswith("cuda.bindings"))
+    full = info_report([])
+    full["cuda_bindings"] = rep
+    out = io.StringIO()
+    _print_info(full, out)
+    line = next(x for x in out.getvalue().splitlines() if x.startswith("cuda.bindings"))
     if both:
         assert "CONFLICT" in line and "cuda-bindings and hip-python-interop" in line
         assert "hip-python-interop's" in line and "nvidia-cufile.md" in line
     else:
         assert "CONFLICT" not in line and "hip-python-interop" in line
+
+
+def test_info_reports_cuda_bindings_of_the_environment(tmp_path: Path) -> None:
+    """The command reads the records on its own sys.path (a folder added
+    with PYTHONPATH is seen), whatever else is installed."""
+    site = tmp_path / "site"
+    site.mkdir()
+    _fake_distribution(site, "hip-python-interop",
+                       {"cuda/bindings/cufile.py": b"# over hipFile\n"}, write=True)
+    extra = {"PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    rep = json.loads(hipfile_cmd("info", "--json", **extra).stdout)["cuda_bindings"]
+    assert "hip-python-interop" in rep["owners"]
+    assert rep["conflict"] == (len(rep["owners"]) > 1)
+
+
+def test_version_option_prints_the_version() -> None:
+    proc = hipfile_cmd("--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"hipfile {hipfile.__version__}"
+
+
+def test_info_path_shows_the_mount_options(tmp_path: Path) -> None:
+    """The CLI guide promises the file system type and mount options of
+    each --path folder."""
+    from hipfile.file._mounts import mount_of
+
+    mount = mount_of(tmp_path)
+    if mount is None:
+        pytest.skip("no mount table here")
+    text = hipfile_cmd("info", "--path", str(tmp_path)).stdout
+    line = next(x for x in text.splitlines() if x.strip().startswith("mount options"))
+    assert line.split(":", 1)[1].strip() == ",".join(mount.options)
+    rep = json.loads(hipfile_cmd("info", "--json", "--path", str(tmp_path)).stdout)
+    assert rep["paths"][0]["mount_options"] == mount.options

@@ -96,3 +96,75 @@ def test_example_without_a_runtime_says_what_to_set(script: Path, tmp_path: Path
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert f"HIPFILE_PLATFORM=emulated python examples/{script.name}" in lines[0]
     assert "libamdhip64.so" in lines[0]
+
+
+def _run_example(name: str, args: list[str], cwd: Path,
+                 extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    script = next(p for p in EXAMPLES if p.stem == name)
+    env = dict(os.environ)
+    if PLATFORM in ("emulated", "cuda"):
+        env["HIPFILE_PLATFORM"] = PLATFORM
+    env["PYTHONWARNINGS"] = "ignore::UserWarning"
+    env.update(extra_env or {})
+    return subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True,
+                          text=True, timeout=300, cwd=cwd, check=False)
+
+
+def test_kv_cache_layerwise_keeps_an_existing_file(tmp_path: Path) -> None:
+    """--file naming an existing file is a usage error unless --overwrite."""
+    existing = tmp_path / "existing.bin"
+    existing.write_bytes(b"keep me")
+    proc = _run_example("kv_cache_layerwise", ["--file", str(existing), "--layers", "2"],
+                        tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "exists; pass --overwrite to replace it" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    assert existing.read_bytes() == b"keep me"
+    proc = _run_example("kv_cache_layerwise",
+                        ["--file", str(existing), "--layers", "2", "--overwrite"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert existing.stat().st_size == 2 * 256 * 1024
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_vllm_kv_connector_leaves_nothing_in_its_folder(tmp_path: Path, exists: bool) -> None:
+    folder = tmp_path / "kv"
+    if exists:
+        folder.mkdir()
+        (folder / "mine.txt").write_text("x")
+    proc = _run_example("vllm_kv_connector",
+                        ["--dir", str(folder), "--layers", "2", "--blocks", "2"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    if exists:
+        assert sorted(p.name for p in folder.iterdir()) == ["mine.txt"]
+    else:
+        assert not folder.exists()
+
+
+def _torch_sees_a_gpu() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+@pytest.mark.parametrize("torch_present", [True, False], ids=["torch", "no-torch"])
+def test_load_checkpoint_pt_without_torch_or_gpu_says_so_in_one_line(
+        tmp_path: Path, torch_present: bool) -> None:
+    extra = {}
+    if torch_present:
+        if _torch_sees_a_gpu():
+            pytest.skip("torch sees a GPU here: --framework pt runs")
+    else:
+        hidden = tmp_path / "hide"
+        hidden.mkdir()
+        (hidden / "torch.py").write_text("raise ImportError('No module named torch')\n")
+        extra["PYTHONPATH"] = os.pathsep.join(
+            [str(hidden), *filter(None, [os.environ.get("PYTHONPATH")])])
+    proc = _run_example("load_checkpoint", ["--framework", "pt", "--layers", "1"], tmp_path,
+                        extra)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith("load_checkpoint.py: --framework pt needs torch")

@@ -4,7 +4,9 @@ version and says it may not be implemented; capability probes skip tests."""
 
 from __future__ import annotations
 
+import os
 import pickle
+from pathlib import Path
 
 import pytest
 from _capability import implemented, skip_reason
@@ -31,8 +33,44 @@ def test_5030_keeps_a_given_detail_and_needs_a_function() -> None:
 
 
 def test_result_decoding_gives_the_hint_too() -> None:
-    exc = errors.error_for_result(-5030, 0, "hipFileWrite")
-    assert "may not implement hipFileWrite" in str(exc)
+    exc = errors.error_for_result(-5030, 0, "hipFileBatchIOCancel")
+    assert "may not implement hipFileBatchIOCancel" in str(exc)
+
+
+@pytest.mark.parametrize("func", ["hipFileHandleRegister", "hipFileBufRegister",
+                                  "hipFileRead", "hipFileWrite", "hipFileReadAsync",
+                                  "hipFileDriverOpen", "hipFileStreamRegister"])
+def test_5030_of_a_function_every_release_implements_is_a_failure_not_a_hint(
+        func: str) -> None:
+    """Every release implements registration and I/O: an INTERNAL_ERROR
+    from one of them is the library failing, not a missing function."""
+    for exc in (errors.exception_for(5030, 0, func), errors.error_for_result(-5030, 0, func)):
+        assert type(exc) is errors.InternalError
+        assert str(exc).startswith(f"{func}: INTERNAL_ERROR (5030)")
+        assert "may not implement" not in str(exc)
+
+
+def test_5030_of_a_registration_through_the_binding_has_no_hint(tmp_path: Path) -> None:
+    """The registration path itself (emulated fault injection of 5030)."""
+    if hipfile.platforms.active() != "emulated":
+        pytest.skip("needs the emulated platform's fault injection")
+    import errno
+
+    from hipfile.platforms import emulated
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"x" * 4096)
+    fh = hipfile.FileHandle(path, os.O_RDONLY)
+    fh.open()                       # the descriptor; registration at first need
+    emulated.inject_fault("register", errno.EIO)   # the call answers 5030
+    try:
+        with pytest.raises(hipfile.InternalError) as info:
+            fh.handle  # noqa: B018
+        assert info.value.func == "hipFileHandleRegister"
+        assert "may not implement" not in str(info.value)
+    finally:
+        emulated.inject_fault("register", errno.EIO, count=0)
+        fh.close()
 
 
 def test_probe_agrees_with_a_direct_call() -> None:

@@ -69,3 +69,52 @@ def test_runs_pytest_in_a_copy(tool: Any, tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     assert tool.main(["safetensors", str(empty)]) == 2
+
+
+def test_plain_imports_of_the_peer_bind_the_stand_in(tool: Any) -> None:
+    """KvikIO's tests ``import kvikio`` and ``import kvikio.utils``: the same
+    names end up bound to hipfile's modules; what hipfile lacks stays."""
+    src = ("import os, kvikio\n"
+           "import kvikio.utils\n"
+           "import kvikio.defaults as d\n"
+           "import kvikio.nosuchmodule\n"
+           "import kvikiox\n")
+    out, notes = tool.rewrite(src, "kvikio")
+    assert out == ("import os\n"
+                   "from hipfile.compat import kvikio\n"
+                   "import hipfile.compat.kvikio.utils\n"
+                   "from hipfile.compat import kvikio\n"
+                   "import hipfile.compat.kvikio.defaults as d\n"
+                   "import kvikio.nosuchmodule\n"
+                   "import kvikiox\n")
+    assert "line 2: import kvikio.utils -> hipfile.compat.kvikio.utils" in notes
+    scope: dict[str, Any] = {}
+    exec(compile(out.replace("import kvikio.nosuchmodule\nimport kvikiox\n", ""), "peer",
+                 "exec"), scope)
+    assert scope["kvikio"].utils.__name__ == "hipfile.compat.kvikio.utils"
+
+
+def test_kvikio_utils_tests_run_against_the_stand_in(tool: Any, tmp_path: Path) -> None:
+    """Tests in the shape of KvikIO's test_utils.py, run through the tool:
+    the deprecation decorator warns with the notice and documents it, and
+    the module deprecation warns naming the version."""
+    (tmp_path / "test_utils.py").write_text(
+        "import pytest\n"
+        "import kvikio.utils\n"
+        "\n"
+        "def test_function_deprecation():\n"
+        "    @kvikio.utils.kvikio_deprecation_notice('old call', since='24.12')\n"
+        "    def func(x):\n"
+        "        '''Twice x.'''\n"
+        "        return 2 * x\n"
+        "    with pytest.warns(FutureWarning, match='old call'):\n"
+        "        assert func(3) == 6\n"
+        "    assert func.__doc__.startswith('.. deprecated:: 24.12 old call')\n"
+        "    assert 'Twice x.' in func.__doc__ and func.__name__ == 'func'\n"
+        "    assert kvikio.utils.__name__ == 'hipfile.compat.kvikio.utils'\n"
+        "\n"
+        "def test_module_deprecation():\n"
+        "    with pytest.warns(FutureWarning,\n"
+        "                      match=r'This module is deprecated since 24\\.12\\. gone'):\n"
+        "        kvikio.utils.kvikio_deprecate_module('gone', since='24.12')\n")
+    assert tool.main(["kvikio", str(tmp_path)]) == 0

@@ -50,15 +50,56 @@ def _spell(names: list[ast.alias]) -> str:
     return ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in names)
 
 
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def _rewrite_import(node: ast.Import, peer: str, notes: list[str]) -> str | None:
+    """The lines that replace ``import <peer>[.sub] [as name], ...``: each
+    module of the peer that hipfile's stand-in has is imported from there,
+    bound to the same name (``import kvikio.utils`` binds ``kvikio`` to the
+    stand-in package, its ``utils`` loaded); None when nothing changes."""
+    ours = STAND_INS[peer]
+    pad = " " * node.col_offset
+    out, changed = "", False
+    for a in node.names:
+        target = ours + a.name[len(peer):]
+        if (a.name != peer and not a.name.startswith(peer + ".")) or not _importable(target):
+            out += f"{pad}import {_spell([a])}\n"
+            continue
+        changed = True
+        if a.asname:
+            out += f"{pad}import {target} as {a.asname}\n"
+        else:
+            if a.name != peer:
+                out += f"{pad}import {target}\n"
+            parent, _, leaf = ours.rpartition(".")
+            out += f"{pad}from {parent} import {leaf}" + (
+                f" as {peer}\n" if leaf != peer else "\n")
+        notes.append(f"line {node.lineno}: import {_spell([a])} -> {target}")
+    return out if changed else None
+
+
 def rewrite(text: str, peer: str) -> tuple[str, list[str]]:
     """``text`` with each ``from <peer>[.sub] import ...`` taking the names
     hipfile's stand-in module has from it, and only the others from the
-    peer; returns the new text and a line per import changed or kept."""
+    peer, and each ``import <peer>[.sub]`` importing the stand-in (when it
+    has that module) under the same name; returns the new text and a line
+    per import changed or kept."""
     ours = STAND_INS[peer]
     lines = text.splitlines(keepends=True)
     notes: list[str] = []
     edits: list[tuple[int, int, str]] = []
     for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            new = _rewrite_import(node, peer, notes)
+            if new is not None:
+                edits.append((node.lineno - 1, node.end_lineno or node.lineno, new))
+            continue
         if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
             continue
         if node.module != peer and not node.module.startswith(peer + "."):

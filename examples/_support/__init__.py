@@ -95,3 +95,26 @@ def require_runtime(program: str | None = None) -> None:
     except hipfile.HipFileLibraryNotFound:
         raise SystemExit(f"{name}: libhipfile not found (set ROCM_PATH or HIPFILE_LIBRARY); "
                          f"{hint}") from None
+
+
+def require_torch_gpu(program: str | None = None, what: str = "--framework pt") -> None:
+    """Exit with one line when torch, or a GPU that torch can use, is
+    missing (``what`` needs both).
+
+    Raises
+    ------
+    SystemExit
+        With that line (exit status 1).
+    """
+    name = os.path.basename(program or sys.argv[0]) or "this example"
+    try:
+        import torch
+    except ImportError as e:
+        raise SystemExit(f"{name}: {what} needs torch, which cannot be imported here ({e}); "
+                         "leave it out to load hipfile.safetensors.DeviceTensor objects"
+                         ) from None
+    if not torch.cuda.is_available():
+        raise SystemExit(f"{name}: {what} needs torch with a GPU, and torch "
+                         f"{torch.__version__} sees none here (torch.cuda.is_available() is "
+                         "False); leave it out to load hipfile.safetensors.DeviceTensor "
+                         "objects")

@@ -119,6 +119,12 @@ cdef AsyncIOHandle _submit(FileCore f, int opcode, object buffer, object size,
     cdef long long appended = -1
 
     fn = _async_fn(opcode)
+    if opcode == 1:
+        # a read-only handle: the one error of every write path, before
+        # the library is asked (it would fail when the operation runs)
+        refuse = getattr(f, "_refuse_read_only", None)
+        if refuse is not None:
+            refuse()
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     try:   # counted in f._entering by the preamble until counted in _pending
         if state != NULL:

@@ -316,11 +316,27 @@ def error_name(code: int) -> str:
         return f"hipError_t {code}"
 
 
+#: The functions a hipFile release may export without implementing them
+#: (they answer hipFileInternalError, 5030, whatever the arguments): the
+#: driver's properties and setters, the configuration parameters and the
+#: batch calls after submission. Any other function that answers 5030 failed.
+DECLARED_ONLY = frozenset({
+    "hipFileDriverGetProperties", "hipFileDriverSetPollMode",
+    "hipFileDriverSetMaxDirectIOSize", "hipFileDriverSetMaxCacheSize",
+    "hipFileDriverSetMaxPinnedMemSize", "hipFileGetParameterSizeT",
+    "hipFileGetParameterBool", "hipFileGetParameterString", "hipFileSetParameterSizeT",
+    "hipFileSetParameterBool", "hipFileSetParameterString", "hipFileBatchIOGetStatus",
+    "hipFileBatchIOCancel", "hipFileBatchIODestroy",
+})
+
+
 def exception_for(hipfile_err: int, hip_err: int = 0, func: str | None = None,
                   detail: str = "") -> HipFileException:
-    """The exception instance for a hipFile status (not raised)."""
+    """The exception instance for a hipFile status (not raised). An
+    ``INTERNAL_ERROR`` of a function in :data:`DECLARED_ONLY` says that the
+    library may not implement it."""
     cls = _BY_CODE.get(int(hipfile_err), HipFileException)
-    if int(hipfile_err) == OpError.INTERNAL_ERROR and func and not detail:
+    if int(hipfile_err) == OpError.INTERNAL_ERROR and func in DECLARED_ONLY and not detail:
         # the code some releases return from functions they declare only
         detail = (f"hipFile {_library_version()}: this library may not implement "
                   f"{func}")
@@ -366,3 +382,24 @@ def error_for_result(ret: int, err_no: int, func: str, *, deferred: bool = False
 def raise_result(ret: int, err_no: int, func: str, *, deferred: bool = False) -> NoReturn:
     """Raise for a negative ``ssize_t`` result of an I/O call."""
     raise error_for_result(ret, err_no, func, deferred=deferred)
+
+
+def read_only_error(mode: str | None, path: Any) -> OSError:
+    """The one error of a write through a handle opened for reading only,
+    on every write path (not raised): ``EBADF``, saying so, naming the file.
+    """
+    how = f" (mode {mode!r})" if mode else ""
+    return OSError(_errno.EBADF, f"cannot write: the file was opened read-only{how}; "
+                   "open it with 'r+' or 'w' to write",
+                   os.fspath(path) if path is not None else None)
+
+
+def name_file(exc: BaseException, path: Any) -> BaseException:
+    """``exc`` with ``path`` as its :attr:`OSError.filename` where it is an
+    :class:`OSError` of an errno (ENOSPC, EIO, ...) that names no file yet,
+    so that its message names the file (``[Errno 28] ...: 'path'``);
+    returns ``exc``."""
+    if (isinstance(exc, OSError) and exc.errno and exc.filename is None
+            and path is not None):
+        exc.filename = os.fspath(path)
+    return exc

@@ -8,9 +8,12 @@ inherited one is dropped, never passed to the library, and a registration
 older than the driver's epoch may already be gone (see _runtime.pyx).
 """
 
-from hipfile._lib._errors import InFlightError, InvalidValueError
+from hipfile._lib._errors import (
+    BAD_STREAM_CODES, HipRuntimeError, InFlightError, InvalidValueError, error_name,
+    stream_error)
 from hipfile._lib import _bindings
-from hipfile._lib._runtime cimport c_driver_epoch, fork_gen, raise_forked
+from hipfile._lib._runtime cimport (
+    HIP_ERROR_NOT_READY, HIP_SUCCESS, c_driver_epoch, fork_gen, raise_forked, stream_query)
 
 
 cdef Py_ssize_t settle(object obj) except -1:
@@ -74,8 +77,12 @@ cdef class StreamCore:
         Raises
         ------
         InvalidValueError
-            The stream is registered already (by another object), or the
-            flags are invalid.
+            The library refused: the handle names no stream HIP knows, the
+            stream is registered already (by another object), or the flags
+            are invalid. The message says which, where the package can tell.
+        InvalidStreamError
+            The library passed on HIP's answer for a handle that names no
+            stream (AMD's hipFile does); the message says so.
 
         See Also
         --------
@@ -85,7 +92,20 @@ cdef class StreamCore:
             if self._state.gen != fork_gen:
                 raise_forked("this Stream")
             return
-        _bindings.stream_register(self._handle, self._flags)
+        try:
+            _bindings.stream_register(self._handle, self._flags)
+        except InvalidValueError as e:
+            why = self._refusal()
+            if not why:
+                raise
+            raise InvalidValueError(e.hipfile_err, e.hip_err, "hipFileStreamRegister",
+                                    why) from None
+        except HipRuntimeError as e:
+            # a library that asks HIP about the stream (AMD's) passes HIP's
+            # answer on: an unknown handle is said to be one
+            if type(e) is HipRuntimeError and e.hip_err in BAD_STREAM_CODES and self._handle:
+                raise stream_error(e.hip_err, "hipFileStreamRegister", self._handle) from None
+            raise
         cdef StreamState st = StreamState.__new__(StreamState)
         st.handle = self._handle
         st.flags = self._flags
@@ -94,6 +114,19 @@ cdef class StreamCore:
         st.gen = fork_gen
         self._state = st
         stream_states[self._handle] = st
+
+    def _refusal(self):
+        """Why the library may have refused to register this stream, or ''."""
+        cdef int err
+        if self._handle in stream_states:
+            return (f"the stream {self._handle:#x} is registered already, by another "
+                    "hipfile.Stream object")
+        if self._handle != 0:
+            err = stream_query(self._handle)
+            if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
+                return (f"the stream {self._handle:#x} is not a valid stream: hipStreamQuery "
+                        f"answers {error_name(err)} (a handle never created, or destroyed)")
+        return ""
 
     def deregister(self):
         """Deregister the stream (idempotent). Never waits.

@@ -20,6 +20,7 @@ import numpy as np
 
 from hipfile._interop import Deadline, as_timeout, buffer_info
 from hipfile._lib import _hipfile
+from hipfile._lib._errors import name_file
 from hipfile._lib._hipfile import BufferCore, FileCore
 from hipfile.batch import _event as shared
 from hipfile.batch._abi import IO_EVENTS, IO_PARAMS
@@ -306,6 +307,9 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
 
     if not isinstance(fh, FileCore):
         raise TypeError(f"fh must be a hipfile.FileHandle, not {type(fh).__name__}")
+    refuse = getattr(fh, "_refuse_read_only", None) if opcode == Opcode.WRITE else None
+    if refuse is not None:
+        refuse()
     fh._check_registered()
     if opcode == Opcode.WRITE:
         refuse_append_writes(fh)
@@ -351,7 +355,7 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
             core._hold(-1)
         del owner
     if run.failure is not None:
-        raise run.failure[1]
+        raise name_file(run.failure[1], getattr(fh, "_path", None))
     moved: list[int] = run.moved.tolist()
     return moved
 

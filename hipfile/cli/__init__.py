@@ -116,10 +116,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``hipfile`` argument parser (every command and option has help)."""
+    from hipfile import __version__
+
     parser = argparse.ArgumentParser(
         prog="hipfile",
         description="hipfile: GPU-direct file I/O for ROCm. Reports what this machine "
                     "offers, measures throughput and prints library statistics.")
+    parser.add_argument("--version", action="version", version=f"hipfile {__version__}",
+                        help="print the package's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     info = sub.add_parser("info", help="report the platform, library, devices, driver "

@@ -187,43 +187,55 @@ def path_report(folder: str, platform: str) -> dict[str, Any]:
     return rep
 
 
-def cuda_bindings_report() -> dict[str, Any]:
+def cuda_bindings_report(path: Sequence[str] | None = None) -> dict[str, Any]:
     """Which installed distributions write ``cuda/bindings/cufile`` (the
     module of ``cuda.bindings.cufile``): HIP-Python's hip-python-interop
     provides it over hipFile, NVIDIA's cuda-bindings (which PyTorch pulls in)
     over cuFile, into the same files. ``owners`` are their names,
     ``in_place`` the one whose recorded hash matches the file on disk now
     (the last installed), ``conflict`` whether more than one writes it.
-    Read from the installed packages' records; nothing is imported."""
-    import base64
-    import hashlib
+    Read from the installed packages' records in the folders of ``path``
+    (default: ``sys.path``, the first record of a name wins as for imports);
+    nothing is imported."""
     from importlib import metadata
 
     out: dict[str, Any] = {"owners": [], "in_place": None, "conflict": False}
-    names = sorted(set(metadata.packages_distributions().get("cuda", [])))
-    for name in names:
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            continue
-        mine = [f for f in dist.files or []
-                if tuple(f.parts[:2]) == ("cuda", "bindings") and len(f.parts) == 3
-                and f.parts[2].startswith("cufile.") and not f.parts[2].endswith(".pyc")]
-        if not mine:
-            continue
-        out["owners"].append(name)
-        for f in mine:
-            if f.hash is None or f.hash.mode != "sha256":
-                continue
-            try:
-                data = Path(str(dist.locate_file(f))).read_bytes()
-            except OSError:
-                continue
-            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-            if digest.decode() == f.hash.value:
-                out["in_place"] = name
+    found = (metadata.distributions() if path is None
+             else metadata.distributions(path=list(path)))
+    first: dict[str, Any] = {}
+    for dist in found:
+        name = dist.metadata["Name"]
+        if name and name not in first:
+            first[name] = dist
+    for name in sorted(first):
+        _cufile_owner(first[name], name, out)
     out["conflict"] = len(out["owners"]) > 1
     return out
+
+
+def _cufile_owner(dist: Any, name: str, out: dict[str, Any]) -> None:
+    """Add ``name`` to ``out["owners"]`` when ``dist`` writes
+    ``cuda/bindings/cufile.*``, and make it ``in_place`` when the file on
+    disk is the one it recorded."""
+    import base64
+    import hashlib
+
+    mine = [f for f in dist.files or []
+            if tuple(f.parts[:2]) == ("cuda", "bindings") and len(f.parts) == 3
+            and f.parts[2].startswith("cufile.") and not f.parts[2].endswith(".pyc")]
+    if not mine:
+        return
+    out["owners"].append(name)
+    for f in mine:
+        if f.hash is None or f.hash.mode != "sha256":
+            continue
+        try:
+            data = Path(str(dist.locate_file(f))).read_bytes()
+        except OSError:
+            continue
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+        if digest.decode() == f.hash.value:
+            out["in_place"] = name
 
 
 def _flag_names(flags: Any) -> list[str]:
@@ -373,6 +385,7 @@ def _print_info(rep: dict[str, Any], out: TextIO) -> None:
         od = p["o_direct"]
         row("  file system", f"{p['fs_type']} (magic {p['fs_magic']}, "
                              f"mounted at {p['mount_point']})", 20)
+        row("  mount options", ",".join(p["mount_options"]) or "(unknown)", 20)
         row("  logical block", p["logical_block_size"], 20)
         direct = (f"yes, alignment {od['alignment']} B" if od["supported"]
                   else f"no: {od['error']}")

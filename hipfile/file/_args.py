@@ -4,11 +4,12 @@ calls."""
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Union
+
+from hipfile._lib._errors import read_only_error
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -139,9 +140,7 @@ def raise_if_read_only(fd: int | None, mode: str, path: Any, exc: OSError) -> No
     ``EBADF`` :class:`OSError` that says so, with ``exc`` (the library's own
     error, which may be another errno) as its cause; else return."""
     if fd is not None and is_read_only(fd):
-        raise OSError(errno.EBADF, f"cannot write: the file was opened read-only "
-                      f"(mode {mode!r}); open it with 'r+' or 'w' to write",
-                      os.fspath(path) if path is not None else None) from exc
+        raise read_only_error(mode, path) from exc
 
 
 def one_group(handles: list[StreamIOHandle], name: str) -> StreamIOHandle:

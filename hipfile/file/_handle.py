@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from hipfile import _lifetime
 from hipfile._interop import as_timeout, check_writable, io_range_or_host
 from hipfile._lib import _hipfile
+from hipfile._lib._errors import name_file, read_only_error
 from hipfile._lifetime import ClosesWhenCollected, drain, exit_block, finalize
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError, InFlightTimeoutError
@@ -20,6 +21,7 @@ from hipfile.file._args import (
     buffered_twin,
     fourth_argument,
     is_direct,
+    is_read_only,
     mode_string,
     parse_mode,
     raise_if_read_only,
@@ -510,11 +512,28 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         finally:
             self._hold(-1)
 
+    def _refuse_read_only(self) -> None:
+        """Raise the one error of a write through a read-only handle, before
+        any byte moves (every write path calls it)."""
+        fd = self._fd
+        if fd is not None and is_read_only(fd):
+            raise read_only_error(self.mode, self._path)
+
     def _io_at(self, write: bool, buffer: Any, size: int | None, file_offset: int | None,
                buffer_offset: int, append: bool) -> int:
+        try:
+            return self._io_at_(write, buffer, size, file_offset, buffer_offset, append)
+        except OSError as exc:
+            name_file(exc, self._path)
+            raise
+
+    def _io_at_(self, write: bool, buffer: Any, size: int | None, file_offset: int | None,
+                buffer_offset: int, append: bool) -> int:
         given = file_offset
         ptr, _, _, size, file_offset, buffer_offset, view = io_range_or_host(
             buffer, size, 0 if file_offset is None else file_offset, buffer_offset)
+        if write:
+            self._refuse_read_only()     # after the arguments' checks
         if append:
             file_offset = self._append_at(None if given is None else file_offset, size,
                                           reserve=False)

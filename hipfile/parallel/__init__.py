@@ -208,6 +208,9 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     given = file_offset
     ptr, _, owner, size, file_offset, buffer_offset, view = io_range_or_host(
         buffer, size, 0 if file_offset is None else file_offset, buffer_offset)
+    refuse = getattr(fh, "_refuse_read_only", None) if write else None
+    if refuse is not None:
+        refuse()         # after the arguments' checks, before any byte moves
     appends = write and getattr(fh, "_appends", False)
     host_fd: Callable[[], int] | None = getattr(fh, "_host_fd", None)
     if view is not None:
@@ -265,7 +268,8 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
             core._hold(-1)
         keep.clear()
 
-    job = _Job(write, handle, ptr, file_offset, buffer_offset, view, host_fd)
+    job = _Job(write, handle, ptr, file_offset, buffer_offset, view, host_fd,
+               getattr(fh, "_path", None))
     if executor is None and size <= min(tsize, INLINE_MAX):
         # one small task: in this thread (no hand-off, no lookup of the
         # default task size, which it is below)

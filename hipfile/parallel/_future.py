@@ -12,6 +12,7 @@ from concurrent.futures import Executor, Future
 from typing import Any
 
 from hipfile._interop import as_timeout, wait_event
+from hipfile._lib._errors import name_file
 from hipfile.file._transfer import host_transfer, transfer
 
 __all__ = ["IOFuture"]
@@ -26,13 +27,14 @@ class _Stopped(Exception):
 class _Job:
     """What every task of one request shares."""
 
-    __slots__ = ("buffer_offset", "file_offset", "handle", "host_fd", "ptr", "stop", "view",
-                 "write")
+    __slots__ = ("buffer_offset", "file_offset", "handle", "host_fd", "path", "ptr", "stop",
+                 "view", "write")
 
     def __init__(self, write: bool, handle: int, ptr: int, file_offset: int,
                  buffer_offset: int, view: memoryview | None = None,
-                 host_fd: Callable[[], int] | None = None) -> None:
+                 host_fd: Callable[[], int] | None = None, path: Any = None) -> None:
         self.write = write
+        self.path = path          # the file's, named by its errors
         self.handle = handle
         self.ptr = ptr
         self.file_offset = file_offset
@@ -50,12 +52,16 @@ def _run_task(job: _Job, start: int, size: int) -> int:
         if job.stop:
             raise _Stopped
 
-    if job.view is not None:
-        assert job.host_fd is not None
-        return host_transfer(job.write, job.host_fd(), job.view, size, job.file_offset + start,
-                             job.buffer_offset + start, check)
-    return transfer(job.write, job.handle, job.ptr, size, job.file_offset + start,
-                    job.buffer_offset + start, check, job.host_fd)
+    try:
+        if job.view is not None:
+            assert job.host_fd is not None
+            return host_transfer(job.write, job.host_fd(), job.view, size,
+                                 job.file_offset + start, job.buffer_offset + start, check)
+        return transfer(job.write, job.handle, job.ptr, size, job.file_offset + start,
+                        job.buffer_offset + start, check, job.host_fd)
+    except OSError as exc:
+        name_file(exc, job.path)
+        raise
 
 
 _DONE_LOCK = threading.RLock()

@@ -62,6 +62,46 @@ def checkpoint_files(source: str | os.PathLike[str] | Iterable[str | os.PathLike
     return files, None
 
 
+def _shard_header(path: str, strict: bool) -> Header:
+    """:func:`read_header` of one file of a checkpoint; a malformed header
+    is reported with the file's path in front.
+
+    Raises
+    ------
+    SafetensorsError
+        The header is malformed (the message starts with ``path``).
+    OSError
+        The file cannot be read.
+    """
+    try:
+        return read_header(path, strict=strict)
+    except SafetensorsError as e:
+        if type(e) is not SafetensorsError or str(e).startswith(path):
+            raise
+        raise SafetensorsError(f"{path}: {e}") from None
+
+
+def _unlisted_holder(files: list[str], name: str) -> str | None:
+    """A ``.safetensors`` file beside the index's shards, not among them,
+    that holds tensor ``name`` (the shard an index forgot), or None."""
+    listed = {os.path.abspath(f) for f in files}
+    for folder in dict.fromkeys(os.path.dirname(f) for f in files):
+        try:
+            entries = sorted(os.listdir(folder or "."))
+        except OSError:
+            continue
+        for entry in entries:
+            path = os.path.join(folder, entry)
+            if not entry.endswith(".safetensors") or os.path.abspath(path) in listed:
+                continue
+            try:
+                if name in read_header(path).tensors:
+                    return path
+            except (OSError, SafetensorsError):
+                continue
+    return None
+
+
 def _index_headers(files: list[str], weight_map: Mapping[str, str], strict: bool
                    ) -> list[Header]:
     """The headers of the shards an index names.
@@ -74,7 +114,7 @@ def _index_headers(files: list[str], weight_map: Mapping[str, str], strict: bool
     headers = []
     for f in files:
         try:
-            headers.append(read_header(f, strict=strict))
+            headers.append(_shard_header(f, strict))
         except FileNotFoundError as e:
             wanted = [n for n, s in weight_map.items() if s == f]
             more = f" and {len(wanted) - 1} more" if len(wanted) > 1 else ""
@@ -100,7 +140,7 @@ def plan_checkpoint(files: list[str], weight_map: Mapping[str, str] | None,
         A name is in no file.
     SafetensorsError
         Two files hold the same name, the index names a tensor in a shard
-        that lacks it, or a header is malformed.
+        that lacks it, or a header is malformed; the message names the file.
     ShardNotFoundError
         A shard that the index names is missing (also a
         :class:`FileNotFoundError`).
@@ -108,7 +148,7 @@ def plan_checkpoint(files: list[str], weight_map: Mapping[str, str] | None,
     if weight_map is not None:
         headers = _index_headers(files, weight_map, strict)
     else:
-        headers = [read_header(f, strict=strict) for f in files]
+        headers = [_shard_header(f, strict) for f in files]
     owner: dict[str, int] = {}
     for k, h in enumerate(headers):
         for name in h.tensors:
@@ -120,7 +160,12 @@ def plan_checkpoint(files: list[str], weight_map: Mapping[str, str] | None,
         for name, shard in weight_map.items():
             at = owner.get(name)
             if at is None or files[at] != shard:
-                where = "in no shard" if at is None else f"in {files[at]}"
+                if at is not None:
+                    where = f"in {files[at]}"
+                else:
+                    other = _unlisted_holder(files, name)
+                    where = ("in no shard the index lists" if other is None
+                             else f"in {other}, a file the index does not list")
                 raise SafetensorsError(f"{shard}: the index names tensor {name!r} in this "
                                        f"shard, which lacks it (it is {where})")
     chosen: list[list[TensorInfo]] = [[] for _ in files]

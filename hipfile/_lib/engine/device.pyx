@@ -304,14 +304,14 @@ cdef int stream_after(uintptr_t target, uintptr_t stream, int device) except -1:
         try:
             err = hc_event_record(ev, stream)
             if err != HIP_SUCCESS:
-                hip_fail(err, "hipEventRecord")
+                stream_fail(err, "hipEventRecord", stream)   # the caller's stream
             load_engine_capi()
             if c_stream_wait_event != NULL:
                 err = c_stream_wait_event(<void *>target, <void *>ev, 0)
             else:
                 err = int(hipapi().hip.hipStreamWaitEvent(target, ev, 0)[0])
             if err != HIP_SUCCESS:
-                hip_fail(err, "hipStreamWaitEvent")
+                stream_fail(err, "hipStreamWaitEvent", target)
         finally:
             hc_event_destroy(ev)
     return 0

@@ -23,6 +23,7 @@ cdef class StreamIOHandle(CompletionBase):
     cdef bint _submitted
     cdef bint _observed
     cdef object _file
+    cdef object _path                # the file's path, for its errors (one file)
     cdef object _bcore
     cdef object _buffer
     cdef object _stream_owner

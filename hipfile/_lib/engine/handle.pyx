@@ -13,7 +13,7 @@ from hipfile._lib.engine.device cimport Flag, FlagPool, internal_stream, pool_fo
 from hipfile._lib.engine.device import MECHANISM_STREAM_MEMOPS
 from hipfile._lib.engine cimport ops
 from hipfile._lib.engine.ops cimport eng_parked, ParkedOp, unhold
-from hipfile._lib._errors import raise_result
+from hipfile._lib._errors import error_for_result, name_file
 from hipfile._lib._runtime cimport (
     CompletionBase, destroy_event, exiting, fork_gen, raise_forked, hipapi)
 from hipfile._lib._wait cimport Deadline, wait_sliced
@@ -320,8 +320,10 @@ cdef class StreamIOHandle(CompletionBase):
         if n >= 0:
             return n
         if self._staged:     # the engine's own POSIX calls on the staging ring
-            raise_result(n, err_no, "pread" if self._opcode == 0 else "pwrite")
-        raise_result(n, err_no, "hipFileRead" if self._opcode == 0 else "hipFileWrite")
+            func = "pread" if self._opcode == 0 else "pwrite"
+        else:
+            func = "hipFileRead" if self._opcode == 0 else "hipFileWrite"
+        raise name_file(error_for_result(n, err_no, func), self._path)
 
     def wait_on(self, stream):
         """Make ``stream`` wait for this operation, without blocking the host.

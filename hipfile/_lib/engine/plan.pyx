@@ -23,6 +23,7 @@ from hipfile._lib.engine.cengine cimport eng, hfe_op, hfe_piece, hfe_span
 from hipfile._lib.engine.device cimport eng_task_default, eng_threads_wanted
 from hipfile._lib.engine.device import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
 from hipfile._lib.engine.handle cimport StreamIOHandle
+from hipfile._lib._errors import ClosedFileError, read_only_error
 
 
 cdef object _numpy = None
@@ -150,6 +151,20 @@ cdef tuple entry_files(entries):
     return files, idx
 
 
+cdef object closed_entry(object exc, list files, list idx):
+    """``exc``, a ClosedFileError of a many-file operation, again with the
+    file it is about named: the first of ``files`` that is closed or
+    closing, with the first entry that uses it."""
+    cdef FileCore f
+    for k, fo in enumerate(files):
+        f = <FileCore>fo
+        if not f._is_open or f._closing:
+            path = getattr(fo, "path", None)
+            name = f" {os.fspath(path)!r}" if path is not None else ""
+            return ClosedFileError(f"the file{name} of entry {idx.index(k)}: {exc}")
+    return exc
+
+
 cdef tuple enter_files(list files, int opcode, list entered):
     """Check each file of a many-file operation (open, current, a POSIX
     descriptor open for the operation, for a write no append handle) and
@@ -177,8 +192,7 @@ cdef tuple enter_files(list files, int opcode, list entered):
             raise OSError(errno.EBADF, "cannot read: the file was opened write-only",
                           getattr(fo, "path", None))
         if opcode == 1 and acc == os.O_RDONLY:
-            raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
-                          "with 'r+' or 'w' to write", getattr(fo, "path", None))
+            raise read_only_error(getattr(fo, "mode", None), getattr(fo, "path", None))
         if opcode == 1 and f._appends:
             # as FileHandle.pwrite_async_gather: an append handle's writes go
             # to the end of the file, never to the offsets of the ranges

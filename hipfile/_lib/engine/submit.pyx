@@ -8,6 +8,8 @@ hipFile calls (see ops.pyx for the invariants)."""
 
 import os
 
+from hipfile._lib._errors import ClosedFileError
+
 from cpython.ref cimport PyObject
 from libc.stdint cimport uint32_t, uintptr_t
 from libc.stdlib cimport free, malloc
@@ -29,7 +31,7 @@ from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle
 from hipfile._lib.engine.ops cimport Ring, eng_start, eng_sweep, ring_for
 from hipfile._lib.engine.plan cimport (
     StagedPlan, enter_files, entry_files, group_spans, lone_range_batch, lone_range_task, new_handle,
-    parse_ranges, plan_staged, record_write_end)
+    closed_entry, parse_ranges, plan_staged, record_write_end)
 
 
 cdef void *_get_io(int opcode) except NULL:
@@ -145,6 +147,12 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
         n = <int>count
         if n == 0:
             return []
+        if write:
+            # a read-only handle: the one error of every write path, after
+            # the arguments' checks and before any byte moves
+            refuse = getattr(f, "_refuse_read_only", None)
+            if refuse is not None:
+                refuse()
         if task_size is None and n == 1:
             task = lone_range_task(checked[0].len, task)
         return _submit_checked(f, opcode, base, bc, buf_owner, checked, n, sh, stream_owner,
@@ -294,7 +302,11 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         raise ValueError(("pread_async_scatter" if opcode == 0 else "pwrite_async_gather")
                          + " needs at least one range")
     files, idx = entry_files(entries)
-    buf_owner = submit_preamble(<FileCore>files[0], buffer, stream, &base, &length, &sh, &state)
+    try:
+        buf_owner = submit_preamble(<FileCore>files[0], buffer, stream, &base, &length, &sh,
+                                    &state)
+    except ClosedFileError as exc:
+        raise closed_entry(exc, files, idx) from None
     entered = [files[0]]   # counted in _entering until the handle holds them
     try:
         if isinstance(buffer, BufferCore):
@@ -304,7 +316,10 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         eng_defaults()
         task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
-        file_fds, file_ends = enter_files(files, opcode, entered)
+        try:
+            file_fds, file_ends = enter_files(files, opcode, entered)
+        except ClosedFileError as exc:
+            raise closed_entry(exc, files, idx) from None
         checked = <hfe_span *>malloc(n * sizeof(hfe_span))
         fds = <int *>malloc(n * sizeof(int))
         ends = <long long *>malloc(n * sizeof(long long))
@@ -458,6 +473,8 @@ cdef int _hand_over(list handles, object files, BufferCore bc, object buf_owner,
         hd = <StreamIOHandle>o
         hd._submitted = 1
         hd._file = files
+        if type(files) is not tuple:
+            hd._path = getattr(files, "_path", None)
         hd._bcore = bc
         hd._buffer = buf_owner
         hd._stream_owner = stream_owner
@@ -470,6 +487,7 @@ cdef int _submitted_anyway(FileCore f, list handles) except -1:
         hd = <StreamIOHandle>o
         hd._submitted = 1
         hd._file = f
+        hd._path = getattr(f, "_path", None)
         f._held += 1
     return 0
 

@@ -22,6 +22,8 @@
 * the page-cache tools :func:`get_page_cache_info`,
   :func:`drop_file_page_cache`, :func:`drop_system_page_cache` and
   :func:`clear_page_cache`;
+* :mod:`~hipfile.compat.kvikio.utils` (``kvikio_deprecation_notice``,
+  ``kvikio_deprecate_module``);
 * :func:`is_remote_file_available` (False: there are no remote files here),
   ``__version__`` (this package's version: the compat layer is part of it;
   :data:`__kvikio_version__` names the KvikIO release whose Python API it
@@ -35,7 +37,7 @@ remote files (``RemoteFile``) and Zarr support are not here.
 from __future__ import annotations
 
 from hipfile import __version__
-from hipfile.compat.kvikio import cufile_driver, defaults, numpy
+from hipfile.compat.kvikio import cufile_driver, defaults, numpy, utils
 from hipfile.compat.kvikio.buffer import bounce_buffer_free, memory_deregister, memory_register
 from hipfile.compat.kvikio.cufile import (
     CuFile,
@@ -80,4 +82,5 @@ __all__ = [
     "numpy",
     "stream_deregister",
     "stream_register",
+    "utils",
 ]

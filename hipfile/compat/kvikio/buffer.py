@@ -133,17 +133,21 @@ def _pinned_bytes() -> int:
 
 
 def bounce_buffer_free() -> int:
-    """Free the pinned host memory this package keeps for staging (the
-    slot pool of stream-ordered I/O and the engine's staging rings) where
-    nothing uses it, as ``hipfile.trim_pool()`` does; returns the bytes
-    freed (0 when none was free).
+    """Free the pinned host memory kept for staging where nothing uses it:
+    the bounce buffers of compatibility-mode transfers (``defaults``
+    ``compat_mode`` ON: ``bounce_buffer_size`` bytes each), and the slot
+    pool of stream-ordered I/O and the engine's staging rings, as
+    ``hipfile.trim_pool()`` frees them. Returns the bytes freed (0 when
+    none was free), as KvikIO's ``bounce_buffer_free`` does.
 
     See Also
     --------
     hipHostFree
     """
     from hipfile.async_io import trim_pool
+    from hipfile.compat.kvikio._bounce import free_idle
 
+    freed = free_idle()
     before = _pinned_bytes()
     trim_pool()
-    return max(0, before - _pinned_bytes())
+    return freed + max(0, before - _pinned_bytes())

@@ -34,9 +34,10 @@ import errno
 import fcntl
 import os
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from hipfile._interop import buffer_info, host_view
+from hipfile._interop import buffer_info, host_view, io_range_or_host
 from hipfile.compat._errors import also
 from hipfile.compat.kvikio._page_cache import (
     clear_page_cache,
@@ -117,7 +118,7 @@ class IOFuture(_Pending):
     :meth:`done` tells without waiting."""
 
     __slots__ = ()
-    _inner: _Future
+    _inner: _Future | Future[int]     # Future: a compatibility-mode transfer
 
     def get(self) -> int:
         """Wait for every task; returns the bytes moved.
@@ -337,7 +338,8 @@ class CuFile(QuietFileHolder):
         hipFileRead, preadv
         """
         fh = self._for(False)
-        return IOFuture(fh.pread(buf, size, file_offset, task_size=task_size))
+        return IOFuture(self._compat(fh, False, buf, size, file_offset)
+                        or fh.pread(buf, size, file_offset, task_size=task_size))
 
     def pwrite(self, buf: Any, size: int | None = None, file_offset: int = 0,
                task_size: int | None = None) -> IOFuture:
@@ -350,7 +352,25 @@ class CuFile(QuietFileHolder):
         hipFileWrite, pwritev
         """
         fh = self._for(True)
-        return IOFuture(fh.pwrite(buf, size, file_offset, task_size=task_size))
+        return IOFuture(self._compat(fh, True, buf, size, file_offset)
+                        or fh.pwrite(buf, size, file_offset, task_size=task_size))
+
+    def _compat(self, fh: FileHandle, write: bool, buf: Any, size: int | None,
+                file_offset: int) -> Any:
+        """With ``defaults`` ``compat_mode`` ON, the future of a transfer of
+        device memory through pinned bounce buffers of ``bounce_buffer_size``
+        bytes with POSIX calls, as KvikIO's compatibility mode moves it;
+        None otherwise (host memory, or another mode)."""
+        from hipfile.compat.kvikio import _bounce, defaults
+        from hipfile.parallel import _default_executor
+
+        if defaults.get("compat_mode") != defaults.CompatMode.ON:
+            return None
+        ptr, _, _, nbytes, foff, _, view = io_range_or_host(buf, size, file_offset, 0)
+        if view is not None:
+            return None       # host memory: POSIX calls in any mode
+        return _bounce.submit(fh, write, ptr, nbytes, foff,
+                              int(defaults.get("bounce_buffer_size")), _default_executor())
 
     def read(self, buf: Any, size: int | None = None, file_offset: int = 0,
              task_size: int | None = None) -> int:

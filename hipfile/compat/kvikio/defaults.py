@@ -14,14 +14,17 @@ key                       here
 ``task_size``             ``hipfile.defaults`` ``task_size``: bytes per task
 ``bounce_buffer_size``    bytes per host-to-device copy of
                           :class:`~hipfile.compat.kvikio.Mmap` reads into
-                          device memory (the size of KvikIO's bounce buffers
-                          on that path); hipFile's own bounce buffers are
-                          sized by the driver (``cufile_driver``
-                          ``max_device_cache_size``)
-``compat_mode``           a :class:`CompatMode`; recorded and answered by
-                          :func:`is_compat_mode_preferred`, it does not change
-                          the I/O: hipFile chooses its direct path or its
-                          buffered fallback per request itself
+                          device memory, and of each pinned bounce buffer of
+                          ``compat_mode`` ON (freed by ``bounce_buffer_free``);
+                          hipFile's own bounce buffers are sized by the
+                          driver (``cufile_driver`` ``max_device_cache_size``)
+``compat_mode``           a :class:`CompatMode`, answered by
+                          :func:`is_compat_mode_preferred`. ON: ``CuFile``'s
+                          ``pread``/``pwrite`` (and ``read``/``write``) of
+                          device memory move through bounce buffers with
+                          POSIX calls, as KvikIO's compatibility mode does;
+                          AUTO and OFF: hipFile chooses its direct path or
+                          its buffered fallback per request itself
 ``gds_threshold``         bytes; recorded only (every device transfer goes
                           through hipFile, whatever its size)
 ``http_max_attempts``,    recorded only: there are no remote files here
@@ -227,8 +230,9 @@ def _size_text(text: str) -> int:
 
 _SPEC: dict[str, _Key] = {
     "compat_mode": _Key(_compat_mode, "KVIKIO_COMPAT_MODE", str, CompatMode.AUTO,
-                        "recorded; answered by is_compat_mode_preferred(); the I/O path is "
-                        "engine_data_path's and hipFile's choice"),
+                        "answered by is_compat_mode_preferred(); ON: CuFile.pread/pwrite "
+                        "of device memory move through bounce buffers with POSIX calls, "
+                        "else the I/O path is engine_data_path's and hipFile's choice"),
     "num_threads": _Key(_unsigned(_UINT_MAX, True, "unsigned int"),
                         effect="hipfile.defaults num_threads: threads of the pread/pwrite "
                                "pool (host memory)"),
@@ -240,7 +244,7 @@ _SPEC: dict[str, _Key] = {
     "bounce_buffer_size": _Key(_unsigned(_SIZE_T_MAX, True, "size_t"),
                                "KVIKIO_BOUNCE_BUFFER_SIZE", _size_text, 16 << 20,
                                "bytes per host-to-device copy of Mmap reads into device "
-                               "memory"),
+                               "memory, and of each bounce buffer of compat_mode ON"),
     "http_max_attempts": _Key(_unsigned(_SIZE_T_MAX, True, "size_t"),
                               "KVIKIO_HTTP_MAX_ATTEMPTS", _size_text, 3,
                               "no effect (no remote files here)"),
