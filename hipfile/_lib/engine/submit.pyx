@@ -340,6 +340,7 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
     cdef hfe_span *checked = NULL
     cdef int *fds = NULL
     cdef long long *ends = NULL
+    cdef int *allocs = NULL
     cdef int device
     cdef int opcode = 1 if write else 0
     cdef FlagPool pool
@@ -367,13 +368,14 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
                 "the engine_data_path setting 'auto')")
         try:
             checked = plan_addresses(ranges, files, file_fds, file_ends, opcode, device, &n,
-                                     &fds, &ends)
+                                     &fds, &ends, &allocs)
             handles = _submit_staged(f0, opcode, fds[0], 0, checked, <int>n, sh, device, pool,
-                                     task, ordered, True, prefetch, fds, ends)
+                                     task, ordered, True, prefetch, fds, ends, allocs)
         finally:
             free(checked)
             free(fds)
             free(ends)
+            free(allocs)
         _hand_over(handles, tuple(files) if nf > 1 else f0, None, None, stream_owner)
         return handles[0]
     finally:
@@ -382,10 +384,8 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
 
 
 cdef list _address_files(object files, int opcode):
-    """The files of a submission of ranges by address, as a list: each an
-    open FileHandle (checked again with the submission), one at least;
-    for a write, no append handle (its writes go to the end of the file,
-    not to the rows' offsets)."""
+    """The files of a submission by address, as a list: FileHandles (checked
+    again later), one at least; for a write, no append handle."""
     if isinstance(files, FileCore):
         raise TypeError("files must be a sequence of open hipfile.FileHandle objects (one "
                         "file: a list of one)")
@@ -447,7 +447,8 @@ cdef int _order_after(list handles, uintptr_t sh) except -1:
 
 cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
                          uintptr_t sh, int device, FlagPool pool, size_t task, bint ordered,
-                         bint grouped, bint prefetch, const int *fds, const long long *ends):
+                         bint grouped, bint prefetch, const int *fds, const long long *ends,
+                         const int *allocs=NULL):
     """The staged path: plan (:func:`plan_staged`), gate
     (:func:`_staged_gate`), hand the chunks to the engine and enqueue the
     stream's side (``hfe_stage_submit``). ``fds``/``ends`` (a many-file
@@ -457,7 +458,7 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
     for what that refuses) where ``direct_descriptor`` says so."""
     cdef Ring ring = ring_for(device)
     cdef StagedPlan plan = plan_staged(f, opcode, fd, base, checked, n, sh, device, pool,
-                                         task, grouped, fds, ends)
+                                         task, grouped, fds, ends, allocs)
     cdef Flag gflag = None
     cdef const uint32_t *gate = NULL
     cdef uint32_t gvalue = 0
