@@ -134,7 +134,9 @@ def pwrite_async_gather(buffer: Any, ranges: Iterable[FileRange], stream: Any = 
     Raises
     ------
     TypeError, ValueError, ClosedFileError, HandleNotRegisteredError, NotImplementedError
-        As :func:`pread_async_scatter`.
+        As :func:`pread_async_scatter`; ValueError also for an append
+        handle (:attr:`FileHandle.appends <hipfile.FileHandle.appends>`),
+        whose writes go to the end of its file.
     OSError
         ``EBADF``: a file was not opened for writing.
 

@@ -21,7 +21,7 @@ cdef hfe_span *parse_ranges(object ranges, size_t length, Py_ssize_t *count) exc
 cdef size_t lone_range_task(size_t total, size_t task) noexcept
 cdef int lone_range_batch(int opcode, int n, size_t total, size_t task) noexcept
 cdef tuple entry_files(entries)
-cdef tuple enter_files(list files, int opcode, list entered)
+cdef tuple enter_files(list files, int opcode, list entered, str call)
 cdef StreamIOHandle new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t boff, int device,
                                uintptr_t sh, FlagPool pool, int count)
 cdef StagedPlan plan_staged(FileCore f, int opcode, int fd, uintptr_t base,

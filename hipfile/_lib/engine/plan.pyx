@@ -151,9 +151,10 @@ cdef tuple entry_files(entries):
     return files, idx
 
 
-cdef tuple enter_files(list files, int opcode, list entered):
-    """Check each file of a many-file operation (open, current, a POSIX
-    descriptor open for the operation) and count it as entering (appended
+cdef tuple enter_files(list files, int opcode, list entered, str call):
+    """Check each file of a many-file operation ``call`` (open, current, a
+    POSIX descriptor open for the operation, and for a write no append
+    handle: the rows name file offsets) and count it as entering (appended
     to ``entered``; the first is counted by the preamble); returns each
     file's descriptor and, for a read, where its reads stop."""
     import fcntl
@@ -179,6 +180,8 @@ cdef tuple enter_files(list files, int opcode, list entered):
         if opcode == 1 and acc == os.O_RDONLY:
             raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
                           "with 'r+' or 'w' to write", getattr(fo, "path", None))
+        if opcode == 1 and getattr(fo, "_appends", False):
+            fo._refuse_ranges_on_append(call)
         file_fds.append(fd)
         file_ends.append(file_end(f, fd) if opcode == 0 else -1)
     return file_fds, file_ends

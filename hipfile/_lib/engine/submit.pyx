@@ -243,7 +243,8 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     Raises
     ------
     TypeError, ValueError
-        A bad buffer, stream, entry or task size, or no entry.
+        A bad buffer, stream, entry or task size, no entry, or (a write) an
+        append handle.
     ClosedFileError, HandleNotRegisteredError
         A file is closed, or its registration was dropped.
     OSError
@@ -282,7 +283,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         eng_defaults()
         task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
-        file_fds, file_ends = enter_files(files, opcode, entered)
+        file_fds, file_ends = enter_files(files, opcode, entered, "pwrite_async_gather")
         checked = <hfe_span *>malloc(n * sizeof(hfe_span))
         fds = <int *>malloc(n * sizeof(int))
         ends = <long long *>malloc(n * sizeof(long long))
@@ -345,7 +346,7 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
     cdef int opcode = 1 if write else 0
     cdef FlagPool pool
     cdef FileCore f0
-    files = _address_files(files, opcode)
+    files = _address_files(files)
     nf = len(files)
     stream_owner = stream if stream is not None and type(stream) is not int else None
     stream_preamble(stream, &sh, &state)
@@ -357,7 +358,7 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
         eng_defaults()
         task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
-        file_fds, file_ends = enter_files(files, opcode, entered)
+        file_fds, file_ends = enter_files(files, opcode, entered, "pwrite_async_addresses")
         device = stream_device(sh)
         eng_sweep()
         eng_start()
@@ -383,9 +384,9 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
             (<FileCore>fo)._entering -= 1
 
 
-cdef list _address_files(object files, int opcode):
-    """The files of a submission by address, as a list: FileHandles (checked
-    again later), one at least; for a write, no append handle."""
+cdef list _address_files(object files):
+    """The files of a submission by address, as a list of FileHandles (one
+    at least; each checked again by :func:`plan.enter_files`)."""
     if isinstance(files, FileCore):
         raise TypeError("files must be a sequence of open hipfile.FileHandle objects (one "
                         "file: a list of one)")
@@ -396,8 +397,6 @@ cdef list _address_files(object files, int opcode):
         if not isinstance(fo, FileCore):
             raise TypeError(f"files must be open hipfile.FileHandle objects, not "
                             f"{type(fo).__name__}")
-        if opcode == 1 and getattr(fo, "_appends", False):
-            fo._refuse_ranges_on_append("pwrite_async_addresses")
     return files
 
 
