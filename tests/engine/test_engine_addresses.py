@@ -264,6 +264,74 @@ def test_every_file_is_held_until_completion_is_observed(tmp_path: Path) -> None
                 fh.close()
 
 
+@pytest.mark.parametrize("layout", ["fortran", "strided", "strided-uint64"])
+def test_other_integer_arrays_are_converted_once(tmp_path: Path, layout: str) -> None:
+    """A Fortran-ordered array and strided views (int64, uint64) are read
+    as the same rows (converted to one C-contiguous array)."""
+    path = tmp_path / "f.bin"
+    data = np.random.default_rng(12).integers(0, 256, 4 * BLOCK, dtype=np.uint8)
+    path.write_bytes(data.tobytes())
+    with _allocations([4 * BLOCK]) as (a,), hip_stream() as s, _opened([path], "r") as fhs:
+        _fill([a], 4, 0)
+        rows = np.array([[0, i * BLOCK, a + (3 - i) * BLOCK, BLOCK] for i in range(4)])
+        given = {"fortran": np.asfortranarray(rows),
+                 "strided": np.repeat(rows, 2, axis=0)[::2],
+                 "strided-uint64": np.repeat(rows.astype(np.uint64), 2, axis=0)[::2]}[layout]
+        assert not given.flags.c_contiguous
+        assert hipfile.pread_async_addresses(fhs, given, s).wait(timeout=30) == 4 * BLOCK
+        got = from_device(a, 4 * BLOCK)
+        for i in range(4):
+            np.testing.assert_array_equal(got[(3 - i) * BLOCK:(4 - i) * BLOCK],
+                                          data[i * BLOCK:(i + 1) * BLOCK])
+
+
+def test_a_dropped_handle_releases_every_file_once_done(tmp_path: Path) -> None:
+    import gc
+
+    paths = [tmp_path / f"d{i}.bin" for i in range(3)]
+    for p in paths:
+        p.write_bytes(bytes(BLOCK))
+    fhs = [hipfile.open(p) for p in paths]
+    with device_array(3 * BLOCK) as dev, hip_stream() as s:
+        hipfile.pread_async_addresses(fhs, [(i, 0, int(dev) + i * BLOCK, BLOCK)
+                                            for i in range(3)], s)
+        gc.collect()
+        check(hip.hipStreamSynchronize(s))
+        for fh in fhs:
+            fh.close(wait=True, timeout=30)
+            assert fh.closed
+
+
+def test_memory_and_stream_of_another_device(tmp_path: Path) -> None:
+    """The rows are checked against the stream's device, not the current
+    one: a round trip on device 1 while device 0 is current."""
+    if check(hip.hipGetDeviceCount()) < 2:
+        pytest.skip("one device")
+    path = tmp_path / "dev1.bin"
+    src = np.random.default_rng(13).integers(0, 256, 2 * BLOCK, dtype=np.uint8)
+    check(hip.hipSetDevice(1))
+    try:
+        mem = check(hip.hipMalloc(4 * BLOCK))
+        s1 = check(hip.hipStreamCreate())
+    finally:
+        check(hip.hipSetDevice(0))
+    try:
+        a = int(mem)
+        to_device(a, src)
+        with hipfile.open(path, "w+") as fh:
+            w = hipfile.pwrite_async_addresses([fh], [(0, 0, a, 2 * BLOCK)], s1)
+            r = hipfile.pread_async_addresses([fh], [(0, BLOCK, a + 2 * BLOCK, BLOCK),
+                                                     (0, 0, a + 3 * BLOCK, BLOCK)], s1)
+            assert w.wait(timeout=30) == 2 * BLOCK and r.wait(timeout=30) == 2 * BLOCK
+            assert r.device == 1
+        got = from_device(a, 4 * BLOCK)
+        np.testing.assert_array_equal(got[2 * BLOCK:3 * BLOCK], src[BLOCK:])
+        np.testing.assert_array_equal(got[3 * BLOCK:], src[:BLOCK])
+    finally:
+        check(hip.hipStreamDestroy(s1))
+        check(hip.hipFree(mem))
+
+
 @pytest.fixture
 def two_files(tmp_path: Path) -> Iterator[tuple[list[hipfile.FileHandle], list[Path]]]:
     paths = [tmp_path / "a.bin", tmp_path / "b.bin"]
