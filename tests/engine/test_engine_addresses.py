@@ -218,6 +218,23 @@ def test_a_read_stops_at_each_files_end_and_zero_size_rows_move_nothing(
         assert (got_b[2 * BLOCK - 5000:BLOCK] == 0x11).all()
 
 
+def test_zero_size_rows_alone_and_an_unordered_job(tmp_path: Path) -> None:
+    """A job of rows of size 0 (any address) completes with 0 bytes and
+    writes nothing; ``ordered=False`` returns the same bytes."""
+    path = tmp_path / "z.bin"
+    data = np.random.default_rng(14).integers(0, 256, BLOCK, dtype=np.uint8)
+    path.write_bytes(data.tobytes())
+    with _allocations([BLOCK]) as (a,), hip_stream() as s, _opened([path], "r+") as fhs:
+        _fill([a], 1, 0)
+        assert hipfile.pread_async_addresses(fhs, [(0, 0, 0, 0)], s).wait(timeout=30) == 0
+        assert hipfile.pwrite_async_addresses(fhs, [(0, 0, 0, 0), (0, 2 * BLOCK, 8, 0)],
+                                              s).wait(timeout=30) == 0
+        assert path.read_bytes() == data.tobytes()
+        h = hipfile.pread_async_addresses(fhs, [(0, 0, a, BLOCK)], s, ordered=False)
+        assert h.wait(timeout=30) == BLOCK
+        np.testing.assert_array_equal(from_device(a, BLOCK), data)
+
+
 def test_write_then_read_in_stream_order(tmp_path: Path) -> None:
     """A write then a read of the same files on one stream: the read sees
     the bytes written (the written length counts as each file's end)."""
