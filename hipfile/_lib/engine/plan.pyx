@@ -635,27 +635,36 @@ cdef hfe_span *plan_addresses(object ranges, list files, list file_fds, list fil
     write, each file's staged writes recorded to end where its last row
     does. Returns the spans (buffer offset: the address); the caller frees
     the four arrays."""
-    cdef Py_ssize_t i, n = 0
+    cdef Py_ssize_t i, f, n = 0, nf = len(files)
     cdef int *fidx = NULL
-    cdef hfe_span *spans = parse_address_ranges(ranges, len(files), &n, &fidx)
-    cdef long long *wends = NULL
+    cdef hfe_span *spans = parse_address_ranges(ranges, nf, &n, &fidx)
+    cdef long long *per_file = NULL     # each file's end, then where its writes end
+    cdef int *file_fd = NULL
     try:
         fds[0] = <int *>malloc(n * sizeof(int))
         ends[0] = <long long *>malloc(n * sizeof(long long))
         allocs[0] = <int *>malloc(n * sizeof(int))
-        wends = <long long *>calloc(len(files), sizeof(long long))
-        if fds[0] == NULL or ends[0] == NULL or allocs[0] == NULL or wends == NULL:
+        per_file = <long long *>malloc(nf * sizeof(long long))
+        file_fd = <int *>malloc(nf * sizeof(int))
+        if (fds[0] == NULL or ends[0] == NULL or allocs[0] == NULL or per_file == NULL
+                or file_fd == NULL):
             raise MemoryError()
         check_allocations(spans, n, device, allocs[0])
+        for f in range(nf):
+            file_fd[f] = file_fds[f]
+            per_file[f] = file_ends[f]
         for i in range(n):
-            fds[0][i] = file_fds[fidx[i]]
-            ends[0][i] = file_ends[fidx[i]]
-            if spans[i].len:
-                wends[fidx[i]] = max(wends[fidx[i]],
-                                     spans[i].file_offset + <long long>spans[i].len)
+            fds[0][i] = file_fd[fidx[i]]
+            ends[0][i] = per_file[fidx[i]]
         if opcode == 1:
-            for i in range(len(files)):
-                record_write_end(<FileCore>files[i], wends[i])
+            for f in range(nf):
+                per_file[f] = 0
+            for i in range(n):
+                if spans[i].len:
+                    per_file[fidx[i]] = max(per_file[fidx[i]],
+                                            spans[i].file_offset + <long long>spans[i].len)
+            for f in range(nf):
+                record_write_end(<FileCore>files[f], per_file[f])
     except BaseException:
         free(spans)
         free(fds[0])
@@ -667,6 +676,7 @@ cdef hfe_span *plan_addresses(object ranges, list files, list file_fds, list fil
         raise
     finally:
         free(fidx)
-        free(wends)
+        free(per_file)
+        free(file_fd)
     count[0] = n
     return spans
