@@ -76,6 +76,8 @@ def test_benchmarks_never_switch_platform_silently(script: Path, tmp_path: Path)
     ("bench_kv_layerwise", ["--layers", "2", "--layer-mib", "1", "--repeats", "1",
                             "--dim", "64", "--matmuls", "1"]),
     ("bench_submit", ["--ops", "200", "--repeats", "1"]),
+    ("bench_addresses", ["--rows", "40", "--tensors", "4", "--block-kib", "4",
+                         "--repeats", "1"]),
 ])
 def test_benchmarks_print_the_platform_and_clean_up(name: str, args: list[str],
                                                     tmp_path: Path) -> None:

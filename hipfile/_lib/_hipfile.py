@@ -112,11 +112,13 @@ from hipfile._lib.engine.ops import (
     engine_shutdown,
     ring_layout,
 )
+from hipfile._lib.engine.plan import engine_address_queries
 from hipfile._lib.engine.submit import (
     engine_prepare,
     engine_read_first_max,
     engine_read_here,
     engine_submit,
+    engine_submit_addresses,
     engine_submit_files,
     engine_transfer,
 )
@@ -171,6 +173,7 @@ __all__ = [
     "driver_set_max_pinned_mem_size",
     "driver_set_poll_mode",
     "end_driver_closing",
+    "engine_address_queries",
     "engine_batch_copies",
     "engine_configure",
     "engine_info",
@@ -182,6 +185,7 @@ __all__ = [
     "engine_settings",
     "engine_shutdown",
     "engine_submit",
+    "engine_submit_addresses",
     "engine_submit_files",
     "engine_transfer",
     "files_held",

@@ -17,7 +17,8 @@ from libc.stdlib cimport free, malloc
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
 from hipfile._lib._core cimport (
-    BufferCore, FileCore, c_as_positive, ensure_registered, io_range, submit_preamble)
+    BufferCore, FileCore, c_as_positive, check_file, ensure_registered, io_range, stream_preamble,
+    submit_preamble)
 from hipfile._lib._runtime cimport (
     HIP_ERROR_NOT_READY, HIP_SUCCESS, current_device, pointer_device, stream_device, stream_fail,
     stream_query)
@@ -30,8 +31,8 @@ from hipfile._lib.engine.device cimport (
 from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle
 from hipfile._lib.engine.ops cimport Ring, eng_start, eng_sweep, ring_for
 from hipfile._lib.engine.plan cimport (
-    StagedPlan, enter_files, entry_files, group_spans, lone_range_batch, lone_range_task, new_handle,
-    closed_entry, parse_ranges, plan_staged, record_write_end)
+    StagedPlan, closed_entry, enter_files, entry_files, group_spans, lone_range_batch,
+    lone_range_task, new_handle, parse_ranges, plan_addresses, plan_staged, record_write_end)
 
 
 cdef void *_get_io(int opcode) except NULL:
@@ -273,7 +274,8 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     Raises
     ------
     TypeError, ValueError
-        A bad buffer, stream, entry or task size, or no entry.
+        A bad buffer, stream, entry or task size, no entry, or (a write) an
+        append handle.
     ClosedFileError, HandleNotRegisteredError
         A file is closed, or its registration was dropped.
     OSError
@@ -317,7 +319,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
         try:
-            file_fds, file_ends = enter_files(files, opcode, entered)
+            file_fds, file_ends = enter_files(files, opcode, entered, "pwrite_async_gather")
         except ClosedFileError as exc:
             raise closed_entry(exc, files, idx) from None
         checked = <hfe_span *>malloc(n * sizeof(hfe_span))
@@ -346,6 +348,94 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     finally:
         for fo in entered:
             (<FileCore>fo)._entering -= 1
+
+
+def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_size=None,
+                            bint ordered=True, bint prefetch=False):
+    """Submit ``(file index, file offset, device address, size)`` rows (an
+    (N, 4) integer array or 4-sequences) over the open ``files`` to the
+    staged path as one operation; returns its one :class:`StreamIOHandle`,
+    which holds every file until completion is observed. The stream, the
+    files (as :func:`engine_submit_files`), the rows and each address range
+    against its device allocation (of the stream's device) are checked
+    before anything is submitted (:func:`plan.plan_addresses`); the spans
+    are planned with buffer base 0 and the addresses as buffer offsets.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad stream, files, row, address range or task size, or no row.
+    ClosedFileError, HandleNotRegisteredError
+        A file is closed, or its registration was dropped.
+    OSError
+        EBADF: a file is not open for the operation.
+    NotImplementedError
+        The staged path cannot serve the stream's device.
+    """
+    cdef uintptr_t sh
+    cdef size_t task
+    cdef PyObject *state = NULL
+    cdef Py_ssize_t n = 0, nf
+    cdef hfe_span *checked = NULL
+    cdef int *fds = NULL
+    cdef long long *ends = NULL
+    cdef int *allocs = NULL
+    cdef int device
+    cdef int opcode = 1 if write else 0
+    cdef FlagPool pool
+    cdef FileCore f0
+    files = _address_files(files)
+    nf = len(files)
+    stream_owner = stream if stream is not None and type(stream) is not int else None
+    stream_preamble(stream, &sh, &state)
+    f0 = <FileCore>files[0]
+    check_file(f0)
+    f0._entering += 1               # with the check: a close waits for it or refuses it
+    entered = [f0]                  # counted in _entering until the handle holds them
+    try:
+        eng_defaults()
+        task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
+                                                                                 "task_size")
+        file_fds, file_ends = enter_files(files, opcode, entered, "pwrite_async_addresses")
+        device = stream_device(sh)
+        eng_sweep()
+        eng_start()
+        pool = pool_for(device)
+        if not staged_path(file_fds[0], pool, 1):
+            raise NotImplementedError(
+                "ranges by address need the staging path (a device with stream waits, and "
+                "the engine_data_path setting 'auto')")
+        try:
+            checked = plan_addresses(ranges, files, file_fds, file_ends, opcode, device, &n,
+                                     &fds, &ends, &allocs)
+            handles = _submit_staged(f0, opcode, fds[0], 0, checked, <int>n, sh, device, pool,
+                                     task, ordered, True, prefetch, fds, ends, allocs)
+        finally:
+            free(checked)
+            free(fds)
+            free(ends)
+            free(allocs)
+        _hand_over(handles, tuple(files) if nf > 1 else f0, None, None, stream_owner)
+        return handles[0]
+    finally:
+        for fo in entered:
+            (<FileCore>fo)._entering -= 1
+
+
+cdef list _address_files(object files):
+    """The files of a submission by address, as a list of FileHandles (one
+    at least; each checked again by :func:`plan.enter_files`)."""
+    if isinstance(files, FileCore):
+        raise TypeError("files must be a sequence of open hipfile.FileHandle objects (one "
+                        "file: a list of one)")
+    files = list(files)
+    if not files:
+        raise ValueError("ranges by address need at least one file")
+    for fo in files:
+        if not isinstance(fo, FileCore):
+            raise TypeError(f"files must be open hipfile.FileHandle objects, not "
+                            f"{type(fo).__name__}")
+    return files
 
 
 cdef list _submit_checked(FileCore f, int opcode, uintptr_t base, BufferCore bc,
@@ -394,7 +484,8 @@ cdef int _order_after(list handles, uintptr_t sh) except -1:
 
 cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
                          uintptr_t sh, int device, FlagPool pool, size_t task, bint ordered,
-                         bint grouped, bint prefetch, const int *fds, const long long *ends):
+                         bint grouped, bint prefetch, const int *fds, const long long *ends,
+                         const int *allocs=NULL):
     """The staged path: plan (:func:`plan_staged`), gate
     (:func:`_staged_gate`), hand the chunks to the engine and enqueue the
     stream's side (``hfe_stage_submit``). ``fds``/``ends`` (a many-file
@@ -404,7 +495,7 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
     for what that refuses) where ``direct_descriptor`` says so."""
     cdef Ring ring = ring_for(device)
     cdef StagedPlan plan = plan_staged(f, opcode, fd, base, checked, n, sh, device, pool,
-                                         task, grouped, fds, ends)
+                                         task, grouped, fds, ends, allocs)
     cdef Flag gflag = None
     cdef const uint32_t *gate = NULL
     cdef uint32_t gvalue = 0
