@@ -434,6 +434,7 @@ cdef int _hand_over(list handles, object files, BufferCore bc, object buf_owner,
         hd._bcore = bc
         hd._buffer = buf_owner
         hd._stream_owner = stream_owner
+        hd.link_live()
     return 0
 
 
@@ -444,6 +445,7 @@ cdef int _submitted_anyway(FileCore f, list handles) except -1:
         hd._submitted = 1
         hd._file = f
         f._held += 1
+        hd.link_live()
     return 0
 
 
