@@ -85,14 +85,18 @@ from hipfile._lib._loader import (
 from hipfile._lib._observe import pending_handles, settle, wait_for
 from hipfile._lib._pool import defer_release, deferred_releases, pool_stats, reserve_pool, trim_pool
 from hipfile._lib._runtime import (
+    DeviceMemory,
     device_free,
     device_malloc,
     driver_close,
     driver_epoch,
     finalizing,
     fork_generation,
+    guarded_del,
     on_device,
     on_fork_child,
+    run_uninterrupted,
+    set_finalizer_hook,
 )
 from hipfile._lib._streams import StreamCore, StreamState
 from hipfile._lib._wait import Deadline, as_timeout
@@ -134,6 +138,7 @@ __all__ = [
     "AsyncIOHandle",
     "BufferCore",
     "Deadline",
+    "DeviceMemory",
     "FileCore",
     "StreamCore",
     "StreamIOHandle",
@@ -190,6 +195,7 @@ __all__ = [
     "get_parameter_size_t",
     "get_parameter_string",
     "get_version",
+    "guarded_del",
     "handle_deregister",
     "handle_register",
     "has_symbol",
@@ -209,6 +215,8 @@ __all__ = [
     "read_raw",
     "reserve_pool",
     "ring_layout",
+    "run_uninterrupted",
+    "set_finalizer_hook",
     "set_parameter_bool",
     "set_parameter_size_t",
     "set_parameter_string",

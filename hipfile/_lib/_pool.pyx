@@ -324,7 +324,9 @@ cdef int _retry_deferred() except -1:
         items = list(_deferred)
         for item in items:
             try:
-                getattr(item[0], item[1])()
+                # a finalizer's work: Ctrl-C waits until it is done (a
+                # release cut short half way could not be finished later)
+                _runtime.run_uninterrupted(getattr(item[0], item[1]))
             except InFlightError:
                 continue
             except Exception:
