@@ -17,7 +17,7 @@ Stream, Driver):
   exit it only drops references;
 * a finalizer cannot be cut short by Ctrl-C: each ``__del__`` here is a
   compiled :func:`guarded_del`, which runs no Python code before it has
-  deferred SIGINT (:func:`hipfile._lib._runtime.run_uninterrupted`); a Ctrl-C
+  deferred SIGINT (:func:`hipfile._lib._finalize.run_uninterrupted`); a Ctrl-C
   that arrives meanwhile reaches the code the finalizer interrupted once
   the cleanup is done, instead of being lost in the finalizer.
 """

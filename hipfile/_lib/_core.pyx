@@ -60,7 +60,7 @@ cdef int _sweep_held() except -1:
 # and the files open now (for what such a close waits for): weak references
 # without callbacks, by address, each removed by its file's __dealloc__ (a
 # WeakSet's callback would run Python code in a finalizer, where Ctrl-C is
-# lost: see _runtime.run_uninterrupted).
+# lost: see _finalize.run_uninterrupted).
 cdef Py_ssize_t _driver_closing = 0
 cdef dict _open_files = {}
 

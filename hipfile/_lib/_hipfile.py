@@ -75,6 +75,12 @@ from hipfile._lib._decode import (
     pointer_value,
     protocol_buffer_info,
 )
+from hipfile._lib._finalize import (
+    DeviceMemory,
+    guarded_del,
+    run_uninterrupted,
+    set_finalizer_hook,
+)
 from hipfile._lib._loader import (
     candidate_paths,
     has_symbol,
@@ -85,18 +91,14 @@ from hipfile._lib._loader import (
 from hipfile._lib._observe import pending_handles, settle, wait_for
 from hipfile._lib._pool import defer_release, deferred_releases, pool_stats, reserve_pool, trim_pool
 from hipfile._lib._runtime import (
-    DeviceMemory,
     device_free,
     device_malloc,
     driver_close,
     driver_epoch,
     finalizing,
     fork_generation,
-    guarded_del,
     on_device,
     on_fork_child,
-    run_uninterrupted,
-    set_finalizer_hook,
 )
 from hipfile._lib._streams import StreamCore, StreamState
 from hipfile._lib._wait import Deadline, as_timeout
