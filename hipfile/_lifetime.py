@@ -14,7 +14,12 @@ Stream, Driver):
 * a finalizer never raises and never drops a registration: an object
   collected with operations in flight is kept until they complete, then
   closed (with a ``ResourceWarning``); in a forked child or at interpreter
-  exit it only drops references.
+  exit it only drops references;
+* a finalizer cannot be cut short by Ctrl-C: each ``__del__`` here is a
+  compiled :func:`guarded_del`, which runs no Python code before it has
+  deferred SIGINT (:func:`hipfile._lib._finalize.run_uninterrupted`); a Ctrl-C
+  that arrives meanwhile reaches the code the finalizer interrupted once
+  the cleanup is done, instead of being lost in the finalizer.
 """
 
 from __future__ import annotations
@@ -106,6 +111,12 @@ def _attach(exc: BaseException, err: BaseException) -> None:
         add_note(f"while leaving the with block: {type(err).__name__}: {err}")
 
 
+#: ``__del__ = guarded_del(fn, live)``: ``fn(self)`` as a finalizer that
+#: Ctrl-C does not cut short, skipped (without running Python code) while
+#: the compiled attribute ``live`` is false.
+guarded_del = _hipfile.guarded_del
+
+
 def finalize(obj: Any, release: str, live: Callable[[], bool], message: str) -> None:
     """The finalizer: release quietly in a child or at exit, defer while
     operations are in flight, warn when something was left open."""
@@ -160,9 +171,11 @@ class RegistrationLifetime:
                  tb: TracebackType | None) -> None:
         exit_block(exc, lambda: wait_idle(self, self._inflight_state()), self.deregister)
 
-    def __del__(self) -> None:
+    def _collected(self) -> None:
         finalize(self, "deregister", lambda: bool(self.registered),
                  "was still registered; deregistered it")
+
+    __del__ = guarded_del(_collected, "registered")
 
 
 class Closes:
@@ -186,5 +199,7 @@ class ClosesWhenCollected(Closes):
     def _left_open(self) -> bool:
         raise NotImplementedError
 
-    def __del__(self) -> None:
+    def _collected(self) -> None:
         finalize(self, "close", self._left_open, "was not closed")
+
+    __del__ = guarded_del(_collected)

@@ -36,6 +36,7 @@ from hipfile._interop import as_timeout, wait_event
 from hipfile._lib import _hipfile
 from hipfile._lib._enums import member_or_int
 from hipfile._lib._errors import ClosedError, HipFileException
+from hipfile._lifetime import guarded_del
 
 __all__ = [
     "PathStats",
@@ -550,11 +551,13 @@ class StatsContext:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    def __del__(self) -> None:
+    def _collected(self) -> None:
         if getattr(self, "_ctx", 0) == 0 or getattr(self, "_closing", True):
             return
         self.close()
         warnings.warn(f"{self!r} was not closed", ResourceWarning, stacklevel=1)
+
+    __del__ = guarded_del(_collected)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "connected" if self._connected else "open"

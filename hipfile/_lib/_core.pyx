@@ -33,7 +33,7 @@ Invariants
 """
 
 from operator import index as _operator_index
-from weakref import WeakSet as _WeakSet
+from weakref import ref as _weak_ref
 
 from cpython.ref cimport PyObject
 from libc.stdint cimport uintptr_t
@@ -57,9 +57,12 @@ cdef int _sweep_held() except -1:
 
 
 # Driver.close(wait=True) calls waiting (submissions on every file refused),
-# and the files open now (for what such a close waits for).
+# and the files open now (for what such a close waits for): weak references
+# without callbacks, by address, each removed by its file's __dealloc__ (a
+# WeakSet's callback would run Python code in a finalizer, where Ctrl-C is
+# lost: see _finalize.run_uninterrupted).
 cdef Py_ssize_t _driver_closing = 0
-_open_files = _WeakSet()
+cdef dict _open_files = {}
 
 
 def begin_driver_closing():
@@ -82,8 +85,9 @@ def files_held():
     synchronous, parallel and stream-engine reads and writes) and
     submissions under way, on every open file."""
     cdef Py_ssize_t n = 0
-    for f in list(_open_files):
-        if (<FileCore>f)._is_open:
+    for r in list(_open_files.values()):
+        f = r()
+        if f is not None and (<FileCore>f)._is_open:
             n += f._held_count()
     return n
 
@@ -592,9 +596,13 @@ cdef class FileCore:
         self._epoch = c_driver_epoch
         self._gen = fork_gen
         try:
-            _open_files.add(self)
+            _open_files[<uintptr_t><PyObject *>self] = _weak_ref(self)
         except TypeError:   # a subclass without weak references: not tracked
             pass
+
+    def __dealloc__(self):
+        # C only (no Python code runs in a finalizer here)
+        _open_files.pop(<uintptr_t><PyObject *>self, None)
 
     @property
     def inherited(self):

@@ -75,6 +75,12 @@ from hipfile._lib._decode import (
     pointer_value,
     protocol_buffer_info,
 )
+from hipfile._lib._finalize import (
+    DeviceMemory,
+    guarded_del,
+    run_uninterrupted,
+    set_finalizer_hook,
+)
 from hipfile._lib._loader import (
     candidate_paths,
     has_symbol,
@@ -137,6 +143,7 @@ __all__ = [
     "AsyncIOHandle",
     "BufferCore",
     "Deadline",
+    "DeviceMemory",
     "FileCore",
     "StreamCore",
     "StreamIOHandle",
@@ -196,6 +203,7 @@ __all__ = [
     "get_parameter_size_t",
     "get_parameter_string",
     "get_version",
+    "guarded_del",
     "handle_deregister",
     "handle_register",
     "has_symbol",
@@ -215,6 +223,8 @@ __all__ = [
     "read_raw",
     "reserve_pool",
     "ring_layout",
+    "run_uninterrupted",
+    "set_finalizer_hook",
     "set_parameter_bool",
     "set_parameter_size_t",
     "set_parameter_string",

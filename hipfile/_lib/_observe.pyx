@@ -76,11 +76,16 @@ def settle(obj=None):
 def wait_for(obj=None, timeout=None):
     """Wait until the stream-ordered operations using ``obj`` (a file,
     buffer or stream state; every one when None), parked ones included,
-    have completed, at most ``timeout`` seconds (None: no limit). Results
-    stay in their handles. Interruptible (Ctrl-C raises within a few ms;
-    nothing observed is lost). Returns how many are still in flight.
+    have completed, at most ``timeout`` seconds (None: no limit): the
+    ``read_async``/``write_async`` handles, and the stream engine's
+    (``pread_async`` and its family, the many-file forms), which are
+    observed here, so that nobody has to call ``done()`` or ``wait()``
+    for a close to see them end. Results stay in their handles.
+    Interruptible (Ctrl-C raises within a few ms; nothing observed is
+    lost). Returns how many are still in flight.
     """
     cdef int n
+    cdef Py_ssize_t engine_left = 0
     cdef Deadline deadline = Deadline(timeout)
     for h in pending_handles():
         if obj is not None and not (<AsyncIOHandle>h)._uses(obj):
@@ -92,7 +97,9 @@ def wait_for(obj=None, timeout=None):
         if obj is None or obj is (<Parked>rec).file or obj is (<Parked>rec).buffer \
                 or obj is (<Parked>rec).stream_state:
             _wait_parked(n, <Parked>rec, deadline)
-    return settle(obj)
+    if engine_wait_hook != NULL:
+        engine_left = engine_wait_hook(obj, deadline)
+    return settle(obj) + engine_left
 
 
 cdef int _wait_parked(int n, Parked rec, Deadline deadline) except -1:

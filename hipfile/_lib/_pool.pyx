@@ -32,7 +32,7 @@ from hipfile._lib._core cimport c_as_index, release_refs
 from hipfile._lib._runtime cimport (
     HIP_SUCCESS, c_host_free, c_host_malloc, c_launch_host_func, destroy_event, exiting,
     fork_gen, hip_fail, hipapi, load_hip_capi, hipfile_atomic_load_u8, hipfile_atomic_store_u8)
-from hipfile._lib import _runtime
+from hipfile._lib import _finalize, _runtime
 
 cdef class _Page:
     """One pinned allocation holding SLOTS_PER_PAGE slots.
@@ -324,7 +324,9 @@ cdef int _retry_deferred() except -1:
         items = list(_deferred)
         for item in items:
             try:
-                getattr(item[0], item[1])()
+                # a finalizer's work: Ctrl-C waits until it is done (a
+                # release cut short half way could not be finished later)
+                _finalize.run_uninterrupted(getattr(item[0], item[1]))
             except InFlightError:
                 continue
             except Exception:

@@ -673,3 +673,4 @@ cdef class CompletionBase:
     def get(self, timeout=None):
         """Same as ``wait`` (KvikIO's name)."""
         return self.wait(timeout)
+

@@ -13,7 +13,7 @@ from hipfile import _lifetime
 from hipfile._interop import as_timeout, check_writable, io_range_or_host
 from hipfile._lib import _hipfile
 from hipfile._lib._errors import name_file, read_only_error
-from hipfile._lifetime import ClosesWhenCollected, drain, exit_block, finalize
+from hipfile._lifetime import ClosesWhenCollected, drain, exit_block, finalize, guarded_del
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError, InFlightTimeoutError
 from hipfile.file._args import (
@@ -260,6 +260,11 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         """
         if self._open:
             return self
+        # the descriptor opened and recorded in one step that Ctrl-C cannot cut
+        _hipfile.run_uninterrupted(self._open_fd)
+        return self
+
+    def _open_fd(self) -> None:
         if self._owns_fd:
             assert self._path is not None
             check_path(self._path)
@@ -278,7 +283,6 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         self._fd = fd
         self._attach_fd()
         self._opened_once = True
-        return self
 
     def _register(self) -> None:
         """Register the open file with hipFile (the core calls this at the
@@ -299,12 +303,17 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
             fd = self._fd
             if fd is None:
                 raise ClosedFileError(self._closed_reason())
-            handle = _hipfile.handle_register(fd, int(self._handle_type))
-            if not self._open or self._fd != fd:
-                # closed by another thread while the library registered it
-                _hipfile.handle_deregister(handle)
-                raise ClosedFileError(self._closed_reason())
-            self._attach(handle)
+            # registered and recorded in one step that Ctrl-C cannot cut
+            # (a registration nobody records would outlive the descriptor)
+            _hipfile.run_uninterrupted(self._register_fd, fd)
+
+    def _register_fd(self, fd: int) -> None:
+        handle = _hipfile.handle_register(fd, int(self._handle_type))
+        if not self._open or self._fd != fd:
+            # closed by another thread while the library registered it
+            _hipfile.handle_deregister(handle)
+            raise ClosedFileError(self._closed_reason())
+        self._attach(handle)
 
     def _closed_reason(self) -> str:
         """The message of :class:`ClosedFileError` for this handle."""
@@ -391,7 +400,11 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
 
     def _close_now(self) -> None:
         """Close without waiting: raise InFlightError (changing nothing)
-        while operations are in flight."""
+        while operations are in flight. Ctrl-C cannot stop it half way (a
+        registration or a descriptor forgotten before it is released)."""
+        _hipfile.run_uninterrupted(self._release_now)
+
+    def _release_now(self) -> None:
         handle = self._detach()
         if handle is not None:
             _hipfile.handle_deregister(handle)
@@ -448,8 +461,10 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         finally:
             self._end_closing()
 
-    def __del__(self) -> None:
+    def _collected(self) -> None:
         finalize(self, "close", lambda: bool(self._open), "was not closed")
+
+    __del__ = guarded_del(_collected, "_open")
 
     def __repr__(self) -> str:
         state = "closed" if not self._open else f"fd={self._fd}"

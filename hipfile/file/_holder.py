@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import threading
 
-from hipfile._lifetime import Closes
+from hipfile._lifetime import Closes, guarded_del
 from hipfile.file import FileHandle
 
-#: Guards the hand-over of a holder's file handle at close.
-_take_lock = threading.Lock()
+#: Guards the hand-over of a holder's file handle at close. Reentrant: a
+#: collection inside the block may finalize another holder in this thread.
+_take_lock = threading.RLock()
 
 
 class FileHolder:
@@ -51,10 +52,12 @@ class QuietFileHolder(FileHolder, Closes):
     forgotten file. A failure to close is swallowed: a finalizer must not
     raise."""
 
-    def __del__(self) -> None:
+    def _collected(self) -> None:
         if not self._left_open():
             return
         try:
             self.close()
         except Exception:
             pass
+
+    __del__ = guarded_del(_collected)

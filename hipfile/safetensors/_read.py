@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -115,17 +114,20 @@ class DeviceAllocation:
             raise ValueError(f"nbytes must be >= 0, got {nbytes}")
         self.nbytes = nbytes
         self.device = device
-        self.ptr = int(_hipfile.device_malloc(max(nbytes, 1), device))
-        self._finalizer = weakref.finalize(self, _hipfile.device_free, self.ptr)
+        # the memory is freed by compiled code alone (no finalizer of
+        # Python code, in which a Ctrl-C would be lost: see
+        # hipfile._lifetime)
+        self._memory = _hipfile.DeviceMemory(max(nbytes, 1), device)
+        self.ptr = int(self._memory.ptr)
 
     def free(self) -> None:
         """Free the memory now (idempotent). Views must not be used after."""
-        self._finalizer()
+        self._memory.free()
 
     @property
     def freed(self) -> bool:
         """Whether the memory has been freed."""
-        return not self._finalizer.alive
+        return bool(self._memory.freed)
 
     def __repr__(self) -> str:
         return (f"<hipfile.safetensors.DeviceAllocation ptr={self.ptr:#x} "

@@ -1,6 +1,7 @@
 # cython: language_level=3
 # StreamIOHandle (see handle.pyx).
 
+from cpython.ref cimport PyObject
 from libc.stdint cimport uint32_t, uintptr_t
 from hipfile._lib._runtime cimport CompletionBase
 from hipfile._lib.chipfile cimport hoff_t
@@ -34,6 +35,9 @@ cdef class StreamIOHandle(CompletionBase):
     cdef int _count                  # ranges covered (a grouped submission: all)
     cdef bint _stream_completes      # a staged read: its stream writes the flag
     cdef bint _staged                # moved through the staging ring
+    cdef PyObject *_live_prev        # the live list (see handle.pyx): borrowed
+    cdef PyObject *_live_next
+    cdef bint _live
 
     cdef void _abandon(self)
     cdef void _observe(self)
@@ -42,3 +46,5 @@ cdef class StreamIOHandle(CompletionBase):
     cdef object _result(self)
     cdef int _release_to(self, uintptr_t sh) except -1
     cdef int watch(self) except -1
+    cdef void link_live(self)
+    cdef void _unlink_live(self)

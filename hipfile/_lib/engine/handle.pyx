@@ -4,6 +4,7 @@ from Python (see ops.pyx for the invariants)."""
 
 cimport cython
 
+from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t, uint32_t, uintptr_t
 
 from hipfile._lib._core cimport stream_handle
@@ -17,6 +18,7 @@ from hipfile._lib._errors import error_for_result, name_file
 from hipfile._lib._runtime cimport (
     CompletionBase, destroy_event, exiting, fork_gen, raise_forked, hipapi)
 from hipfile._lib._wait cimport Deadline, wait_sliced
+from hipfile._lib cimport _observe
 from hipfile._lib._runtime import on_device
 
 cdef double WAIT_SLICE = 0.05
@@ -73,6 +75,63 @@ cdef int _sweep_watched() except -1:
 ops.watched_sweep_hook = _sweep_watched
 
 
+# Every submitted handle whose completion nobody has observed yet, linked
+# through the handles themselves (borrowed references: a handle leaves the
+# list when it is observed or freed), so that a close waiting for a file
+# finds and observes them: "the engine knows when an operation ends".
+cdef PyObject *_live_head = NULL
+
+
+cdef bint _uses(object users, object obj):
+    # users: a file, a tuple of files (a many-file operation), or a buffer core
+    if users is obj:
+        return 1
+    return type(users) is tuple and obj in <tuple>users
+
+
+cdef Py_ssize_t _engine_wait(object obj, Deadline deadline) except -1:
+    """Wait until the engine's operations using ``obj`` (a file or a
+    buffer; every one when None) have ended, within ``deadline``: live
+    handles (observed here) and parked ones (released by the sweep).
+    Returns how many are still running. Interruptible (wait_sliced)."""
+    cdef StreamIOHandle hd
+    cdef ParkedOp rec
+    cdef _op_wait_t c
+    cdef Py_ssize_t left = 0
+    cdef list todo = []
+    cdef PyObject *p = _live_head
+    while p != NULL:
+        hd = <StreamIOHandle>p
+        if hd._gen == fork_gen and (obj is None or _uses(hd._file, obj) or hd._bcore is obj):
+            todo.append(hd)
+        p = hd._live_next
+    for o in todo:
+        hd = <StreamIOHandle>o
+        if hd._observed or hd.done():
+            continue
+        c.op = hd._op
+        c.flag = hd._flag.ptr if hd._stream_completes and hd._flag is not None else NULL
+        c.value = hd._value
+        if deadline.passed() or not wait_sliced(_op_wait_slice, &c, deadline, WAIT_SLICE):
+            left += 1
+            continue
+        hd._observe()
+    for o in list(eng_parked):
+        rec = <ParkedOp>o
+        if rec.op == NULL or not (obj is None or _uses(rec.file, obj) or rec.bcore is obj):
+            continue
+        c.op = rec.op
+        c.flag = rec.flag.ptr if rec.stream_completes and rec.flag is not None else NULL
+        c.value = rec.value
+        if deadline.passed() or not wait_sliced(_op_wait_slice, &c, deadline, WAIT_SLICE):
+            left += 1
+    ops.eng_sweep()
+    return left
+
+
+_observe.engine_wait_hook = _engine_wait
+
+
 def watched_requests():
     """pread/pwrite requests on the engine not yet seen to have ended."""
     return sum(1 for o in _watched if not (<StreamIOHandle>o)._observed)
@@ -122,10 +181,36 @@ cdef class StreamIOHandle(CompletionBase):
             eng.op_decref(self._op)
             self._op = NULL
 
+    cdef void link_live(self):
+        """Enter the live list (a submitted handle, see ``_live_head``)."""
+        global _live_head
+        if self._live:
+            return
+        self._live = 1
+        self._live_prev = NULL
+        self._live_next = _live_head
+        if _live_head != NULL:
+            (<StreamIOHandle>_live_head)._live_prev = <PyObject *>self
+        _live_head = <PyObject *>self
+
+    cdef void _unlink_live(self):
+        global _live_head
+        if not self._live:
+            return
+        self._live = 0
+        if self._live_prev != NULL:
+            (<StreamIOHandle>self._live_prev)._live_next = self._live_next
+        else:
+            _live_head = self._live_next
+        if self._live_next != NULL:
+            (<StreamIOHandle>self._live_next)._live_prev = self._live_prev
+        self._live_prev = self._live_next = NULL
+
     cdef void _observe(self):
         if self._observed or not self._submitted:
             return
         self._observed = 1
+        self._unlink_live()
         unhold(self._file, self._bcore)
         self._file = None
         self._bcore = None
@@ -138,6 +223,7 @@ cdef class StreamIOHandle(CompletionBase):
 
     def __dealloc__(self):
         cdef ParkedOp rec
+        self._unlink_live()
         if self._op == NULL:
             return
         if self._gen != fork_gen or exiting:

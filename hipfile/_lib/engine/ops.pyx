@@ -124,61 +124,67 @@ cdef PerDevice _new_ring(int device):
     cdef size_t slot
     cdef int nslots
     slot, nslots = ring_layout(d.engine_staging_size(), eng_task_default)
-    cdef uintptr_t fbase, fdev
+    # every setting is read (Python code) before the first allocation, and
+    # a failure or Ctrl-C after it releases what was made: a ring half
+    # made is never forgotten with its pinned memory
+    cdef int copy_batch = <int>d.engine_copy_batch()
+    cdef size_t direct_io = <size_t>d.engine_direct_io_size()
+    cdef int ncopy = <int>d.engine_copy_streams()
     cdef Ring r
     r = Ring.__new__(Ring)
+    try:
+        _make_ring(r, device, slot, nslots, copy_batch, direct_io, ncopy)
+    except BaseException:
+        r.release()
+        raise
+    return r
+
+
+cdef int _make_ring(Ring r, int device, size_t slot, int nslots, int copy_batch,
+                    size_t direct_io, int ncopy) except -1:
+    """Allocate and set up the ring ``r`` (released by the caller on failure)."""
+    cdef uintptr_t fbase, fdev
     r.device = device
     r.slot_size = slot
     r.nslots = nslots
+    cdef void *cs[8]
+    cdef void *je[8]
+    cdef int k
     with on_device(device):
         r.staging_pages = hc_pinned_pages(slot * nslots)
         if r.staging_pages is not None:
             r.staging_mem = r.staging_pages[0]
         else:
             r.staging_mem = hc_host_malloc(slot * nslots, 0)
+        fbase = hc_host_malloc(8 * nslots, HIP_HOST_MALLOC_MAPPED)
+        r.flags_mem = fbase
         try:
-            fbase = hc_host_malloc(8 * nslots, HIP_HOST_MALLOC_MAPPED)
-            r.flags_mem = fbase
-            try:
-                fdev = hc_host_device_pointer(fbase)
-            except Exception:
-                fdev = fbase
-        except BaseException:
-            r.release()
-            raise
+            fdev = hc_host_device_pointer(fbase)
+        except Exception:
+            fdev = fbase
     memset(<void *>fbase, 0, 8 * nslots)
     r.ring = eng.ring_new(<void *><uintptr_t>int(r.staging_mem), slot, nslots,
                           <uint32_t *>fbase, fdev)
     if r.ring == NULL:
-        r.release()
         raise MemoryError()
-    eng.ring_set_copy_batch(r.ring, <int>d.engine_copy_batch())
+    eng.ring_set_copy_batch(r.ring, copy_batch)
     # whole slots; the C side bounds it (1 to 8, half the ring): only the
     # cast to int is bounded here
-    eng.ring_set_direct_slots(r.ring, <int>min(<size_t>d.engine_direct_io_size() // slot,
-                                               <size_t>(1 << 16)))
-    cdef int ncopy = <int>d.engine_copy_streams()
-    cdef void *cs[8]
-    cdef void *je[8]
-    cdef int k
+    eng.ring_set_direct_slots(r.ring, <int>min(direct_io // slot, <size_t>(1 << 16)))
     if ncopy > 1 and c_stream_wait_event != NULL and c_event_record != NULL:
         r.copy_streams = []
         r.copy_events = []
-        try:
-            with on_device(device):
-                for k in range(ncopy):
-                    r.copy_streams.append(hc_stream_create(HIP_STREAM_NON_BLOCKING))
-                for k in range(ncopy + 1):
-                    r.copy_events.append(hc_event_create(HIP_EVENT_DISABLE_TIMING))
-        except BaseException:
-            r.release()
-            raise
+        with on_device(device):
+            for k in range(ncopy):
+                r.copy_streams.append(hc_stream_create(HIP_STREAM_NON_BLOCKING))
+            for k in range(ncopy + 1):
+                r.copy_events.append(hc_event_create(HIP_EVENT_DISABLE_TIMING))
         for k in range(ncopy):
             cs[k] = <void *><uintptr_t>int(r.copy_streams[k])
             je[k] = <void *><uintptr_t>int(r.copy_events[k + 1])
         eng.ring_set_copy_streams(r.ring, ncopy, cs,
                                   <void *><uintptr_t>int(r.copy_events[0]), je)
-    return r
+    return 0
 
 
 cdef int eng_start() except -1:

@@ -569,6 +569,7 @@ cdef int _hand_over(list handles, object files, BufferCore bc, object buf_owner,
         hd._bcore = bc
         hd._buffer = buf_owner
         hd._stream_owner = stream_owner
+        hd.link_live()
     return 0
 
 
@@ -580,6 +581,7 @@ cdef int _submitted_anyway(FileCore f, list handles) except -1:
         hd._file = f
         hd._path = getattr(f, "_path", None)
         f._held += 1
+        hd.link_live()
     return 0
 
 

@@ -61,6 +61,7 @@ import os
 import threading
 from typing import Any
 
+from hipfile._lifetime import guarded_del
 from hipfile.buffer import Buffer
 from hipfile.compat._errors import also
 from hipfile.driver import Driver, process_driver
@@ -160,11 +161,13 @@ class CuFileDriver:
                 type(self)._instance = None
             self._driver.close()
 
-    def __del__(self) -> None:
+    def _collected(self) -> None:
         try:
             self._driver.close()
         except Exception:
             pass
+
+    __del__ = guarded_del(_collected)
 
     def __repr__(self) -> str:
         return f"<hipfile.compat.cufile.CuFileDriver {'open' if self.is_open else 'closed'}>"

@@ -37,6 +37,7 @@ from types import TracebackType
 from typing import Any
 
 from hipfile._interop import buffer_info, host_view, wait_event
+from hipfile._lifetime import guarded_del
 from hipfile.compat._errors import also
 from hipfile.compat.kvikio import defaults
 from hipfile.compat.kvikio._args import size_t
@@ -323,12 +324,14 @@ class Mmap:
                  tb: TracebackType | None) -> None:
         self.close()
 
-    def __del__(self) -> None:
+    def _collected(self) -> None:
         try:
             if not getattr(self, "_closed", True) and not self._busy:
                 self.close()
         except Exception:
             pass
+
+    __del__ = guarded_del(_collected)
 
     def __repr__(self) -> str:
         if self._closed:
