@@ -1,0 +1,97 @@
+"""What the vLLM integration tests share: vLLM imported (or a skip that
+says how to install it; a failure where ``CI=true``), and the configuration
+vLLM hands an offloading spec, built from vLLM's own config classes."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import warnings
+
+import pytest
+
+try:
+    with warnings.catch_warnings():     # vLLM's and torch's own import-time warnings
+        warnings.simplefilter("ignore")
+        import torch
+        import vllm.v1.kv_offload.fs.worker  # noqa: F401
+        import vllm.v1.kv_offload.factory  # noqa: F401
+
+        import hipfile.integrations.vllm  # noqa: F401
+except ImportError as e:
+    if os.environ.get("CI") == "true":
+        raise ImportError(f"the vLLM tests must run in CI: {e}") from e
+    pytest.skip(f"vLLM is absent ({e}): pip install 'hipfile[vllm]'",
+                allow_module_level=True)
+
+from vllm.v1.kv_offload.config import (
+    OffloadingCacheConfig,
+    OffloadingConfig,
+    OffloadingGroupConfig,
+    OffloadingModelConfig,
+    OffloadingParallelConfig,
+)
+from vllm.v1.kv_offload.factory import OffloadingSpecFactory
+
+SPEC = {"spec_name": "HipFileOffloadingSpec", "spec_module_path": "hipfile.integrations.vllm"}
+
+
+def make_config(root: Path | str | None, *, max_bytes: Any = 1 << 30, blocks_per_chunk: int = 4,
+                tokens_per_block: int = 16, groups: Sequence[Sequence[str]] = (("l0", "l1"),),
+                bytes_per_block: int = 4096, world_size: int = 1, rank: int = 0,
+                events: bool = True, **extra: Any) -> OffloadingConfig:
+    """The ``OffloadingConfig`` vLLM makes for a model with these KV groups."""
+    ec: dict[str, Any] = dict(SPEC)
+    if root is not None:
+        ec["root_dir"] = str(root)
+    if max_bytes is not None:
+        ec["max_bytes"] = max_bytes
+    ec.update(extra)
+    return OffloadingConfig(
+        groups=tuple(OffloadingGroupConfig(tokens_per_block=tokens_per_block,
+                                           layer_names=tuple(names), group_id=i)
+                     for i, names in enumerate(groups)),
+        worker_kv_bytes_per_block=bytes_per_block,
+        enable_kv_cache_events=events,
+        extra_config=ec,
+        engine_id=str(uuid.uuid4()),
+        model=OffloadingModelConfig(name="org/tiny-model", dtype="float16"),
+        cache=OffloadingCacheConfig(tokens_per_hash=tokens_per_block,
+                                    blocks_per_chunk=blocks_per_chunk),
+        parallel=OffloadingParallelConfig(
+            rank=rank, world_size=world_size, tp_size=world_size, pp_size=1, pcp_size=1,
+            dcp_size=1, data_parallel_index=0, data_parallel_size=1,
+            data_parallel_rank_local=None, is_parallelism_agnostic=False),
+    )
+
+
+def make_spec(root: Path | str | None, **kw: Any) -> Any:
+    """The spec vLLM's own factory makes from the configuration."""
+    return OffloadingSpecFactory.create_spec(make_config(root, **kw))
+
+
+@contextmanager
+def device_tensor(shape: Sequence[int], dtype: torch.dtype = torch.float16) -> Iterator[Any]:
+    """A torch tensor over device memory of hipfile's platform (hipMalloc;
+    on the emulated platform device memory is host memory, so torch's CPU
+    build can view it)."""
+    from _util import check
+    from hip import hip
+
+    n = 1
+    for s in shape:
+        n *= s
+    nbytes = n * torch.empty((), dtype=dtype).element_size()
+    ptr = check(hip.hipMalloc(nbytes))
+    try:
+        raw = (ctypes.c_uint8 * nbytes).from_address(int(ptr))
+        t = torch.frombuffer(raw, dtype=torch.uint8).view(dtype).view(*shape)
+        yield t
+    finally:
+        check(hip.hipFree(ptr))
