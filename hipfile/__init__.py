@@ -55,7 +55,13 @@ from hipfile.driver import (  # noqa: E402
     release_process_driver,
     use_count,
 )
-from hipfile.engine import StreamIOHandle, pread_async_scatter, pwrite_async_gather  # noqa: E402
+from hipfile.engine import (  # noqa: E402
+    StreamIOHandle,
+    pread_async_addresses,
+    pread_async_scatter,
+    pwrite_async_addresses,
+    pwrite_async_gather,
+)
 from hipfile.enums import (  # noqa: E402
     BASE_ERR,
     BatchMode,
@@ -147,9 +153,11 @@ __all__ = [
     "open",
     "pool_stats",
     "pread",
+    "pread_async_addresses",
     "pread_async_scatter",
     "process_driver",
     "pwrite",
+    "pwrite_async_addresses",
     "pwrite_async_gather",
     "release_process_driver",
     "reserve_pool",

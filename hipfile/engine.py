@@ -55,7 +55,7 @@ is deprecated.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hipfile._lib import _hipfile
@@ -66,8 +66,10 @@ __all__ = [
     "configure",
     "info",
     "mechanism",
+    "pread_async_addresses",
     "pread_async_scatter",
     "prepare",
+    "pwrite_async_addresses",
     "pwrite_async_gather",
     "settings",
     "shutdown",
@@ -75,6 +77,10 @@ __all__ = [
 
 #: A range of a many-file operation: ``(file, size, file_offset, buffer_offset)``.
 FileRange = tuple[Any, "int | None", int, int]
+
+#: Ranges by device address: an integer array of shape (N, 4), or a sequence
+#: of ``(file index, file offset, device address, size)`` rows.
+AddressRanges = Any
 
 
 def pread_async_scatter(buffer: Any, ranges: Iterable[FileRange], stream: Any = 0, *,
@@ -138,6 +144,89 @@ def pwrite_async_gather(buffer: Any, ranges: Iterable[FileRange], stream: Any = 
     """
     return _hipfile.engine_submit_files(buffer, ranges, stream, write=True, task_size=task_size,
                                         ordered=ordered)
+
+
+def pread_async_addresses(files: Sequence[Any], ranges: AddressRanges, stream: Any = 0, *,
+                          task_size: int | None = None, ordered: bool = True,
+                          prefetch: bool = False) -> StreamIOHandle:
+    """Read ranges of several open files to device addresses, in stream
+    order, as one operation; returns its one :class:`StreamIOHandle`.
+
+    ``ranges`` holds ``(file index, file offset, device address, size)``
+    rows: ``size`` bytes of ``files[file index]`` from ``file offset`` land
+    at ``device address``. It is an integer array of shape (N, 4) (a
+    C-contiguous ``int64`` or ``uint64`` NumPy array is read in place,
+    without a Python object per row; other integer arrays are converted
+    once) or a sequence of 4-tuples of ints. This is the shape of the
+    block addresses a KV-cache offload hands over (vLLM's
+    ``DevicePointers``): the blocks of the 2 x layers KV tensors, separate
+    allocations, moved with one handle, one completion flag and the
+    engine's threads reading every file at once. The addresses stay the
+    caller's: keep the memory allocated until the operation completes.
+
+    Every address range ``[address, address + size)`` must lie inside one
+    device allocation of the stream's device, as the runtime reports it
+    (``hipMemGetAddressRange``, asked once per allocation in a call); a
+    range that does not is refused with a :class:`ValueError` naming its
+    row, the range and the allocation found, and nothing is submitted. A
+    row of size 0 moves nothing and its address is not checked.
+    ``ordered`` and ``prefetch`` as in :func:`pread_async_scatter`; a read
+    stops at the end of its file, and the handle's result is the bytes
+    read in all. Every file is held until completion is observed: closing
+    one meanwhile raises :class:`~hipfile.InFlightError`.
+
+    Raises
+    ------
+    TypeError
+        ``files`` is not a sequence of :class:`~hipfile.FileHandle`, or
+        ``ranges`` holds something other than integers.
+    ValueError
+        No file, no row, a shape other than (N, 4), a file index out of
+        range, a negative offset or size, an address range outside one
+        device allocation of the stream's device, or a bad task size or
+        stream (nothing is submitted).
+    ClosedFileError, HandleNotRegisteredError
+        A file is closed, or its registration was dropped.
+    OSError
+        ``EBADF``: a file was not opened for reading.
+    NotImplementedError
+        The staging path cannot serve the stream's device (a device
+        without stream waits, or the ``engine_data_path`` setting
+        ``"hipfile"``).
+
+    See Also
+    --------
+    hipMemGetAddressRange, hipStreamWaitValue32, hipMemcpyAsync
+    """
+    return _hipfile.engine_submit_addresses(files, ranges, stream, task_size=task_size,
+                                            ordered=ordered, prefetch=prefetch)
+
+
+def pwrite_async_addresses(files: Sequence[Any], ranges: AddressRanges, stream: Any = 0, *,
+                           task_size: int | None = None, ordered: bool = True
+                           ) -> StreamIOHandle:
+    """Write ranges at device addresses to several open files, in stream
+    order, as one operation (the counterpart of
+    :func:`pread_async_addresses`); returns its one
+    :class:`StreamIOHandle`. ``ranges`` holds ``(file index, file offset,
+    device address, size)`` rows, checked as there; with ``ordered``, work
+    enqueued on ``stream`` afterwards runs once every byte is in its file.
+
+    Raises
+    ------
+    TypeError, ValueError, ClosedFileError, HandleNotRegisteredError, NotImplementedError
+        As :func:`pread_async_addresses`; ValueError also for an append
+        handle (:attr:`FileHandle.appends <hipfile.FileHandle.appends>`),
+        whose writes go to the end of its file.
+    OSError
+        ``EBADF``: a file was not opened for writing.
+
+    See Also
+    --------
+    hipMemGetAddressRange, hipStreamWaitValue32, hipMemcpyAsync
+    """
+    return _hipfile.engine_submit_addresses(files, ranges, stream, write=True,
+                                            task_size=task_size, ordered=ordered)
 
 
 def configure(threads: int | None = None, task_size: int | None = None) -> None:

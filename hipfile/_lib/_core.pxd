@@ -65,4 +65,5 @@ cdef object c_buffer_info(object obj, uintptr_t *base, size_t *length)
 cdef uintptr_t stream_handle(object obj) except? 0
 cdef object submit_preamble(FileCore f, object buffer, object stream, uintptr_t *base,
                             size_t *length, uintptr_t *sh, PyObject **state)
+cdef int stream_preamble(object stream, uintptr_t *sh, PyObject **state) except -1
 cdef void release_refs(object file, object buffer, object state)

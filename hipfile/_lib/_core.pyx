@@ -170,7 +170,6 @@ cdef object submit_preamble(FileCore f, object buffer, object stream, uintptr_t 
     caller takes it off (``f._entering -= 1``, in a ``finally``) once the
     operation is counted in ``_pending``/``_held`` or has failed."""
     cdef BufferCore bc
-    cdef StreamState st = None
     if (not f._is_open or (f._closing | _driver_closing)
             or (f._registered and f._epoch != c_driver_epoch)):
         check_file(f)
@@ -184,7 +183,22 @@ cdef object submit_preamble(FileCore f, object buffer, object stream, uintptr_t 
         buf_owner = buffer
     else:
         buf_owner = foreign_buffer_info(buffer, base, length)
-    # stream
+    stream_preamble(stream, sh, state)
+    # Decoding may have run Python code (a foreign buffer's or stream's
+    # protocol), and a close may have begun meanwhile: check again, then
+    # count the submission, with nothing in between that lets a close in.
+    if (not f._is_open or (f._closing | _driver_closing)
+            or (f._registered and f._epoch != c_driver_epoch)):
+        check_file(f)
+    f._entering += 1
+    return buf_owner
+
+
+cdef int stream_preamble(object stream, uintptr_t *sh, PyObject **state) except -1:
+    """The stream part of :func:`submit_preamble`: the stream's handle and,
+    for a registered stream, its state (``*state``, borrowed; NULL when
+    unregistered; a Stream registered before fork is refused)."""
+    cdef StreamState st = None
     if isinstance(stream, StreamCore):
         sh[0] = (<StreamCore>stream)._handle
         st = (<StreamCore>stream)._state
@@ -208,14 +222,7 @@ cdef object submit_preamble(FileCore f, object buffer, object stream, uintptr_t 
             raise_forked("this Stream")
         st = None
     state[0] = <PyObject *>st if st is not None else NULL
-    # Decoding may have run Python code (a foreign buffer's or stream's
-    # protocol), and a close may have begun meanwhile: check again, then
-    # count the submission, with nothing in between that lets a close in.
-    if (not f._is_open or (f._closing | _driver_closing)
-            or (f._registered and f._epoch != c_driver_epoch)):
-        check_file(f)
-    f._entering += 1
-    return buf_owner
+    return 0
 
 
 cdef void release_refs(object file, object buffer, object state):

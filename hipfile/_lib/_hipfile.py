@@ -112,10 +112,12 @@ from hipfile._lib.engine.ops import (
     engine_shutdown,
     ring_layout,
 )
+from hipfile._lib.engine.plan import engine_address_queries
 from hipfile._lib.engine.submit import (
     engine_prepare,
     engine_read_first_max,
     engine_submit,
+    engine_submit_addresses,
     engine_submit_files,
     engine_transfer,
 )
@@ -170,6 +172,7 @@ __all__ = [
     "driver_set_max_pinned_mem_size",
     "driver_set_poll_mode",
     "end_driver_closing",
+    "engine_address_queries",
     "engine_batch_copies",
     "engine_configure",
     "engine_info",
@@ -180,6 +183,7 @@ __all__ = [
     "engine_settings",
     "engine_shutdown",
     "engine_submit",
+    "engine_submit_addresses",
     "engine_submit_files",
     "engine_transfer",
     "files_held",

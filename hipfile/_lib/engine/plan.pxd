@@ -31,3 +31,6 @@ cdef long long file_end(FileCore f, int fd) except -1
 cdef int record_write_end(FileCore f, long long wend) except -1
 cdef int direct_descriptor(FileCore f, hfe_span *checked, int n) except -2
 cdef int group_spans(StreamIOHandle hd, hfe_span *checked, int n) noexcept
+cdef hfe_span *plan_addresses(object ranges, list files, list file_fds, list file_ends,
+                              int opcode, int device, Py_ssize_t *count, int **fds,
+                              long long **ends) except NULL

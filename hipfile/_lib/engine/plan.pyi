@@ -1,1 +1,3 @@
-"""A submission planned: nothing here is called from Python."""
+"""A submission planned: nothing here is called from Python but its test hook."""
+
+def engine_address_queries() -> int: ...

@@ -9,16 +9,17 @@ stream work or hands chunks to the engine's threads."""
 import errno
 import os
 
-from cpython.exc cimport PyErr_SetFromErrno
+from cpython.exc cimport PyErr_Clear, PyErr_Occurred, PyErr_SetFromErrno
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from libc.stdint cimport uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdint cimport int64_t, uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport calloc, free, malloc, realloc
 from posix.stat cimport fstat, struct_stat
 
 from hipfile._lib.chipfile cimport hoff_t
-from hipfile._lib._core cimport FileCore, check_file, io_range, range_fits
+from hipfile._lib._core cimport FileCore, c_as_index, check_file, io_range, range_fits
+from hipfile._lib._runtime cimport hip_fn, hipapi, load_hip_capi, pointer_device
 from hipfile._lib.engine.cengine cimport eng, hfe_op, hfe_piece, hfe_span
 from hipfile._lib.engine.device cimport eng_task_default, eng_threads_wanted
 from hipfile._lib.engine.device import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
@@ -364,3 +365,289 @@ cdef size_t lone_range_task(size_t total, size_t task) noexcept:
     if total > SPLIT_MIN and total < ways * task:
         return max(SPLIT_MIN, ((total + ways - 1) // ways + 4095) & ~4095)
     return task
+
+
+# --------------------------------------------------------------------------
+# Ranges by device address: (file index, file offset, address, size) rows
+# --------------------------------------------------------------------------
+
+ctypedef int (*mem_range_fn)(void **, size_t *, void *) noexcept nogil
+cdef mem_range_fn _mem_range = NULL
+cdef bint _mem_range_tried = 0
+# hipMemGetAddressRange queries made by address submissions (a test hook reads it)
+cdef unsigned long long _address_queries = 0
+
+
+def engine_address_queries():
+    """Test hook: the ``hipMemGetAddressRange`` queries that submissions of
+    ranges by device address have made in this process."""
+    return _address_queries
+
+
+cdef object _rows_array(object ranges, bint *unsigned):
+    """``ranges`` as a C-contiguous int64 array of shape (N, 4), without a
+    copy when it is one already (a uint64 array is viewed as int64:
+    ``*unsigned`` is set, and a negative value there is 2**63 or more); a
+    sequence of 4-sequences of ints (the package's integer rule: no float,
+    no bool) otherwise."""
+    global _numpy
+    cdef Py_ssize_t i, j, n
+    cdef long long[:, ::1] out
+    if _numpy is None:
+        import numpy
+        _numpy = numpy
+    if not isinstance(ranges, (list, tuple)) and (hasattr(ranges, "__array_interface__")
+                                                  or hasattr(ranges, "__array__")):
+        arr = _numpy.asarray(ranges)
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"ranges given as an array must hold integers, got {arr.dtype}")
+        if arr.ndim != 2 or arr.shape[1] != 4:
+            raise ValueError("ranges must have shape (N, 4): (file index, file offset, device "
+                             f"address, size) rows, got {arr.shape}")
+        if arr.dtype.kind == "u" and arr.dtype.itemsize == 8:
+            unsigned[0] = 1
+            return _numpy.ascontiguousarray(arr).view(_numpy.int64)
+        return _numpy.ascontiguousarray(arr, dtype=_numpy.int64)
+    if not isinstance(ranges, (list, tuple)):
+        ranges = list(ranges)
+    n = len(ranges)
+    arr = _numpy.empty((n, 4), dtype=_numpy.int64)
+    out = arr
+    names = ("file index", "file offset", "address", "size")
+    for i in range(n):
+        r = ranges[i]
+        t = None if isinstance(r, (dict, str, bytes)) else tuple(r)
+        if t is None or len(t) != 4:
+            raise TypeError("each range must be a (file index, file offset, device address, "
+                            f"size) row, got {type(r).__name__} {r!r} (row {i})")
+        for j in range(4):
+            out[i, j] = c_as_index(t[j], f"row {i}'s {names[j]}")
+    return arr
+
+
+cdef int _row_error(Py_ssize_t i, str what) except -1:
+    raise ValueError(f"row {i}: {what}; nothing was submitted")
+
+
+cdef hfe_span *parse_address_ranges(object ranges, Py_ssize_t nfiles, Py_ssize_t *count,
+                                    int **fidx) except NULL:
+    """Rows ``(file index, file offset, device address, size)`` checked (an
+    index of one of ``nfiles`` files, offsets and sizes >= 0 and below
+    2**63, no range that wraps) into spans whose buffer offset is the
+    address (freed by the caller, as ``*fidx``: each row's file index).
+    An array is read without a Python object per row."""
+    cdef Py_ssize_t i, n
+    cdef const long long[:, ::1] v
+    cdef hfe_span *out = NULL
+    cdef int *idx = NULL
+    cdef long long fi, fo, sz
+    cdef uint64_t addr
+    cdef bint u = 0
+    arr = _rows_array(ranges, &u)
+    v = arr
+    n = v.shape[0]
+    if n == 0:
+        raise ValueError("ranges by address need at least one (file index, file offset, "
+                         "device address, size) row")
+    out = <hfe_span *>malloc(n * sizeof(hfe_span))
+    idx = <int *>malloc(n * sizeof(int))
+    try:
+        if out == NULL or idx == NULL:
+            raise MemoryError()
+        for i in range(n):
+            fi = v[i, 0]
+            fo = v[i, 1]
+            addr = <uint64_t>v[i, 2]
+            sz = v[i, 3]
+            if fi < 0 or fi >= nfiles:
+                _row_error(i, f"file index {_shown(fi, u)} names none of the {nfiles} file(s)")
+            if fo < 0:
+                _row_error(i, f"file offset {_shown(fo, u)} must be >= 0 and below 2**63")
+            if sz < 0:
+                _row_error(i, f"size {_shown(sz, u)} must be >= 0 and below 2**63")
+            if fo > 0x7FFFFFFFFFFFFFFF - sz:
+                _row_error(i, f"file offset {fo} + size {sz} is past 2**63")
+            if addr + <uint64_t>sz < addr:
+                _row_error(i, f"the address range {addr:#x} + {sz} wraps around")
+            out[i].len = <uint64_t>sz
+            out[i].file_offset = fo
+            out[i].buffer_offset = <int64_t>addr
+            idx[i] = <int>fi
+    except BaseException:
+        free(out)
+        free(idx)
+        raise
+    count[0] = n
+    fidx[0] = idx
+    return out
+
+
+cdef str _shown(long long x, bint unsigned):
+    """A value of the rows as given (a uint64 array's, unsigned)."""
+    return f"{<unsigned long long>x}" if unsigned else f"{x}"
+
+
+cdef int _query_allocation(Py_ssize_t row, uint64_t a, uint64_t e, int device,
+                           uint64_t *lo, uint64_t *hi) except -1:
+    """The device allocation holding address ``a`` of row ``row`` (range
+    ``[a, e)``), asked of the runtime (``hipMemGetAddressRange``, then its
+    device from ``hipPointerGetAttributes``); ValueError naming the row when
+    there is none, or it is not device memory of ``device``."""
+    global _address_queries, _mem_range, _mem_range_tried
+    cdef void *base = NULL
+    cdef size_t size = 0
+    cdef int err = 0
+    cdef bint is_device = 0
+    if not _mem_range_tried:
+        load_hip_capi()
+        _mem_range = <mem_range_fn>hip_fn("hipMemGetAddressRange", b"void **, size_t *, void *")
+        _mem_range_tried = 1
+    _address_queries += 1
+    h = hipapi()
+    if _mem_range != NULL:
+        err = _mem_range(&base, &size, <void *>a)
+        if PyErr_Occurred() != NULL:
+            PyErr_Clear()
+        lo[0] = <uint64_t>base
+    else:
+        res = h.hip.hipMemGetAddressRange(a)
+        err = int(res[0])
+        lo[0] = int(res[1]) if err == 0 and res[1] is not None else 0
+        size = int(res[2]) if err == 0 else 0
+    hi[0] = lo[0] + size
+    what = f"the address range [{a:#x}, {e:#x}) ({e - a} bytes)"
+    if err != 0:
+        _row_error(row, f"{what} lies in no device allocation (hipMemGetAddressRange "
+                        f"answered {h.error_name(err)})")
+    found = f"the allocation [{lo[0]:#x}, {hi[0]:#x}) ({size} bytes)"
+    if not (lo[0] <= a < hi[0]):
+        _row_error(row, f"{what}: hipMemGetAddressRange answered {found}, which does not "
+                        "hold its start")
+    dev = pointer_device(lo[0], &is_device)
+    if not is_device:
+        _row_error(row, f"{what} lies in {found}, which is not device memory")
+    if dev != device:
+        _row_error(row, f"{what} lies in {found} of device {dev}, not of the stream's "
+                        f"device {device}")
+    return 0
+
+
+cdef int check_allocations(hfe_span *spans, Py_ssize_t n, int device) except -1:
+    """Every span's ``[address, address + len)`` (its buffer offset is the
+    address) lies inside one device allocation of ``device``; ValueError
+    naming the first row that does not, the range and the allocation
+    found. Each allocation is asked of the runtime once (its bounds kept,
+    sorted, for this call only: memory may be freed and made again between
+    calls); a span of 0 bytes touches no memory and is not checked."""
+    cdef uint64_t *lo = NULL
+    cdef uint64_t *hi = NULL
+    cdef uint64_t a, e, qlo = 0, qhi = 0
+    cdef Py_ssize_t i, j, k = 0, cap = 0, last = -1
+    try:
+        for i in range(n):
+            if spans[i].len == 0:
+                continue
+            a = <uint64_t>spans[i].buffer_offset
+            e = a + spans[i].len
+            if last >= 0 and lo[last] <= a < hi[last]:
+                j = last
+            else:
+                j = _known(lo, hi, k, a)
+                if j < 0:
+                    _query_allocation(i, a, e, device, &qlo, &qhi)
+                    if k == cap:
+                        cap = cap * 2 + 16
+                        lo = _grown(lo, cap)
+                        hi = _grown(hi, cap)
+                    j = _insert(lo, hi, k, qlo, qhi)
+                    k += 1
+            if e > hi[j]:
+                _row_error(i, f"the address range [{a:#x}, {e:#x}) ({e - a} bytes) runs past "
+                              f"the end of the device allocation [{lo[j]:#x}, {hi[j]:#x}) "
+                              f"({hi[j] - lo[j]} bytes) that holds its start")
+            last = j
+    finally:
+        free(lo)
+        free(hi)
+    return 0
+
+
+cdef uint64_t *_grown(uint64_t *p, Py_ssize_t cap) except NULL:
+    """``p`` with room for ``cap`` bounds; MemoryError leaves ``p`` as it
+    was (the caller frees it)."""
+    cdef uint64_t *q = <uint64_t *>realloc(p, cap * sizeof(uint64_t))
+    if q == NULL:
+        raise MemoryError()
+    return q
+
+
+cdef Py_ssize_t _known(const uint64_t *lo, const uint64_t *hi, Py_ssize_t k,
+                       uint64_t a) noexcept nogil:
+    """The known allocation holding ``a`` (binary search), or -1."""
+    cdef Py_ssize_t l = 0, r = k, m
+    while l < r:                    # the first allocation starting after a
+        m = (l + r) // 2
+        if lo[m] <= a:
+            l = m + 1
+        else:
+            r = m
+    if l > 0 and a < hi[l - 1]:
+        return l - 1
+    return -1
+
+
+cdef Py_ssize_t _insert(uint64_t *lo, uint64_t *hi, Py_ssize_t k, uint64_t qlo,
+                        uint64_t qhi) noexcept nogil:
+    """Insert ``[qlo, qhi)`` in the sorted bounds (room for one more);
+    returns its index."""
+    cdef Py_ssize_t j = k
+    while j > 0 and lo[j - 1] > qlo:
+        lo[j] = lo[j - 1]
+        hi[j] = hi[j - 1]
+        j -= 1
+    lo[j] = qlo
+    hi[j] = qhi
+    return j
+
+
+cdef hfe_span *plan_addresses(object ranges, list files, list file_fds, list file_ends,
+                              int opcode, int device, Py_ssize_t *count, int **fds,
+                              long long **ends) except NULL:
+    """A submission of ranges by device address planned: its rows parsed
+    (:func:`parse_address_ranges`) and checked against the allocations of
+    ``device`` (:func:`check_allocations`); each row's descriptor and, for
+    a read, its file's end (``*fds``, ``*ends``); for a write, each file's
+    staged writes recorded to end where its last row does. Returns the
+    spans (buffer offset: the address); the caller frees the three arrays."""
+    cdef Py_ssize_t i, n = 0
+    cdef int *fidx = NULL
+    cdef hfe_span *spans = parse_address_ranges(ranges, len(files), &n, &fidx)
+    cdef long long *wends = NULL
+    try:
+        check_allocations(spans, n, device)
+        fds[0] = <int *>malloc(n * sizeof(int))
+        ends[0] = <long long *>malloc(n * sizeof(long long))
+        wends = <long long *>calloc(len(files), sizeof(long long))
+        if fds[0] == NULL or ends[0] == NULL or wends == NULL:
+            raise MemoryError()
+        for i in range(n):
+            fds[0][i] = file_fds[fidx[i]]
+            ends[0][i] = file_ends[fidx[i]]
+            if spans[i].len:
+                wends[fidx[i]] = max(wends[fidx[i]],
+                                     spans[i].file_offset + <long long>spans[i].len)
+        if opcode == 1:
+            for i in range(len(files)):
+                record_write_end(<FileCore>files[i], wends[i])
+    except BaseException:
+        free(spans)
+        free(fds[0])
+        free(ends[0])
+        fds[0] = NULL
+        ends[0] = NULL
+        raise
+    finally:
+        free(fidx)
+        free(wends)
+    count[0] = n
+    return spans

@@ -14,6 +14,10 @@ def engine_submit_files(
     buffer: Any, entries: Any, stream: Any = 0, *, write: bool = False,
     task_size: int | None = None, ordered: bool = True, prefetch: bool = False,
 ) -> StreamIOHandle: ...
+def engine_submit_addresses(
+    files: Any, ranges: Any, stream: Any = 0, *, write: bool = False,
+    task_size: int | None = None, ordered: bool = True, prefetch: bool = False,
+) -> StreamIOHandle: ...
 def engine_transfer(
     f: FileCore, buffer: Any, size: int, file_offset: int, buffer_offset: int, *,
     write: bool = False, task_size: int | None = None, fd: int = -1,

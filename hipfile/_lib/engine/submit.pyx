@@ -15,7 +15,8 @@ from libc.stdlib cimport free, malloc
 from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._bindings cimport bind, p_hipFileRead, p_hipFileWrite
 from hipfile._lib._core cimport (
-    BufferCore, FileCore, c_as_positive, ensure_registered, io_range, submit_preamble)
+    BufferCore, FileCore, c_as_positive, check_file, ensure_registered, io_range, stream_preamble,
+    submit_preamble)
 from hipfile._lib._runtime cimport (
     HIP_ERROR_NOT_READY, HIP_SUCCESS, current_device, pointer_device, stream_device, stream_fail,
     stream_query)
@@ -28,8 +29,8 @@ from hipfile._lib.engine.device cimport (
 from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle
 from hipfile._lib.engine.ops cimport Ring, eng_start, eng_sweep, ring_for
 from hipfile._lib.engine.plan cimport (
-    StagedPlan, enter_files, entry_files, group_spans, lone_range_batch, lone_range_task, new_handle,
-    parse_ranges, plan_staged, record_write_end)
+    StagedPlan, enter_files, entry_files, group_spans, lone_range_batch, lone_range_task,
+    new_handle, parse_ranges, plan_addresses, plan_staged, record_write_end)
 
 
 cdef void *_get_io(int opcode) except NULL:
@@ -308,6 +309,96 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     finally:
         for fo in entered:
             (<FileCore>fo)._entering -= 1
+
+
+def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_size=None,
+                            bint ordered=True, bint prefetch=False):
+    """Submit ``(file index, file offset, device address, size)`` rows (an
+    (N, 4) integer array or 4-sequences) over the open ``files`` to the
+    staged path as one operation; returns its one :class:`StreamIOHandle`,
+    which holds every file until completion is observed. The stream, the
+    files (as :func:`engine_submit_files`), the rows and each address range
+    against its device allocation (of the stream's device) are checked
+    before anything is submitted (:func:`plan.plan_addresses`); the spans
+    are planned with buffer base 0 and the addresses as buffer offsets.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A bad stream, files, row, address range or task size, or no row.
+    ClosedFileError, HandleNotRegisteredError
+        A file is closed, or its registration was dropped.
+    OSError
+        EBADF: a file is not open for the operation.
+    NotImplementedError
+        The staged path cannot serve the stream's device.
+    """
+    cdef uintptr_t sh
+    cdef size_t task
+    cdef PyObject *state = NULL
+    cdef Py_ssize_t n = 0, nf
+    cdef hfe_span *checked = NULL
+    cdef int *fds = NULL
+    cdef long long *ends = NULL
+    cdef int device
+    cdef int opcode = 1 if write else 0
+    cdef FlagPool pool
+    cdef FileCore f0
+    files = _address_files(files, opcode)
+    nf = len(files)
+    stream_owner = stream if stream is not None and type(stream) is not int else None
+    stream_preamble(stream, &sh, &state)
+    f0 = <FileCore>files[0]
+    check_file(f0)
+    f0._entering += 1               # with the check: a close waits for it or refuses it
+    entered = [f0]                  # counted in _entering until the handle holds them
+    try:
+        eng_defaults()
+        task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
+                                                                                 "task_size")
+        file_fds, file_ends = enter_files(files, opcode, entered)
+        device = stream_device(sh)
+        eng_sweep()
+        eng_start()
+        pool = pool_for(device)
+        if not staged_path(file_fds[0], pool, 1):
+            raise NotImplementedError(
+                "ranges by address need the staging path (a device with stream waits, and "
+                "the engine_data_path setting 'auto')")
+        try:
+            checked = plan_addresses(ranges, files, file_fds, file_ends, opcode, device, &n,
+                                     &fds, &ends)
+            handles = _submit_staged(f0, opcode, fds[0], 0, checked, <int>n, sh, device, pool,
+                                     task, ordered, True, prefetch, fds, ends)
+        finally:
+            free(checked)
+            free(fds)
+            free(ends)
+        _hand_over(handles, tuple(files) if nf > 1 else f0, None, None, stream_owner)
+        return handles[0]
+    finally:
+        for fo in entered:
+            (<FileCore>fo)._entering -= 1
+
+
+cdef list _address_files(object files, int opcode):
+    """The files of a submission of ranges by address, as a list: each an
+    open FileHandle (checked again with the submission), one at least;
+    for a write, no append handle (its writes go to the end of the file,
+    not to the rows' offsets)."""
+    if isinstance(files, FileCore):
+        raise TypeError("files must be a sequence of open hipfile.FileHandle objects (one "
+                        "file: a list of one)")
+    files = list(files)
+    if not files:
+        raise ValueError("ranges by address need at least one file")
+    for fo in files:
+        if not isinstance(fo, FileCore):
+            raise TypeError(f"files must be open hipfile.FileHandle objects, not "
+                            f"{type(fo).__name__}")
+        if opcode == 1 and getattr(fo, "_appends", False):
+            fo._refuse_ranges_on_append("pwrite_async_addresses")
+    return files
 
 
 cdef list _submit_checked(FileCore f, int opcode, uintptr_t base, BufferCore bc,
