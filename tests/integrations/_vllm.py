@@ -95,3 +95,83 @@ def device_tensor(shape: Sequence[int], dtype: torch.dtype = torch.float16) -> I
         yield t
     finally:
         check(hip.hipFree(ptr))
+
+
+class KVCaches:
+    """KV caches of several groups in device memory, canonical as vLLM hands
+    them to a spec's ``get_worker``: one (blocks, page) uint8 tensor per layer."""
+
+    def __init__(self, stack: Any, layers_per_group: Sequence[int], num_blocks: int,
+                 pages: Sequence[int]) -> None:
+        from vllm.v1.kv_offload.base import (
+            CanonicalKVCacheRef,
+            CanonicalKVCaches,
+            CanonicalKVCacheTensor,
+        )
+
+        tensors, refs = [], []
+        for layers, page in zip(layers_per_group, pages):
+            group = []
+            for _ in range(layers):
+                t = stack.enter_context(device_tensor((num_blocks, page), torch.uint8))
+                t.copy_(torch.randint(0, 256, (num_blocks, page), dtype=torch.uint8))
+                group.append(CanonicalKVCacheRef(tensor_idx=len(tensors), page_size_bytes=page))
+                tensors.append(CanonicalKVCacheTensor(tensor=t, page_size_bytes=page))
+            refs.append(group)
+        self.canonical = CanonicalKVCaches(tensors=tensors, group_data_refs=refs)
+        self.layers = [[tensors[r.tensor_idx].tensor for r in g] for g in refs]
+
+    def pointers(self, block_ids: Sequence[Sequence[int]],
+                 block_indices: Sequence[int] | None = None) -> Any:
+        """vLLM's ``DevicePointers`` of these blocks, one list per group."""
+        from vllm.v1.kv_offload.base import GPULoadStoreSpec
+        from vllm.v1.kv_offload.pointer_utils import resolve_device_pointers
+
+        spec = GPULoadStoreSpec([b for g in block_ids for b in g],
+                                group_sizes=[len(g) for g in block_ids],
+                                block_indices=list(block_indices or [0] * len(block_ids)))
+        return resolve_device_pointers(spec, self.canonical)
+
+
+def finish(worker: Any, job_ids: set[int], timeout: float = 60) -> dict[int, Any]:
+    """Poll ``get_finished`` until every job in ``job_ids`` is reported; each
+    id must be reported once."""
+    import time
+
+    got: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout
+    while set(got) != job_ids:
+        for r in worker.get_finished():
+            assert r.job_id not in got, f"job {r.job_id} reported twice"
+            assert r.job_id in job_ids, f"job {r.job_id} was not submitted"
+            got[r.job_id] = r
+        assert time.monotonic() < deadline, f"jobs {job_ids - set(got)} never finished"
+        time.sleep(0.002)
+    return got
+
+
+_HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+class StreamBlocker:
+    """Holds a HIP stream in a host function until ``release``."""
+
+    def __init__(self, stream: Any) -> None:
+        import threading
+
+        from _util import check
+        from hip import hip
+
+        self._go = threading.Event()
+        started = threading.Event()
+
+        def body(_arg: int | None) -> None:
+            started.set()
+            self._go.wait(30)
+
+        self._fn = _HOST_FN(body)
+        check(hip.hipLaunchHostFunc(stream, ctypes.cast(self._fn, ctypes.c_void_p).value, 0))
+        assert started.wait(10), "the host function never ran"
+
+    def release(self) -> None:
+        self._go.set()
