@@ -7,12 +7,11 @@ from __future__ import annotations
 import ctypes
 import os
 import uuid
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-import warnings
 
 import pytest
 
@@ -20,8 +19,8 @@ try:
     with warnings.catch_warnings():     # vLLM's and torch's own import-time warnings
         warnings.simplefilter("ignore")
         import torch
+        import vllm.v1.kv_offload.factory
         import vllm.v1.kv_offload.fs.worker  # noqa: F401
-        import vllm.v1.kv_offload.factory  # noqa: F401
 
         import hipfile.integrations.vllm  # noqa: F401
 except ImportError as e:
@@ -110,7 +109,7 @@ class KVCaches:
         )
 
         tensors, refs = [], []
-        for layers, page in zip(layers_per_group, pages):
+        for layers, page in zip(layers_per_group, pages, strict=True):
             group = []
             for _ in range(layers):
                 t = stack.enter_context(device_tensor((num_blocks, page), torch.uint8))

@@ -79,8 +79,8 @@ def only_own_bytes(kv: KVCaches, before: list[np.ndarray], src: list[int],
     """Every byte of a destination block is what it held, its source's, or 0
     (the engine zeroes what a failed read did not bring: no stale staging
     byte, no other file's byte)."""
-    for t, old in zip(kv.layers[0], before):
-        for s, d in zip(src, dst):
+    for t, old in zip(kv.layers[0], before, strict=True):
+        for s, d in zip(src, dst, strict=True):
             got = t.numpy()[d]
             ok = (got == old[d]) | (got == old[s]) | (got == 0)
             assert ok.all(), f"block {d} has foreign bytes"
@@ -101,7 +101,7 @@ def test_a_file_gone_or_short_after_lookup_fails_the_load_and_becomes_a_miss(
                 f.truncate(os.path.getsize(path) - 1)
         before = blocks(kv)
         assert not load(m, w, kv, keys, list(range(16, 24)), job=1)
-        for t, old in zip(kv.layers[0], before):
+        for t, old in zip(kv.layers[0], before, strict=True):
             np.testing.assert_array_equal(t.numpy(), old)      # nothing landed
         assert m.lookup(keys[1], ctx()) is LookupResult.MISS
         assert m.lookup(keys[0], ctx()) is LookupResult.HIT
@@ -130,7 +130,7 @@ def test_an_eio_during_a_load_fails_it_and_lands_no_foreign_byte(tmp_path: Path)
         _hipfile.engine_inject_faults()
         only_own_bytes(kv, before, list(range(8)), dst)
         assert load(m, w, kv, keys, dst, job=2)                     # the files are whole
-        for t, old in zip(kv.layers[0], before):
+        for t, old in zip(kv.layers[0], before, strict=True):
             np.testing.assert_array_equal(t.numpy()[dst], old[:8])
 
 

@@ -6,7 +6,6 @@ hipfile's engine, byte for byte, through vLLM's ``FileMapper`` files."""
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ def setup(tmp_path: Path, layers: Sequence[int] = (2,), pages: Sequence[int] = (
           num_blocks: int = 32, bpc: int = BPC) -> Iterator[tuple[Any, KVCaches]]:
     groups = [[f"g{g}l{i}" for i in range(n)] for g, n in enumerate(layers)]
     spec = make_spec(tmp_path, blocks_per_chunk=bpc, groups=groups,
-                     bytes_per_block=sum(n * p for n, p in zip(layers, pages)))
+                     bytes_per_block=sum(n * p for n, p in zip(layers, pages, strict=True)))
     with contextlib.ExitStack() as stack:
         kv = KVCaches(stack, layers, num_blocks, pages)
         worker = spec.get_worker(kv.canonical)
@@ -81,8 +80,8 @@ def test_a_store_writes_filemappers_files_and_a_load_brings_them_back_elsewhere(
                 t[20:].zero_()
         assert worker.submit_load(1, FSLoadStoreSpec(keys), kv.pointers(dst))
         assert finish(worker, {1})[1].success
-        for g, (s, d) in enumerate(zip(src, dst)):
-            for t, old in zip(kv.layers[g], before[g]):
+        for g, (s, d) in enumerate(zip(src, dst, strict=True)):
+            for t, old in zip(kv.layers[g], before[g], strict=True):
                 np.testing.assert_array_equal(t.numpy()[d], old[s])
                 np.testing.assert_array_equal(t.numpy()[:20], old[:20])   # nothing else
 
@@ -99,7 +98,7 @@ def test_a_load_that_starts_and_ends_inside_files(tmp_path: Path) -> None:
         dst = [16, 17, 18, 19, 20, 21, 22]
         worker.submit_load(1, FSLoadStoreSpec(keys[:3]), kv.pointers([dst], [2]))
         assert finish(worker, {1})[1].success
-        for t, old in zip(kv.layers[0], before[0]):
+        for t, old in zip(kv.layers[0], before[0], strict=True):
             np.testing.assert_array_equal(t.numpy()[dst], old[2:9])
 
 
@@ -164,7 +163,7 @@ def test_jobs_overlap_and_an_expedited_load_is_not_queued_behind_others(
         worker.wait({2})                     # again: no error
         got = finish(worker, {1, 2})
         assert got[1].success and got[2].success
-        for t, old in zip(kv.layers[0], before[0]):
+        for t, old in zip(kv.layers[0], before[0], strict=True):
             np.testing.assert_array_equal(t.numpy()[16:32], old[0:16])
         worker.wait({0, 1, 2})               # all collected: nothing to do, no error
         assert worker.get_finished() == []

@@ -328,7 +328,7 @@ def _keys_in(prefix1: str, d2: os.DirEntry[str]) -> Iterator[tuple[OffloadKey, f
         return
     with os.scandir(d2.path) as files:
         for f in files:
-            stem, dot, ext = f.name.rpartition(".")
+            stem, _dot, ext = f.name.rpartition(".")
             if ext != "bin" or not stem.startswith(prefix1 + prefix2):
                 continue    # a store's file written aside, or not ours
             try:

@@ -28,7 +28,7 @@ def _positive_int(extra: Mapping[str, Any], name: str) -> int:
         n = int(value)
     except (TypeError, ValueError):
         raise ValueError(f"{name!r} must be a positive integer, not {value!r}") from None
-    if n <= 0 or n != value and str(n) != str(value).strip():
+    if n <= 0 or (n != value and str(n) != str(value).strip()):
         raise ValueError(f"{name!r} must be a positive integer, not {value!r}")
     return n
 

@@ -170,13 +170,12 @@ class HipFileOffloadingWorker(FSOffloadingWorker):  # type: ignore[misc]
         s = self._streams.get(kind)
         if s is None:
             if self._accelerator:
-                s = torch.cuda.Stream()
+                s = torch.cuda.Stream()  # type: ignore[no-untyped-call]
             else:        # no torch device: a HIP stream of hipfile's platform
-                from hip import hip
+                from hipfile._lib import _hip
 
-                err, s = hip.hipStreamCreate()
-                if err != hip.hipError_t.hipSuccess:
-                    raise hipfile.HipRuntimeError(f"hipStreamCreate failed: {err}")
+                hip: Any = _hip.hip
+                s = _hip.check(hip.hipStreamCreate(), "hipStreamCreate")
                 self._own_streams.append(s)
             self._streams[kind] = s
         return s
@@ -270,8 +269,10 @@ class HipFileOffloadingWorker(FSOffloadingWorker):  # type: ignore[misc]
             self.shutdown_backend()
 
     def shutdown_backend(self) -> None:
-        from hip import hip
+        """Destroy the HIP streams the worker made."""
+        from hipfile._lib import _hip
 
+        hip: Any = _hip.hip
         self._streams.clear()
         while self._own_streams:
             hip.hipStreamDestroy(self._own_streams.pop())
@@ -283,7 +284,7 @@ def _open_for_load(paths: list[str], ranges: np.ndarray) -> list[Any]:
     np.maximum.at(need, ranges[:, 0], ranges[:, 1] + ranges[:, 3])
     files: list[Any] = []
     try:
-        for p, n in zip(paths, need.tolist()):
+        for p, n in zip(paths, need.tolist(), strict=True):
             fh = hipfile.open(p, "r")
             files.append(fh)
             size = fh.size()
