@@ -195,3 +195,26 @@ def test_get_finished_does_not_block_and_a_job_waits_for_its_stream(tmp_path: Pa
             blocker.release()
         assert finish(worker, {1})[1].success
         np.testing.assert_array_equal(kv.layers[0][0].numpy()[4:8], before[0][0][0:4])
+
+
+def test_a_store_in_flight_is_invisible_until_its_job_completes(tmp_path: Path) -> None:
+    """While a store waits for its stream, no file has its final name (a
+    reader, or a restarted manager, sees nothing torn); once it completes
+    every file has, and nothing is left aside."""
+    from _vllm import StreamBlocker
+
+    with setup(tmp_path) as (worker, kv):
+        before = snapshot(kv)
+        keys = keys_for(3)
+        paths = [Path(worker._file_mapper.get_file_name(k)) for k in keys]
+        blocker = StreamBlocker(worker._stream("store"))
+        try:
+            worker.submit_store(0, kv.pointers([list(range(12))]), FSLoadStoreSpec(keys))
+            assert worker.get_finished() == []
+            assert not any(p.exists() for p in paths)
+        finally:
+            blocker.release()
+        assert finish(worker, {0})[0].success
+        for i, p in enumerate(paths):
+            assert p.read_bytes() == expected_file(before, 0, range(4 * i, 4 * i + 4))
+        assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
