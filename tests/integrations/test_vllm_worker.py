@@ -218,3 +218,24 @@ def test_a_store_in_flight_is_invisible_until_its_job_completes(tmp_path: Path) 
         for i, p in enumerate(paths):
             assert p.read_bytes() == expected_file(before, 0, range(4 * i, 4 * i + 4))
         assert not [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_the_submit_io_hook_moves_fileops_as_one_operation(tmp_path: Path) -> None:
+    """``submit_io``, the hook FSOffloadingWorker leaves to a medium, called
+    with vLLM's own FileOps: one completion for all the files."""
+    from vllm.v1.kv_offload.fs.worker import FileOp
+
+    with setup(tmp_path, layers=(1,), pages=(4096,)) as (worker, kv):
+        before = snapshot(kv)
+        t = kv.layers[0][0]
+        base, page = t.data_ptr(), 4096
+        paths = [str(tmp_path / "x" / f"{i}.bin") for i in range(3)]
+        store = [(p, [FileOp(base + (2 * i + j) * page, page, j * page) for j in range(2)])
+                 for i, p in enumerate(paths)]
+        (c,) = worker.submit_io(store, True, None)
+        assert c.result(timeout=60) == 6 * page
+        load = [(p, [FileOp(base + (20 + 2 * i + j) * page, page, j * page) for j in range(2)])
+                for i, p in enumerate(paths)]
+        (c,) = worker.submit_io(load, False, None)
+        assert c.result(timeout=60) == 6 * page and c.done()
+        np.testing.assert_array_equal(t.numpy()[20:26], before[0][0][0:6])
