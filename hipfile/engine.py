@@ -23,10 +23,14 @@ the stream order and moves the bytes with the binding's own C threads:
 
 Use :meth:`FileHandle.pread_async` / :meth:`FileHandle.pwrite_async` for one
 range, :meth:`FileHandle.pread_async_ranges` /
-:meth:`FileHandle.pwrite_async_ranges` for many (one per layer), and
+:meth:`FileHandle.pwrite_async_ranges` for many (one per layer),
 :meth:`FileHandle.pread_async_scatter` / :meth:`FileHandle.pwrite_async_gather`
 for many small ranges that complete together (the blocks of one layer of a
-paged KV cache)::
+paged KV cache), :func:`pread_async_scatter` / :func:`pwrite_async_gather`
+for ranges of many files, and :func:`pread_async_addresses` /
+:func:`pwrite_async_addresses` for ranges of many files at raw device
+addresses over many allocations (an offload worker's block addresses, an
+(N, 4) array)::
 
     handles = fh.pread_async_ranges(kv, [(n, i * n, i * n) for i in range(32)], copy)
     for i, h in enumerate(handles):
@@ -134,7 +138,9 @@ def pwrite_async_gather(buffer: Any, ranges: Iterable[FileRange], stream: Any = 
     Raises
     ------
     TypeError, ValueError, ClosedFileError, HandleNotRegisteredError, NotImplementedError
-        As :func:`pread_async_scatter`.
+        As :func:`pread_async_scatter`; ValueError also for an append
+        handle (:attr:`FileHandle.appends <hipfile.FileHandle.appends>`),
+        whose writes go to the end of its file.
     OSError
         ``EBADF``: a file was not opened for writing.
 

@@ -55,7 +55,7 @@ def _check(exc: BaseException, stream: Any) -> None:
 
 @pytest.mark.parametrize("stream", BOGUS, ids=IDS)
 @pytest.mark.parametrize("call", ["pread_async", "pwrite_async", "pread_async_ranges",
-                                  "pread_async_scatter"])
+                                  "pread_async_scatter", "pread_async_addresses"])
 def test_engine_paths_say_the_stream_is_not_valid(
         driver: hipfile.Driver, data_file: tuple[Path, np.ndarray], dev: Any, stream: Any,
         call: str) -> None:
@@ -64,6 +64,8 @@ def test_engine_paths_say_the_stream_is_not_valid(
         with pytest.raises(errors.HipRuntimeError) as info:
             if call in ("pread_async", "pwrite_async"):
                 getattr(fh, call)(buf, 4096, 0, stream=stream).wait()
+            elif call == "pread_async_addresses":
+                hipfile.pread_async_addresses([fh], [(0, 0, int(dev), 4096)], stream).wait()
             else:
                 handles = getattr(fh, call)(buf, [(4096, 0, 0), (4096, 8192, 4096)], stream)
                 for h in handles if isinstance(handles, list) else [handles]:

@@ -155,6 +155,10 @@ def entry_points(fh: FileHandle, dev: Any, s: Any, batch: BatchIO
         "pwrite_async_ranges": lambda: fh.pwrite_async_ranges(dev, ranges, s),
         "pread_async_scatter": lambda: fh.pread_async_scatter(dev, ranges, s),
         "pwrite_async_gather": lambda: fh.pwrite_async_gather(dev, ranges, s),
+        "pread_async_addresses": lambda: hipfile.pread_async_addresses(
+            [fh], [(0, 0, int(dev) + N, N)], s),
+        "pwrite_async_addresses": lambda: hipfile.pwrite_async_addresses(
+            [fh], [(0, 0, int(dev) + N, N)], s),
         "BatchIO.read": lambda: batch.read(fh, dev, N, 0, N),
         "batch_read": lambda: hipfile.batch_read(fh, dev, [(N, 0, N)], timeout=LONG),
     }

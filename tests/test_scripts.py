@@ -78,6 +78,8 @@ def test_benchmarks_never_switch_platform_silently(script: Path, tmp_path: Path)
     ("bench_submit", ["--ops", "200", "--repeats", "1"]),
     ("bench_vllm", ["--layers", "2", "--requests", "1,2", "--repeats", "1",
                     "--compute-iters", "2"]),
+    ("bench_addresses", ["--rows", "40", "--tensors", "4", "--block-kib", "4",
+                         "--repeats", "1"]),
 ])
 def test_benchmarks_print_the_platform_and_clean_up(name: str, args: list[str],
                                                     tmp_path: Path) -> None:

@@ -203,6 +203,14 @@ def test_bad_entries_submit_nothing(tmp_path: Path) -> None:
             assert ei.value.errno == errno.EBADF and "read-only" in str(ei.value)
             with pytest.raises(ValueError, match="task_size"):
                 hipfile.pread_async_scatter(dev, [good], task_size=0)
+            # an append handle's writes go to its end: ranges at offsets are refused
+            ap = hipfile.open(tmp_path / "ap.bin", "a")
+            try:
+                with pytest.raises(ValueError, match="pwrite_async_gather writes at explicit"):
+                    hipfile.pwrite_async_gather(dev, [(ap, CHUNK, 0, 0)])
+            finally:
+                ap.close()
+            assert os.path.getsize(tmp_path / "ap.bin") == 0
             # nothing was submitted: every file closes at once
             assert a.pending == 0
         for fh in (a, b, wo):

@@ -52,6 +52,7 @@ cdef extern from "engine.h" nogil:
         int group
         int fd
         int fd_alt
+        int alloc
     hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *flags_host,
                            uint64_t flags_dev)
     void hfe_ring_free(hfe_ring *ring)

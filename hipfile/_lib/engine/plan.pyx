@@ -151,9 +151,10 @@ cdef tuple entry_files(entries):
     return files, idx
 
 
-cdef tuple enter_files(list files, int opcode, list entered):
-    """Check each file of a many-file operation (open, current, a POSIX
-    descriptor open for the operation) and count it as entering (appended
+cdef tuple enter_files(list files, int opcode, list entered, str call):
+    """Check each file of a many-file operation ``call`` (open, current, a
+    POSIX descriptor open for the operation, and for a write no append
+    handle: the rows name file offsets) and count it as entering (appended
     to ``entered``; the first is counted by the preamble); returns each
     file's descriptor and, for a read, where its reads stop."""
     import fcntl
@@ -179,6 +180,8 @@ cdef tuple enter_files(list files, int opcode, list entered):
         if opcode == 1 and acc == os.O_RDONLY:
             raise OSError(errno.EBADF, "cannot write: the file was opened read-only; open it "
                           "with 'r+' or 'w' to write", getattr(fo, "path", None))
+        if opcode == 1 and getattr(fo, "_appends", False):
+            fo._refuse_ranges_on_append(call)
         file_fds.append(fd)
         file_ends.append(file_end(f, fd) if opcode == 0 else -1)
     return file_fds, file_ends
@@ -220,9 +223,11 @@ cdef class StagedPlan:
 
 cdef StagedPlan plan_staged(FileCore f, int opcode, int fd, uintptr_t base,
                               hfe_span *checked, int n, uintptr_t sh, int device, FlagPool pool,
-                              size_t task, bint grouped, const int *fds, const long long *ends):
-    """Plan the staged path's submission (see :func:`_submit_staged`); on
-    an error, what was made is abandoned."""
+                              size_t task, bint grouped, const int *fds, const long long *ends,
+                              const int *allocs=NULL):
+    """Plan the staged path's submission (see :func:`_submit_staged`);
+    ``allocs`` (NULL: one allocation) names each range's device allocation.
+    On an error, what was made is abandoned."""
     cdef StagedPlan plan = StagedPlan.__new__(StagedPlan)
     cdef int direct_fd = -1, i
     cdef long long wend, end = -1
@@ -261,6 +266,7 @@ cdef StagedPlan plan_staged(FileCore f, int opcode, int fd, uintptr_t base,
             plan.pieces[i].group = 0 if grouped else i
             plan.pieces[i].fd = fds[i] if fds != NULL else direct_fd
             plan.pieces[i].fd_alt = fd if fds == NULL and direct_fd >= 0 else -1
+            plan.pieces[i].alloc = allocs[i] if allocs != NULL else 0
             total += nbytes
             if grouped and i > 0:
                 continue
@@ -532,19 +538,23 @@ cdef int _query_allocation(Py_ssize_t row, uint64_t a, uint64_t e, int device,
     return 0
 
 
-cdef int check_allocations(hfe_span *spans, Py_ssize_t n, int device) except -1:
+cdef int check_allocations(hfe_span *spans, Py_ssize_t n, int device, int *allocs) except -1:
     """Every span's ``[address, address + len)`` (its buffer offset is the
     address) lies inside one device allocation of ``device``; ValueError
     naming the first row that does not, the range and the allocation
-    found. Each allocation is asked of the runtime once (its bounds kept,
-    sorted, for this call only: memory may be freed and made again between
-    calls); a span of 0 bytes touches no memory and is not checked."""
+    found. ``allocs[i]``: the allocation of span i, numbered in the order
+    found (0 for a span of 0 bytes, which touches no memory and is not
+    checked). Each allocation is asked of the runtime once (its bounds
+    kept, sorted, for this call only: memory may be freed and made again
+    between calls)."""
     cdef uint64_t *lo = NULL
     cdef uint64_t *hi = NULL
+    cdef uint64_t *ids = NULL
     cdef uint64_t a, e, qlo = 0, qhi = 0
     cdef Py_ssize_t i, j, k = 0, cap = 0, last = -1
     try:
         for i in range(n):
+            allocs[i] = 0
             if spans[i].len == 0:
                 continue
             a = <uint64_t>spans[i].buffer_offset
@@ -559,16 +569,19 @@ cdef int check_allocations(hfe_span *spans, Py_ssize_t n, int device) except -1:
                         cap = cap * 2 + 16
                         lo = _grown(lo, cap)
                         hi = _grown(hi, cap)
-                    j = _insert(lo, hi, k, qlo, qhi)
+                        ids = _grown(ids, cap)
+                    j = _insert(lo, hi, ids, k, qlo, qhi)
                     k += 1
             if e > hi[j]:
                 _row_error(i, f"the address range [{a:#x}, {e:#x}) ({e - a} bytes) runs past "
                               f"the end of the device allocation [{lo[j]:#x}, {hi[j]:#x}) "
                               f"({hi[j] - lo[j]} bytes) that holds its start")
+            allocs[i] = <int>ids[j]
             last = j
     finally:
         free(lo)
         free(hi)
+        free(ids)
     return 0
 
 
@@ -596,58 +609,74 @@ cdef Py_ssize_t _known(const uint64_t *lo, const uint64_t *hi, Py_ssize_t k,
     return -1
 
 
-cdef Py_ssize_t _insert(uint64_t *lo, uint64_t *hi, Py_ssize_t k, uint64_t qlo,
-                        uint64_t qhi) noexcept nogil:
-    """Insert ``[qlo, qhi)`` in the sorted bounds (room for one more);
-    returns its index."""
+cdef Py_ssize_t _insert(uint64_t *lo, uint64_t *hi, uint64_t *ids, Py_ssize_t k,
+                        uint64_t qlo, uint64_t qhi) noexcept nogil:
+    """Insert ``[qlo, qhi)``, the ``k``-th allocation found, in the sorted
+    bounds (room for one more); returns its index."""
     cdef Py_ssize_t j = k
     while j > 0 and lo[j - 1] > qlo:
         lo[j] = lo[j - 1]
         hi[j] = hi[j - 1]
+        ids[j] = ids[j - 1]
         j -= 1
     lo[j] = qlo
     hi[j] = qhi
+    ids[j] = <uint64_t>k
     return j
 
 
 cdef hfe_span *plan_addresses(object ranges, list files, list file_fds, list file_ends,
                               int opcode, int device, Py_ssize_t *count, int **fds,
-                              long long **ends) except NULL:
+                              long long **ends, int **allocs) except NULL:
     """A submission of ranges by device address planned: its rows parsed
     (:func:`parse_address_ranges`) and checked against the allocations of
-    ``device`` (:func:`check_allocations`); each row's descriptor and, for
-    a read, its file's end (``*fds``, ``*ends``); for a write, each file's
-    staged writes recorded to end where its last row does. Returns the
-    spans (buffer offset: the address); the caller frees the three arrays."""
-    cdef Py_ssize_t i, n = 0
+    ``device`` (:func:`check_allocations`: ``*allocs``); each row's
+    descriptor and, for a read, its file's end (``*fds``, ``*ends``); for a
+    write, each file's staged writes recorded to end where its last row
+    does. Returns the spans (buffer offset: the address); the caller frees
+    the four arrays."""
+    cdef Py_ssize_t i, f, n = 0, nf = len(files)
     cdef int *fidx = NULL
-    cdef hfe_span *spans = parse_address_ranges(ranges, len(files), &n, &fidx)
-    cdef long long *wends = NULL
+    cdef hfe_span *spans = parse_address_ranges(ranges, nf, &n, &fidx)
+    cdef long long *per_file = NULL     # each file's end, then where its writes end
+    cdef int *file_fd = NULL
     try:
-        check_allocations(spans, n, device)
         fds[0] = <int *>malloc(n * sizeof(int))
         ends[0] = <long long *>malloc(n * sizeof(long long))
-        wends = <long long *>calloc(len(files), sizeof(long long))
-        if fds[0] == NULL or ends[0] == NULL or wends == NULL:
+        allocs[0] = <int *>malloc(n * sizeof(int))
+        per_file = <long long *>malloc(nf * sizeof(long long))
+        file_fd = <int *>malloc(nf * sizeof(int))
+        if (fds[0] == NULL or ends[0] == NULL or allocs[0] == NULL or per_file == NULL
+                or file_fd == NULL):
             raise MemoryError()
+        check_allocations(spans, n, device, allocs[0])
+        for f in range(nf):
+            file_fd[f] = file_fds[f]
+            per_file[f] = file_ends[f]
         for i in range(n):
-            fds[0][i] = file_fds[fidx[i]]
-            ends[0][i] = file_ends[fidx[i]]
-            if spans[i].len:
-                wends[fidx[i]] = max(wends[fidx[i]],
-                                     spans[i].file_offset + <long long>spans[i].len)
+            fds[0][i] = file_fd[fidx[i]]
+            ends[0][i] = per_file[fidx[i]]
         if opcode == 1:
-            for i in range(len(files)):
-                record_write_end(<FileCore>files[i], wends[i])
+            for f in range(nf):
+                per_file[f] = 0
+            for i in range(n):
+                if spans[i].len:
+                    per_file[fidx[i]] = max(per_file[fidx[i]],
+                                            spans[i].file_offset + <long long>spans[i].len)
+            for f in range(nf):
+                record_write_end(<FileCore>files[f], per_file[f])
     except BaseException:
         free(spans)
         free(fds[0])
         free(ends[0])
+        free(allocs[0])
         fds[0] = NULL
         ends[0] = NULL
+        allocs[0] = NULL
         raise
     finally:
         free(fidx)
-        free(wends)
+        free(per_file)
+        free(file_fd)
     count[0] = n
     return spans

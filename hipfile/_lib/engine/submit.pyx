@@ -243,7 +243,8 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     Raises
     ------
     TypeError, ValueError
-        A bad buffer, stream, entry or task size, or no entry.
+        A bad buffer, stream, entry or task size, no entry, or (a write) an
+        append handle.
     ClosedFileError, HandleNotRegisteredError
         A file is closed, or its registration was dropped.
     OSError
@@ -282,7 +283,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         eng_defaults()
         task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
-        file_fds, file_ends = enter_files(files, opcode, entered)
+        file_fds, file_ends = enter_files(files, opcode, entered, "pwrite_async_gather")
         checked = <hfe_span *>malloc(n * sizeof(hfe_span))
         fds = <int *>malloc(n * sizeof(int))
         ends = <long long *>malloc(n * sizeof(long long))
@@ -340,11 +341,12 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
     cdef hfe_span *checked = NULL
     cdef int *fds = NULL
     cdef long long *ends = NULL
+    cdef int *allocs = NULL
     cdef int device
     cdef int opcode = 1 if write else 0
     cdef FlagPool pool
     cdef FileCore f0
-    files = _address_files(files, opcode)
+    files = _address_files(files)
     nf = len(files)
     stream_owner = stream if stream is not None and type(stream) is not int else None
     stream_preamble(stream, &sh, &state)
@@ -356,7 +358,7 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
         eng_defaults()
         task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
-        file_fds, file_ends = enter_files(files, opcode, entered)
+        file_fds, file_ends = enter_files(files, opcode, entered, "pwrite_async_addresses")
         device = stream_device(sh)
         eng_sweep()
         eng_start()
@@ -367,13 +369,14 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
                 "the engine_data_path setting 'auto')")
         try:
             checked = plan_addresses(ranges, files, file_fds, file_ends, opcode, device, &n,
-                                     &fds, &ends)
+                                     &fds, &ends, &allocs)
             handles = _submit_staged(f0, opcode, fds[0], 0, checked, <int>n, sh, device, pool,
-                                     task, ordered, True, prefetch, fds, ends)
+                                     task, ordered, True, prefetch, fds, ends, allocs)
         finally:
             free(checked)
             free(fds)
             free(ends)
+            free(allocs)
         _hand_over(handles, tuple(files) if nf > 1 else f0, None, None, stream_owner)
         return handles[0]
     finally:
@@ -381,11 +384,9 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
             (<FileCore>fo)._entering -= 1
 
 
-cdef list _address_files(object files, int opcode):
-    """The files of a submission of ranges by address, as a list: each an
-    open FileHandle (checked again with the submission), one at least;
-    for a write, no append handle (its writes go to the end of the file,
-    not to the rows' offsets)."""
+cdef list _address_files(object files):
+    """The files of a submission by address, as a list of FileHandles (one
+    at least; each checked again by :func:`plan.enter_files`)."""
     if isinstance(files, FileCore):
         raise TypeError("files must be a sequence of open hipfile.FileHandle objects (one "
                         "file: a list of one)")
@@ -396,8 +397,6 @@ cdef list _address_files(object files, int opcode):
         if not isinstance(fo, FileCore):
             raise TypeError(f"files must be open hipfile.FileHandle objects, not "
                             f"{type(fo).__name__}")
-        if opcode == 1 and getattr(fo, "_appends", False):
-            fo._refuse_ranges_on_append("pwrite_async_addresses")
     return files
 
 
@@ -447,7 +446,8 @@ cdef int _order_after(list handles, uintptr_t sh) except -1:
 
 cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
                          uintptr_t sh, int device, FlagPool pool, size_t task, bint ordered,
-                         bint grouped, bint prefetch, const int *fds, const long long *ends):
+                         bint grouped, bint prefetch, const int *fds, const long long *ends,
+                         const int *allocs=NULL):
     """The staged path: plan (:func:`plan_staged`), gate
     (:func:`_staged_gate`), hand the chunks to the engine and enqueue the
     stream's side (``hfe_stage_submit``). ``fds``/``ends`` (a many-file
@@ -457,7 +457,7 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
     for what that refuses) where ``direct_descriptor`` says so."""
     cdef Ring ring = ring_for(device)
     cdef StagedPlan plan = plan_staged(f, opcode, fd, base, checked, n, sh, device, pool,
-                                         task, grouped, fds, ends)
+                                         task, grouped, fds, ends, allocs)
     cdef Flag gflag = None
     cdef const uint32_t *gate = NULL
     cdef uint32_t gvalue = 0

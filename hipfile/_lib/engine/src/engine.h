@@ -134,7 +134,10 @@ typedef struct hfe_runtime {
  * is a second descriptor of the same file that a call refused with EINVAL
  * is made again on: `fd` may be opened with O_DIRECT (reads from the disk
  * that skip the page cache), whose alignment rules an unaligned run (the
- * end of a file) breaks, and `fd_alt` then the buffered one. */
+ * end of a file) breaks, and `fd_alt` then the buffered one. `alloc` names
+ * the device allocation holding the piece's memory: the copies of two pieces
+ * whose device memory continues are one copy only within one allocation
+ * (two allocations may lie side by side, and one copy must not span them). */
 typedef struct hfe_piece {
     int64_t file_offset;
     uint64_t device;
@@ -142,6 +145,7 @@ typedef struct hfe_piece {
     int group;
     int fd;
     int fd_alt;
+    int alloc;
 } hfe_piece;
 
 /* A ring over `nslots` staging slots of `slot_size` bytes at `staging`

@@ -127,7 +127,8 @@ static int reserve(void **items, int *cap, int n, size_t size)
 }
 
 /* Packs pieces in order into chunks of at most `cap` bytes; file runs merge
- * where one group's file range continues, copies where device memory does.
+ * where one group's file range continues, copies where device memory of one
+ * allocation does.
  * last_chunk[g]: the index of group g's last chunk (-1: none). */
 static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t cap, int opcode,
                 int fd, chunk_t ***out, int *nout, int *last_chunk)
@@ -137,6 +138,7 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
     chunk_t *c = NULL;
     uint64_t used = 0;
     int runs_cap = 0, copies_cap = 0;
+    int copy_alloc = 0;     /* the allocation of the chunk's last copy */
     for (i = 0; i < npieces; i++) {
         const hfe_piece *p = &pieces[i];
         uint64_t done = 0;
@@ -170,13 +172,14 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
                 c->runs[c->nruns++] = (run_t){pfd, palt, foff, used, len, g, p->group, 0};
             }
             copy_t *lc = c->ncopies ? &c->copies[c->ncopies - 1] : NULL;
-            if (lc && lc->device + lc->len == p->device + done &&
+            if (lc && copy_alloc == p->alloc && lc->device + lc->len == p->device + done &&
                 lc->staging_off + lc->len == used) {
                 lc->len += len;
             } else {
                 if (reserve((void **)&c->copies, &copies_cap, c->ncopies, sizeof(copy_t)))
                     goto fail;
                 c->copies[c->ncopies++] = (copy_t){p->device + done, used, len};
+                copy_alloc = p->alloc;
             }
             used += len;
             done += len;
