@@ -76,6 +76,8 @@ def test_benchmarks_never_switch_platform_silently(script: Path, tmp_path: Path)
     ("bench_kv_layerwise", ["--layers", "2", "--layer-mib", "1", "--repeats", "1",
                             "--dim", "64", "--matmuls", "1"]),
     ("bench_submit", ["--ops", "200", "--repeats", "1"]),
+    ("bench_vllm", ["--layers", "2", "--requests", "1,2", "--repeats", "1",
+                    "--compute-iters", "2"]),
     ("bench_addresses", ["--rows", "40", "--tensors", "4", "--block-kib", "4",
                          "--repeats", "1"]),
 ])
@@ -83,6 +85,8 @@ def test_benchmarks_print_the_platform_and_clean_up(name: str, args: list[str],
                                                     tmp_path: Path) -> None:
     if name == "bench_submit":
         pytest.importorskip("Cython", reason="bench_submit needs the bench extra (Cython)")
+    if name == "bench_vllm" and os.environ.get("CI") != "true":
+        pytest.importorskip("vllm", reason="bench_vllm needs vLLM: pip install 'hipfile[vllm]'")
     script = ROOT / "benchmarks" / f"{name}.py"
     proc = run(script, "--platform", "emulated", *args, tmp=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
