@@ -80,6 +80,7 @@ def test_benchmarks_never_switch_platform_silently(script: Path, tmp_path: Path)
                     "--compute-iters", "2"]),
     ("bench_addresses", ["--rows", "40", "--tensors", "4", "--block-kib", "4",
                          "--repeats", "1"]),
+    ("bench_lone_call", ["--calls", "10", "--size", "262144"]),
 ])
 def test_benchmarks_print_the_platform_and_clean_up(name: str, args: list[str],
                                                     tmp_path: Path) -> None:
