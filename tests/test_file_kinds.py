@@ -176,3 +176,26 @@ def test_a_regular_file_and_an_unknown_path_are_not_refused(tmp_path: Path) -> N
             assert fh.fileno() == fd
     finally:
         os.close(fd)
+
+
+def test_a_close_inside_claim_descriptor_does_not_deadlock(tmp_path):
+    """The collector may run a FileHandle's finalizer (its close releases its
+    descriptor) while the same thread is inside claim_descriptor: the close
+    must not wait for a lock its own thread holds."""
+    import threading
+
+    from hipfile.file import _kinds
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"x" * 4096)
+    fh = hipfile.open(path)
+
+    def close_while_claiming() -> None:
+        with _kinds._WRAPPED_LOCK:      # as claim_descriptor holds it
+            fh.close()
+
+    t = threading.Thread(target=close_while_claiming, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "close waited for the descriptor table's lock its thread held"
+    assert fh.closed

@@ -37,7 +37,9 @@ _REGISTER = "hipFileHandleRegister"
 
 #: The descriptors of open handles: fd -> the handle (weakly).
 _WRAPPED: dict[int, weakref.ref[Any]] = {}
-_WRAPPED_LOCK = threading.Lock()
+# reentrant: the collector may run a FileHandle's finalizer (its close releases
+# its descriptor) inside claim_descriptor, in the same thread
+_WRAPPED_LOCK = threading.RLock()
 
 
 def _kind(mode: int) -> str | None:
