@@ -17,10 +17,7 @@ from hipfile._lifetime import ClosesWhenCollected, drain, exit_block, finalize, 
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError, InFlightTimeoutError
 from hipfile.file._args import (
-    TWIN_LOCK,
-    buffered_twin,
     fourth_argument,
-    is_direct,
     is_read_only,
     mode_string,
     parse_mode,
@@ -471,46 +468,6 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         return f"<hipfile.FileHandle path={self._path!r} {state}>"
 
     # -- synchronous I/O -----------------------------------------------
-
-    def _host_fd(self) -> int:
-        """The descriptor for POSIX I/O on host buffers: the file's own, or,
-        when it was opened with ``O_DIRECT`` (which needs aligned buffers),
-        a second descriptor of the same file without it, opened on first use
-        through ``/proc/self/fd`` and closed by :meth:`close`.
-
-        Raises
-        ------
-        TypeError
-            ``hipfile.defaults`` ``allow_host_buffers`` is False.
-        ClosedFileError
-            The file is closed.
-        """
-        from hipfile._interop import check_host_buffers_allowed
-
-        check_host_buffers_allowed()
-        return self._posix_fd()
-
-    def _posix_fd(self) -> int:
-        """The descriptor for POSIX I/O on this file, without ``O_DIRECT``
-        (see :meth:`_host_fd`); the stream-ordered engine's staged path
-        reads and writes through it.
-
-        Raises
-        ------
-        ClosedFileError
-            The file is closed.
-        """
-        if self._buffered_fd is None:
-            fd = self.fileno()
-            if fd == self._plain_fd:
-                return fd      # its flags were read once (no fcntl per submission)
-            if not is_direct(fd):
-                self._plain_fd = fd
-                return fd
-            with TWIN_LOCK:
-                if self._buffered_fd is None:
-                    self._buffered_fd = buffered_twin(fd)
-        return self._buffered_fd
 
     def _io(self, write: bool, buffer: Any, size: int | None, file_offset: int | None,
             buffer_offset: int) -> int:

@@ -12,7 +12,7 @@ from hipfile._lib import _hipfile
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError
 from hipfile.file._append import AppendPlacement
-from hipfile.file._args import O_DIRECT, TWIN_LOCK, Ranges, is_direct, one_group
+from hipfile.file._args import O_DIRECT, TWIN_LOCK, Ranges, buffered_twin, is_direct, one_group
 from hipfile.file._residency import cached_fraction
 
 if TYPE_CHECKING:
@@ -30,10 +30,52 @@ class StreamOrderedIO(AppendPlacement):
     _direct_fd: int | None
     _flags: int
 
+    _plain_fd: int
+
     if TYPE_CHECKING:
-        def _posix_fd(self) -> int: ...
+        def fileno(self) -> int: ...
         def _closed_reason(self) -> str: ...
         def _refuse_read_only(self) -> None: ...
+
+    def _host_fd(self) -> int:
+        """The descriptor for POSIX I/O on host buffers: the file's own, or,
+        when it was opened with ``O_DIRECT`` (which needs aligned buffers),
+        a second descriptor of the same file without it, opened on first use
+        through ``/proc/self/fd`` and closed by :meth:`close`.
+
+        Raises
+        ------
+        TypeError
+            ``hipfile.defaults`` ``allow_host_buffers`` is False.
+        ClosedFileError
+            The file is closed.
+        """
+        from hipfile._interop import check_host_buffers_allowed
+
+        check_host_buffers_allowed()
+        return self._posix_fd()
+
+    def _posix_fd(self) -> int:
+        """The descriptor for POSIX I/O on this file, without ``O_DIRECT``
+        (see :meth:`_host_fd`); the stream-ordered engine's staged path
+        reads and writes through it.
+
+        Raises
+        ------
+        ClosedFileError
+            The file is closed.
+        """
+        if self._buffered_fd is None:
+            fd = self.fileno()
+            if fd == self._plain_fd:
+                return fd      # its flags were read once (no fcntl per submission)
+            if not is_direct(fd):
+                self._plain_fd = fd
+                return fd
+            with TWIN_LOCK:
+                if self._buffered_fd is None:
+                    self._buffered_fd = buffered_twin(fd)
+        return self._buffered_fd
 
     def pread_async(self, buffer: Any, size: int | None = None, file_offset: int = 0,
                     buffer_offset: int = 0, stream: Any = 0, *, task_size: int | None = None,

@@ -153,9 +153,8 @@ cdef tuple entry_files(entries):
 
 
 cdef object closed_entry(object exc, list files, list idx):
-    """``exc``, a ClosedFileError of a many-file operation, again with the
-    file it is about named: the first of ``files`` that is closed or
-    closing, with the first entry that uses it."""
+    """``exc`` (ClosedFileError of a many-file operation) naming the first of
+    ``files`` closed or closing, with the first entry that uses it."""
     cdef FileCore f
     for k, fo in enumerate(files):
         f = <FileCore>fo
@@ -364,45 +363,38 @@ cdef int group_spans(StreamIOHandle hd, hfe_span *checked, int n) noexcept:
 
 
 cdef int lone_range_batch(int opcode, int n, size_t total, size_t task) noexcept:
-    """Read chunks per stream wait for a submission of ``n`` ranges
-    (``total`` bytes in the first) at ``task`` bytes a chunk: a lone read
-    range cut below the default task into at most SPLIT_WAYS chunks has
-    them read at once by as many threads, so one stream wait, one copy
-    call and one slot release serve them all (on an H100, a 2 MiB read's
-    submission went from 93 to 45 us); 0 otherwise (the ring's
-    ``engine_copy_batch``)."""
+    """Read chunks per stream wait for ``n`` ranges (``total`` bytes in the
+    first) at ``task`` bytes a chunk: SPLIT_WAYS for a lone read range cut
+    below the default task (one stream wait, copy call and slot release
+    serve its chunks), else 0 (the ring's ``engine_copy_batch``)."""
     if opcode == 0 and n == 1 and task < eng_task_default and task < total \
             and total <= <size_t>SPLIT_WAYS * task:
         return SPLIT_WAYS
     return 0
 
 
-# A lone range of at most LONE_MAX bytes (the read-first bound of
-# engine/submit.pyx) is cut into pieces of at most LONE_PIECE bytes.
+# A lone range of at most LONE_MAX bytes (submit.pyx's READ_FIRST_MAX) is cut
+# into pieces of at most LONE_PIECE: read by the calling thread, each piece's
+# copy runs while the next is read (an H100's lone 2 MiB read: 0.6x its floor
+# in 1-2 MiB pieces, 1.0x in 256-512 KiB).
 cdef size_t LONE_MAX = 4 << 20
 cdef size_t LONE_PIECE = 512 << 10
 
 
 cdef size_t lone_range_task(size_t total, size_t task) noexcept:
-    """The task size of a lone range submitted with the default one: cut
-    into one chunk of at least SPLIT_MIN bytes per thread (up to
-    SPLIT_WAYS) when it is less than one default task per thread."""
+    """The task size of a lone range submitted with the default one: a chunk
+    of at least SPLIT_MIN bytes per thread (up to SPLIT_WAYS) when it is less
+    than one default task per thread; at most LONE_PIECE up to LONE_MAX."""
     cdef int ways = min(SPLIT_WAYS, max(eng_threads_wanted, 1))
     cdef size_t piece = task
     if total > SPLIT_MIN and total < ways * task:
         piece = max(SPLIT_MIN, ((total + ways - 1) // ways + 4095) & ~4095)
     if total <= LONE_MAX and piece > LONE_PIECE:
-        # a lone read the caller waits for is read by the calling thread:
-        # each piece's copy runs while the next piece is read (on an H100 a
-        # lone 2 MiB read in 1 or 2 MiB pieces ran at 0.6x one preadv and
-        # one copy, in 512 KiB pieces at 1.0x)
         piece = LONE_PIECE
     return piece
 
 
-# --------------------------------------------------------------------------
-# Ranges by device address: (file index, file offset, address, size) rows
-# --------------------------------------------------------------------------
+# ---- Ranges by device address: (file index, file offset, address, size) rows
 
 ctypedef int (*mem_range_fn)(void **, size_t *, void *) noexcept nogil
 cdef mem_range_fn _mem_range = NULL
@@ -412,8 +404,7 @@ cdef unsigned long long _address_queries = 0
 
 
 def engine_address_queries():
-    """Test hook: the ``hipMemGetAddressRange`` queries that submissions of
-    ranges by device address have made in this process."""
+    """Test hook: the ``hipMemGetAddressRange`` queries of address submissions."""
     return _address_queries
 
 

@@ -41,39 +41,23 @@ cdef void *_get_io(int opcode) except NULL:
     return <void *>p_hipFileWrite if p_hipFileWrite != NULL else bind(b"hipFileWrite")
 
 
-# A lone read of at most this many bytes (one operation, its stream idle)
-# that the page cache holds is read by the submitting thread (no hand-off
-# to a worker): about the bytes one thread copies from the page cache in
-# the time a hand-off takes. A read ahead (ordered=False, no prefetch)
-# returns at once past it; reads the caller waits for are read here up to
-# READ_FIRST_MAX.
+# Lone reads (one operation, its stream idle) the page cache holds are read
+# by the submitting thread, chunk by chunk, each chunk's copy enqueued as its
+# bytes arrive (one preadv and one copy, overlapped): up to INLINE_MAX bytes
+# for a read ahead (ordered=False, no prefetch: it returns at once), up to
+# READ_FIRST_MAX for reads the caller waits for (its stream, or pread's
+# prefetch). Not cached, a read of at most READ_FIRST_MAX is read by idle
+# workers before its copies are enqueued (the submitter waits at most 1 ms),
+# so that the copies wait on no flag in host memory.
 cdef size_t INLINE_MAX = 256 << 10
-
-# A lone buffered read of at most this many bytes on the caller's stream,
-# found idle, is read by the submitting thread where the page cache holds
-# it, chunk by chunk (a lone range is cut over the threads: lone_range_task),
-# each chunk's copy enqueued as soon as its bytes are in, so that it runs
-# while the next chunk is read (one preadv and one copy, overlapped).
-# Where the page cache does not hold it and the workers are idle, it is
-# read before its copies are enqueued:
-# the submitting thread waits (yielding, at most 1 ms) for the workers'
-# chunks, and the copies then wait on no flag in host memory, whose latency
-# on some machines was longer than the read (a lone 2 MiB read at half the
-# speed of one preadv and one copy). A read ahead (the engine's own
-# stream, no prefetch: ordered=False) returns at once, as larger reads do;
-# pread (the engine's stream, prefetch) is waited for at once, so it is read
-# first too.
 cdef size_t READ_FIRST_MAX = 4 << 20
-
-
 cdef bint READ_HERE = 1
 
 
 def engine_read_here(on=None):
-    """Test and benchmark hook: whether a lone read the caller waits for is
-    read by the submitting thread up to ``READ_FIRST_MAX`` bytes (else up to
-    ``INLINE_MAX``, the bound of a read ahead), set to ``on`` when given.
-    Returns the setting before the call."""
+    """Test and benchmark hook: whether the submitting thread reads lone
+    reads up to ``READ_FIRST_MAX`` (else ``INLINE_MAX``); returns the setting
+    before the call, set to ``on`` when given."""
     global READ_HERE
     cdef bint before = READ_HERE
     if on is not None:
@@ -82,10 +66,9 @@ def engine_read_here(on=None):
 
 
 def engine_read_first_max(n=None):
-    """Test and benchmark hook: the largest lone read that is read before
-    its copies are enqueued (bytes; 0: none), set to ``n`` when given.
-    Returns the bound before the call. Raises :class:`ValueError` for a
-    negative ``n``."""
+    """Test and benchmark hook: the largest lone read read before its copies
+    are enqueued (bytes; 0: none), set to ``n`` when given; returns the bound
+    before the call. :class:`ValueError` for a negative ``n``."""
     global READ_FIRST_MAX
     cdef size_t before = READ_FIRST_MAX
     if n is not None:
@@ -265,24 +248,10 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     """Submit ``(file, size, file_offset, buffer_offset)`` entries (ranges of
     several open files, one buffer) to the staged path as one operation;
     returns its one :class:`StreamIOHandle`, which holds every file until
-    completion is observed (closing one meanwhile raises InFlightError).
-
-    Each file is checked (open, current, readable for a read and writable
-    for a write, a POSIX descriptor) and each range against the buffer
-    before anything is submitted; a read stops at each file's end.
-
-    Raises
-    ------
-    TypeError, ValueError
-        A bad buffer, stream, entry or task size, no entry, or (a write) an
-        append handle.
-    ClosedFileError, HandleNotRegisteredError
-        A file is closed, or its registration was dropped.
-    OSError
-        EBADF: a file is not open for reading (a read) or writing (a write).
-    NotImplementedError
-        The staged path cannot serve the buffer (no stream waits on its
-        device, or the ``engine_data_path`` setting ``"hipfile"``).
+    completion is observed. Each file and range is checked before anything
+    is submitted; a read stops at each file's end. Raises as
+    :func:`hipfile.pread_async_scatter` says (TypeError, ValueError,
+    ClosedFileError, HandleNotRegisteredError, OSError, NotImplementedError).
     """
     cdef uintptr_t base, sh
     cdef size_t length, task
@@ -352,25 +321,13 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
 
 def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_size=None,
                             bint ordered=True, bint prefetch=False):
-    """Submit ``(file index, file offset, device address, size)`` rows (an
-    (N, 4) integer array or 4-sequences) over the open ``files`` to the
-    staged path as one operation; returns its one :class:`StreamIOHandle`,
-    which holds every file until completion is observed. The stream, the
-    files (as :func:`engine_submit_files`), the rows and each address range
-    against its device allocation (of the stream's device) are checked
-    before anything is submitted (:func:`plan.plan_addresses`); the spans
-    are planned with buffer base 0 and the addresses as buffer offsets.
-
-    Raises
-    ------
-    TypeError, ValueError
-        A bad stream, files, row, address range or task size, or no row.
-    ClosedFileError, HandleNotRegisteredError
-        A file is closed, or its registration was dropped.
-    OSError
-        EBADF: a file is not open for the operation.
-    NotImplementedError
-        The staged path cannot serve the stream's device.
+    """Submit ``(file index, file offset, device address, size)`` rows over
+    the open ``files`` to the staged path as one operation; returns its one
+    :class:`StreamIOHandle`, which holds every file until completion is
+    observed. Everything, each address range against its allocation too, is
+    checked before anything is submitted (:func:`plan.plan_addresses`); the
+    spans are planned with buffer base 0 and the addresses as offsets.
+    Raises as :func:`hipfile.pread_async_addresses` says.
     """
     cdef uintptr_t sh
     cdef size_t task
@@ -505,10 +462,7 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
     cdef int rc = 0
     cdef bint idle = 0
     cdef int batch = lone_range_batch(opcode, n, checked[0].len if n else 0, task)
-    # a read the caller waits for, alone on its idle stream: read here up to
-    # READ_FIRST_MAX bytes; a read ahead up to INLINE_MAX (it returns at once)
-    cdef size_t lone_max = max(INLINE_MAX, READ_FIRST_MAX) \
-        if READ_HERE and (ordered or prefetch) else INLINE_MAX
+    cdef size_t lone_max = max(INLINE_MAX, READ_FIRST_MAX if READ_HERE and (ordered or prefetch) else 0)
     try:
         if opcode == 0:
             gflag = _staged_gate(sh, prefetch, &idle)
