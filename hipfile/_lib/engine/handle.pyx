@@ -42,6 +42,18 @@ cdef int _op_wait_slice(void *p, double seconds) except -1:
     return ok
 
 
+cdef bint _wait_op(hfe_op *op, Flag flag, bint stream_completes, uint32_t value,
+                   Deadline deadline) except -1:
+    """Wait, in slices (interruptible), until an operation's engine side has
+    ended and, where its stream completes it, the stream has written its
+    flag; False when ``deadline`` passed first."""
+    cdef _op_wait_t c
+    c.op = op
+    c.flag = flag.ptr if stream_completes and flag is not None else NULL
+    c.value = value
+    return wait_sliced(_op_wait_slice, &c, deadline, WAIT_SLICE)
+
+
 # Handles of hipfile.pread/pwrite (engine_transfer): each sweep observes the
 # ones that have ended, so their file and buffer are released whether or not
 # anyone looks (as the thread pool's tasks release theirs when they end).
@@ -96,7 +108,6 @@ cdef Py_ssize_t _engine_wait(object obj, Deadline deadline) except -1:
     Returns how many are still running. Interruptible (wait_sliced)."""
     cdef StreamIOHandle hd
     cdef ParkedOp rec
-    cdef _op_wait_t c
     cdef Py_ssize_t left = 0
     cdef list todo = []
     cdef PyObject *p = _live_head
@@ -109,10 +120,8 @@ cdef Py_ssize_t _engine_wait(object obj, Deadline deadline) except -1:
         hd = <StreamIOHandle>o
         if hd._observed or hd.done():
             continue
-        c.op = hd._op
-        c.flag = hd._flag.ptr if hd._stream_completes and hd._flag is not None else NULL
-        c.value = hd._value
-        if deadline.passed() or not wait_sliced(_op_wait_slice, &c, deadline, WAIT_SLICE):
+        if deadline.passed() or not _wait_op(hd._op, hd._flag, hd._stream_completes, hd._value,
+                                             deadline):
             left += 1
             continue
         hd._observe()
@@ -120,10 +129,8 @@ cdef Py_ssize_t _engine_wait(object obj, Deadline deadline) except -1:
         rec = <ParkedOp>o
         if rec.op == NULL or not (obj is None or _uses(rec.file, obj) or rec.bcore is obj):
             continue
-        c.op = rec.op
-        c.flag = rec.flag.ptr if rec.stream_completes and rec.flag is not None else NULL
-        c.value = rec.value
-        if deadline.passed() or not wait_sliced(_op_wait_slice, &c, deadline, WAIT_SLICE):
+        if deadline.passed() or not _wait_op(rec.op, rec.flag, rec.stream_completes, rec.value,
+                                             deadline):
             left += 1
     ops.eng_sweep()
     return left
@@ -388,14 +395,10 @@ cdef class StreamIOHandle(CompletionBase):
         TypeError, ValueError
             A bad ``timeout`` (bools refused).
         """
-        cdef _op_wait_t c
         cdef Deadline deadline = Deadline(timeout)
         if not self.done():
-            c.op = self._op
-            c.flag = self._flag.ptr if self._stream_completes and self._flag is not None \
-                else NULL
-            c.value = self._value
-            if not wait_sliced(_op_wait_slice, &c, deadline, WAIT_SLICE):
+            if not _wait_op(self._op, self._flag, self._stream_completes, self._value,
+                            deadline):
                 raise TimeoutError(f"operation not complete after {timeout} s")
         self._observe()
         return self._result()
