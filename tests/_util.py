@@ -43,6 +43,40 @@ def hip_stream(flags: int = 0) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
+def held_stream(s: Any) -> Iterator[Callable[[], None]]:
+    """Hold the HIP stream ``s`` at a host flag (``hipStreamWaitValue32``):
+    work enqueued on it after this stays in flight until ``release()``, which
+    the exit also calls; yields ``release``. Skips where the runtime has no
+    stream waits."""
+    import ctypes
+
+    flag = check(hip.hipHostMalloc(4, 0))
+    word = ctypes.c_uint32.from_address(int(flag))
+    word.value = 0
+
+    def release() -> None:
+        word.value = 1
+
+    try:
+        err = hip.hipStreamWaitValue32(s, flag, 1, 0, 0xFFFFFFFF)[0]
+        if err != hip.hipError_t.hipSuccess:
+            pytest.skip(f"the HIP runtime has no stream waits (hipStreamWaitValue32: {err!r})")
+        yield release
+    finally:
+        release()
+        check(hip.hipStreamSynchronize(s))
+        check(hip.hipHostFree(flag))
+
+
+@contextlib.contextmanager
+def gated_stream() -> Iterator[tuple[Any, Callable[[], None]]]:
+    """A new HIP stream held at a host flag (:func:`held_stream`); yields
+    (stream, release)."""
+    with hip_stream() as s, held_stream(s) as release:
+        yield s, release
+
+
+@contextlib.contextmanager
 def delayed_io(path: str | os.PathLike[str], nbytes: int, delay_us: int
                ) -> Iterator[tuple[Any, Any, Any]]:
     """With the emulated platform's completions delayed by ``delay_us``

@@ -10,7 +10,9 @@ marked ``emulated`` and skipped, with a reason, elsewhere.
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -55,6 +57,25 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 pytest.skip(reason)
 
 
+_frozen_at_modules = 0
+
+
+def _freeze_imported_modules() -> None:
+    """Move every object alive now (imported modules, their classes and
+    caches) out of the collector's sight: the leak check's ``gc.collect()``
+    after each test then walks only what tests create. With torch and vLLM
+    imported (half a million objects), each collect otherwise costs about
+    0.3 s, which made the suite five times slower."""
+    global _frozen_at_modules
+    gc.collect()
+    gc.freeze()
+    _frozen_at_modules = len(sys.modules)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _freeze_imported_modules()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # the safetensors tests import torch, after which every gc.collect() of
     # the leak checks costs tens of milliseconds: they run last
@@ -88,11 +109,11 @@ def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     from hipfile.platforms import emulated
 
+    if len(sys.modules) > _frozen_at_modules + 100:
+        _freeze_imported_modules()   # a test imported torch (or the like)
     emulated.reset()
     opened = hipfile.use_count()
     yield
-    import gc
-
     gc.collect()
     _trim_pools()
     # the process's own driver reference (hipfile.process_driver) is kept

@@ -19,6 +19,7 @@ from _util import (
     device_array,
     emu,
     from_device,
+    gated_stream,
     hip_stream,
     lost_first_write,
     random_bytes,
@@ -97,10 +98,12 @@ def test_dropped_handles_park_their_slots(driver, data_file):
     is reused while the library may still write it, and the data is right."""
     path, data = data_file
     chunk = 4096
-    count = N // chunk  # 8 operations a stream, each delayed 50 ms: 0.4 s a stream
-    emu().set_completion_delay(50_000)
-    with device_array(N) as dev1, device_array(N) as dev2, hip_stream() as s1, \
-            hip_stream() as s2, FileHandle(path) as fh, Stream(s1) as st1, Stream(s2) as st2:
+    count = N // chunk  # 8 operations a stream
+    # both streams wait at a flag until the checks are done: the operations
+    # stay in flight however long the collection takes
+    with device_array(N) as dev1, device_array(N) as dev2, gated_stream() as (s1, go1), \
+            gated_stream() as (s2, go2), FileHandle(path) as fh, Stream(s1) as st1, \
+            Stream(s2) as st2:
         handles = [
             fh.read_async(dev1 if i % 2 else dev2, chunk, i * chunk, i * chunk,
                           st1 if i % 2 else st2)
@@ -115,6 +118,8 @@ def test_dropped_handles_park_their_slots(driver, data_file):
         fresh = [fh.read_async(dev1, chunk, 0, 0, st1) for _ in range(64)]
         assert dropped.isdisjoint(int(h.slots) for h in fresh)
         assert fh.pending >= len(fresh)
+        go1()
+        go2()
         check(hip.hipStreamSynchronize(s1))
         check(hip.hipStreamSynchronize(s2))
         assert all(h.wait() == chunk for h in fresh)

@@ -14,7 +14,6 @@ marked ``emulated``.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import signal
 import threading
 import time
@@ -26,15 +25,14 @@ import numpy as np
 import pytest
 from _platform import PLATFORM
 from _util import (
-    check,
     device_array,
     emu,
     from_device,
+    gated_stream,
     hip_stream,
     random_file,
     to_device,
 )
-from hip import hip
 
 import hipfile
 from hipfile import (
@@ -55,30 +53,6 @@ LONG = 60.0
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
-
-@contextlib.contextmanager
-def gated_stream() -> Iterator[tuple[Any, Callable[[], None]]]:
-    """A HIP stream held at a host flag: work enqueued on it stays in flight
-    until ``release()``; yields (stream, release)."""
-    flag = check(hip.hipHostMalloc(4, 0))
-    word = ctypes.c_uint32.from_address(int(flag))
-    word.value = 0
-    s = check(hip.hipStreamCreate())
-
-    def release() -> None:
-        word.value = 1
-
-    try:
-        err = hip.hipStreamWaitValue32(s, flag, 1, 0, 0xFFFFFFFF)[0]
-        if err != hip.hipError_t.hipSuccess:
-            pytest.skip(f"the HIP runtime has no stream waits (hipStreamWaitValue32: {err!r})")
-        yield s, release
-    finally:
-        release()
-        check(hip.hipStreamSynchronize(s))
-        check(hip.hipStreamDestroy(s))
-        check(hip.hipHostFree(flag))
-
 
 # cuFile 1.15's compatibility mode (the cuda platform) completed some of
 # these read_async calls with hipErrorInvalidPitchValue (12): reads on

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gc
 import os
@@ -16,6 +17,7 @@ from _util import (
     check,
     device_array,
     from_device,
+    held_stream,
     hip_stream,
     load_example,
     random_bytes,
@@ -110,39 +112,33 @@ def test_submissions_dropped_early(tmp_path: Path, bufs: tuple[Any, Any],
     data = random_bytes(TOTAL, seed=9)
     to_device(src, data)
     to_device(dst, np.zeros(TOTAL, np.uint8))
-    if PLATFORM == "emulated":
-        from hipfile.platforms import emulated
-
-        emulated.set_completion_delay(2000)  # the stream runs behind the host
-    try:
-        with gds.HipFileGDSBackend() as backend:
-            backend.register_buffer(hipfile.Buffer(src, TOTAL))
-            backend.register_buffer(hipfile.Buffer(dst, TOTAL))
-            raw = int(streams[0])
-            backend.register_stream(raw)
-            slab = backend.open_slab(str(tmp_path), TOTAL, False)
-            assert slab.direct_io is False
-            for i in range(CHUNKS):
-                slab.write_async(int(src), CHUNK, i * CHUNK, i * CHUNK, raw)  # dropped
-            gc.collect()
-            for i in range(CHUNKS):
-                if i == CHUNKS - 1 and PLATFORM == "emulated":
-                    # the last read outlasts the collection below, however
-                    # large the heap that earlier tests left
-                    emulated.set_completion_delay(300_000)
-                slab.read_async(int(dst), CHUNK, i * CHUNK, i * CHUNK, raw)  # dropped
-            gc.collect()
-            if PLATFORM == "emulated":
-                assert hipfile.pool_stats()["parked"] > 0 or _counters()["inflight"] > 0
-                # closing now would tear down memory in use: refused, state kept
-                with pytest.raises(hipfile.InFlightError):
-                    slab.close()
-                assert not slab.closed
-            check(hip.hipStreamSynchronize(streams[0]))
-        assert slab.closed
-    finally:
+    with gds.HipFileGDSBackend() as backend, contextlib.ExitStack() as stack:
+        backend.register_buffer(hipfile.Buffer(src, TOTAL))
+        backend.register_buffer(hipfile.Buffer(dst, TOTAL))
+        raw = int(streams[0])
+        backend.register_stream(raw)
+        slab = backend.open_slab(str(tmp_path), TOTAL, False)
+        assert slab.direct_io is False
+        release = None
         if PLATFORM == "emulated":
-            emulated.set_completion_delay(0)
+            # the stream waits at a flag: every submission below is still in
+            # flight at the collections, however long they take
+            release = stack.enter_context(held_stream(streams[0]))
+        for i in range(CHUNKS):
+            slab.write_async(int(src), CHUNK, i * CHUNK, i * CHUNK, raw)  # dropped
+        gc.collect()
+        for i in range(CHUNKS):
+            slab.read_async(int(dst), CHUNK, i * CHUNK, i * CHUNK, raw)  # dropped
+        gc.collect()
+        if release is not None:
+            assert hipfile.pool_stats()["parked"] > 0 or _counters()["inflight"] > 0
+            # closing now would tear down memory in use: refused, state kept
+            with pytest.raises(hipfile.InFlightError):
+                slab.close()
+            assert not slab.closed
+            release()
+        check(hip.hipStreamSynchronize(streams[0]))
+    assert slab.closed
     assert np.array_equal(from_device(dst, TOTAL), data)
 
 

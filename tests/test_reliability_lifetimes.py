@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, delayed_io, device_array, emu, from_device, hip_stream
+from _util import check, delayed_io, device_array, emu, from_device, gated_stream, hip_stream
 from hip import hip
 
 import hipfile
@@ -131,7 +131,9 @@ def test_done_from_two_threads_records_one_event(driver, data_file):
 
 def test_dropped_stream_with_work_in_flight_is_deregistered_later(driver, data_file):
     path, _ = data_file
-    with delayed_io(path, N, 200_000) as (dev, s, fh):
+    # the stream is held at a flag, not by a delay: however long the
+    # collection takes, the read is still in flight when the Stream goes
+    with device_array(N) as dev, gated_stream() as (s, release), FileHandle(path) as fh:
         st = Stream(s)
         st.register()
         fh.read_async(dev, N, 0, 0, st)  # handle dropped: parked
@@ -139,6 +141,7 @@ def test_dropped_stream_with_work_in_flight_is_deregistered_later(driver, data_f
             del st
             gc.collect()
         assert emu().counters()["streams_registered"] == 1
+        release()
         check(hip.hipStreamSynchronize(s))
         _hipfile.pool_stats()  # sweeps: the deferred deregistration runs
         assert emu().counters()["streams_registered"] == 0
