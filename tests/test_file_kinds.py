@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -97,6 +98,16 @@ def _compat_kvikio(p: Path) -> object:
     return kvikio.CuFile(p, "r")
 
 
+def _safe_open(p: Path) -> object:
+    from hipfile.safetensors import safe_open
+    return safe_open(p, framework="numpy")
+
+
+def _load_file(p: Path) -> object:
+    from hipfile.safetensors.numpy import load_file
+    return load_file(p)
+
+
 OPENERS: dict[str, Callable[[Path], object]] = {
     "hipfile.open": lambda p: hipfile.open(p),
     "hipfile.open-r+": lambda p: hipfile.open(p, "r+"),
@@ -104,7 +115,25 @@ OPENERS: dict[str, Callable[[Path], object]] = {
     "FileHandle-with": lambda p: FileHandle(p, os.O_WRONLY).__enter__(),
     "compat.cufile": _compat_cufile,
     "compat.kvikio": _compat_kvikio,
+    "safetensors.safe_open": _safe_open,
+    "safetensors.load_file": _load_file,
 }
+
+
+@contextlib.contextmanager
+def _within(seconds: float) -> Iterator[None]:
+    """Fail (not hang) when the block takes longer than ``seconds``: opening
+    a FIFO waits for a writer for ever."""
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still blocked after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize("kind", ["fifo", "socket", "null", "zero"])
@@ -114,7 +143,7 @@ def test_every_opener_refuses_what_hipfile_refuses(tmp_path: Path, kind: str,
     # a FIFO is refused before it is opened: opening it would block
     path = _special_path(kind, tmp_path)
     before = fd_count()
-    with pytest.raises(hipfile.HipFileException) as info:
+    with pytest.raises(hipfile.HipFileException) as info, _within(10):
         OPENERS[opener](path)
     _refused(info, OpError.INVALID_FILE_TYPE)
     assert fd_count() == before

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hipfile.file._kinds import check_descriptor, check_path
+
 #: File offsets, sizes and device addresses of O_DIRECT reads are multiples of this.
 ALIGNMENT = 4096
 #: Largest header accepted (the reference implementation's limit).
@@ -388,13 +390,19 @@ def read_header(path: str | os.PathLike[str], *, strict: bool = False) -> Header
     Raises
     ------
     OSError
-        The file cannot be read.
+        The file cannot be read (:class:`IsADirectoryError` for a directory).
+    HipFileException
+        ``INVALID_FILE_TYPE`` (5018): a FIFO, socket or character device,
+        refused at once (a FIFO is not waited on).
     SafetensorsError
         The header is malformed, or the file is JSON (the index of a sharded
         checkpoint: the message says to load it with ``load_file``).
     """
+    check_path(path)   # a socket cannot be opened; a FIFO would wait for a writer
     try:
-        fd = os.open(path, os.O_RDONLY)
+        # O_NONBLOCK: a FIFO made after the check opens at once (and is refused
+        # below) instead of waiting for a writer; files read as without it
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         # safetensors' message, with the errno kept (a strerror or filename
         # would make str() the usual "[Errno 2] ..." again)
@@ -402,6 +410,7 @@ def read_header(path: str | os.PathLike[str], *, strict: bool = False) -> Header
         err.errno = errno.ENOENT
         raise err from None
     try:
+        check_descriptor(fd, path, False)
         return _read_header_fd(fd, strict, os.fspath(path))
     finally:
         os.close(fd)
