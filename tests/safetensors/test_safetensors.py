@@ -481,7 +481,7 @@ def test_argument_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.emulated
-@pytest.mark.parametrize("reader", ["parallel", "stream"])
+@pytest.mark.parametrize("reader", ["parallel", "stream", "staged"])
 def test_read_failure_raises_and_frees(tmp_path: Path, reader: str) -> None:
     from hipfile.platforms import emulated
 
