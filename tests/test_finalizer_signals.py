@@ -138,6 +138,44 @@ def test_ctrl_c_in_a_safe_open_key_loop_reaches_the_caller(tmp_path: Path) -> No
     _check(result)
 
 
+@pytest.mark.parametrize("reader", ["auto", "staged"])
+def test_ctrl_c_in_a_load_file_loop_reaches_the_caller(tmp_path: Path, reader: str) -> None:
+    """Whole-checkpoint loads into device memory (three files read by the
+    engine, their memory freed as the next load runs), interrupted at many
+    points: every read ends before its memory goes, and the next load
+    returns the file's bytes."""
+    result = _run_child(f"""
+        import hipfile.safetensors, hipfile.safetensors.numpy
+        files = []
+        for k in range(3):
+            p = f"s{{k}}.safetensors"
+            hipfile.safetensors.numpy.save_file(
+                {{f"t{{k}}.{{i}}": np.full(1 << 16, i, np.float32) for i in range(40)}}, p)
+            files.append(p)
+
+        def body():
+            hipfile.safetensors.load_file(files, 0, "hip", reader={reader!r})
+
+        missed, left = [], []
+        for i in range(14):
+            delay = 0.02 + 0.023 * i
+            if not one_round(delay, body):
+                missed.append(delay)
+            rest = leftovers()
+            if rest:
+                left.append((delay, rest))
+        out = hipfile.safetensors.load_file(files, 0, "hip", reader={reader!r})
+        next_ok = all((out[f"t{{k}}.{{i}}"].copy_to_host() == i).all()
+                      for k in range(3) for i in range(40))
+        del out
+        rest = leftovers()
+        if rest:
+            left.append(("after", rest))
+        print(json.dumps({{"lost": lost, "missed": missed, "left": left, "next_ok": next_ok}}))
+    """, tmp_path)
+    _check(result)
+
+
 def test_ctrl_c_in_a_dropped_handle_loop_reaches_the_caller(tmp_path: Path) -> None:
     """Files, buffers and handles of both stream-ordered paths dropped
     before their operations complete (the finalizers park, defer and
