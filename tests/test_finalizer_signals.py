@@ -75,6 +75,19 @@ def leftovers():
     _hipfile.pool_stats()          # a sweep: deferred releases retried
     hipfile.trim_pool()
     return {k: v for k, v in emulated.counters().items() if v}
+
+def rounds(body, n=14):
+    # n rounds of `body`, each interrupted after a longer delay: the delays
+    # whose Ctrl-C never ended the loop, and what each round left behind
+    missed, left = [], []
+    for i in range(n):
+        delay = 0.02 + 0.023 * i
+        if not one_round(delay, body):
+            missed.append(delay)
+        rest = leftovers()
+        if rest:
+            left.append((delay, rest))
+    return missed, left
 """
 
 
@@ -114,14 +127,7 @@ def test_ctrl_c_in_a_safe_open_key_loop_reaches_the_caller(tmp_path: Path) -> No
                 for k in f.keys():
                     f.get_tensor(k)
 
-        missed, left = [], []
-        for i in range(14):
-            delay = 0.02 + 0.023 * i
-            if not one_round(delay, body):
-                missed.append(delay)
-            rest = leftovers()
-            if rest:
-                left.append((delay, rest))
+        missed, left = rounds(body)
         with hipfile.safetensors.safe_open(p, framework="hip", device=0) as f:
             t = f.get_tensor("t7")
             got = np.empty(1 << 16, np.float32)
@@ -156,14 +162,7 @@ def test_ctrl_c_in_a_load_file_loop_reaches_the_caller(tmp_path: Path, reader: s
         def body():
             hipfile.safetensors.load_file(files, 0, "hip", reader={reader!r})
 
-        missed, left = [], []
-        for i in range(14):
-            delay = 0.02 + 0.023 * i
-            if not one_round(delay, body):
-                missed.append(delay)
-            rest = leftovers()
-            if rest:
-                left.append((delay, rest))
+        missed, left = rounds(body)
         out = hipfile.safetensors.load_file(files, 0, "hip", reader={reader!r})
         next_ok = all((out[f"t{{k}}.{{i}}"].copy_to_host() == i).all()
                       for k in range(3) for i in range(40))

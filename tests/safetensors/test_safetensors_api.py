@@ -643,24 +643,9 @@ def test_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 # --------------------------------------------------------------------------
 
 
-def _engine_submissions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The handles of each ``pread_async_ranges`` call (the engine's
-    submissions) from now on."""
-    calls: list[int] = []
-    real = hipfile.FileHandle.pread_async_ranges
-
-    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
-        hs = real(self, *args, **kwargs)
-        calls.append(len(hs))
-        return hs
-
-    monkeypatch.setattr(hipfile.FileHandle, "pread_async_ranges", counting)
-    return calls
-
-
 @pytest.mark.parametrize("block", [4096, 65536, None])
 def test_staged_reader_is_the_engine(tmp_path: Path, block: int | None,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                     engine_submissions: list[int]) -> None:
     """reader="staged" loads every file of a checkpoint through the engine
     (one submission per file, its task size the engine's) and says so."""
     rng = np.random.default_rng(9)
@@ -671,10 +656,9 @@ def test_staged_reader_is_the_engine(tmp_path: Path, block: int | None,
         p = tmp_path / f"s{k}.safetensors"
         stn.save_file({f"{n}.{k}": v for n, v in arrays.items()}, str(p))
         paths.append(str(p))
-    calls = _engine_submissions(monkeypatch)
     info: dict[str, Any] = {}
     out = hst.load_file(paths, reader="staged", task_size=block, info=info)
-    assert calls == [1, 1]
+    assert engine_submissions == [1, 1]
     assert info["reader"] == "stream"
     assert info["task_size"] == (block or hipfile.defaults.engine_task_size())
     for k in range(2):
