@@ -26,8 +26,8 @@ and reported in both):
 ``load``
     Whole checkpoints (``single`` and ``sharded``, per ``--checkpoints``):
     ``hipfile.safetensors.torch.load_file(path, device="cuda:N")`` (the
-    index in one call for ``sharded``), ``hipfile stream`` and ``hipfile
-    staged`` (one reader forced); ``safetensors.torch.load_file`` per file;
+    index in one call for ``sharded``), ``hipfile stream`` (the engine's reader
+    forced); ``safetensors.torch.load_file`` per file;
     ``fastsafe_open(files, device="cuda:N", nogds=...)`` and every
     ``get_tensor`` (``fastsafetensors nogds`` / ``cuFile``); ``page cache ->
     pinned``: the files read into pinned host memory by ``--threads`` threads
@@ -414,8 +414,6 @@ def load_cases(device: str, path: str, files: Sequence[str], peers: Peers
     out["hipfile load_file"] = synced(device, lambda: hst_torch.load_file(path, device=device))
     out["hipfile stream"] = synced(
         device, lambda: hst.load_file(path, device, "pt", reader="stream"))
-    out["hipfile staged"] = synced(
-        device, lambda: hst.load_file(path, device, "pt", reader="staged"))
     out.update(fastsafetensors_cases(peers, device, files))
     return out
 
@@ -485,7 +483,7 @@ class View(NamedTuple):
     ratios: tuple[Ratio, ...]
 
 
-LOAD_CASES = ("hipfile load_file", "hipfile stream", "hipfile staged", "safetensors load_file",
+LOAD_CASES = ("hipfile load_file", "hipfile stream", "safetensors load_file",
               "fastsafetensors nogds", "fastsafetensors cuFile", "page cache -> pinned")
 LOAD_RATIOS = (
     Ratio("hipfile load_file", "safetensors load_file"),
@@ -707,7 +705,7 @@ def block_single(b: Bench) -> None:
     """``load single`` and ``keyloop``: the one file, timed together."""
     path, files = b.checkpoints["single"]
     _checkpoint_block(b, "single", "keyloop", KEYLOOP, lambda: files, "keyloop",
-                      ("hipfile stream", "hipfile staged"),
+                      ("hipfile stream",),
                       f"{os.path.basename(path)}, {os.path.getsize(path) / 1e9:.2f} GB")
 
 
@@ -716,7 +714,7 @@ def block_sharded(b: Bench) -> None:
     index, files = b.checkpoints["sharded"]
     nbytes = sum(os.path.getsize(f) for f in files)
     _checkpoint_block(b, "sharded", "sharded", SHARDED, lambda: index_files(index), "iterator",
-                      ("hipfile stream", "hipfile staged", "safetensors load_file"),
+                      ("hipfile stream", "safetensors load_file"),
                       f"{len(files)} files and {os.path.basename(index)}, "
                       f"{nbytes / 1e9:.2f} GB")
 

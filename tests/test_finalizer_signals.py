@@ -75,6 +75,19 @@ def leftovers():
     _hipfile.pool_stats()          # a sweep: deferred releases retried
     hipfile.trim_pool()
     return {k: v for k, v in emulated.counters().items() if v}
+
+def rounds(body, n=14):
+    # n rounds of `body`, each interrupted after a longer delay: the delays
+    # whose Ctrl-C never ended the loop, and what each round left behind
+    missed, left = [], []
+    for i in range(n):
+        delay = 0.02 + 0.023 * i
+        if not one_round(delay, body):
+            missed.append(delay)
+        rest = leftovers()
+        if rest:
+            left.append((delay, rest))
+    return missed, left
 """
 
 
@@ -114,14 +127,7 @@ def test_ctrl_c_in_a_safe_open_key_loop_reaches_the_caller(tmp_path: Path) -> No
                 for k in f.keys():
                     f.get_tensor(k)
 
-        missed, left = [], []
-        for i in range(14):
-            delay = 0.02 + 0.023 * i
-            if not one_round(delay, body):
-                missed.append(delay)
-            rest = leftovers()
-            if rest:
-                left.append((delay, rest))
+        missed, left = rounds(body)
         with hipfile.safetensors.safe_open(p, framework="hip", device=0) as f:
             t = f.get_tensor("t7")
             got = np.empty(1 << 16, np.float32)
@@ -134,6 +140,37 @@ def test_ctrl_c_in_a_safe_open_key_loop_reaches_the_caller(tmp_path: Path) -> No
         if rest:
             left.append(("after", rest))
         print(json.dumps({"lost": lost, "missed": missed, "left": left, "next_ok": next_ok}))
+    """, tmp_path)
+    _check(result)
+
+
+@pytest.mark.parametrize("reader", ["auto", "staged"])
+def test_ctrl_c_in_a_load_file_loop_reaches_the_caller(tmp_path: Path, reader: str) -> None:
+    """Whole-checkpoint loads into device memory (three files read by the
+    engine, their memory freed as the next load runs), interrupted at many
+    points: every read ends before its memory goes, and the next load
+    returns the file's bytes."""
+    result = _run_child(f"""
+        import hipfile.safetensors, hipfile.safetensors.numpy
+        files = []
+        for k in range(3):
+            p = f"s{{k}}.safetensors"
+            hipfile.safetensors.numpy.save_file(
+                {{f"t{{k}}.{{i}}": np.full(1 << 16, i, np.float32) for i in range(40)}}, p)
+            files.append(p)
+
+        def body():
+            hipfile.safetensors.load_file(files, 0, "hip", reader={reader!r})
+
+        missed, left = rounds(body)
+        out = hipfile.safetensors.load_file(files, 0, "hip", reader={reader!r})
+        next_ok = all((out[f"t{{k}}.{{i}}"].copy_to_host() == i).all()
+                      for k in range(3) for i in range(40))
+        del out
+        rest = leftovers()
+        if rest:
+            left.append(("after", rest))
+        print(json.dumps({{"lost": lost, "missed": missed, "left": left, "next_ok": next_ok}}))
     """, tmp_path)
     _check(result)
 

@@ -192,6 +192,8 @@ def load_file(path: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     reader
         ``"auto"``: the stream-ordered engine (``"stream"``) for device
         memory, the thread pool (``"parallel"``) for host memory.
+        ``"staged"`` is accepted for compatibility and is the engine too
+        (its staging ring); ``info`` reports ``"stream"``.
     progress
         One progress bar over the whole load (tqdm, when installed);
         ``None``: for several files or 4 GiB and more on a terminal.

@@ -158,35 +158,71 @@ class HostFile:
             os.close(fd)
 
 
-def _submit_host(f: HostFile, target: Any, reads: list[ReadRange], task: int,
-                 alone: bool = False) -> Callable[[Callable[[int], None]], int]:
-    """Start every read of a host-memory load; returns ``wait(progress) ->
-    bytes``. ``alone``: the load's only read (a tensor, a slice), which the
-    calling thread reads itself when it is one task (a pool would run
-    that one task on one thread too, after a hand-off)."""
-    from hipfile.parallel import INLINE_MAX, _pread_host
+# --------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------
 
-    fd = f.fd
-    if fd is None:
-        raise SafetensorsError("File is closed")
-    view = memoryview(target).cast("B")
-    most = min(task, HOST_INLINE_CAP) if alone and len(reads) == 1 else INLINE_MAX
-    futures = [_pread_host(fd, view, r.size, r.file_offset, r.buffer_offset, task, most)
-               for r in reads]
+#: ``wait(progress) -> bytes``: waits for every read of one file, calling
+#: ``progress(n)`` as each range of ``n`` bytes completes.
+Wait = Callable[[Callable[[int], None]], int]
 
-    def wait_host(progress: Callable[[int], None]) -> int:
-        errors = []
-        for r, fut in zip(reads, futures, strict=True):
-            e = fut.exception()         # waits
-            errors.append(e)
-            if e is None:
+
+def _waiter(reads: Sequence[ReadRange], ends: Sequence[Callable[[], int]]) -> Wait:
+    """The wait of one file's reads, ``ends[i]()`` ending ``reads[i]``: every
+    range is waited for even after one fails (the memory must outlive every
+    read), then the first failure is raised; a ``KeyboardInterrupt`` (or
+    another non-``Exception``) goes before an earlier read error, so that
+    Ctrl-C is never lost."""
+
+    def wait(progress: Callable[[int], None]) -> int:
+        got, first = 0, None
+        for r, end in zip(reads, ends, strict=True):
+            try:
+                got += end()
                 progress(r.size)
-        for e in errors:
-            if e is not None:
-                raise e
-        return sum(fut.result() for fut in futures)
+            except BaseException as e:
+                if first is None or (isinstance(first, Exception)
+                                     and not isinstance(e, Exception)):
+                    first = e
+        if first is not None:
+            raise first
+        return got
 
-    return wait_host
+    return wait
+
+
+def _submit(fh: FileHandle | HostFile, target: Any, reads: list[ReadRange], reader: str,
+            task: int | None, stream: int, alone: bool) -> Wait:
+    """Start every read of one file; returns its :data:`Wait`.
+
+    ``"stream"``: the process's stream-ordered engine (its threads and
+    staging ring), ordered after ``stream``. ``"parallel"``: the package's
+    thread pool, with ``preadv`` for a :class:`HostFile` (``alone``: the
+    load's only file, whose one task the calling thread reads itself, up to
+    :data:`HOST_INLINE_CAP`) and :meth:`hipfile.FileHandle.pread` otherwise.
+    """
+    if reader == "stream":
+        assert isinstance(fh, FileHandle)
+        handles = fh.pread_async_ranges(
+            target, [(r.size, r.file_offset, r.buffer_offset) for r in reads], stream,
+            task_size=task)
+        return _waiter(reads, [h.wait for h in handles])
+    if isinstance(fh, HostFile):
+        from hipfile.parallel import INLINE_MAX, _pread_host
+
+        fd = fh.fd
+        if fd is None:
+            raise SafetensorsError("File is closed")
+        assert task is not None
+        view = memoryview(target).cast("B")
+        most = min(task, HOST_INLINE_CAP) if alone and len(reads) == 1 else INLINE_MAX
+        futures = [_pread_host(fd, view, r.size, r.file_offset, r.buffer_offset, task, most)
+                   for r in reads]
+    else:
+        futures = [fh.pread(target, r.size, r.file_offset, buffer_offset=r.buffer_offset,
+                            task_size=task)
+                   for r in reads]
+    return _waiter(reads, [f.result for f in futures])
 
 
 # --------------------------------------------------------------------------
@@ -207,7 +243,7 @@ class _Pending:
     shift: int
     origin: int
     reads: list[ReadRange]
-    wait: Callable[[Callable[[int], None]], int]
+    wait: Wait
     expect: int
 
 
@@ -220,55 +256,6 @@ def _split(reads: list[ReadRange], limit: int) -> list[ReadRange]:
             out.append(ReadRange(r.file_offset + done, n, r.buffer_offset + done))
             done += n
     return out
-
-
-def _submit(fh: FileHandle, target: Any, reads: list[ReadRange], reader: str,
-            task: int | None, stream: int = 0) -> Callable[[Callable[[int], None]], int]:
-    """Start every read; returns ``wait(progress) -> bytes``. ``stream``:
-    the engine's reads follow it."""
-    if reader == "stream":
-        handles = fh.pread_async_ranges(
-            target, [(r.size, r.file_offset, r.buffer_offset) for r in reads], stream,
-            task_size=task)
-
-        def wait_stream(progress: Callable[[int], None]) -> int:
-            got, first = 0, None
-            for r, h in zip(reads, handles, strict=True):
-                try:                        # every range ends before the memory may go
-                    got += h.wait()
-                    progress(r.size)
-                except BaseException as e:
-                    first = first or e
-            if first is not None:
-                raise first
-            return got
-
-        return wait_stream
-    if reader == "parallel":
-        futures = [fh.pread(target, r.size, r.file_offset, buffer_offset=r.buffer_offset,
-                            task_size=task)
-                   for r in reads]
-
-        def wait_futures(progress: Callable[[int], None]) -> int:
-            errors = []
-            for i, f in enumerate(futures):
-                e = f.exception()       # waits
-                errors.append(e)
-                if e is None:
-                    progress(reads[i].size)
-            for e in errors:
-                if e is not None:
-                    raise e
-            return sum(f.result() for f in futures)
-
-        return wait_futures
-    got = READERS[reader](fh, target, reads, task_size=task)
-
-    def done(progress: Callable[[int], None]) -> int:
-        progress(sum(r.size for r in reads))
-        return int(got)
-
-    return done
 
 
 class _Progress:
@@ -302,9 +289,10 @@ class _Progress:
 
 
 def resolve_reader(reader: str, device: Device) -> str:
-    """Check ``reader``; ``"auto"`` is the thread pool's ``preadv``
-    (``"parallel"``) for host memory, and stays ``"auto"`` for device memory
-    (chosen per file by :func:`file_reader`).
+    """The reader a load uses: ``"auto"`` is the stream-ordered engine
+    (``"stream"``) for device memory and the thread pool's ``preadv``
+    (``"parallel"``) for host memory; ``"staged"``, kept for compatibility,
+    is the engine too (its staging ring is the staged reader).
 
     Raises
     ------
@@ -312,27 +300,58 @@ def resolve_reader(reader: str, device: Device) -> str:
         An unknown reader, or a device reader asked to read into host memory.
     """
     if reader == "auto":
-        return "parallel" if device.is_cpu else "auto"
+        return "parallel" if device.is_cpu else "stream"
     if reader not in READERS and reader != "staged":
         raise ValueError(f"reader must be 'auto', 'staged' or one of {sorted(READERS)}, got "
                          f"{reader!r}")
     if reader in ("stream", "staged") and device.is_cpu:
         raise ValueError(f"reader {reader!r} reads into device memory; use 'parallel' (or "
                          "'auto') for device='cpu'")
-    return reader
+    return "stream" if reader == "staged" else reader
 
 
-def file_reader(reader: str, fh: FileHandle) -> str:
-    """The reader of one file into device memory: for ``"auto"``, the
-    process's stream-ordered engine, which reads a file opened with
-    ``O_DIRECT`` (from the disk) through that descriptor and one read
-    through the page cache with many threads; no thread is started and no
-    pinned memory allocated per call. ``"staged"`` (the older reader with
-    threads and staging of its own per load) is still there to ask for."""
-    if reader != "auto":
-        return reader
-    del fh
-    return "stream"
+def _plan_file(path: str | os.PathLike[str], fh: FileHandle | HostFile, header: Header,
+               infos: list[TensorInfo], framework: str, device: Device,
+               runs: Mapping[str, Sequence[tuple[int, int]]] | None) -> tuple[_Pending, Any]:
+    """One file's reads and its one allocation: ``(pending, read target)``,
+    the pending's wait not yet set."""
+    base = header.data_offset
+    spans = [(base + t.begin + b, base + t.begin + e)
+             for t in infos
+             for b, e in (runs[t.name] if runs is not None and t.name in runs
+                          else [(0, t.nbytes)])]
+    reads, origin, span = plan_reads(spans)
+    owner, addr, target = allocate(framework, device, span + ALIGNMENT)
+    # file offset `origin` lands at an address congruent to it modulo
+    # ALIGNMENT: O_DIRECT reads stay aligned
+    shift = (-addr) % ALIGNMENT
+    reads = _split([ReadRange(r.file_offset, r.size, r.buffer_offset + shift) for r in reads],
+                   MAX_RANGE)
+    expect = sum(min(r.size, header.file_size - r.file_offset) for r in reads)
+    return _Pending(os.fspath(path), fh, header, infos, owner, addr, shift, origin, reads,
+                    lambda progress: 0, expect), target
+
+
+def _abandon(pending: Sequence[_Pending]) -> None:
+    """A failed load: wait for every submitted read to end, then free the
+    memory now (a traceback would keep it alive)."""
+    for p in pending:
+        try:
+            p.wait(lambda n: None)
+        except BaseException:
+            pass
+        release(p.owner)
+
+
+def _views(pending: Sequence[_Pending], framework: str, device: Device) -> dict[str, Any]:
+    """Name to tensor: views into each file's allocation, in file order."""
+    out: dict[str, Any] = {}
+    for p in pending:
+        base = p.header.data_offset
+        for t in p.infos:
+            off = p.shift + base + t.begin - p.origin
+            out[t.name] = make_view(framework, device, p.owner, p.addr, off, t)
+    return out
 
 
 def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorInfo]]],
@@ -353,58 +372,23 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
     are left unread in its view.
     """
     reader = resolve_reader(reader, device)
-    task = _task_size(task_size, "parallel" if reader == "parallel" else "stream")
+    task = _task_size(task_size, reader)
+    stream = torch_stream(framework, device) if reader == "stream" else 0
     pending: list[_Pending] = []
-    staged: Any = None
-    used: list[str] = []
     opened: list[FileHandle | HostFile] = []
-    out: dict[str, Any] = {}
     bar = _Progress(sum(sum(t.nbytes for t in infos) for _, _, infos in files), len(files),
                     progress)
     try:
         try:
             for k, (path, header, infos) in enumerate(files):
-                given = handles[k] if handles is not None else None
-                fh: FileHandle | HostFile
-                if given is None:
+                fh = handles[k] if handles is not None else None
+                if fh is None:
                     fh = HostFile(path) if device.is_cpu else open_for_read(path, direct)
                     opened.append(fh)
-                else:
-                    fh = given
-                base = header.data_offset
-                spans = [(base + t.begin + b, base + t.begin + e)
-                         for t in infos
-                         for b, e in (runs[t.name] if runs is not None and t.name in runs
-                                      else [(0, t.nbytes)])]
-                reads, origin, span = plan_reads(spans)
-                owner, addr, target = allocate(framework, device, span + ALIGNMENT)
-                # file offset `origin` lands at an address congruent to it
-                # modulo ALIGNMENT: O_DIRECT reads stay aligned
-                shift = (-addr) % ALIGNMENT
-                reads = _split([ReadRange(r.file_offset, r.size, r.buffer_offset + shift)
-                                for r in reads], MAX_RANGE)
-                expect = sum(min(r.size, header.file_size - r.file_offset) for r in reads)
-                p = _Pending(os.fspath(path), fh, header, infos, owner, addr, shift, origin,
-                             reads, lambda progress: 0, expect)
+                p, target = _plan_file(path, fh, header, infos, framework, device, runs)
                 pending.append(p)
-                if isinstance(fh, HostFile):
-                    used.append(reader)
-                    if reads:
-                        assert task is not None
-                        p.wait = _submit_host(fh, target, reads, task, len(files) == 1)
-                    continue
-                how = file_reader(reader, fh)
-                used.append(how)
-                if reads and how == "staged":
-                    if staged is None:
-                        from hipfile.safetensors._staged import STAGED_BLOCK, StagedReader
-
-                        staged = StagedReader(device.index, block=task_size or STAGED_BLOCK)
-                    assert fh.fd is not None
-                    p.wait = staged.add(fh.fd, addr, reads)
-                elif reads:
-                    p.wait = _submit(fh, target, reads, how, task,
-                                     torch_stream(framework, device))
+                if p.reads:
+                    p.wait = _submit(fh, target, p.reads, reader, task, stream, len(files) == 1)
             bar.set_total(sum(r.size for p in pending for r in p.reads))
             for p in pending:
                 got = p.wait(bar)
@@ -412,13 +396,7 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
                     raise SafetensorsError(f"{p.path}: read {got} of {p.expect} bytes: the file "
                                            "changed or is truncated")
         except BaseException:
-            # every submitted read has ended here; free the memory now
-            for p in pending:
-                try:
-                    p.wait(lambda n: None)
-                except BaseException:
-                    pass
-                release(p.owner)
+            _abandon(pending)
             raise
         if info is not None:
             fh0 = pending[0].fh if pending else None
@@ -426,17 +404,9 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
                         reads=sum(len(p.reads) for p in pending),
                         bytes_read=sum(r.size for p in pending for r in p.reads),
                         allocation=sum(int(getattr(p.owner, "nbytes", 0)) for p in pending),
-                        task_size=staged.block if used[:1] == ["staged"] else task,
-                        reader=used[0] if used else reader, files=len(pending))
-        for p in pending:
-            base = p.header.data_offset
-            for t in p.infos:
-                off = p.shift + base + t.begin - p.origin
-                out[t.name] = make_view(framework, device, p.owner, p.addr, off, t)
-        return out
+                        task_size=task, reader=reader, files=len(pending))
+        return _views(pending, framework, device)
     finally:
         bar.close()
-        if staged is not None:
-            staged.close()
         for fh in opened:
             fh.close()

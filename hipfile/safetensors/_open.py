@@ -213,7 +213,7 @@ class SafeOpen(FileHolder, ClosesWhenCollected):
                         and 0 < info.nbytes <= host_read_max(self)):
                     return read_host(self, fh.fd, info, self._header.data_offset + info.begin)
                 return self._read_locked(fh, [info])[name]
-            if info.dtype.bits % 8 or self._reader not in ("auto", "stream"):
+            if info.dtype.bits % 8 or self._reader != "stream":
                 return self._read_locked(fh, [info])[name]
             return self._ahead.get(self, fh, info)
 

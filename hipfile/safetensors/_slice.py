@@ -121,7 +121,7 @@ class SafeSlice:
             got = self._host_read(full)
             if got is not None:
                 return got
-        elif self._owner._reader in ("auto", "stream"):
+        elif self._owner._reader == "stream":
             got = self._device_read(full, whole)
             if got is not None:
                 return got

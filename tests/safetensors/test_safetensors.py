@@ -230,22 +230,13 @@ def test_stream_reader(tmp_path: Path, task_size: int | None, direct: bool | Non
         hst.safe_open(path, reader="telepathy")
 
 
-def test_stream_reader_through_the_engine(tmp_path: Path) -> None:
+def test_stream_reader_through_the_engine(tmp_path: Path,
+                                         engine_submissions: list[int]) -> None:
     """The stream reader is the engine's: its calls are counted there."""
     path = tmp_path / "e.safetensors"
     write_reference(path, {"a": ("U8", [1 << 20], random_bytes(1 << 20).tobytes())})
-    calls: list[int] = []
-    real = hipfile.FileHandle.pread_async_ranges
-
-    def counting(self: Any, *args: Any, **kwargs: Any) -> Any:
-        hs = real(self, *args, **kwargs)
-        calls.append(len(hs))
-        return hs
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(hipfile.FileHandle, "pread_async_ranges", counting)
-        out = hst.load_file(path, reader="stream", task_size=65536)
-    assert calls == [1]
+    out = hst.load_file(path, reader="stream", task_size=65536)
+    assert engine_submissions == [1]
     assert host_bytes(out["a"]) == random_bytes(1 << 20).tobytes()
 
 
@@ -481,7 +472,7 @@ def test_argument_errors(tmp_path: Path) -> None:
 
 
 @pytest.mark.emulated
-@pytest.mark.parametrize("reader", ["parallel", "stream"])
+@pytest.mark.parametrize("reader", ["parallel", "stream", "staged"])
 def test_read_failure_raises_and_frees(tmp_path: Path, reader: str) -> None:
     from hipfile.platforms import emulated
 
@@ -498,6 +489,45 @@ def test_read_failure_raises_and_frees(tmp_path: Path, reader: str) -> None:
     assert info.value.errno == errno.EIO
     gc.collect()
     assert emulated.counters()["allocations"] == before
+
+
+class _EndsWith:
+    """A read's handle whose wait, once the read has ended, raises ``error``."""
+
+    def __init__(self, handle: Any, error: BaseException) -> None:
+        self.handle = handle
+        self.error = error
+        self.ended = False
+
+    def wait(self) -> int:
+        self.handle.wait()
+        self.ended = True
+        raise self.error
+
+
+def test_ctrl_c_is_not_hidden_by_an_earlier_read_error(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A load whose first range fails and whose wait for a later range is
+    interrupted raises KeyboardInterrupt (the read error does not replace
+    the Ctrl-C), once every range has ended."""
+    path = tmp_path / "k.safetensors"
+    write_reference(path, {"a": ("U8", [8192], random_bytes(8192).tobytes()),
+                           "b": ("U8", [2 << 20], random_bytes(2 << 20).tobytes()),
+                           "c": ("U8", [8192], random_bytes(8192, seed=3).tobytes())})
+    real = hipfile.FileHandle.pread_async_ranges
+    made: list[_EndsWith] = []
+
+    def ending(self: Any, *args: Any, **kwargs: Any) -> Any:
+        hs = real(self, *args, **kwargs)
+        assert len(hs) == 2
+        made.extend([_EndsWith(hs[0], OSError(errno.EIO, "injected")),
+                     _EndsWith(hs[1], KeyboardInterrupt())])
+        return made
+
+    monkeypatch.setattr(hipfile.FileHandle, "pread_async_ranges", ending)
+    with pytest.raises(KeyboardInterrupt):
+        hst.load_file(path, names=["a", "c"])
+    assert [h.ended for h in made] == [True, True]
 
 
 @pytest.mark.emulated

@@ -1,9 +1,11 @@
 """hipfile.safetensors as a drop-in for safetensors: the behaviours of
 safetensors' own Python tests (bindings/python/tests), each test naming the
-case it mirrors, plus sharded checkpoints, host loads and the staged reader."""
+case it mirrors, plus sharded checkpoints, host loads and ``reader="staged"``
+(kept for compatibility: the engine's reader)."""
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import json
 import os
@@ -14,9 +16,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import random_bytes
+from _util import direct_io_supported, random_bytes
 
+import hipfile
 from hipfile import safetensors as hst
+from hipfile._lib import _hipfile
 from hipfile.safetensors import numpy as hnp
 
 st = pytest.importorskip("safetensors")
@@ -635,12 +639,15 @@ def test_progress_bar(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 
 # --------------------------------------------------------------------------
-# the staged reader (the cold path)
+# reader="staged": accepted for compatibility, read by the engine's ring
 # --------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("block", [4096, 65536, None])
-def test_staged_reader(tmp_path: Path, block: int | None) -> None:
+def test_staged_reader_is_the_engine(tmp_path: Path, block: int | None,
+                                     engine_submissions: list[int]) -> None:
+    """reader="staged" loads every file of a checkpoint through the engine
+    (one submission per file, its task size the engine's) and says so."""
     rng = np.random.default_rng(9)
     arrays = {f"t{i}": rng.integers(0, 255, (1 + 99_991 * i,), dtype=np.uint8)
               for i in range(5)}
@@ -651,10 +658,26 @@ def test_staged_reader(tmp_path: Path, block: int | None) -> None:
         paths.append(str(p))
     info: dict[str, Any] = {}
     out = hst.load_file(paths, reader="staged", task_size=block, info=info)
-    assert info["reader"] == "staged"
+    assert engine_submissions == [1, 1]
+    assert info["reader"] == "stream"
+    assert info["task_size"] == (block or hipfile.defaults.engine_task_size())
     for k in range(2):
         for n, v in arrays.items():
             assert np.array_equal(np.asarray(out[f"{n}.{k}"]), v)
+
+
+def test_staged_reader_in_safe_open_reads_ahead(tmp_path: Path) -> None:
+    """safe_open(reader="staged") is the engine's reader: get_tensor reads
+    the tensors that follow ahead, as with the default reader."""
+    arrays = {f"t{i}": np.full(4096 * (i + 1), i, np.uint8) for i in range(4)}
+    path = tmp_path / "ahead.safetensors"
+    stn.save_file(arrays, str(path))
+    with hst.safe_open(path, "hip", reader="staged") as f:
+        got = {"t0": f.get_tensor("t0")}
+        assert list(f._ahead.window) == ["t1", "t2", "t3"]
+        got.update((n, f.get_tensor(n)) for n in ("t1", "t2", "t3"))
+    for n, v in arrays.items():
+        assert np.array_equal(np.asarray(got[n]), v)
 
 
 def test_staged_reader_reports_a_truncated_file(tmp_path: Path,
@@ -670,6 +693,8 @@ def test_staged_reader_refuses_host_memory(tmp_path: Path) -> None:
     stn.save_file({"a": np.zeros(8, np.uint8)}, str(path))
     with pytest.raises(ValueError, match="device memory"):
         hst.load_file(path, "cpu", "np", reader="staged")
+    with pytest.raises(ValueError, match="device memory"):
+        hst.safe_open(path, "np", "cpu", reader="staged")
 
 
 # --------------------------------------------------------------------------
@@ -762,27 +787,32 @@ def test_torch_models(tmp_path: Path) -> None:
         ht.load_file(path, backend="nope")
 
 
-def test_staged_reader_falls_back_when_direct_reads_are_refused(tmp_path: Path) -> None:
-    """A read that O_DIRECT refuses (EINVAL: here an unaligned buffer) is
-    done buffered, with the flag cleared on the descriptor (as
-    fastsafetensors' nogds reader does for file systems that take O_DIRECT
-    at open only)."""
-    import fcntl
-
-    from hipfile.safetensors._staged import _pread
-
-    path = tmp_path / "d.bin"
-    data = random_bytes(8192, seed=5).tobytes()
-    path.write_bytes(data)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    except OSError:
+@pytest.mark.parametrize("reader", ["auto", "staged"])
+def test_a_direct_read_the_file_system_refuses_is_read_buffered(tmp_path: Path,
+                                                                reader: str) -> None:
+    """A read that O_DIRECT refuses (EINVAL, as file systems that take
+    O_DIRECT at open but not on reads answer) is read again through the
+    file's buffered descriptor by the engine; a buffered load, which has no
+    other descriptor, raises the refusal."""
+    if not direct_io_supported(tmp_path):
         pytest.skip("no O_DIRECT on this file system")
+    if hipfile.engine.mechanism() != "stream-memory-operations":
+        pytest.skip("the engine's staged path needs stream waits")
+    data = np.random.default_rng(5).integers(0, 255, 4 << 20, dtype=np.uint8)
+    path = tmp_path / "d.safetensors"
+    stn.save_file({"a": data}, str(path))
+    info: dict[str, Any] = {}
+    _hipfile.engine_inject_faults(errno.EINVAL, count=1)
     try:
-        buf = bytearray(4096 + 64)
-        view = memoryview(buf)[1:101]            # misaligned address and length
-        assert _pread(fd, view, 3) == 100
-        assert bytes(view) == data[3:103]
-        assert not fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_DIRECT
+        out = hst.load_file(path, direct=True, reader=reader, info=info)
     finally:
-        os.close(fd)
+        _hipfile.engine_inject_faults()
+    assert info["direct"] is True
+    assert np.array_equal(np.asarray(out["a"]), data)
+    _hipfile.engine_inject_faults(errno.EINVAL, count=1)
+    try:
+        with pytest.raises(OSError) as err:
+            hst.load_file(path, direct=False, reader=reader)
+    finally:
+        _hipfile.engine_inject_faults()
+    assert err.value.errno == errno.EINVAL
