@@ -20,7 +20,6 @@ from typing import Any
 from unittest import mock
 
 import numpy as np
-import pytest
 import torch
 from _vllm import device_tensor
 
@@ -47,7 +46,7 @@ from vllm.v1.kv_cache_interface import (  # isort: skip
     KVCacheGroupSpec,
 )
 from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput  # isort: skip
-from vllm.v1.request import Request, RequestStatus  # isort: skip
+from vllm.v1.request import Request  # isort: skip
 from vllm.v1.structured_output import StructuredOutputManager  # isort: skip
 
 TOKENS = 16            # tokens per GPU block
@@ -128,7 +127,8 @@ class Engine:
         init_none_hash(sha256)
         self._hasher = get_request_block_hasher(TOKENS, sha256)
         self._rng = np.random.default_rng(0)
-        self.before_load: Callable[[], None] | None = None
+        self.before_load: Callable[[Any], None] | None = None   # called with the metadata
+        self.on_results: Callable[[Any], None] | None = None    # ... with the transfer results
         self.scheduled: dict[str, list[int]] = {}    # request -> tokens scheduled per step
 
     def add(self, req_id: str, prompt: list[int], max_tokens: int = 2) -> Request:
@@ -171,7 +171,7 @@ class Engine:
         self.worker.handle_preemptions(meta)
         self.worker.bind_connector_metadata(meta)
         if self.before_load is not None:
-            self.before_load()
+            self.before_load(meta)
         if out.has_sync_kv_loads:
             self.worker.start_load_kv(None)            # type: ignore[arg-type]
         result = self._forward(out)
@@ -179,6 +179,8 @@ class Engine:
             self.worker.start_load_kv(None)            # type: ignore[arg-type]
         self.worker.wait_for_save()
         got = self.worker.get_transfer_results(out.finished_req_ids)
+        if self.on_results is not None:
+            self.on_results(got)
         result.kv_connector_output = KVConnectorOutput(
             finished_sending=got.finished_sending or None,
             finished_recving=got.finished_recving or None,
@@ -248,11 +250,11 @@ def forget(e: Engine) -> None:
 def test_a_second_request_loads_the_first_ones_blocks_byte_exact(tmp_path: Path) -> None:
     prompt = list(range(1, PREFIX + 1))
     with engine(tmp_path) as e:
-        a_blocks, pages = first_request(e, prompt + [200, 201])
+        a_blocks, pages = first_request(e, [*prompt, 200, 201])
         assert len(e.files()) == PREFIX // TOKENS // CHUNK     # 2 files of 2 blocks
         assert len(set(pages)) == len(pages)
         forget(e)
-        e.add("b", prompt + [300, 301, 302, 303, 304])
+        e.add("b", [*prompt, 300, 301, 302, 303, 304])
         e.run(lambda: "b" in e.scheduled)
         assert e.scheduled["b"][0] == 5          # the prefix came from the files
         b_blocks = e.blocks("b")[: PREFIX // TOKENS]
@@ -264,3 +266,54 @@ def test_a_second_request_loads_the_first_ones_blocks_byte_exact(tmp_path: Path)
     called = {name for name, call in e.calls.items() if call.called}
     assert called >= set(SCHEDULER_CALLS[:4]), called
     assert called & {"request_finished", "request_finished_all_groups"}
+
+
+def test_a_file_cut_between_lookup_and_load_fails_the_load_and_the_prefix_is_recomputed(
+        tmp_path: Path) -> None:
+    prompt = list(range(1, PREFIX + 1))
+    with engine(tmp_path) as e:
+        first_request(e, [*prompt, 200, 201])
+        forget(e)
+        zero = b"\0" * (len(LAYERS) * 2 * TOKENS * HEADS * HEAD * 2)
+        cut: list[Path] = []
+        failed: list[bool] = []
+
+        def cut_second_file(meta: Any) -> None:      # after the lookup, before the load
+            if meta.load_jobs and not cut:
+                cut.append(e.files()[1])
+                with open(cut[0], "r+b") as f:
+                    f.truncate(cut[0].stat().st_size // 2)
+
+        def nothing_written(got: Any) -> None:
+            if "b" in got.failed_recving:
+                failed.append(all(e.page(b) == zero for b in e.blocks("b")))
+
+        e.before_load, e.on_results = cut_second_file, nothing_written
+        e.add("b", [*prompt, 300, 301, 302, 303, 304])
+        e.run(lambda: "b" in e.scheduled)
+        assert cut and failed == [True]        # reported once; no byte reached a block
+        assert sum(e.scheduled["b"]) == PREFIX + 5 and e.scheduled["b"][0] == PREFIX + 5
+        e.run(lambda: "b" not in e.scheduler.requests)
+        e.run(e.idle)
+        forget(e)      # a third request: the cut file misses (and is dropped)
+        e.add("c", [*prompt, 400, 401])
+        e.run(lambda: "c" in e.scheduled)
+        assert e.scheduled["c"][0] >= PREFIX // 2 + 2
+        e.run(lambda: "c" not in e.scheduler.requests)
+        e.run(e.idle)
+        assert cut[0].stat().st_size == e.files()[0].stat().st_size   # stored again
+
+
+def test_a_server_started_over_the_same_root_loads_what_the_first_one_stored(
+        tmp_path: Path) -> None:
+    prompt = list(range(1, PREFIX + 1))
+    with engine(tmp_path) as e:
+        _, pages = first_request(e, [*prompt, 200, 201])
+    (tmp_path / "model").rename(tmp_path / "model-1")
+    with engine(tmp_path) as e2:
+        e2.add("b", [*prompt, 300, 301])
+        e2.run(lambda: "b" in e2.scheduled)
+        assert e2.scheduled["b"][0] == 2
+        assert [e2.page(b) for b in e2.blocks("b")[: PREFIX // TOKENS]] == pages
+        e2.run(lambda: "b" not in e2.scheduler.requests)
+        e2.run(e2.idle)
