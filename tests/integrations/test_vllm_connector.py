@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -173,10 +174,10 @@ class Engine:
         if self.before_load is not None:
             self.before_load(meta)
         if out.has_sync_kv_loads:
-            self.worker.start_load_kv(None)            # type: ignore[arg-type]
+            self.worker.start_load_kv(None)     # the connector takes no forward context
         result = self._forward(out)
         if not out.has_sync_kv_loads:
-            self.worker.start_load_kv(None)            # type: ignore[arg-type]
+            self.worker.start_load_kv(None)     # the connector takes no forward context
         self.worker.wait_for_save()
         got = self.worker.get_transfer_results(out.finished_req_ids)
         if self.on_results is not None:
@@ -191,25 +192,23 @@ class Engine:
         self.scheduler.update_from_output(out, result)
         return result
 
-    def run(self, until: Callable[[], bool], steps: int = 200) -> None:
+    def run(self, until: Callable[[], bool], timeout: float = 60) -> None:
         """Step until ``until()``, letting the engine's threads work between steps."""
-        import time
-
-        for _ in range(steps):
-            if until():
-                return
+        deadline = time.monotonic() + timeout
+        while not until():
+            assert time.monotonic() < deadline, "the engine never got there"
             self.step()
-            time.sleep(0.005)
-        raise AssertionError("the engine never got there")
+            time.sleep(0.002)
 
     def idle(self) -> bool:
         """No request left and no transfer in flight."""
         sched = self.scheduler
         conn = sched.connector
         assert isinstance(conn, OffloadingConnector)
-        return not sched.requests and not conn.has_pending_push_work() and not \
-            self.worker.connector_worker._load_jobs and \
-            not self.worker.connector_worker.worker._transfers  # type: ignore[union-attr]
+        worker = self.worker.connector_worker
+        assert worker is not None and worker.worker is not None
+        return (not sched.requests and not conn.has_pending_push_work()
+                and not worker._load_jobs and not worker.worker._transfers)
 
     def files(self) -> list[Path]:
         return sorted(p for p in self.root.rglob("*.bin"))
