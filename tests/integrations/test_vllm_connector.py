@@ -116,11 +116,12 @@ class Engine:
         assert isinstance(connector, OffloadingConnector)
         self.calls = {name: stack.enter_context(mock.patch.object(
             connector, name, wraps=getattr(connector, name))) for name in SCHEDULER_CALLS}
-        self.worker = OffloadingConnector(config, KVConnectorRole.WORKER, kv_cache_config)
-        stack.callback(self.worker.shutdown)
+        stack.callback(self.scheduler.shutdown)
         self.kv = {name: stack.enter_context(
             device_tensor((NUM_BLOCKS, 2, TOKENS, HEADS, HEAD), torch.float16))
             for name in LAYERS}
+        self.worker = OffloadingConnector(config, KVConnectorRole.WORKER, kv_cache_config)
+        stack.callback(self.worker.shutdown)        # before the KV caches are freed
         for t in self.kv.values():
             t.view(torch.uint8).zero_()
         with set_current_vllm_config(config):
