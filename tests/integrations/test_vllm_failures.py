@@ -109,6 +109,31 @@ def test_a_file_gone_or_short_after_lookup_fails_the_load_and_becomes_a_miss(
         assert m.prepare_store(keys, ctx()).keys_to_store == [keys[1]]
 
 
+def test_a_file_cut_after_the_size_check_fails_the_load_with_no_foreign_byte(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window the worker cannot close: the file shrinks between its size
+    check and the engine's reads. The job still fails, and what landed is
+    the file's own bytes or zeros."""
+    from hipfile.integrations.vllm import _worker
+
+    checked = _worker._open_for_load
+
+    def then_cut(paths: list[str], ranges: Any) -> list[Any]:
+        files = checked(paths, ranges)
+        os.truncate(paths[1], os.path.getsize(paths[1]) // 2 + 100)
+        return files
+
+    with system(tmp_path) as (m, w, kv):
+        keys = keys_for(2)
+        assert stored(m, w, kv, keys)
+        before = blocks(kv)
+        monkeypatch.setattr(_worker, "_open_for_load", then_cut)
+        dst = list(range(16, 24))
+        assert not load(m, w, kv, keys, dst, job=1)
+        only_own_bytes(kv, before, list(range(8)), dst)
+        assert m.lookup(keys[1], ctx()) is LookupResult.MISS
+
+
 def test_a_file_of_another_size_is_a_miss(tmp_path: Path) -> None:
     with system(tmp_path) as (m, w, kv):
         keys = keys_for(1)
