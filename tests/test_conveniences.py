@@ -227,7 +227,7 @@ def test_host_buffers_on_an_o_direct_file(driver: hipfile.Driver, data_path: Pat
         assert fh.read(out, 1000, file_offset=3, buffer_offset=1) == 1000
         assert np.array_equal(out[1:], payload[3:1003])
         assert fh.pwrite(np.full(777, 7, np.uint8), file_offset=5, task_size=100).get() == 777
-        twin = fh._buffered_fd
+        twin = fh._descriptors.buffered
         assert twin is not None and twin != fh.fd
         assert not fcntl.fcntl(twin, fcntl.F_GETFL) & os.O_DIRECT
     assert _open_fds() == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import gc
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,7 +13,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, direct_io_supported, from_device, random_bytes, to_device
+from _util import (
+    check,
+    device_array,
+    direct_io_supported,
+    from_device,
+    random_bytes,
+    to_device,
+)
 from hip import hip
 
 import hipfile
@@ -523,3 +531,53 @@ def test_threads_making_their_first_call_at_once_register_once(data_path: Path,
             assert emulated.counters()["handles"] == 1
             np.testing.assert_array_equal(from_device(dev, 8 * 4096), payload[:8 * 4096])
         assert emulated.counters()["handles"] == 0
+
+
+def test_a_file_handle_is_one_class_over_its_core() -> None:
+    """FileHandle's methods are its own: between it and its compiled core
+    there is no mixin class (no method declared in one class and defined in
+    another)."""
+    from hipfile._lib._hipfile import FileCore
+
+    assert FileHandle.__mro__ == (FileHandle, FileCore, object)
+
+
+def test_the_core_asks_nothing_of_the_handle_by_name(data_path: Path,
+                                                     driver: hipfile.Driver) -> None:
+    """The compiled core never calls up into the handle's class: a subclass
+    that names the methods it once called (the closed message, the
+    registration, the engine's descriptors) is not asked; what the core
+    needs was given to it when the handle was made."""
+    from hipfile._lib import _hipfile
+
+    class Renamed(FileHandle):
+        def _closed_reason(self) -> str:
+            return "asked the class"
+
+        def _register(self) -> None:
+            raise AssertionError("the core called _register")
+
+        def _engine_fd(self) -> int:
+            # the class's own stream-ordered calls use it; a call whose
+            # nearest Python frame is this test's came from compiled code
+            if sys._getframe(1).f_code.co_filename == __file__:
+                raise AssertionError("the core called _engine_fd")
+            return super()._engine_fd()
+
+        def _engine_direct_fd(self, large: bool) -> int:
+            raise AssertionError("the core called _engine_direct_fd")
+
+    fh = Renamed(data_path)
+    with pytest.raises(hipfile.ClosedFileError, match="never opened"):
+        fh.read(np.empty(16, np.uint8))
+    with device_array(4096) as dev, fh:
+        assert fh.read(dev, 4096) == 4096      # registered by the core itself
+        assert fh.handle is not None
+        assert fh.pread_async(dev, 4096, 0, 0).wait(30) == 4096
+        # the many-file path (the engine's descriptor of each file), called
+        # from here, so that this test's frame is the compiled code's caller
+        assert _hipfile.engine_submit_files(dev, [(fh, 4096, 0, 0)]).wait(30) == 4096
+        assert np.array_equal(from_device(dev, 4096), np.fromfile(data_path, np.uint8,
+                                                                  4096))
+    with pytest.raises(hipfile.ClosedFileError, match="closed FileHandle"):
+        fh.read(np.empty(16, np.uint8))

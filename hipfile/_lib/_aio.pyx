@@ -75,7 +75,7 @@ cdef int _not_enqueued(FileCore f, AsyncIOHandle h, hipFileError_t e, int err_no
     h._slot = -1
     h._s = NULL
     if appended >= 0:
-        f._append_failed(appended, nbytes)
+        f._append.failed(appended, nbytes)
     if e.err == -1 and err_no:
         raise OSError(err_no, os.strerror(err_no))
     if e.err == 5011:     # hipFileHipDriverError: an unknown stream is said to be one
@@ -122,9 +122,8 @@ cdef AsyncIOHandle _submit(FileCore f, int opcode, object buffer, object size,
     if opcode == 1:
         # a read-only handle: the one error of every write path, before
         # the library is asked (it would fail when the operation runs)
-        refuse = getattr(f, "_refuse_read_only", None)
-        if refuse is not None:
-            refuse()
+        if f._descriptors is not None:
+            f._descriptors.refuse_read_only()
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     try:   # counted in f._entering by the preamble until counted in _pending
         if state != NULL:
@@ -132,11 +131,11 @@ cdef AsyncIOHandle _submit(FileCore f, int opcode, object buffer, object size,
         given = file_offset is not None
         if not given:
             file_offset = 0
-        if opcode == 1 and f._appends:
+        if opcode == 1 and f._append is not None:
             # an append handle: the range at the end of the file, taken now (a
             # given offset must be that end; FileHandle.appends)
             io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
-            appended = f._reserve_append(foff if given else None, nbytes)
+            appended = f._append.reserve(foff if given else None, nbytes)
             file_offset = appended
         io_range(length, size, file_offset, buffer_offset, &nbytes, &foff, &boff, buf_owner)
 

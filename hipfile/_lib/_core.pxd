@@ -22,8 +22,6 @@ cdef class BufferCore:
     cdef Py_ssize_t _held
     cdef unsigned long _epoch
     cdef unsigned long _gen
-    # an append handle: writes go to the end of the file (FileHandle.appends)
-    cdef public bint _appends
     cdef bint _bare           # made from a bare address: see _allocation_room
 
 cdef class FileCore:
@@ -37,6 +35,13 @@ cdef class FileCore:
     cdef unsigned long _epoch
     cdef unsigned long _gen
     cdef long long _staged_write_end   # where staged writes submitted so far leave the file
+    # What the handle gives its core when it is made, holding no reference
+    # to the handle: its descriptors (hipfile.file._descriptors.Descriptors:
+    # the one to register, the engine's, the closed message) and, for an
+    # append handle, where its writes go (hipfile.file._append.AppendEnd;
+    # None for other handles)
+    cdef public object _descriptors
+    cdef public object _append
 
 # What the layers above lend the cores (set when they are imported):
 # counting off the engine's ranges that ended (engine.ops). How many

@@ -1,5 +1,11 @@
 """Cores of FileHandle and Buffer."""
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hipfile.file._append import AppendEnd
+    from hipfile.file._descriptors import Descriptors
+
 
 class BufferCore:
     @property
@@ -25,7 +31,9 @@ class BufferCore:
     def deregister(self) -> None: ...
 
 class FileCore:
-    _appends: bool
+    # given by FileHandle when it is made (None on a bare core)
+    _descriptors: Descriptors
+    _append: AppendEnd | None
     @property
     def inherited(self) -> bool: ...
     def _held_count(self) -> int: ...

@@ -5,7 +5,9 @@ stream-ordered paths (``read_async``/``write_async`` and the engine).
 
 Invariants
 - A core owns its registration; the public subclasses add Python-level
-  conveniences only.
+  conveniences only, and the core never calls up into them: what it needs
+  of a file handle is given to it when the handle is made (``_descriptors``,
+  ``_append``).
 - ``_pending`` counts AsyncIOHandles using the object whose completion has
   not been observed (parked ones included); ``_held`` counts other users
   (batch entries, parallel tasks, engine ranges). Closing or deregistering
@@ -32,6 +34,7 @@ Invariants
   counted in flight (and waited for) or refused.
 """
 
+import threading as _threading
 from operator import index as _operator_index
 from weakref import ref as _weak_ref
 
@@ -42,6 +45,7 @@ from hipfile._lib._enums import OpError
 from hipfile._lib._errors import (
     ClosedFileError, HandleNotRegisteredError, InFlightError)
 from hipfile._lib import _bindings
+from hipfile._lib._finalize import run_uninterrupted
 from hipfile._lib._decode cimport foreign_buffer_info, foreign_stream_handle
 from hipfile._lib._streams cimport settle, stream_states, StreamCore, StreamState
 from hipfile._lib._runtime cimport c_driver_epoch, fork_gen, raise_forked, hipapi
@@ -136,8 +140,7 @@ cdef int check_file(FileCore f) except -1:
             "(close(wait=True) or the end of its with block is waiting for the "
             "operations in flight) and accepts no new ones")
     if not f._is_open:
-        reason = getattr(f, "_closed_reason", None)
-        raise ClosedFileError(reason() if reason is not None
+        raise ClosedFileError(f._descriptors.closed_reason() if f._descriptors is not None
                               else "I/O operation on a closed FileHandle")
     if f._registered and f._epoch != c_driver_epoch:
         raise HandleNotRegisteredError(
@@ -148,16 +151,33 @@ cdef int check_file(FileCore f) except -1:
 
 
 cdef int ensure_registered(FileCore f) except -1:
-    """Register an open file with hipFile if it is not yet (its
-    ``_register`` method, which calls hipFileHandleRegister and then
-    ``_attach``): the registration, and with it the implicit driver open,
-    happens at the first call that goes through hipFile's own data path."""
+    """Register an open file with hipFile if it is not yet
+    (hipFileHandleRegister on its descriptor, then ``_attach``): the
+    registration, and with it the implicit driver open, happens at the
+    first call that goes through hipFile's own data path. Threads making
+    their first call at once: one registers."""
     if not f._registered:
         check_file(f)
-        f._register()
-        if not f._registered:
-            raise RuntimeError("the file's _register() did not register it")
+        with _register_lock:
+            if not f._registered:
+                fd = f._descriptors.fileno()      # ClosedFileError once closed
+                # registered and recorded in one step that Ctrl-C cannot cut
+                # (a registration nobody records would outlive the descriptor)
+                run_uninterrupted(_register_fd, f, fd)
     return 0
+
+
+_register_lock = _threading.Lock()
+
+
+def _register_fd(FileCore f, int fd):
+    from hipfile._lib._api import handle_register    # _api builds on this module
+    handle = handle_register(fd, int(f._descriptors.handle_type))
+    if not f._is_open or f._descriptors.fd != fd:
+        # closed by another thread while the library registered it
+        _bindings.handle_deregister(handle)
+        raise ClosedFileError(f._descriptors.closed_reason())
+    f._attach(handle)
 
 
 cdef object submit_preamble(FileCore f, object buffer, object stream, uintptr_t *base,

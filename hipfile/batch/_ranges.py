@@ -293,7 +293,7 @@ def refuse_append_writes(fh: Any) -> None:
     """Raise ValueError when ``fh`` is an append handle
     (:attr:`FileHandle.appends`): batch writes go to the offsets they name,
     which such a handle does not take (nothing is submitted)."""
-    if getattr(fh, "_appends", False):
+    if getattr(fh, "appends", False):
         raise ValueError(
             f"batch writes go to explicit file offsets, and this handle appends (mode "
             f"{getattr(fh, 'mode', 'a')!r}); append with FileHandle.write or pwrite "

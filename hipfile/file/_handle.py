@@ -1,35 +1,41 @@
-"""Files registered with hipFile: synchronous and stream-ordered I/O."""
+"""Files registered with hipFile: synchronous and stream-ordered I/O.
+
+:class:`FileHandle` is one class over its compiled core
+(``hipfile._lib._core.FileCore``: open state, registration, the counts of
+operations in flight). What the core needs of the handle is given to it
+when the handle is made, and the core never calls up into the class: the
+handle's descriptors (:class:`~hipfile.file._descriptors.Descriptors`) and,
+for an append handle, where its writes go
+(:class:`~hipfile.file._append.AppendEnd`). The stream-ordered calls are
+functions of :mod:`hipfile.file._stream_io` bound as its methods.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
 import stat
-import threading
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from hipfile import _lifetime
 from hipfile._interop import as_timeout, check_writable, io_range_or_host
 from hipfile._lib import _hipfile
-from hipfile._lib._errors import name_file, read_only_error
-from hipfile._lifetime import ClosesWhenCollected, drain, exit_block, finalize, guarded_del
+from hipfile._lib._errors import name_file
+from hipfile._lib._hipfile import FileCore
+from hipfile._lifetime import drain, exit_block, finalize, guarded_del
 from hipfile.enums import FileHandleType
 from hipfile.errors import ClosedFileError, InFlightTimeoutError
-from hipfile.file._args import (
-    fourth_argument,
-    is_read_only,
-    mode_string,
-    parse_mode,
-    raise_if_read_only,
-)
+from hipfile.file import _stream_io
+from hipfile.file._append import AppendEnd
+from hipfile.file._args import fourth_argument, mode_string, parse_mode, raise_if_read_only
+from hipfile.file._descriptors import Descriptors
 from hipfile.file._kinds import (
     check_descriptor,
     check_path,
     claim_descriptor,
     release_descriptor,
 )
-from hipfile.file._stream_io import StreamOrderedIO
 from hipfile.file._transfer import host_transfer, transfer
 
 if TYPE_CHECKING:
@@ -39,10 +45,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FileHandle"]
 
-_REGISTER_LOCK = threading.Lock()
 
-
-class FileHandle(StreamOrderedIO, ClosesWhenCollected):
+class FileHandle(FileCore):
     """A file opened with ``os.open`` and registered with hipFile.
 
     Parameters
@@ -88,32 +92,28 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         *,
         fd: int | None = None,
     ) -> None:
-        self._mode_text: str | None = None
+        text: str | None = None
         if isinstance(mode, str):
             if flags != os.O_RDONLY:
                 raise TypeError("give the mode once: as flags or as a mode string in mode")
             flags, mode = mode, self.DEFAULT_MODE
         if isinstance(flags, str):
-            self._mode_text = flags
+            text = flags
             flags = parse_mode(flags)
         self._path = path
         self._flags = int(flags)
         self._mode = int(mode)
-        self._opened_once = False
-        self._fd: int | None = None
         self._owns_fd = fd is None
         self._given_fd = fd
-        self._buffered_fd: int | None = None   # see _host_fd
-        self._plain_fd = -1                    # the descriptor, once seen without O_DIRECT
-        self._direct_fd: int | None = None     # see _engine_direct_fd (-1: refused)
         self._handle_type = FileHandleType.OPAQUE_FD
         self.handle_type = handle_type
-        # An append handle ("a", "ab", "a+", os.O_APPEND): its descriptor is
-        # opened without O_APPEND (hipFile refuses those), and writes whose
-        # offset is left out are placed at the end here (see _append_at).
-        self._appends = bool(self._flags & os.O_APPEND)
-        self._append_lock = threading.Lock()
-        self._append_end = 0   # the end of the appends in flight (reserved)
+        # given to the core (see the module's docstring): the descriptors,
+        # and for an append handle ("a", "ab", "a+", os.O_APPEND) where its
+        # writes go: its descriptor is opened without O_APPEND (hipFile
+        # refuses those), and writes whose offset is left out are placed at
+        # the end of the file by the AppendEnd
+        self._descriptors = Descriptors(self._flags, text or mode_string(self._flags), path)
+        self._append = AppendEnd(self._descriptors) if self._flags & os.O_APPEND else None
         if path is None and fd is None:
             raise ValueError("give a path or an fd")
 
@@ -150,7 +150,7 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         file was opened with (``"rb"``, ``"r+"``, ...), or one that says
         what :attr:`flags` do (``"r"``, ``"r+"``, ``"w+"``, ``"a+"``,
         ``"x+"``)."""
-        return self._mode_text if self._mode_text is not None else mode_string(self._flags)
+        return self._descriptors.mode
 
     @property
     def permissions(self) -> int:
@@ -165,7 +165,25 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
     @property
     def fd(self) -> int | None:
         """The open file descriptor, or None."""
-        return self._fd
+        return self._descriptors.fd
+
+    @property
+    def appends(self) -> bool:
+        """Whether this is an append handle (mode ``"a"``, ``"ab"``,
+        ``"a+"``, or ``os.O_APPEND`` in the flags): its writes go to the end
+        of the file, as ``O_APPEND`` places them.
+
+        hipFile refuses descriptors opened with ``O_APPEND``, so the file is
+        opened without it and the binding places each write itself: a write
+        whose ``file_offset`` is left out (None) goes to the current end of
+        the file (the end of earlier appends through this handle still in
+        flight included); one given a ``file_offset`` must name that end,
+        else :class:`ValueError` (Linux's ``pwrite`` on an ``O_APPEND``
+        descriptor would silently append instead). Appends through one
+        handle never overlap; unlike ``O_APPEND`` they are not atomic
+        against other descriptors or processes writing the same file.
+        """
+        return self._append is not None
 
     @property
     def closed(self) -> bool:
@@ -181,9 +199,9 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         ClosedFileError
             The handle is closed (also a ValueError).
         """
-        fd = self._fd
+        fd = self._descriptors.fd
         if fd is None or not self._open:
-            raise ClosedFileError(self._closed_reason())
+            raise ClosedFileError(self._descriptors.closed_reason())
         return fd
 
     def size(self) -> int:
@@ -277,48 +295,8 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
             if self._owns_fd:
                 os.close(fd)
             raise
-        self._fd = fd
+        self._descriptors.open(fd, self._handle_type)
         self._attach_fd()
-        self._opened_once = True
-
-    def _register(self) -> None:
-        """Register the open file with hipFile (the core calls this at the
-        first call that goes through hipFile's own data path).
-
-        Raises
-        ------
-        HipFileException
-            The library refused the registration (the file stays open).
-
-        See Also
-        --------
-        hipFileHandleRegister
-        """
-        with _REGISTER_LOCK:    # threads making their first call at once: one registers
-            if self._is_registered:
-                return
-            fd = self._fd
-            if fd is None:
-                raise ClosedFileError(self._closed_reason())
-            # registered and recorded in one step that Ctrl-C cannot cut
-            # (a registration nobody records would outlive the descriptor)
-            _hipfile.run_uninterrupted(self._register_fd, fd)
-
-    def _register_fd(self, fd: int) -> None:
-        handle = _hipfile.handle_register(fd, int(self._handle_type))
-        if not self._open or self._fd != fd:
-            # closed by another thread while the library registered it
-            _hipfile.handle_deregister(handle)
-            raise ClosedFileError(self._closed_reason())
-        self._attach(handle)
-
-    def _closed_reason(self) -> str:
-        """The message of :class:`ClosedFileError` for this handle."""
-        if not self._opened_once:
-            return ("I/O operation on a FileHandle that was never opened: call its open() "
-                    "method, use it in a with statement, or get an open one from "
-                    "hipfile.open(path)")
-        return "I/O operation on a closed FileHandle"
 
     def close(self, *, wait: bool = False, timeout: float | None = None) -> None:
         """Deregister the handle and close the descriptor (idempotent).
@@ -405,18 +383,11 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         handle = self._detach()
         if handle is not None:
             _hipfile.handle_deregister(handle)
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
+        fd = self._descriptors.close()
+        if fd is not None:
             release_descriptor(fd, self)
             if self._owns_fd:
                 os.close(fd)
-        twin, self._buffered_fd = self._buffered_fd, None
-        self._plain_fd = -1
-        if twin is not None:
-            os.close(twin)
-        direct, self._direct_fd = self._direct_fd, None
-        if direct is not None and direct >= 0:
-            os.close(direct)
 
     def _in_flight(self) -> int:
         """Operations on this file not yet complete, of every kind."""
@@ -433,9 +404,6 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
 
     def __enter__(self) -> FileHandle:
         return self.open()
-
-    def _left_open(self) -> bool:
-        return bool(self._open)
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -464,10 +432,8 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
     __del__ = guarded_del(_collected, "_open")
 
     def __repr__(self) -> str:
-        state = "closed" if not self._open else f"fd={self._fd}"
+        state = "closed" if not self._open else f"fd={self.fd}"
         return f"<hipfile.FileHandle path={self._path!r} {state}>"
-
-    # -- synchronous I/O -----------------------------------------------
 
     def _io(self, write: bool, buffer: Any, size: int | None, file_offset: int | None,
             buffer_offset: int) -> int:
@@ -475,21 +441,14 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         # (when it began first) this call is refused here
         self._hold_open()
         try:
-            if write and self._appends:
+            if write and self._append is not None:
                 # one append through this handle at a time, at the end
-                with self._append_lock:
+                with self._append.lock:
                     return self._io_at(write, buffer, size, file_offset, buffer_offset, True)
             return self._io_at(write, buffer, size,
                                0 if file_offset is None else file_offset, buffer_offset, False)
         finally:
             self._hold(-1)
-
-    def _refuse_read_only(self) -> None:
-        """Raise the one error of a write through a read-only handle, before
-        any byte moves (every write path calls it)."""
-        fd = self._fd
-        if fd is not None and is_read_only(fd):
-            raise read_only_error(self.mode, self._path)
 
     def _io_at(self, write: bool, buffer: Any, size: int | None, file_offset: int | None,
                buffer_offset: int, append: bool) -> int:
@@ -505,9 +464,10 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         ptr, _, _, size, file_offset, buffer_offset, view = io_range_or_host(
             buffer, size, 0 if file_offset is None else file_offset, buffer_offset)
         if write:
-            self._refuse_read_only()     # after the arguments' checks
+            self._descriptors.refuse_read_only()     # after the arguments' checks
         if append:
-            file_offset = self._append_at(None if given is None else file_offset, size,
+            assert self._append is not None
+            file_offset = self._append.at(None if given is None else file_offset, size,
                                           reserve=False)
         if view is not None:
             check_writable(view, write, buffer)
@@ -516,7 +476,7 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
                                      buffer_offset)
             except OSError as exc:
                 if write and exc.errno == errno.EBADF:
-                    raise_if_read_only(self._fd, self.mode, self._path, exc)
+                    raise_if_read_only(self.fd, self.mode, self._path, exc)
                 raise
         handle = self.handle
         assert handle is not None
@@ -526,8 +486,54 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         except OSError as exc:
             # EBADF from POSIX; libraries answer otherwise (cuFile: EIO)
             if write:
-                raise_if_read_only(self._fd, self.mode, self._path, exc)
+                raise_if_read_only(self.fd, self.mode, self._path, exc)
             raise
+
+    # -- descriptors and appends (the parallel, batch and compatibility paths) --
+
+    def _host_fd(self) -> int:
+        """The descriptor for POSIX I/O on host buffers (see :meth:`Descriptors.posix`).
+
+        Raises
+        ------
+        TypeError
+            ``hipfile.defaults`` ``allow_host_buffers`` is False.
+        ClosedFileError
+            The file is closed.
+        """
+        from hipfile._interop import check_host_buffers_allowed
+
+        check_host_buffers_allowed()
+        return self._descriptors.posix()
+
+    def _engine_fd(self) -> int:
+        """The POSIX descriptor of the engine's staged path, or -1 (see
+        :meth:`Descriptors.engine`)."""
+        return self._descriptors.engine()
+
+    def _refuse_read_only(self) -> None:
+        """Raise the one error of a write through a read-only handle, before
+        any byte moves (every write path calls it)."""
+        self._descriptors.refuse_read_only()
+
+    def _reserve_append(self, file_offset: int | None, size: int) -> int:
+        """Take the range of an append of ``size`` bytes at the end of the
+        file (see :meth:`AppendEnd.reserve`); returns its offset."""
+        assert self._append is not None
+        return self._append.reserve(file_offset, size)
+
+    def _append_failed(self, start: int, size: int) -> None:
+        """Give back the range of a reserved append that failed."""
+        if self._append is not None:
+            self._append.failed(start, size)
+
+    def _refuse_ranges_on_append(self, call: str) -> None:
+        """Raise ValueError on an append handle: ``call`` writes at
+        explicit file offsets."""
+        if self._append is not None:
+            self._append.refuse_ranges(call)
+
+    # -- synchronous I/O ---------------------------------------------------
 
     def read(self, buffer: Any, size: int | None = None, file_offset: int = 0,
              buffer_offset: int = 0, *, task_size: int | None = None) -> int:
@@ -682,3 +688,12 @@ class FileHandle(StreamOrderedIO, ClosesWhenCollected):
         buffer_offset = fourth_argument("pwrite", legacy, buffer_offset)
         return pwrite(self, buffer, size, file_offset, buffer_offset=buffer_offset,
                       task_size=task_size, executor=executor)
+
+    # -- stream-ordered I/O with the engine (functions of _stream_io) -------
+
+    pread_async = _stream_io.pread_async
+    pwrite_async = _stream_io.pwrite_async
+    pread_async_ranges = _stream_io.pread_async_ranges
+    pwrite_async_ranges = _stream_io.pwrite_async_ranges
+    pread_async_scatter = _stream_io.pread_async_scatter
+    pwrite_async_gather = _stream_io.pwrite_async_gather

@@ -111,5 +111,6 @@ def open(
     if permissions is None:
         permissions = FileHandle.DEFAULT_MODE
     fh = FileHandle(path, flags, permissions)
-    fh._mode_text = text
+    if text is not None:
+        fh._descriptors.mode = text      # the mode string as given
     return fh.open()

@@ -211,7 +211,7 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
     refuse = getattr(fh, "_refuse_read_only", None) if write else None
     if refuse is not None:
         refuse()         # after the arguments' checks, before any byte moves
-    appends = write and getattr(fh, "_appends", False)
+    appends = write and getattr(fh, "appends", False)
     host_fd: Callable[[], int] | None = getattr(fh, "_host_fd", None)
     if view is not None:
         check_writable(view, write, buffer)
@@ -225,8 +225,8 @@ def _submit(write: bool, fh: Any, buffer: Any, size: int | None, file_offset: in
         # opened with O_DIRECT (hipFile's direct path, P2P DMA where the
         # platform has it) or without a POSIX descriptor (fd -1)
         fd = fh._engine_fd() if hasattr(fh, "_engine_fd") else -1
-        if getattr(fh, "_buffered_fd", None) is not None:
-            fd = -1              # the descriptor has O_DIRECT (see FileHandle._posix_fd)
+        if fh._descriptors is not None and fh._descriptors.buffered is not None:
+            fd = -1              # the descriptor has O_DIRECT (see Descriptors.posix)
         on_engine = _hipfile.engine_transfer(
             fh, buffer, size, file_offset, buffer_offset, write=write, task_size=task_size,
             fd=fd)

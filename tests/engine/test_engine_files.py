@@ -245,7 +245,7 @@ def test_cold_large_reads_go_through_o_direct_and_the_unaligned_end_buffered(
             assert h.wait(timeout=60) == size
             np.testing.assert_array_equal(from_device(dev, size), data)
             if not opened_direct:
-                assert fh._direct_fd is not None and fh._direct_fd >= 0
+                assert fh._descriptors.direct is not None and fh._descriptors.direct >= 0
         fds = len(os.listdir("/proc/self/fd"))
     finally:
         fh.close()

@@ -478,7 +478,7 @@ def test_a_descriptor_flags_are_read_once_per_open(driver, tmp_path, monkeypatch
     """The staged path asks whether the file's descriptor has ``O_DIRECT``
     (an ``fcntl``) once per open, not at each submission; a reopen asks
     again."""
-    from hipfile.file import _stream_io as _handle  # where _posix_fd asks
+    from hipfile.file import _descriptors as _handle  # where Descriptors.posix asks
 
     calls = []
     real = _handle.is_direct

@@ -159,7 +159,7 @@ cdef object closed_entry(object exc, list files, list idx):
     for k, fo in enumerate(files):
         f = <FileCore>fo
         if not f._is_open or f._closing:
-            path = getattr(fo, "path", None)
+            path = f._descriptors.path if f._descriptors is not None else None
             name = f" {os.fspath(path)!r}" if path is not None else ""
             return ClosedFileError(f"the file{name} of entry {idx.index(k)}: {exc}")
     return exc
@@ -183,18 +183,18 @@ cdef tuple enter_files(list files, int opcode, list entered, str call):
         if fo is not files[0]:
             f._entering += 1        # with the check: a close waits for it or refuses it
             entered.append(fo)
-        fd = fo._engine_fd()
+        fd = f._descriptors.engine()
         if fd < 0:
             raise NotImplementedError("a many-file operation needs files with a POSIX "
                                       "descriptor")
         acc = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
         if opcode == 0 and acc == os.O_WRONLY:
             raise OSError(errno.EBADF, "cannot read: the file was opened write-only",
-                          getattr(fo, "path", None))
+                          f._descriptors.path)
         if opcode == 1 and acc == os.O_RDONLY:
-            raise read_only_error(getattr(fo, "mode", None), getattr(fo, "path", None))
-        if opcode == 1 and getattr(fo, "_appends", False):
-            fo._refuse_ranges_on_append(call)
+            raise read_only_error(f._descriptors.mode, f._descriptors.path)
+        if opcode == 1 and f._append is not None:
+            f._append.refuse_ranges(call)
         file_fds.append(fd)
         file_ends.append(file_end(f, fd) if opcode == 0 else -1)
     return file_fds, file_ends
@@ -339,14 +339,14 @@ cdef int direct_descriptor(FileCore f, hfe_span *checked, int n) except -2:
     (the file's buffered one)."""
     cdef size_t total = 0
     cdef int i
-    getter = getattr(f, "_engine_direct_fd", None)
-    if getter is None:
+    fds = f._descriptors
+    if fds is None:
         return -1
     for i in range(n):
         total += checked[i].len
-    if total < DIRECT_MIN and getattr(f, "_buffered_fd", None) is None:
+    if total < DIRECT_MIN and fds.buffered is None:
         return -1     # a small read of a file not opened with O_DIRECT: no Python call
-    return <int>getter(total >= DIRECT_MIN)
+    return <int>fds.engine_direct(total >= DIRECT_MIN)
 
 
 cdef int group_spans(StreamIOHandle hd, hfe_span *checked, int n) noexcept:

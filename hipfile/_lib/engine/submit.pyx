@@ -134,9 +134,8 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
         if write:
             # a read-only handle: the one error of every write path, after
             # the arguments' checks and before any byte moves
-            refuse = getattr(f, "_refuse_read_only", None)
-            if refuse is not None:
-                refuse()
+            if f._descriptors is not None:
+                f._descriptors.refuse_read_only()
         if task_size is None and n == 1:
             task = lone_range_task(checked[0].len, task)
         return _submit_checked(f, opcode, base, bc, buf_owner, checked, n, sh, stream_owner,
