@@ -25,6 +25,8 @@ cdef class BufferCore:
     # an append handle: writes go to the end of the file (FileHandle.appends)
     cdef public bint _appends
     cdef bint _bare           # made from a bare address: see _allocation_room
+    cdef void add_held(self, Py_ssize_t n) noexcept
+    cdef int engine_device(self, int found) noexcept
 
 cdef class FileCore:
     cdef hipFileHandle_t _fh
@@ -37,6 +39,8 @@ cdef class FileCore:
     cdef unsigned long _epoch
     cdef unsigned long _gen
     cdef long long _staged_write_end   # where staged writes submitted so far leave the file
+    cdef void add_held(self, Py_ssize_t n) noexcept
+    cdef void add_entering(self, Py_ssize_t n) noexcept
 
 # What the layers above lend the cores (set when they are imported):
 # counting off the engine's ranges that ended (engine.ops). How many

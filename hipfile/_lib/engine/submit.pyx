@@ -150,7 +150,7 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
         return _submit_checked(f, &sub, bc, buf_owner, stream_owner)
     finally:
         free(checked)
-        f._entering -= 1
+        f.add_entering(-1)
 
 
 def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
@@ -228,7 +228,7 @@ def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
         hd.watch()
         return hd
     finally:
-        f._entering -= 1
+        f.add_entering(-1)
 
 
 cdef int _record_write_ends(list files, list idx, hfe_span *checked, int n) except -1:
@@ -341,7 +341,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         return handles[0]
     finally:
         for fo in entered:
-            (<FileCore>fo)._entering -= 1
+            (<FileCore>fo).add_entering(-1)
 
 
 def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_size=None,
@@ -368,7 +368,7 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
     stream_preamble(stream, &sh, &state)
     f0 = <FileCore>files[0]
     check_file(f0)
-    f0._entering += 1               # with the check: a close waits for it or refuses it
+    f0.add_entering(1)              # with the check: a close waits for it or refuses it
     entered = [f0]                  # counted in _entering until the handle holds them
     try:
         eng_defaults()
@@ -401,7 +401,7 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
         return handles[0]
     finally:
         for fo in entered:
-            (<FileCore>fo)._entering -= 1
+            (<FileCore>fo).add_entering(-1)
 
 
 cdef list _address_files(object files):
@@ -446,9 +446,7 @@ cdef FlagPool _engine_for(uintptr_t base, BufferCore bc, int *device, bint *is_d
     eng_start()
     device[0] = pointer_device(base, is_device)
     if bc is not None:
-        if bc._device < 0:
-            bc._device = device[0]
-        device[0] = bc._device
+        device[0] = bc.engine_device(device[0])
     return pool_for(device[0])
 
 
@@ -535,9 +533,9 @@ cdef int _hand_over(list handles, object files, BufferCore bc, object buf_owner,
     buffer and stream until their completion is observed."""
     cdef Py_ssize_t ng = len(handles)
     for o in (files if type(files) is tuple else (files,)):
-        (<FileCore>o)._held += ng
+        (<FileCore>o).add_held(ng)
     if bc is not None:
-        bc._held += ng
+        bc.add_held(ng)
     for o in handles:
         (<StreamIOHandle>o).hand_over(files, bc, buf_owner, stream_owner)
     return 0
@@ -545,7 +543,7 @@ cdef int _hand_over(list handles, object files, BufferCore bc, object buf_owner,
 
 cdef int _submitted_anyway(FileCore f, list handles) except -1:
     for o in handles:
-        f._held += 1
+        f.add_held(1)
         (<StreamIOHandle>o).hand_over(f, None, None, None)
     return 0
 
