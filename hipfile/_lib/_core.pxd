@@ -23,6 +23,8 @@ cdef class BufferCore:
     cdef unsigned long _epoch
     cdef unsigned long _gen
     cdef bint _bare           # made from a bare address: see _allocation_room
+    cdef void add_held(self, Py_ssize_t n) noexcept
+    cdef int engine_device(self, int found) noexcept
 
 cdef class FileCore:
     cdef hipFileHandle_t _fh
@@ -42,6 +44,8 @@ cdef class FileCore:
     # None for other handles)
     cdef public object _descriptors
     cdef public object _append
+    cdef void add_held(self, Py_ssize_t n) noexcept
+    cdef void add_entering(self, Py_ssize_t n) noexcept
 
 # What the layers above lend the cores (set when they are imported):
 # counting off the engine's ranges that ended (engine.ops). How many

@@ -406,6 +406,17 @@ cdef class BufferCore:
         """Count operations outside AsyncIOHandle (batch entries) using this buffer."""
         self._held += delta
 
+    cdef void add_held(self, Py_ssize_t n) noexcept:
+        """``_hold`` for compiled callers: ``n`` more (or fewer) operations use the buffer."""
+        self._held += n
+
+    cdef int engine_device(self, int found) noexcept:
+        """The buffer's device for the stream engine: the first one ``found``
+        (a pointer query) is kept."""
+        if self._device < 0:
+            self._device = found
+        return self._device
+
     def _held_count(self):
         return self._held
 
@@ -523,6 +534,15 @@ cdef class FileCore:
     def _hold(self, Py_ssize_t delta):
         """Count operations outside AsyncIOHandle (batch entries) using this file."""
         self._held += delta
+
+    cdef void add_held(self, Py_ssize_t n) noexcept:
+        """``_hold`` for compiled callers: ``n`` more (or fewer) operations use the file."""
+        self._held += n
+
+    cdef void add_entering(self, Py_ssize_t n) noexcept:
+        """``n`` more (or fewer) submissions are past their checks and not
+        yet counted in ``_held`` (a close waits for them)."""
+        self._entering += n
 
     def _hold_open(self):
         """Check the file as every submission does and count one more

@@ -17,15 +17,15 @@ cdef extern from "engine.h" nogil:
     int hfe_called_library()
     int hfe_threads()
     long hfe_outstanding()
-    hfe_op *hfe_op_new(int opcode, hfe_io_fn fn, void *fh, void *base, size_t size,
-                       int64_t file_offset, int64_t buffer_offset, int device,
-                       size_t task_size, uint32_t *flag, uint32_t flag_value)
-    void hfe_op_incref(hfe_op *op)
-    void hfe_op_decref(hfe_op *op)
     ctypedef struct hfe_span:
         uint64_t len
         int64_t file_offset
         int64_t buffer_offset
+    hfe_op *hfe_op_new(int opcode, const hfe_span *range, int device, size_t task_size,
+                       uint32_t *flag, uint32_t flag_value)
+    void hfe_op_set_io(hfe_op *op, hfe_io_fn fn, void *fh, void *base)
+    void hfe_op_incref(hfe_op *op)
+    void hfe_op_decref(hfe_op *op)
     int hfe_op_set_spans(hfe_op *op, const hfe_span *spans, int n)
     ctypedef int (*hfe_event_fn)(void *) noexcept nogil
     void hfe_set_event_fns(hfe_event_fn query, hfe_event_fn destroy)
@@ -55,6 +55,22 @@ cdef extern from "engine.h" nogil:
         int fd
         int fd_alt
         int alloc
+    ctypedef struct hfe_submission:
+        int opcode
+        int fd
+        const hfe_piece *pieces
+        int npieces
+        hfe_op **groups
+        int ngroups
+        const uint64_t *complete_dev
+        const uint32_t *complete_value
+        void *stream
+        const uint32_t *gate
+        uint32_t gate_value
+        size_t chunk_cap
+        size_t inline_max
+        size_t read_first
+        int copy_batch
     hfe_ring *hfe_ring_new(void *staging, size_t slot_size, int nslots, uint32_t *flags_host,
                            uint64_t flags_dev)
     void hfe_ring_free(hfe_ring *ring)
@@ -64,12 +80,7 @@ cdef extern from "engine.h" nogil:
     void hfe_ring_set_direct_slots(hfe_ring *ring, int n)
     int hfe_ring_direct_slots(const hfe_ring *ring)
     void hfe_ring_stream_counts(hfe_ring *ring, uint64_t *calls, uint64_t *waits)
-    int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
-                         const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
-                         const uint64_t *complete_dev, const uint32_t *complete_value,
-                         void *stream, const uint32_t *gate, uint32_t gate_value,
-                         size_t chunk_cap, size_t inline_max, size_t read_first,
-                         int copy_batch)
+    int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, const hfe_submission *sub)
     int hfe_flag_wait(const uint32_t *flag, uint32_t value, double timeout_s)
     int hfe_flag_reached(const uint32_t *flag, uint32_t value)
     void hfe_inject(int err_no, int count, size_t short_max, int after)
@@ -83,9 +94,9 @@ ctypedef struct EngineC:
     int (*called_library)() noexcept nogil
     int (*threads)() noexcept nogil
     long (*outstanding)() noexcept nogil
-    hfe_op *(*op_new)(int opcode, hfe_io_fn fn, void *fh, void *base, size_t size,
-                      int64_t file_offset, int64_t buffer_offset, int device,
-                      size_t task_size, uint32_t *flag, uint32_t flag_value) noexcept nogil
+    hfe_op *(*op_new)(int opcode, const hfe_span *range, int device, size_t task_size,
+                      uint32_t *flag, uint32_t flag_value) noexcept nogil
+    void (*op_set_io)(hfe_op *op, hfe_io_fn fn, void *fh, void *base) noexcept nogil
     void (*op_decref)(hfe_op *op) noexcept nogil
     int (*op_set_spans)(hfe_op *op, const hfe_span *spans, int n) noexcept nogil
     void (*set_event_fns)(hfe_event_fn query, hfe_event_fn destroy) noexcept nogil
@@ -104,12 +115,8 @@ ctypedef struct EngineC:
     void (*ring_set_direct_slots)(hfe_ring *ring, int n) noexcept nogil
     int (*ring_direct_slots)(const hfe_ring *ring) noexcept nogil
     void (*ring_stream_counts)(hfe_ring *ring, uint64_t *calls, uint64_t *waits) noexcept nogil
-    int (*stage_submit)(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
-                        const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
-                        const uint64_t *complete_dev, const uint32_t *complete_value,
-                        void *stream, const uint32_t *gate, uint32_t gate_value,
-                        size_t chunk_cap, size_t inline_max, size_t read_first,
-                        int copy_batch) noexcept nogil
+    int (*stage_submit)(hfe_ring *ring, const hfe_runtime *rt,
+                        const hfe_submission *sub) noexcept nogil
     int (*flag_wait)(const uint32_t *flag, uint32_t value, double timeout_s) noexcept nogil
     int (*flag_reached)(const uint32_t *flag, uint32_t value) noexcept nogil
     void (*inject)(int err_no, int count, size_t short_max, int after) noexcept nogil

@@ -20,6 +20,7 @@ eng.called_library = hfe_called_library
 eng.threads = hfe_threads
 eng.outstanding = hfe_outstanding
 eng.op_new = hfe_op_new
+eng.op_set_io = hfe_op_set_io
 eng.op_decref = hfe_op_decref
 eng.op_set_spans = hfe_op_set_spans
 eng.set_event_fns = hfe_set_event_fns

@@ -5,8 +5,8 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport uint32_t, uintptr_t
 from hipfile._lib._runtime cimport CompletionBase
 from hipfile._lib.chipfile cimport hoff_t
-from hipfile._lib.engine.cengine cimport hfe_op
-from hipfile._lib.engine.device cimport Flag
+from hipfile._lib.engine.cengine cimport hfe_io_fn, hfe_op, hfe_span
+from hipfile._lib.engine.device cimport Flag, FlagPool
 
 cdef class GateRef:
     cdef Flag flag
@@ -39,6 +39,10 @@ cdef class StreamIOHandle(CompletionBase):
     cdef PyObject *_live_next
     cdef bint _live
 
+    cdef int make_op(self, size_t task, hfe_io_fn fn, void *fh, void *base) except -1
+    cdef int set_spans(self, const hfe_span *spans, int n) except -1
+    cdef void set_gate(self, GateRef gate, bint staged)
+    cdef void hand_over(self, object files, object bcore, object buffer, object stream_owner)
     cdef void _abandon(self)
     cdef void _observe(self)
     cdef void _destroy_event(self)
@@ -48,3 +52,6 @@ cdef class StreamIOHandle(CompletionBase):
     cdef int watch(self) except -1
     cdef void link_live(self)
     cdef void _unlink_live(self)
+
+cdef StreamIOHandle new_handle(int opcode, const hfe_span *range, int device, uintptr_t stream,
+                               FlagPool pool, int count)

@@ -9,9 +9,9 @@ from libc.stdint cimport int64_t, uint32_t, uintptr_t
 
 from hipfile._lib._core cimport stream_handle
 from hipfile._lib._decode import check_stream_handle
-from hipfile._lib.engine.cengine cimport eng
+from hipfile._lib.engine.cengine cimport eng, hfe_io_fn, hfe_span
 from hipfile._lib.engine.device cimport Flag, FlagPool, internal_stream, pool_for, wait_value32
-from hipfile._lib.engine.device import MECHANISM_STREAM_MEMOPS
+from hipfile._lib.engine.device import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
 from hipfile._lib.engine cimport ops
 from hipfile._lib.engine.ops cimport eng_parked, ParkedOp, unhold
 from hipfile._lib._errors import error_for_result, name_file
@@ -154,6 +154,26 @@ cdef class GateRef:
             self.flag = None
 
 
+cdef StreamIOHandle new_handle(int opcode, const hfe_span *range, int device, uintptr_t stream,
+                               FlagPool pool, int count):
+    """A handle of a submission not yet made: ``count`` ranges over
+    ``range`` (its size and offsets) of ``device`` behind ``stream``, with a
+    completion flag of ``pool`` (its next value taken). Its engine operation
+    comes next (:meth:`StreamIOHandle.make_op`)."""
+    cdef StreamIOHandle hd = StreamIOHandle.__new__(StreamIOHandle)
+    hd._flag = pool.take()
+    hd._value = hd._flag.next_value()
+    hd._opcode = opcode
+    hd._size = range.len
+    hd._file_offset = range.file_offset
+    hd._buffer_offset = range.buffer_offset
+    hd._device = device
+    hd._stream = stream
+    hd._count = count
+    hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
+    return hd
+
+
 @cython.no_gc_clear
 cdef class StreamIOHandle(CompletionBase):
     """One stream-ordered read or write run by the parallel engine.
@@ -178,6 +198,57 @@ cdef class StreamIOHandle(CompletionBase):
     def __init__(self):
         raise TypeError("StreamIOHandle objects are returned by FileHandle.pread_async "
                         "and friends")
+
+    cdef int make_op(self, size_t task, hfe_io_fn fn, void *fh, void *base) except -1:
+        """Make the handle's engine operation over its range
+        (``hfe_op_new``) in chunks of ``task`` bytes; ``fn`` (NULL: the
+        staged path, whose read's stream writes its flag) is the worker
+        path's call, ``fn(fh, base, ...)`` (``hfe_op_set_io``). Raises
+        MemoryError."""
+        cdef hfe_span whole
+        whole.len = self._size
+        whole.file_offset = self._file_offset
+        whole.buffer_offset = self._buffer_offset
+        self._op = eng.op_new(self._opcode, &whole, self._device, task, self._flag.ptr,
+                              self._value)
+        if self._op == NULL:
+            raise MemoryError()
+        if fn != NULL:
+            eng.op_set_io(self._op, fn, fh, base)
+        self._stream_completes = fn == NULL and self._opcode == 0
+        return 0
+
+    cdef int set_spans(self, const hfe_span *spans, int n) except -1:
+        """Make the operation one group of ``n`` ranges
+        (``hfe_op_set_spans``); its size becomes their total. Raises
+        MemoryError."""
+        cdef int i
+        cdef size_t total = 0
+        if eng.op_set_spans(self._op, spans, n):
+            raise MemoryError()
+        for i in range(n):
+            total += spans[i].len
+        self._size = total
+        return 0
+
+    cdef void set_gate(self, GateRef gate, bint staged):
+        """The submission's gate flag (shared; None: none) and whether its
+        bytes move through the staging ring."""
+        self._gate = gate
+        self._staged = staged
+
+    cdef void hand_over(self, object files, object bcore, object buffer, object stream_owner):
+        """Submitted: the handle holds the file(s) (one, or a tuple), the
+        buffer's core and owner and the stream until its completion is
+        observed (the caller has counted the file and buffer as held)."""
+        self._submitted = 1
+        self._file = files
+        if type(files) is not tuple:
+            self._path = getattr(files, "_path", None)
+        self._bcore = bcore
+        self._buffer = buffer
+        self._stream_owner = stream_owner
+        self.link_live()
 
     cdef void _abandon(self):
         # never submitted: give back what the submission took

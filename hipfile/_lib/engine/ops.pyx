@@ -287,11 +287,11 @@ cdef void unhold(object file, object bcore):
     if file is not None:
         if type(file) is tuple:
             for o in <tuple>file:
-                (<FileCore>o)._held -= 1
+                (<FileCore>o).add_held(-1)
         else:
-            (<FileCore>file)._held -= 1
+            (<FileCore>file).add_held(-1)
     if bcore is not None:
-        (<BufferCore>bcore)._held -= 1
+        (<BufferCore>bcore).add_held(-1)
 
 
 cdef watched_sweep_fn watched_sweep_hook = NULL   # handle.pyx: its watched handles

@@ -22,8 +22,7 @@ from hipfile._lib._core cimport FileCore, c_as_index, check_file, io_range, rang
 from hipfile._lib._runtime cimport hip_fn, hipapi, load_hip_capi, pointer_device
 from hipfile._lib.engine.cengine cimport eng, hfe_op, hfe_piece, hfe_span
 from hipfile._lib.engine.device cimport eng_task_default, eng_threads_wanted
-from hipfile._lib.engine.device import MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS
-from hipfile._lib.engine.handle cimport StreamIOHandle
+from hipfile._lib.engine.handle cimport StreamIOHandle, new_handle
 from hipfile._lib._errors import ClosedFileError, read_only_error
 
 
@@ -200,22 +199,6 @@ cdef tuple enter_files(list files, int opcode, list entered, str call):
     return file_fds, file_ends
 
 
-cdef StreamIOHandle new_handle(int opcode, size_t nbytes, hoff_t foff, hoff_t boff, int device,
-                                uintptr_t sh, FlagPool pool, int count):
-    cdef StreamIOHandle hd = StreamIOHandle.__new__(StreamIOHandle)
-    hd._flag = pool.take()
-    hd._value = hd._flag.next_value()
-    hd._opcode = opcode
-    hd._size = nbytes
-    hd._file_offset = foff
-    hd._buffer_offset = boff
-    hd._device = device
-    hd._stream = sh
-    hd._count = count
-    hd._mechanism = MECHANISM_STREAM_MEMOPS if pool.memops else MECHANISM_HOST_FUNCTIONS
-    return hd
-
-
 cdef class StagedPlan:
     """One staged submission, planned: its pieces (each range clipped at the
     end of its file, with its descriptor), one handle per operation (one
@@ -234,15 +217,20 @@ cdef class StagedPlan:
         return 0
 
 
-cdef StagedPlan plan_staged(FileCore f, int opcode, int fd, uintptr_t base,
-                              hfe_span *checked, int n, uintptr_t sh, int device, FlagPool pool,
-                              size_t task, bint grouped, const int *fds, const long long *ends,
-                              const int *allocs=NULL):
-    """Plan the staged path's submission (see :func:`_submit_staged`);
-    ``allocs`` (NULL: one allocation) names each range's device allocation.
-    On an error, what was made is abandoned."""
+cdef StagedPlan plan_staged(FileCore f, Submission *sub, FlagPool pool):
+    """Plan the staged path's submission ``sub`` (see :func:`_submit_staged`)
+    into ``sub.staged``: its pieces, one handle and engine operation per
+    operation, the read operations' completion flags (arrays of the plan,
+    freed with it). On an error, what was made is abandoned."""
     cdef StagedPlan plan = StagedPlan.__new__(StagedPlan)
+    cdef hfe_span *checked = sub.spans
+    cdef int n = sub.n, opcode = sub.opcode, fd = sub.fd
+    cdef uintptr_t base = sub.base
+    cdef const int *fds = sub.fds
+    cdef const long long *ends = sub.ends
+    cdef bint grouped = sub.grouped
     cdef int direct_fd = -1, i
+    cdef hfe_span whole
     cdef long long wend, end = -1
     cdef size_t nbytes, total = 0
     cdef hoff_t foff, boff
@@ -279,28 +267,33 @@ cdef StagedPlan plan_staged(FileCore f, int opcode, int fd, uintptr_t base,
             plan.pieces[i].group = 0 if grouped else i
             plan.pieces[i].fd = fds[i] if fds != NULL else direct_fd
             plan.pieces[i].fd_alt = fd if fds == NULL and direct_fd >= 0 else -1
-            plan.pieces[i].alloc = allocs[i] if allocs != NULL else 0
+            plan.pieces[i].alloc = sub.allocs[i] if sub.allocs != NULL else 0
             total += nbytes
-            if grouped and i > 0:
-                continue
-            plan.handles.append(new_handle(opcode, nbytes, foff, boff, device, sh, pool,
-                                            n if grouped else 1))
-        if grouped:
-            (<StreamIOHandle>plan.handles[0])._size = total
+        for i in range(plan.ng):      # one handle per operation (grouped: all its bytes)
+            whole.len = total if grouped else plan.pieces[i].len
+            whole.file_offset = checked[i].file_offset
+            whole.buffer_offset = checked[i].buffer_offset
+            plan.handles.append(new_handle(opcode, &whole, sub.device, sub.stream, pool,
+                                           n if grouped else 1))
         for i in range(plan.ng):
             hd = <StreamIOHandle>plan.handles[i]
-            hd._op = eng.op_new(opcode, NULL, NULL, NULL, hd._size, hd._file_offset,
-                                hd._buffer_offset, device, task, hd._flag.ptr, hd._value)
-            if hd._op == NULL:
-                raise MemoryError()
+            hd.make_op(sub.task, NULL, NULL, NULL)
             plan.groups[i] = hd._op
-            hd._stream_completes = opcode == 0
             if opcode == 0:
                 plan.cdev[i] = hd._flag.devptr
                 plan.cval[i] = hd._value
     except BaseException:
         plan.abandon()
         raise
+    sub.staged.opcode = opcode
+    sub.staged.fd = fd
+    sub.staged.pieces = plan.pieces
+    sub.staged.npieces = n
+    sub.staged.groups = plan.groups
+    sub.staged.ngroups = plan.ng
+    sub.staged.complete_dev = plan.cdev
+    sub.staged.complete_value = plan.cval
+    sub.staged.chunk_cap = sub.task
     return plan
 
 
@@ -347,19 +340,6 @@ cdef int direct_descriptor(FileCore f, hfe_span *checked, int n) except -2:
     if total < DIRECT_MIN and fds.buffered is None:
         return -1     # a small read of a file not opened with O_DIRECT: no Python call
     return <int>fds.engine_direct(total >= DIRECT_MIN)
-
-
-cdef int group_spans(StreamIOHandle hd, hfe_span *checked, int n) noexcept:
-    """Give a grouped operation its ranges (hfe_op_set_spans); the handle's
-    size becomes their total. Returns 0, or -1 without memory."""
-    cdef int i
-    cdef size_t total = 0
-    if eng.op_set_spans(hd._op, checked, n):
-        return -1
-    for i in range(n):
-        total += checked[i].len
-    hd._size = total
-    return 0
 
 
 cdef int lone_range_batch(int opcode, int n, size_t total, size_t task) noexcept:
@@ -643,38 +623,37 @@ cdef Py_ssize_t _insert(uint64_t *lo, uint64_t *hi, uint64_t *ids, Py_ssize_t k,
     return j
 
 
-cdef hfe_span *plan_addresses(object ranges, list files, list file_fds, list file_ends,
-                              int opcode, int device, Py_ssize_t *count, int **fds,
-                              long long **ends, int **allocs) except NULL:
-    """A submission of ranges by device address planned: its rows parsed
-    (:func:`parse_address_ranges`) and checked against the allocations of
-    ``device`` (:func:`check_allocations`: ``*allocs``); each row's
-    descriptor and, for a read, its file's end (``*fds``, ``*ends``); for a
-    write, each file's staged writes recorded to end where its last row
-    does. Returns the spans (buffer offset: the address); the caller frees
-    the four arrays."""
+cdef int plan_addresses(object ranges, list files, list file_fds, list file_ends,
+                        Submission *sub) except -1:
+    """A submission of ranges by device address planned into ``sub``: its
+    rows parsed (:func:`parse_address_ranges`) into ``sub.spans`` (buffer
+    offset: the address) and checked against the allocations of
+    ``sub.device`` (:func:`check_allocations`: ``sub.allocs``); each row's
+    descriptor and, for a read, its file's end (``sub.fds``, ``sub.ends``);
+    for a write, each file's staged writes recorded to end where its last
+    row does. The caller frees the four arrays (NULL on an error)."""
     cdef Py_ssize_t i, f, n = 0, nf = len(files)
     cdef int *fidx = NULL
     cdef hfe_span *spans = parse_address_ranges(ranges, nf, &n, &fidx)
     cdef long long *per_file = NULL     # each file's end, then where its writes end
     cdef int *file_fd = NULL
     try:
-        fds[0] = <int *>malloc(n * sizeof(int))
-        ends[0] = <long long *>malloc(n * sizeof(long long))
-        allocs[0] = <int *>malloc(n * sizeof(int))
+        sub.fds = <int *>malloc(n * sizeof(int))
+        sub.ends = <long long *>malloc(n * sizeof(long long))
+        sub.allocs = <int *>malloc(n * sizeof(int))
         per_file = <long long *>malloc(nf * sizeof(long long))
         file_fd = <int *>malloc(nf * sizeof(int))
-        if (fds[0] == NULL or ends[0] == NULL or allocs[0] == NULL or per_file == NULL
+        if (sub.fds == NULL or sub.ends == NULL or sub.allocs == NULL or per_file == NULL
                 or file_fd == NULL):
             raise MemoryError()
-        check_allocations(spans, n, device, allocs[0])
+        check_allocations(spans, n, sub.device, sub.allocs)
         for f in range(nf):
             file_fd[f] = file_fds[f]
             per_file[f] = file_ends[f]
         for i in range(n):
-            fds[0][i] = file_fd[fidx[i]]
-            ends[0][i] = per_file[fidx[i]]
-        if opcode == 1:
+            sub.fds[i] = file_fd[fidx[i]]
+            sub.ends[i] = per_file[fidx[i]]
+        if sub.opcode == 1:
             for f in range(nf):
                 per_file[f] = 0
             for i in range(n):
@@ -685,16 +664,17 @@ cdef hfe_span *plan_addresses(object ranges, list files, list file_fds, list fil
                 record_write_end(<FileCore>files[f], per_file[f])
     except BaseException:
         free(spans)
-        free(fds[0])
-        free(ends[0])
-        free(allocs[0])
-        fds[0] = NULL
-        ends[0] = NULL
-        allocs[0] = NULL
+        free(sub.fds)
+        free(sub.ends)
+        free(sub.allocs)
+        sub.fds = NULL
+        sub.ends = NULL
+        sub.allocs = NULL
         raise
     finally:
         free(fidx)
         free(per_file)
         free(file_fd)
-    count[0] = n
-    return spans
+    sub.spans = spans
+    sub.n = <int>n
+    return 0

@@ -28,11 +28,11 @@ from hipfile._lib.engine.device cimport (
     Flag, FlagPool, destroy_event_handle, device_arg, eng_defaults, eng_rt, eng_task_default,
     internal_stream, pool_for, record_gate_event, staged_path, stream_after, wait_value32,
     write_value32)
-from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle
+from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle, new_handle
 from hipfile._lib.engine.ops cimport Ring, eng_start, eng_sweep, ring_for
 from hipfile._lib.engine.plan cimport (
-    StagedPlan, closed_entry, enter_files, entry_files, group_spans, lone_range_batch,
-    lone_range_task, new_handle, parse_ranges, plan_addresses, plan_staged, record_write_end)
+    StagedPlan, Submission, closed_entry, enter_files, entry_files, lone_range_batch,
+    lone_range_task, new_submission, parse_ranges, plan_addresses, plan_staged, record_write_end)
 
 
 cdef void *_get_io(int opcode) except NULL:
@@ -116,6 +116,7 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
 
     cdef Py_ssize_t count = 0
     cdef hfe_span *checked = NULL
+    cdef Submission sub
     buf_owner = submit_preamble(f, buffer, stream, &base, &length, &sh, &state)
     try:   # counted in f._entering by the preamble until the handles hold the file
         if isinstance(buffer, BufferCore):
@@ -138,11 +139,17 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
                 f._descriptors.refuse_read_only()
         if task_size is None and n == 1:
             task = lone_range_task(checked[0].len, task)
-        return _submit_checked(f, opcode, base, bc, buf_owner, checked, n, sh, stream_owner,
-                               task, fd, ordered, grouped, prefetch)
+        sub = new_submission(opcode, fd, base, sh)
+        sub.spans = checked
+        sub.n = n
+        sub.task = task
+        sub.ordered = ordered
+        sub.grouped = grouped
+        sub.prefetch = prefetch
+        return _submit_checked(f, &sub, bc, buf_owner, stream_owner)
     finally:
         free(checked)
-        f._entering -= 1
+        f.add_entering(-1)
 
 
 def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
@@ -177,6 +184,7 @@ def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
     cdef bint is_device = 0
     cdef FlagPool pool
     cdef StreamIOHandle hd
+    cdef Submission sub
     buf_owner = submit_preamble(f, buffer, 0, &base, &length, &sh, &state)
     try:   # counted in f._entering by the preamble until the handle holds the file
         if isinstance(buffer, BufferCore):
@@ -191,6 +199,12 @@ def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
         pool = _engine_for(base, bc, &device, &is_device)
         if not is_device:
             return None
+        sub = new_submission(opcode, fd, base, 0)
+        sub.spans = &span
+        sub.n = 1
+        sub.device = device
+        sub.task = task
+        sub.ordered = False
         if staged_path(fd, pool, is_device):
             # the file side at once (a prefetch); the copies on the device's
             # own stream, after the work enqueued on the null stream so far
@@ -202,17 +216,18 @@ def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
                 # the buffer's device's null stream, made current for the order
                 sh = <uintptr_t>int(internal_stream(pool))
                 stream_after(sh, 0, device)
-            handles = _submit_staged(f, opcode, fd, base, &span, 1, sh, device, pool, task,
-                                     False, False, True, NULL, NULL)
+            sub.stream = sh
+            sub.prefetch = True
+            handles = _submit_staged(f, &sub, pool)
         else:
-            handles = _submit_workers(f, opcode, base, &span, 1, 0, device, pool, task, False,
-                                      False)
+            sub.gated = False       # at once, ordered after no stream
+            handles = _submit_workers(f, &sub, pool)
         _hand_over(handles, f, bc, buf_owner, None)
         hd = <StreamIOHandle>handles[0]
         hd.watch()
         return hd
     finally:
-        f._entering -= 1
+        f.add_entering(-1)
 
 
 cdef int _record_write_ends(list files, list idx, hfe_span *checked, int n) except -1:
@@ -265,6 +280,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     cdef bint is_device = 0
     cdef FlagPool pool
     cdef int opcode = 1 if write else 0
+    cdef Submission sub
     if not isinstance(entries, (list, tuple)):
         entries = list(entries)
     n = len(entries)
@@ -304,8 +320,17 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
                     "with stream waits, and the engine_data_path setting 'auto')")
             if opcode == 1:
                 _record_write_ends(files, idx, checked, <int>n)
-            handles = _submit_staged(<FileCore>files[0], opcode, fds[0], base, checked, <int>n,
-                                     sh, device, pool, task, ordered, True, prefetch, fds, ends)
+            sub = new_submission(opcode, fds[0], base, sh)
+            sub.spans = checked
+            sub.n = <int>n
+            sub.device = device
+            sub.task = task
+            sub.ordered = ordered
+            sub.grouped = True
+            sub.prefetch = prefetch
+            sub.fds = fds
+            sub.ends = ends
+            handles = _submit_staged(<FileCore>files[0], &sub, pool)
         finally:
             free(checked)
             free(fds)
@@ -315,7 +340,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         return handles[0]
     finally:
         for fo in entered:
-            (<FileCore>fo)._entering -= 1
+            (<FileCore>fo).add_entering(-1)
 
 
 def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_size=None,
@@ -331,51 +356,51 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
     cdef uintptr_t sh
     cdef size_t task
     cdef PyObject *state = NULL
-    cdef Py_ssize_t n = 0, nf
-    cdef hfe_span *checked = NULL
-    cdef int *fds = NULL
-    cdef long long *ends = NULL
-    cdef int *allocs = NULL
-    cdef int device
+    cdef Py_ssize_t nf
     cdef int opcode = 1 if write else 0
     cdef FlagPool pool
     cdef FileCore f0
+    cdef Submission sub
     files = _address_files(files)
     nf = len(files)
     stream_owner = stream if stream is not None and type(stream) is not int else None
     stream_preamble(stream, &sh, &state)
     f0 = <FileCore>files[0]
     check_file(f0)
-    f0._entering += 1               # with the check: a close waits for it or refuses it
+    f0.add_entering(1)              # with the check: a close waits for it or refuses it
     entered = [f0]                  # counted in _entering until the handle holds them
     try:
         eng_defaults()
         task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
         file_fds, file_ends = enter_files(files, opcode, entered, "pwrite_async_addresses")
-        device = stream_device(sh)
+        sub = new_submission(opcode, -1, 0, sh)
+        sub.device = stream_device(sh)
+        sub.task = task
+        sub.ordered = ordered
+        sub.grouped = True
+        sub.prefetch = prefetch
         eng_sweep()
         eng_start()
-        pool = pool_for(device)
+        pool = pool_for(sub.device)
         if not staged_path(file_fds[0], pool, 1):
             raise NotImplementedError(
                 "ranges by address need the staging path (a device with stream waits, and "
                 "the engine_data_path setting 'auto')")
         try:
-            checked = plan_addresses(ranges, files, file_fds, file_ends, opcode, device, &n,
-                                     &fds, &ends, &allocs)
-            handles = _submit_staged(f0, opcode, fds[0], 0, checked, <int>n, sh, device, pool,
-                                     task, ordered, True, prefetch, fds, ends, allocs)
+            plan_addresses(ranges, files, file_fds, file_ends, &sub)
+            sub.fd = sub.fds[0]
+            handles = _submit_staged(f0, &sub, pool)
         finally:
-            free(checked)
-            free(fds)
-            free(ends)
-            free(allocs)
+            free(sub.spans)
+            free(sub.fds)
+            free(sub.ends)
+            free(sub.allocs)
         _hand_over(handles, tuple(files) if nf > 1 else f0, None, None, stream_owner)
         return handles[0]
     finally:
         for fo in entered:
-            (<FileCore>fo)._entering -= 1
+            (<FileCore>fo).add_entering(-1)
 
 
 cdef list _address_files(object files):
@@ -394,24 +419,21 @@ cdef list _address_files(object files):
     return files
 
 
-cdef list _submit_checked(FileCore f, int opcode, uintptr_t base, BufferCore bc,
-                          object buf_owner, hfe_span *checked, int n, uintptr_t sh,
-                          object stream_owner, size_t task, int fd, bint ordered,
-                          bint grouped, bint prefetch):
-    cdef int device
+cdef list _submit_checked(FileCore f, Submission *sub, BufferCore bc, object buf_owner,
+                          object stream_owner):
+    """Carry out ``sub`` (its device found here) on the staged or worker path."""
     cdef bint is_device = 0, staged
-    cdef FlagPool pool = _engine_for(base, bc, &device, &is_device)
-    staged = staged_path(fd, pool, is_device)
+    cdef FlagPool pool = _engine_for(sub.base, bc, &sub.device, &is_device)
+    staged = staged_path(sub.fd, pool, is_device)
     if staged:
-        handles = _submit_staged(f, opcode, fd, base, checked, n, sh, device, pool, task,
-                                 ordered, grouped, prefetch, NULL, NULL)
+        handles = _submit_staged(f, sub, pool)
     else:
-        handles = _submit_workers(f, opcode, base, checked, n, sh, device, pool, task, grouped)
+        handles = _submit_workers(f, sub, pool)
     # submitted: the handles now hold the file, buffer and stream (before any
     # wait below, which may raise the operation's error: they still own it)
     _hand_over(handles, f, bc, buf_owner, stream_owner)
-    if not staged and ordered and handles:
-        _order_after(handles, sh)
+    if not staged and sub.ordered and handles:
+        _order_after(handles, sub.stream)
     return handles
 
 
@@ -423,9 +445,7 @@ cdef FlagPool _engine_for(uintptr_t base, BufferCore bc, int *device, bint *is_d
     eng_start()
     device[0] = pointer_device(base, is_device)
     if bc is not None:
-        if bc._device < 0:
-            bc._device = device[0]
-        device[0] = bc._device
+        device[0] = bc.engine_device(device[0])
     return pool_for(device[0])
 
 
@@ -438,20 +458,20 @@ cdef int _order_after(list handles, uintptr_t sh) except -1:
     return 0
 
 
-cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_span *checked, int n,
-                         uintptr_t sh, int device, FlagPool pool, size_t task, bint ordered,
-                         bint grouped, bint prefetch, const int *fds, const long long *ends,
-                         const int *allocs=NULL):
+cdef list _submit_staged(FileCore f, Submission *sub, FlagPool pool):
     """The staged path: plan (:func:`plan_staged`), gate
     (:func:`_staged_gate`), hand the chunks to the engine and enqueue the
-    stream's side (``hfe_stage_submit``). ``fds``/``ends`` (a many-file
-    submission, else NULL): each range's descriptor and, for a read, the
-    end of its file (the caller then keeps the files' write ends itself). A
-    one-file read goes through the file's ``O_DIRECT`` descriptor (``fd``
-    for what that refuses) where ``direct_descriptor`` says so."""
-    cdef Ring ring = ring_for(device)
-    cdef StagedPlan plan = plan_staged(f, opcode, fd, base, checked, n, sh, device, pool,
-                                         task, grouped, fds, ends, allocs)
+    stream's side (``hfe_stage_submit`` with ``sub.staged``). ``sub.fds``/
+    ``sub.ends`` (a many-file submission, else NULL): each range's
+    descriptor and, for a read, the end of its file (the caller then keeps
+    the files' write ends itself). A one-file read goes through the file's
+    ``O_DIRECT`` descriptor (``sub.fd`` for what that refuses) where
+    ``direct_descriptor`` says so."""
+    cdef Ring ring = ring_for(sub.device)
+    cdef StagedPlan plan = plan_staged(f, sub, pool)
+    cdef int opcode = sub.opcode
+    cdef uintptr_t sh = sub.stream
+    cdef bint ordered = sub.ordered, prefetch = sub.prefetch
     cdef Flag gflag = None
     cdef const uint32_t *gate = NULL
     cdef uint32_t gvalue = 0
@@ -460,7 +480,7 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
     cdef StreamIOHandle hd
     cdef int rc = 0
     cdef bint idle = 0
-    cdef int batch = lone_range_batch(opcode, n, checked[0].len if n else 0, task)
+    cdef int batch = lone_range_batch(opcode, sub.n, sub.spans[0].len if sub.n else 0, sub.task)
     cdef size_t lone_max = max(INLINE_MAX, READ_FIRST_MAX if READ_HERE and (ordered or prefetch) else 0)
     try:
         if opcode == 0:
@@ -473,13 +493,16 @@ cdef list _submit_staged(FileCore f, int opcode, int fd, uintptr_t base, hfe_spa
             # the engine's stream after the caller's work so far: nothing to
             # wait for when the caller's stream was found idle
             if target != sh and not (idle or stream_query(sh) == HIP_SUCCESS):
-                stream_after(target, sh, device)
+                stream_after(target, sh, sub.device)
+        sub.staged.stream = <void *>target
+        sub.staged.gate = gate
+        sub.staged.gate_value = gvalue
+        sub.staged.inline_max = lone_max
+        sub.staged.read_first = READ_FIRST_MAX if ordered or prefetch else 0
+        sub.staged.copy_batch = batch
         rt = eng_rt      # a copy: set() may change the table while the GIL is released
         with nogil:
-            rc = eng.stage_submit(ring.ring, &rt, opcode, fd, plan.pieces, n, plan.groups,
-                                  plan.ng, plan.cdev, plan.cval, <void *>target, gate, gvalue,
-                                  task, lone_max, READ_FIRST_MAX if ordered or prefetch else 0,
-                                  batch)
+            rc = eng.stage_submit(ring.ring, &rt, &sub.staged)
         if rc < 0:
             raise OSError(-rc, f"the stream engine refused the submission: {os.strerror(-rc)}")
     except BaseException:
@@ -507,34 +530,20 @@ cdef int _hand_over(list handles, object files, BufferCore bc, object buf_owner,
                     object stream_owner) except -1:
     """The submitted handles hold the file(s) (one, or a tuple of them),
     buffer and stream until their completion is observed."""
-    cdef StreamIOHandle hd
     cdef Py_ssize_t ng = len(handles)
     for o in (files if type(files) is tuple else (files,)):
-        (<FileCore>o)._held += ng
+        (<FileCore>o).add_held(ng)
     if bc is not None:
-        bc._held += ng
+        bc.add_held(ng)
     for o in handles:
-        hd = <StreamIOHandle>o
-        hd._submitted = 1
-        hd._file = files
-        if type(files) is not tuple:
-            hd._path = getattr(files, "_path", None)
-        hd._bcore = bc
-        hd._buffer = buf_owner
-        hd._stream_owner = stream_owner
-        hd.link_live()
+        (<StreamIOHandle>o).hand_over(files, bc, buf_owner, stream_owner)
     return 0
 
 
 cdef int _submitted_anyway(FileCore f, list handles) except -1:
-    cdef StreamIOHandle hd
     for o in handles:
-        hd = <StreamIOHandle>o
-        hd._submitted = 1
-        hd._file = f
-        hd._path = getattr(f, "_path", None)
-        f._held += 1
-        hd.link_live()
+        f.add_held(1)
+        (<StreamIOHandle>o).hand_over(f, None, None, None)
     return 0
 
 
@@ -615,17 +624,15 @@ cdef Flag _gate_workers(hfe_op **ops, int m, uintptr_t sh):
     return gflag
 
 
-cdef list _submit_workers(FileCore f, int opcode, uintptr_t base, hfe_span *checked, int n,
-                          uintptr_t sh, int device, FlagPool pool, size_t task, bint grouped,
-                          bint gated=True):
+cdef list _submit_workers(FileCore f, Submission *sub, FlagPool pool):
     """The worker path: each range's chunks run as hipFileRead/hipFileWrite
     calls on the engine's threads (no staging ring: no POSIX descriptor, no
     stream waits, or the ``engine_data_path`` setting ``"hipfile"``). A
     grouped submission is one operation whose chunks walk its ranges. Not
-    ``gated``: they start at once, ordered after no stream (``sh`` unused)."""
-    cdef size_t nbytes
-    cdef hoff_t foff, boff
-    cdef int i, rc
+    ``sub.gated``: they start at once, ordered after no stream."""
+    cdef hfe_span *checked = sub.spans
+    cdef int i, rc, n = sub.n, opcode = sub.opcode
+    cdef bint grouped = sub.grouped
     cdef hfe_io_fn fn = <hfe_io_fn>_get_io(opcode)
     cdef hfe_op **ops = NULL
     cdef Flag gflag = None
@@ -638,24 +645,16 @@ cdef list _submit_workers(FileCore f, int opcode, uintptr_t base, hfe_span *chec
     handles = []
     try:
         for i in range(m):
-            nbytes = checked[i].len
-            foff = checked[i].file_offset
-            boff = checked[i].buffer_offset
-            hd = new_handle(opcode, nbytes, foff, boff, device, sh, pool, n if grouped else 1)
-            hd._op = eng.op_new(opcode, fn, <void *>f._fh, <void *>base, nbytes, foff, boff,
-                                device, task, hd._flag.ptr, hd._value)
-            if hd._op == NULL or (grouped and group_spans(hd, checked, n)):
-                if hd._op != NULL:
-                    eng.op_decref(hd._op)
-                    hd._op = NULL
-                pool.free.append(hd._flag)
-                hd._flag = None
-                raise MemoryError()
-            handles.append(hd)
+            hd = new_handle(opcode, &checked[i], sub.device, sub.stream, pool,
+                            n if grouped else 1)
+            handles.append(hd)          # abandoned below on an error
+            hd.make_op(sub.task, fn, <void *>f._fh, <void *>sub.base)
+            if grouped:
+                hd.set_spans(checked, n)
             ops[i] = hd._op
 
-        if gated:
-            gflag = _gate_workers(ops, m, sh)
+        if sub.gated:
+            gflag = _gate_workers(ops, m, sub.stream)
         else:
             rc = eng.submit(ops, m, NULL, 0, NULL)
             if rc:
@@ -679,8 +678,7 @@ cdef int _share_gate(list handles, Flag gflag, bint staged) except -1:
         gate_ref = GateRef.__new__(GateRef)
         gate_ref.flag = gflag
     for o in handles:
-        (<StreamIOHandle>o)._gate = gate_ref
-        (<StreamIOHandle>o)._staged = staged
+        (<StreamIOHandle>o).set_gate(gate_ref, staged)
     return 0
 
 

@@ -47,21 +47,18 @@ static __thread int thread_device = -1;
 
 /* ---------------------------------------------------------------- ops */
 
-hfe_op *hfe_op_new(int opcode, hfe_io_fn fn, void *fh, void *base, size_t size,
-                   int64_t file_offset, int64_t buffer_offset, int device,
-                   size_t task_size, uint32_t *flag, uint32_t flag_value)
+hfe_op *hfe_op_new(int opcode, const hfe_span *range, int device, size_t task_size,
+                   uint32_t *flag, uint32_t flag_value)
 {
+    size_t size = (size_t)range->len;
     hfe_op *op = calloc(1, sizeof(*op));
     if (!op)
         return NULL;
     op->refs = 1;
     op->opcode = opcode;
-    op->fn = fn;
-    op->fh = fh;
-    op->base = base;
     op->size = size;
-    op->file_offset = file_offset;
-    op->buffer_offset = buffer_offset;
+    op->file_offset = range->file_offset;
+    op->buffer_offset = range->buffer_offset;
     op->device = device;
     op->task = task_size ? task_size : ((size_t)4 << 20);
     op->flag = flag;
@@ -70,6 +67,13 @@ hfe_op *hfe_op_new(int opcode, hfe_io_fn fn, void *fh, void *base, size_t size,
      * in stream order */
     op->chunks_left = size ? (long)((size + op->task - 1) / op->task) : 1;
     return op;
+}
+
+void hfe_op_set_io(hfe_op *op, hfe_io_fn fn, void *fh, void *base)
+{
+    op->fn = fn;
+    op->fh = fh;
+    op->base = base;
 }
 
 void hfe_op_incref(hfe_op *op) { __atomic_add_fetch(&op->refs, 1, __ATOMIC_RELAXED); }

@@ -55,20 +55,25 @@ int hfe_threads(void);
 /* Operations submitted and not yet finished. */
 long hfe_outstanding(void);
 
-/* A new operation (reference count 1, the caller's). `flag`, when not
- * NULL, receives `flag_value` (release store) when the operation finishes. */
-hfe_op *hfe_op_new(int opcode, hfe_io_fn fn, void *fh, void *base, size_t size,
-                   int64_t file_offset, int64_t buffer_offset, int device,
-                   size_t task_size, uint32_t *flag, uint32_t flag_value);
-void hfe_op_incref(hfe_op *op);
-void hfe_op_decref(hfe_op *op);
-
-/* One range of a grouped operation on the worker path. */
+/* One range: `len` bytes between the file at file_offset and the buffer at
+ * buffer_offset. */
 typedef struct hfe_span {
     uint64_t len;
     int64_t file_offset;
     int64_t buffer_offset;
 } hfe_span;
+
+/* A new operation (reference count 1, the caller's) over `range` (its
+ * size and offsets). `flag`, when not NULL, receives `flag_value` (release
+ * store) when the operation finishes. An operation of the worker path is
+ * then given its library call (hfe_op_set_io); one of the staged path has
+ * none. */
+hfe_op *hfe_op_new(int opcode, const hfe_span *range, int device, size_t task_size,
+                   uint32_t *flag, uint32_t flag_value);
+/* The worker path's call for the operation's chunks: fn(fh, base, ...). */
+void hfe_op_set_io(hfe_op *op, hfe_io_fn fn, void *fh, void *base);
+void hfe_op_incref(hfe_op *op);
+void hfe_op_decref(hfe_op *op);
 
 /* Make a new operation (not yet submitted) one group of `n` ranges: its
  * size becomes their total and its chunks walk them in order, each range
@@ -189,29 +194,48 @@ void hfe_ring_set_copy_streams(hfe_ring *ring, int n, void *const *streams, void
 void hfe_ring_free(hfe_ring *ring);
 size_t hfe_ring_slot_size(const hfe_ring *ring);
 
-/* Submit pieces (in order) with the staged path. groups[i] are operations
- * made by hfe_op_new (fn NULL); each receives its pieces' bytes and errors,
- * and finishes once all its chunks have (engine side). For a read, the
- * stream then writes complete_dev[i] = complete_value[i] after the group's
- * last copy (complete_dev[i] 0: none); for a write, the group's own flag is
- * stored by the engine. Pieces are packed into chunks of at most chunk_cap
- * bytes; a piece's `fd` (else `fd`) is the file it moves (one chunk may
- * hold the pieces of several files). The engine starts a read chunk's file I/O once *gate >= gate_value
- * (gate NULL: at once). A lone chunk of at most inline_max bytes (0: none)
- * that needs no gate is read by the calling thread when the page cache
- * holds it (RWF_NOWAIT). A lone buffered read of at most read_first bytes
- * (0: none) whose chunks go to idle workers and need no gate is read before
- * its stream side is enqueued (the calling thread yields at most 1 ms for
- * them), which then waits on no flag. copy_batch > 0: read chunks per
- * stream wait for this submission (at most half the ring's slots) instead
- * of the ring's own (hfe_ring_set_copy_batch). Returns 0, or the hipError_t
- * of an enqueue that failed (then every chunk not enqueued is abandoned,
- * every group not released gets the error -1/EIO, and its flags are set). */
-int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
-                     const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
-                     const uint64_t *complete_dev, const uint32_t *complete_value,
-                     void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap,
-                     size_t inline_max, size_t read_first, int copy_batch);
+/* One staged submission: what moves, its operations, where and when its
+ * stream side goes, and how its chunks are cut. Built by the caller, read by
+ * hfe_stage_submit (which keeps no pointer to it). */
+typedef struct hfe_submission {
+    int opcode;                     /* 0: read, 1: write */
+    int fd;                         /* the file of pieces whose fd is -1 */
+    const hfe_piece *pieces;        /* in order */
+    int npieces;
+    hfe_op **groups;                /* made by hfe_op_new (no hfe_op_set_io) */
+    int ngroups;
+    /* a read group's completion: the stream writes complete_dev[i] =
+     * complete_value[i] after its last copy (complete_dev[i] 0: none) */
+    const uint64_t *complete_dev;
+    const uint32_t *complete_value;
+    void *stream;                   /* the stream side's stream */
+    const uint32_t *gate;           /* NULL: a read's file I/O starts at once */
+    uint32_t gate_value;
+    size_t chunk_cap;               /* bytes a chunk at most (0: the ring's slot) */
+    size_t inline_max;              /* a lone cached read read here (0: none) */
+    size_t read_first;              /* a lone buffered read read first (0: none) */
+    int copy_batch;                 /* read chunks per stream wait (<= 0: the ring's) */
+} hfe_submission;
+
+/* Submit sub->pieces (in order) with the staged path. Each group receives
+ * its pieces' bytes and errors, and finishes once all its chunks have
+ * (engine side). For a read, the stream then writes the group's completion
+ * flag after its last copy (complete_dev); for a write, the group's own
+ * flag is stored by the engine. Pieces are packed into chunks of at most
+ * chunk_cap bytes; a piece's `fd` (else sub->fd) is the file it moves (one
+ * chunk may hold the pieces of several files). The engine starts a read
+ * chunk's file I/O once *gate >= gate_value (gate NULL: at once). A lone
+ * chunk of at most inline_max bytes (0: none) that needs no gate is read by
+ * the calling thread when the page cache holds it (RWF_NOWAIT). A lone
+ * buffered read of at most read_first bytes (0: none) whose chunks go to
+ * idle workers and need no gate is read before its stream side is enqueued
+ * (the calling thread yields at most 1 ms for them), which then waits on no
+ * flag. copy_batch > 0: read chunks per stream wait for this submission (at
+ * most half the ring's slots) instead of the ring's own
+ * (hfe_ring_set_copy_batch). Returns 0, or the hipError_t of an enqueue
+ * that failed (then every chunk not enqueued is abandoned, every group not
+ * released gets the error -1/EIO, and its flags are set). */
+int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, const hfe_submission *sub);
 
 /* Wait up to timeout_s seconds (< 0: no limit) for *flag >= value
  * (wrap-around compare), polling host memory; 1 when it holds. */

@@ -126,20 +126,22 @@ static int reserve(void **items, int *cap, int n, size_t size)
     return 0;
 }
 
-/* Packs pieces in order into chunks of at most `cap` bytes; file runs merge
- * where one group's file range continues, copies where device memory of one
- * allocation does.
+/* Packs a submission's pieces in order into chunks of at most `cap` bytes;
+ * file runs merge where one group's file range continues, copies where
+ * device memory of one allocation does.
  * last_chunk[g]: the index of group g's last chunk (-1: none). */
-static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t cap, int opcode,
-                int fd, chunk_t ***out, int *nout, int *last_chunk)
+static int plan(const hfe_submission *sub, size_t cap, chunk_t ***out, int *nout,
+                int *last_chunk)
 {
+    const hfe_piece *pieces = sub->pieces;
+    int opcode = sub->opcode, fd = sub->fd;
     chunk_t **chunks = NULL;
     int n = 0, capn = 0, i;
     chunk_t *c = NULL;
     uint64_t used = 0;
     int runs_cap = 0, copies_cap = 0;
     int copy_alloc = 0;     /* the allocation of the chunk's last copy */
-    for (i = 0; i < npieces; i++) {
+    for (i = 0; i < sub->npieces; i++) {
         const hfe_piece *p = &pieces[i];
         uint64_t done = 0;
         while (done < p->len) {
@@ -158,7 +160,7 @@ static int plan(const hfe_piece *pieces, int npieces, hfe_op **groups, size_t ca
             uint64_t len = p->len - done;
             if (len > cap - used)
                 len = cap - used;
-            hfe_op *g = groups[p->group];
+            hfe_op *g = sub->groups[p->group];
             int pfd = p->fd >= 0 ? p->fd : fd;
             int palt = p->fd >= 0 ? p->fd_alt : -1;
             int64_t foff = p->file_offset + (int64_t)done;
@@ -460,16 +462,15 @@ static void wait_read(const submission_t *sb)
 /* Whether a submission is a lone buffered read (one group, its stream
  * idle: no gate) of at most `most` bytes: one the submitting thread reads
  * itself where the page cache holds it (read_here). */
-static int lone_read(const hfe_piece *pieces, int npieces, int ngroups, int opcode,
-                     const uint32_t *gate, uint64_t most)
+static int lone_read(const hfe_submission *sub, uint64_t most)
 {
     uint64_t total = 0;
-    if (!most || opcode != 0 || gate || ngroups != 1 || npieces <= 0)
+    if (!most || sub->opcode != 0 || sub->gate || sub->ngroups != 1 || sub->npieces <= 0)
         return 0;
-    for (int i = 0; i < npieces; i++) {
-        if (pieces[i].fd >= 0 && pieces[i].fd_alt >= 0)
+    for (int i = 0; i < sub->npieces; i++) {
+        if (sub->pieces[i].fd >= 0 && sub->pieces[i].fd_alt >= 0)
             return 0;      /* O_DIRECT: the disk, not the page cache */
-        total += pieces[i].len;
+        total += sub->pieces[i].len;
     }
     return total > 0 && total <= most;
 }
@@ -542,33 +543,32 @@ static int lone_submit(submission_t *sb, hfe_ring *ring)
     return err;
 }
 
-int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
-                     const hfe_piece *pieces, int npieces, hfe_op **groups, int ngroups,
-                     const uint64_t *complete_dev, const uint32_t *complete_value,
-                     void *stream, const uint32_t *gate, uint32_t gate_value, size_t chunk_cap,
-                     size_t inline_max, size_t read_first_max, int copy_batch)
+int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, const hfe_submission *sub)
 {
-    submission_t sb = {ring, rt, opcode, stream, NULL, 0, groups, ngroups, NULL,
-                       complete_dev, complete_value, 0};
+    int opcode = sub->opcode, ngroups = sub->ngroups;
+    hfe_op **groups = sub->groups;
+    const uint32_t *gate = sub->gate;
+    size_t chunk_cap = sub->chunk_cap, inline_max = sub->inline_max;
+    submission_t sb = {ring, rt, opcode, sub->stream, NULL, 0, groups, ngroups, NULL,
+                       sub->complete_dev, sub->complete_value, 0};
     int i, j, err = 0, failed_at = -1;
     sb.last_chunk = malloc((size_t)(ngroups > 0 ? ngroups : 1) * sizeof(int));
     if (!sb.last_chunk)
         return -ENOMEM;
     if (chunk_cap == 0 || chunk_cap > ring->slot_size)
         chunk_cap = ring->slot_size;
-    int lone = lone_read(pieces, npieces, ngroups, opcode, gate, inline_max);
+    int lone = lone_read(sub, inline_max);
     for (i = 0; i < ngroups; i++)
         sb.last_chunk[i] = -1;
-    if (plan(pieces, npieces, groups, chunk_cap, opcode, fd, &sb.chunks, &sb.nchunks,
-             sb.last_chunk)) {
+    if (plan(sub, chunk_cap, &sb.chunks, &sb.nchunks, sb.last_chunk)) {
         free(sb.last_chunk);
         return -ENOMEM;
     }
     take_references(&sb);
 
     pthread_mutex_lock(&ring->lock);
-    sb.copy_batch = copy_batch <= 0 ? ring->copy_batch : batch_bound(ring, copy_batch);
-    reserve_slots(&sb, gate, gate_value);
+    sb.copy_batch = sub->copy_batch <= 0 ? ring->copy_batch : batch_bound(ring, sub->copy_batch);
+    reserve_slots(&sb, gate, sub->gate_value);
     if (lone && sb.nchunks && slots_free(&sb) && hfe__try_inline_read(sb.chunks[0]))
         return lone_submit(&sb, ring);
     /* a lone small read chunk that the page cache holds: read here */
@@ -595,7 +595,7 @@ int hfe_stage_submit(hfe_ring *ring, const hfe_runtime *rt, int opcode, int fd,
      * sequence order, so that the copy releasing a slot is never behind one
      * that waits for that slot's next chunk (two threads' reads on the
      * engine's stream, each wrapping onto the other's slots, would deadlock) */
-    if (queue && idle && read_first(&sb, gate, read_first_max))
+    if (queue && idle && read_first(&sb, gate, sub->read_first))
         wait_read(&sb);
     err = enqueue_stream_side(&sb, &failed_at);
     if (err)
