@@ -701,6 +701,15 @@ def test_a_small_lone_read_on_an_idle_stream_is_read_first(tmp_path, stream, siz
     stream as before."""
     path = tmp_path / "first.bin"
     data = random_file(path, 3 * (4 << 20), seed=89)
+    # written back and read once: a page under writeback makes a no-wait
+    # read of the page cache (RWF_NOWAIT) give up, and the read go the
+    # workers' way, which waits on the stream
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        assert len(os.pread(fd, data.nbytes, 0)) == data.nbytes
+    finally:
+        os.close(fd)
     hipfile.trim_pool()
     with hipfile.defaults.set(engine_copy_streams=1, engine_threads=4):
         hipfile.trim_pool()
