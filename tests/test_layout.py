@@ -1,9 +1,11 @@
 """The package's layout rules, read from its sources: one way into the
-compiled core, and no import circle among the Python modules."""
+compiled core, the core's floors (docs/design/architecture.md), and no
+import circle among the Python modules."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import hipfile
@@ -75,6 +77,98 @@ def test_the_compiled_core_is_entered_through_one_module() -> None:
                 found.append(f"{name}:{line} imports {', '.join(bad)}")
     assert not found, ("outside hipfile/_lib, the compiled modules are reached through "
                        "hipfile._lib._hipfile only:\n" + "\n".join(found))
+
+
+#: The core's modules from the bottom up, as the picture of
+#: docs/design/architecture.md draws them: each imports only modules before it.
+CORE_FLOORS = [
+    "_enums", "_errors", "_hip", "_loader", "_bindings", "_runtime", "engine.cengine",
+    "_finalize", "_wait", "_decode", "_streams", "_core", "engine.device", "_api", "_pool",
+    "engine.ops", "_aio", "_observe", "engine.handle", "engine.plan", "engine.submit",
+    "_hipfile",
+]
+#: The imports that go up, each made when a function is first called
+#: ("Where calls go up" in the document).
+CORE_UP = {
+    ("hipfile._lib._core", "hipfile._lib._api"),                  # _register_fd
+    ("hipfile._lib.engine.ops", "hipfile._lib.engine.handle"),    # engine_info
+}
+_CYTHON_IMPORT = re.compile(
+    r"^\s*(?:from\s+([\w.]+)\s+c?import\s+(.*)|c?import\s+(.*))$")
+
+
+def _cython_imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """``(line, module, names)`` of each ``import``/``cimport`` line of a
+    ``.pyx`` or ``.pxd`` file (parenthesised names joined)."""
+    lines = path.read_text().splitlines()
+    out = []
+    i = 0
+    while i < len(lines):
+        line, first = lines[i].split("#")[0], i + 1
+        if line.rstrip().endswith("("):
+            while ")" not in line and i + 1 < len(lines):
+                i += 1
+                line += " " + lines[i].split("#")[0]
+        i += 1
+        m = _CYTHON_IMPORT.match(line.replace("(", " ").replace(")", " ").rstrip())
+        if m is None:
+            continue
+        if m.group(1):
+            names = [n.split()[0] for n in m.group(2).split(",") if n.strip() and n.strip() != "*"]
+            out.append((first, m.group(1), names))
+        else:
+            out += [(first, n.split()[0], []) for n in m.group(3).split(",") if n.strip()]
+    return out
+
+
+def _core_imports() -> dict[str, list[tuple[str, str]]]:
+    """For each module of ``hipfile/_lib``: ``(where, module)`` of each
+    module of the package it imports or cimports (its ``.pxd`` included)."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    known = {_module_name(p) for p in PKG.rglob("*") if p.suffix in (".py", ".pyx")} | {"hipfile"}
+    for path in sorted(LIB.rglob("*")):
+        if path.suffix == ".py":
+            imports = _imports(path, top_level_only=False)
+        elif path.suffix in (".pyx", ".pxd"):
+            imports = _cython_imports(path)
+        else:
+            continue
+        edges = found.setdefault(_module_name(path), [])
+        for line, module, names in imports:
+            targets = [f"{module}.{n}" for n in names if f"{module}.{n}" in known]
+            for target in targets or ([module] if module in known or
+                                      module.startswith("hipfile.") else []):
+                edges.append((f"{path.relative_to(PKG.parent)}:{line}", target))
+    return found
+
+
+def test_the_core_imports_nothing_of_the_python_layer() -> None:
+    imports = _core_imports()
+    assert "hipfile._lib.engine.ops" in {t for _w, t in imports["hipfile._lib.engine.handle"]}, \
+        "the cimports are read"
+    found = [f"{where} imports {target}" for edges in imports.values()
+             for where, target in edges if not target.startswith("hipfile._lib")]
+    assert not found, "hipfile/_lib imports no module of the package outside it:\n" + \
+        "\n".join(found)
+
+
+def test_the_core_imports_only_the_floors_under_each_module() -> None:
+    imports = _core_imports()
+    floor = {f"hipfile._lib.{m}": i for i, m in enumerate(CORE_FLOORS)}
+    missing = sorted(set(imports) - set(floor) - {"hipfile._lib", "hipfile._lib.chipfile",
+                                                  "hipfile._lib.engine"})
+    assert not missing, f"modules of the core not in CORE_FLOORS (and the picture): {missing}"
+    found = []
+    for name, edges in imports.items():
+        for where, target in edges:
+            if (name in floor and target in floor and floor[target] >= floor[name]
+                    and target != name and (name, target) not in CORE_UP):
+                found.append(f"{where}: {name} imports {target}, which is not under it")
+    assert not found, ("the core's imports go down its floors (CORE_FLOORS, the picture "
+                       "of docs/design/architecture.md):\n" + "\n".join(found))
+    up = {(n, t) for n, edges in imports.items() for _w, t in edges
+          if n in floor and t in floor and floor[t] > floor[n]}
+    assert up == CORE_UP, f"the imports that go up are the ones named: {sorted(up)}"
 
 
 def _graph() -> dict[str, set[str]]:
