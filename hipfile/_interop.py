@@ -187,11 +187,16 @@ def wait_event(event: threading.Event, timeout: float | None) -> bool:
     another thread (Ctrl-C can land on any thread) is handled by the main
     thread between them. True once set, False when ``timeout`` seconds
     (None: no limit) passed first."""
-    deadline = Deadline(timeout)
-    while not event.wait(deadline.left(WAIT_SLICE)):
-        if deadline.passed():
-            return False
-    return True
+    return wait_slices(event.wait, Deadline(timeout), WAIT_SLICE)
+
+
+def wait_slices(wait_slice: Callable[[float], object], deadline: Deadline,
+                slice_s: float) -> bool:
+    """The package's one interruptible wait loop (``_wait.wait_sliced``):
+    ``wait_slice(seconds)`` waits at most ``seconds`` (at most ``slice_s``)
+    and returns true once the wait is over; called until it does (True) or
+    ``deadline`` passed (False), signals handled between slices."""
+    return bool(_hipfile.wait_slices(wait_slice, deadline, slice_s))
 
 
 def io_range(buffer: Any, size: Any, file_offset: Any,
