@@ -34,6 +34,22 @@ def device_array(nbytes: int) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
+def opened_files(paths: list[Path], mode: str = "r") -> Iterator[list[Any]]:
+    """Every path opened with ``hipfile.open(path, mode)``; all closed at
+    the end."""
+    import hipfile
+
+    fhs: list[Any] = []
+    try:
+        for p in paths:
+            fhs.append(hipfile.open(p, mode))
+        yield fhs
+    finally:
+        for fh in fhs:
+            fh.close()
+
+
+@contextlib.contextmanager
 def hip_stream(flags: int = 0) -> Iterator[Any]:
     s = check(hip.hipStreamCreateWithFlags(flags)) if flags else check(hip.hipStreamCreate())
     try:
