@@ -211,12 +211,8 @@ class BatchIO(ClosesWhenCollected):
     def write(self, fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
               buffer_offset: int = 0, cookie: Any = None) -> int:
         """Add a write of ``size`` bytes from ``buffer`` at ``buffer_offset``
-        to the file at ``file_offset`` (not yet submitted). See :meth:`read`.
-
-        Returns
-        -------
-        int
-            The entry's id.
+        to the file at ``file_offset`` (not yet submitted); returns the
+        entry's id. Arguments as :meth:`read`.
 
         Raises
         ------
