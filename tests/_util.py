@@ -84,6 +84,28 @@ def held_stream(s: Any) -> Iterator[Callable[[], None]]:
         check(hip.hipHostFree(flag))
 
 
+class StreamBlocker:
+    """Holds a HIP stream in a host function until :meth:`release`."""
+
+    def __init__(self, stream: Any) -> None:
+        import ctypes
+        import threading
+
+        self._go = threading.Event()
+        started = threading.Event()
+
+        def body(_arg: int | None) -> None:
+            started.set()
+            self._go.wait(30)
+
+        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(body)
+        check(hip.hipLaunchHostFunc(stream, ctypes.cast(self._fn, ctypes.c_void_p).value, 0))
+        assert started.wait(10), "the host function never ran"
+
+    def release(self) -> None:
+        self._go.set()
+
+
 @contextlib.contextmanager
 def gated_stream() -> Iterator[tuple[Any, Callable[[], None]]]:
     """A new HIP stream held at a host flag (:func:`held_stream`); yields
