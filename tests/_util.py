@@ -49,6 +49,28 @@ def opened_files(paths: list[Path], mode: str = "r") -> Iterator[list[Any]]:
             fh.close()
 
 
+def malloc_on(device: int, nbytes: int) -> Any:
+    """``hipMalloc(nbytes)`` on ``device``; device 0 is current again after."""
+    check(hip.hipSetDevice(device))
+    try:
+        return check(hip.hipMalloc(nbytes))
+    finally:
+        check(hip.hipSetDevice(0))
+
+
+def run_threads(worker: Callable[[int], object], n: int, timeout: float) -> None:
+    """Run ``worker(0)`` .. ``worker(n - 1)`` on threads of their own and
+    join them, each within ``timeout`` seconds; fails if one is stuck."""
+    import threading
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a thread is stuck"
+
+
 @contextlib.contextmanager
 def hip_stream(flags: int = 0) -> Iterator[Any]:
     s = check(hip.hipStreamCreateWithFlags(flags)) if flags else check(hip.hipStreamCreate())

@@ -75,6 +75,13 @@ def leftovers():
     _hipfile.pool_stats()          # a sweep: deferred releases retried
     hipfile.trim_pool()
     return {k: v for k, v in emulated.counters().items() if v}
+
+def report(missed, left, next_ok):
+    # the child's last line, which _check reads
+    rest = leftovers()
+    if rest:
+        left.append(("after", rest))
+    print(json.dumps({"lost": lost, "missed": missed, "left": left, "next_ok": next_ok}))
 """
 
 
@@ -130,10 +137,7 @@ def test_ctrl_c_in_a_safe_open_key_loop_reaches_the_caller(tmp_path: Path) -> No
                           hip.hipMemcpyKind.hipMemcpyDeviceToHost)
             next_ok = bool((got == 7).all())
         del t
-        rest = leftovers()
-        if rest:
-            left.append(("after", rest))
-        print(json.dumps({"lost": lost, "missed": missed, "left": left, "next_ok": next_ok}))
+        report(missed, left, next_ok)
     """, tmp_path)
     _check(result)
 
@@ -191,10 +195,7 @@ def test_ctrl_c_in_a_dropped_handle_loop_reaches_the_caller(tmp_path: Path) -> N
         for mem in spare + [dev]:
             hip.hipFree(mem)
         hip.hipStreamDestroy(st)
-        rest = leftovers()
-        if rest:
-            left.append(("after", rest))
-        print(json.dumps({"lost": lost, "missed": missed, "left": left, "next_ok": next_ok}))
+        report(missed, left, next_ok)
     """, tmp_path)
     _check(result)
 

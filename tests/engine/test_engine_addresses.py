@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, hip_stream, opened_files, to_device
+from _util import check, device_array, from_device, hip_stream, malloc_on, opened_files, to_device
 from hip import hip
 from test_engine import StreamBlocker
 
@@ -73,6 +73,13 @@ def _block_at(bases: list[int], data: list[np.ndarray], per_alloc: int, addr: in
 
 @pytest.mark.parametrize("form", ["int64", "uint64", "tuples"])
 @pytest.mark.parametrize("prefetch", [False, True])
+def _assert_blocks_reversed(got: np.ndarray, data: Any, n: int = 4) -> None:
+    """``got`` holds the first ``n`` blocks of ``data`` in reverse order."""
+    for i in range(n):
+        np.testing.assert_array_equal(got[(n - 1 - i) * BLOCK:(n - i) * BLOCK],
+                                      data[i * BLOCK:(i + 1) * BLOCK])
+
+
 def test_round_trip_between_allocations_and_files(tmp_path: Path, form: str,
                                                   prefetch: bool) -> None:
     """Blocks of four allocations written to five files with one
@@ -238,10 +245,7 @@ def test_write_then_read_in_stream_order(tmp_path: Path) -> None:
         back[:, 2] = b + (3 - np.arange(4)) * BLOCK
         r = hipfile.pread_async_addresses(fhs, back, s)
         assert r.wait(timeout=30) == 4 * BLOCK and w.wait(timeout=30) == 4 * BLOCK
-        got = from_device(b, 4 * BLOCK)
-        for i in range(4):
-            np.testing.assert_array_equal(got[(3 - i) * BLOCK:(4 - i) * BLOCK],
-                                          src[i * BLOCK:(i + 1) * BLOCK])
+        _assert_blocks_reversed(from_device(b, 4 * BLOCK), src)
 
 
 def test_every_file_is_held_until_completion_is_observed(tmp_path: Path) -> None:
@@ -284,10 +288,7 @@ def test_other_integer_arrays_are_converted_once(tmp_path: Path, layout: str) ->
                  "strided-uint64": np.repeat(rows.astype(np.uint64), 2, axis=0)[::2]}[layout]
         assert not given.flags.c_contiguous
         assert hipfile.pread_async_addresses(fhs, given, s).wait(timeout=30) == 4 * BLOCK
-        got = from_device(a, 4 * BLOCK)
-        for i in range(4):
-            np.testing.assert_array_equal(got[(3 - i) * BLOCK:(4 - i) * BLOCK],
-                                          data[i * BLOCK:(i + 1) * BLOCK])
+        _assert_blocks_reversed(from_device(a, 4 * BLOCK), data)
 
 
 def test_a_dropped_handle_releases_every_file_once_done(tmp_path: Path) -> None:
@@ -396,11 +397,7 @@ def test_host_memory_and_another_devices_memory_are_refused(two_files: Any) -> N
                      [(0, 0, int(dev), BLOCK), (0, 0, int(host), BLOCK)], s)
             if check(hip.hipGetDeviceCount()) < 2:
                 return
-            check(hip.hipSetDevice(1))
-            try:
-                other = check(hip.hipMalloc(n))
-            finally:
-                check(hip.hipSetDevice(0))
+            other = malloc_on(1, n)
             try:
                 _refused(fhs, paths, int(dev), n, ValueError,
                          r"row 0: .* of device 1, not of the stream's device 0",
