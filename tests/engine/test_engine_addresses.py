@@ -71,8 +71,6 @@ def _block_at(bases: list[int], data: list[np.ndarray], per_alloc: int, addr: in
     raise AssertionError(f"{addr:#x} is in no allocation")
 
 
-@pytest.mark.parametrize("form", ["int64", "uint64", "tuples"])
-@pytest.mark.parametrize("prefetch", [False, True])
 def _assert_blocks_reversed(got: np.ndarray, data: Any, n: int = 4) -> None:
     """``got`` holds the first ``n`` blocks of ``data`` in reverse order."""
     for i in range(n):
@@ -80,6 +78,8 @@ def _assert_blocks_reversed(got: np.ndarray, data: Any, n: int = 4) -> None:
                                       data[i * BLOCK:(i + 1) * BLOCK])
 
 
+@pytest.mark.parametrize("form", ["int64", "uint64", "tuples"])
+@pytest.mark.parametrize("prefetch", [False, True])
 def test_round_trip_between_allocations_and_files(tmp_path: Path, form: str,
                                                   prefetch: bool) -> None:
     """Blocks of four allocations written to five files with one
