@@ -184,6 +184,20 @@ class LayerCompute:
             hip_check(hip.hipFree(self._scratch))
 
 
+def switched(setter: Callable[[Any], Any], value: Any,
+             call: Callable[[], object]) -> Callable[[], None]:
+    """``call`` with an engine switch set to ``value`` for its duration:
+    ``setter(value)`` returns the switch's previous value, which is put back
+    after the call, however it ends."""
+    def run() -> None:
+        before = setter(value)
+        try:
+            call()
+        finally:
+            setter(before)
+    return run
+
+
 def time_interleaved(cases: Mapping[str, Callable[[], object]], repeats: int,
                      sync_all: Callable[[], None], *, warm_up: bool = True,
                      sync_after: bool = True,

@@ -56,7 +56,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import add_common_arguments, drop_page_cache, hip_check, select_platform, temp_folder
+from _common import (
+    add_common_arguments,
+    drop_page_cache,
+    hip_check,
+    select_platform,
+    switched,
+    temp_folder,
+)
 
 SIZES = (4 << 10, 64 << 10, 2 << 20)
 #: task sizes a lone 2 MiB call is also timed with (parts of 256 KiB to the whole)
@@ -237,17 +244,8 @@ def small_rows(hipfile: Any, dev: Device, folder: str, repeats: int,
                     # on the workers' flag in host memory (hipStreamWaitValue32)
                     from hipfile._lib._hipfile import engine_read_first_max as first_max
 
-                    def rule_off(call: Callable[[], object]) -> Callable[[], None]:
-                        def run() -> None:
-                            before = first_max(0)
-                            try:
-                                call()
-                            finally:
-                                first_max(before)
-                        return run
-
-                    cases["pread_flag"] = rule_off(pread)
-                    cases["pread_async_flag"] = rule_off(pread_async)
+                    cases["pread_flag"] = switched(first_max, 0, pread)
+                    cases["pread_async_flag"] = switched(first_max, 0, pread_async)
                 r = medians_us(cases, max(repeats, SMALL_MIN_CALLS))
                 # the time pread_async takes to return (the rest is the wait)
                 subs = []

@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import add_common_arguments, hip_check, select_platform, temp_folder
+from _common import add_common_arguments, hip_check, select_platform, switched, temp_folder
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -209,28 +209,10 @@ def main(argv: list[str] | None = None) -> int:
                 call()
         return run
 
-    def rule_off() -> None:
-        before = first_max(0)
-        try:
-            pread_async()
-        finally:
-            first_max(before)
-
     read_here = hipfile._lib._hipfile.engine_read_here
-
-    def here_off() -> None:
-        before = read_here(False)
-        try:
-            pread_async()
-        finally:
-            read_here(before)
-
-    def here_off_pread() -> None:
-        before = read_here(False)
-        try:
-            pread()
-        finally:
-            read_here(before)
+    rule_off = switched(first_max, 0, pread_async)
+    here_off = switched(read_here, False, pread_async)
+    here_off_pread = switched(read_here, False, pread)
 
     def one_task() -> None:
         fh.pread_async(dev, size, 0, 0, stream, task_size=size).wait()

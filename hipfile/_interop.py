@@ -12,7 +12,9 @@ calls, and the argument rules they share.
 from __future__ import annotations
 
 import ctypes
+import operator
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from hipfile._lib import _hipfile
@@ -108,11 +110,13 @@ def host_view(obj: Any) -> memoryview | None:
     return memoryview(array).cast("B")
 
 
-def as_int(value: Any, name: str) -> int:
+def as_int(value: Any, name: str, expected: str | None = None) -> int:
     """``value`` as an int: an int or an object with ``__index__`` (numpy
     integers), below 2**63; the package's one rule for integer arguments
     (``_core.c_as_index``, which the compiled modules use; ``_api`` gives
-    its Python forms).
+    its Python forms). ``expected`` words what the argument takes where an
+    int is one of several forms (``"a mode string or an int"``): the
+    TypeError then reads ``{name} must be {expected}, not {type}``.
 
     Raises
     ------
@@ -121,7 +125,28 @@ def as_int(value: Any, name: str) -> int:
     ValueError
         2**63 or more, or below -2**63.
     """
-    return _hipfile.as_index(value, name)
+    try:
+        return _hipfile.as_index(value, name)
+    except TypeError:
+        if expected is None:
+            raise
+        raise TypeError(f"{name} must be {expected}, not {type(value).__name__}") from None
+
+
+def as_int_unbounded(value: Any, name: str, expected: str | None = None) -> int:
+    """``value`` as an int by the type part of :func:`as_int`'s rule alone,
+    for C types wider than its bound (``size_t``): the caller checks the
+    range.
+
+    Raises
+    ------
+    TypeError
+        As :func:`as_int`.
+    """
+    try:
+        return as_int(value, name, expected)
+    except ValueError:        # the rule took the type; only its bound refused it
+        return operator.index(value)
 
 
 def as_size(value: Any, name: str) -> int:
@@ -162,11 +187,16 @@ def wait_event(event: threading.Event, timeout: float | None) -> bool:
     another thread (Ctrl-C can land on any thread) is handled by the main
     thread between them. True once set, False when ``timeout`` seconds
     (None: no limit) passed first."""
-    deadline = Deadline(timeout)
-    while not event.wait(deadline.left(WAIT_SLICE)):
-        if deadline.passed():
-            return False
-    return True
+    return wait_slices(event.wait, Deadline(timeout), WAIT_SLICE)
+
+
+def wait_slices(wait_slice: Callable[[float], object], deadline: Deadline,
+                slice_s: float) -> bool:
+    """The package's one interruptible wait loop (``_wait.wait_sliced``):
+    ``wait_slice(seconds)`` waits at most ``seconds`` (at most ``slice_s``)
+    and returns true once the wait is over; called until it does (True) or
+    ``deadline`` passed (False), signals handled between slices."""
+    return bool(_hipfile.wait_slices(wait_slice, deadline, slice_s))
 
 
 def io_range(buffer: Any, size: Any, file_offset: Any,

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from hipfile._interop import Deadline
+from hipfile._interop import Deadline, wait_slices
 from hipfile._lib import _hipfile
 from hipfile.errors import InFlightError
 
@@ -72,16 +72,22 @@ def drain(streamed: Callable[[float | None], int], held: Callable[[], int],
     deadline = Deadline(timeout)
     held_deadline = Deadline(held_timeout)
     delay = 1e-4
-    while True:
+    left_held = False
+
+    def round_(seconds: float) -> bool:
+        # one round, then a pause of at most `seconds` that doubles to 10 ms
+        nonlocal delay, left_held
         still = streamed(deadline.left())
         if not still and not held():
             return True
-        if deadline.passed():
-            return False
         if not still and held_deadline.passed():
-            return False
-        time.sleep(deadline.left(delay) or 0.0)
+            left_held = True
+            return True
+        time.sleep(min(seconds, delay))
         delay = min(delay * 2, 0.01)
+        return False
+
+    return wait_slices(round_, deadline, 0.01) and not left_held
 
 
 def exit_block(exc: BaseException | None, wait: Callable[[], object],

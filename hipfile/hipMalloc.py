@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 
+from hipfile._interop import as_size
 from hipfile._lib._hip import check, hip
 from hipfile.compat._errors import also
 from hipfile.errors import HipFileException
@@ -42,10 +43,7 @@ def hipMalloc(size_bytes: int) -> ctypes.c_void_p:
     --------
     hipMalloc
     """
-    if isinstance(size_bytes, bool) or not isinstance(size_bytes, int):
-        raise TypeError(f"size_bytes must be an int, not {type(size_bytes).__name__}")
-    if size_bytes < 0:
-        raise ValueError(f"size_bytes must be >= 0, got {size_bytes}")
+    size_bytes = as_size(size_bytes, "size_bytes")
     hip_any: object = hip
     try:
         ptr = check(hip_any.hipMalloc(size_bytes), "hipMalloc")  # type: ignore[attr-defined]

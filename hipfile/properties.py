@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, NoReturn
 
+from hipfile._interop import as_int_unbounded
 from hipfile._lib import _hipfile
 from hipfile.enums import (
     BoolConfigParameter,
@@ -123,10 +124,9 @@ def set_parameter(param: Parameter, value: int | bool | str) -> None:
         A negative size.
     """
     if isinstance(param, SizeTConfigParameter):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{param.name} takes an int")
+        value = as_int_unbounded(value, param.name)   # size_t: above 2**63 too
         if value < 0:
-            raise ValueError(f"{param.name} must be >= 0")
+            raise ValueError(f"{param.name} must be >= 0, got {value}")
         _hipfile.set_parameter_size_t(int(param), value)
     elif isinstance(param, BoolConfigParameter):
         if not isinstance(value, bool):

@@ -32,7 +32,7 @@ import warnings
 from types import TracebackType
 from typing import Any
 
-from hipfile._interop import as_timeout, wait_event
+from hipfile._interop import as_int, as_timeout, wait_event
 from hipfile._lib import _hipfile
 from hipfile._lib._enums import member_or_int
 from hipfile._lib._errors import ClosedError, HipFileException
@@ -321,8 +321,7 @@ class StatsContext:
 
     def __init__(self, pid: int, *, connect: bool = True,
                  timeout: float | None = None) -> None:
-        if isinstance(pid, bool) or not isinstance(pid, int):
-            raise TypeError(f"pid must be an int, not {type(pid).__name__}")
+        pid = as_int(pid, "pid")
         timeout = as_timeout(timeout)
         self._pid = pid
         self._ctx = 0

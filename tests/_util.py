@@ -34,6 +34,44 @@ def device_array(nbytes: int) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
+def opened_files(paths: list[Path], mode: str = "r") -> Iterator[list[Any]]:
+    """Every path opened with ``hipfile.open(path, mode)``; all closed at
+    the end."""
+    import hipfile
+
+    fhs: list[Any] = []
+    try:
+        for p in paths:
+            fhs.append(hipfile.open(p, mode))
+        yield fhs
+    finally:
+        for fh in fhs:
+            fh.close()
+
+
+def malloc_on(device: int, nbytes: int) -> Any:
+    """``hipMalloc(nbytes)`` on ``device``; device 0 is current again after."""
+    check(hip.hipSetDevice(device))
+    try:
+        return check(hip.hipMalloc(nbytes))
+    finally:
+        check(hip.hipSetDevice(0))
+
+
+def run_threads(worker: Callable[[int], object], n: int, timeout: float) -> None:
+    """Run ``worker(0)`` .. ``worker(n - 1)`` on threads of their own and
+    join them, each within ``timeout`` seconds; fails if one is stuck."""
+    import threading
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a thread is stuck"
+
+
+@contextlib.contextmanager
 def hip_stream(flags: int = 0) -> Iterator[Any]:
     s = check(hip.hipStreamCreateWithFlags(flags)) if flags else check(hip.hipStreamCreate())
     try:
@@ -66,6 +104,28 @@ def held_stream(s: Any) -> Iterator[Callable[[], None]]:
         release()
         check(hip.hipStreamSynchronize(s))
         check(hip.hipHostFree(flag))
+
+
+class StreamBlocker:
+    """Holds a HIP stream in a host function until :meth:`release`."""
+
+    def __init__(self, stream: Any) -> None:
+        import ctypes
+        import threading
+
+        self._go = threading.Event()
+        started = threading.Event()
+
+        def body(_arg: int | None) -> None:
+            started.set()
+            self._go.wait(30)
+
+        self._fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(body)
+        check(hip.hipLaunchHostFunc(stream, ctypes.cast(self._fn, ctypes.c_void_p).value, 0))
+        assert started.wait(10), "the host function never ran"
+
+    def release(self) -> None:
+        self._go.set()
 
 
 @contextlib.contextmanager

@@ -88,6 +88,14 @@ def rounds(body, n=14):
         if rest:
             left.append((delay, rest))
     return missed, left
+
+
+def report(missed, left, next_ok):
+    # the child's last line, which _check reads
+    rest = leftovers()
+    if rest:
+        left.append(("after", rest))
+    print(json.dumps({"lost": lost, "missed": missed, "left": left, "next_ok": next_ok}))
 """
 
 
@@ -136,10 +144,7 @@ def test_ctrl_c_in_a_safe_open_key_loop_reaches_the_caller(tmp_path: Path) -> No
                           hip.hipMemcpyKind.hipMemcpyDeviceToHost)
             next_ok = bool((got == 7).all())
         del t
-        rest = leftovers()
-        if rest:
-            left.append(("after", rest))
-        print(json.dumps({"lost": lost, "missed": missed, "left": left, "next_ok": next_ok}))
+        report(missed, left, next_ok)
     """, tmp_path)
     _check(result)
 
@@ -167,10 +172,7 @@ def test_ctrl_c_in_a_load_file_loop_reaches_the_caller(tmp_path: Path, reader: s
         next_ok = all((out[f"t{{k}}.{{i}}"].copy_to_host() == i).all()
                       for k in range(3) for i in range(40))
         del out
-        rest = leftovers()
-        if rest:
-            left.append(("after", rest))
-        print(json.dumps({{"lost": lost, "missed": missed, "left": left, "next_ok": next_ok}}))
+        report(missed, left, next_ok)
     """, tmp_path)
     _check(result)
 
@@ -228,10 +230,7 @@ def test_ctrl_c_in_a_dropped_handle_loop_reaches_the_caller(tmp_path: Path) -> N
         for mem in spare + [dev]:
             hip.hipFree(mem)
         hip.hipStreamDestroy(st)
-        rest = leftovers()
-        if rest:
-            left.append(("after", rest))
-        print(json.dumps({"lost": lost, "missed": missed, "left": left, "next_ok": next_ok}))
+        report(missed, left, next_ok)
     """, tmp_path)
     _check(result)
 

@@ -4,12 +4,10 @@ wait_for_layer_load and save_kv_layer, wait_for_save, get_finished."""
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import EXAMPLES, check, load_example, random_bytes
-from hip import hip
+from _util import EXAMPLES, StreamBlocker, load_example, random_bytes
 
 import hipfile
 from hipfile._lib import _hipfile
@@ -28,29 +25,7 @@ LAYERS = 24
 BLOCKS = 12
 BLOCK = 16 << 10
 
-_HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
 vkv = load_example("vllm_kv_connector")
-
-
-class StreamBlocker:
-    """Holds a stream in a host function until released."""
-
-    def __init__(self, stream: Any) -> None:
-        self._go = threading.Event()
-        entered = threading.Event()
-
-        def body(_arg: int | None) -> None:
-            entered.set()
-            self._go.wait(30)
-
-        self._fn = _HOST_FN(body)
-        check(hip.hipLaunchHostFunc(stream, ctypes.cast(self._fn, ctypes.c_void_p).value, 0))
-        assert entered.wait(10), "the host function never ran"
-
-    def release(self) -> None:
-        self._go.set()
 
 
 @pytest.fixture

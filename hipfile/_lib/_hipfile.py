@@ -101,7 +101,7 @@ from hipfile._lib._runtime import (
     on_fork_child,
 )
 from hipfile._lib._streams import StreamCore, StreamState
-from hipfile._lib._wait import Deadline, as_timeout
+from hipfile._lib._wait import Deadline, as_timeout, wait_slices
 from hipfile._lib.engine.device import (
     MECHANISM_HOST_FUNCTIONS,
     MECHANISM_STREAM_MEMOPS,
@@ -241,6 +241,7 @@ __all__ = [
     "use_count",
     "use_settings",
     "wait_for",
+    "wait_slices",
     "write",
     "write_async",
     "write_raw",

@@ -26,7 +26,7 @@ from hipfile._lib._aio cimport AsyncIOHandle, pending_head
 from hipfile._lib._pool cimport SLOT_DONE, lose_parked, Parked, parked_slots, slot_state_ptr, sweep_parked
 from hipfile._lib._runtime cimport (
     HIP_ERROR_NOT_READY, HIP_SUCCESS, event_query, exiting, fork_gen, stream_query)
-from hipfile._lib._wait cimport WAIT_FLAG, Deadline, wait_interruptible
+from hipfile._lib._wait cimport WAIT_FLAG, Deadline, wait_interruptible, wait_sliced
 
 from cpython.ref cimport PyObject
 
@@ -102,21 +102,41 @@ def wait_for(obj=None, timeout=None):
     return settle(obj) + engine_left
 
 
-cdef int _wait_parked(int n, Parked rec, Deadline deadline) except -1:
-    # Wait for the marker behind a parked slot, in slices; between them the
-    # stream is queried, so a stream destroyed meanwhile ends the wait (the
-    # slot is then lost) instead of blocking for ever.
+cdef struct _parked_wait_t:
+    int n
+    PyObject *rec
+    bint done
+
+
+cdef int _parked_slice(void *p, double seconds) except -1:
+    # One slice of _wait_parked: the slot's marker for at most `seconds`,
+    # then the stream, so that a stream destroyed meanwhile ends the wait
+    # (the slot is then lost) instead of blocking for ever.
+    cdef _parked_wait_t *c = <_parked_wait_t *>p
+    cdef Parked rec = <Parked>c.rec
     cdef int err
-    while not rec.lost:
-        if wait_interruptible(WAIT_FLAG, <uintptr_t>slot_state_ptr(n), deadline.left_s(0.1),
-                              SLOT_DONE) == HIP_SUCCESS:
-            return 1
-        if deadline.passed():
-            return 0
-        err = stream_query(rec.stream)
-        if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
-            lose_parked(rec)
+    if rec.lost:
+        return 1
+    if wait_interruptible(WAIT_FLAG, <uintptr_t>slot_state_ptr(c.n), seconds,
+                          SLOT_DONE) == HIP_SUCCESS:
+        c.done = 1
+        return 1
+    err = stream_query(rec.stream)
+    if err != HIP_SUCCESS and err != HIP_ERROR_NOT_READY:
+        lose_parked(rec)
+        return 1
     return 0
+
+
+cdef int _wait_parked(int n, Parked rec, Deadline deadline) except -1:
+    # Wait for the marker behind a parked slot, in slices of wait_sliced:
+    # 1 once it is done, 0 when lost or when the deadline passed first.
+    cdef _parked_wait_t c
+    c.n = n
+    c.rec = <PyObject *>rec
+    c.done = 0
+    wait_sliced(_parked_slice, &c, deadline, 0.1)
+    return c.done
 
 
 ctypedef int (*_pending_fn_t)(void *) noexcept

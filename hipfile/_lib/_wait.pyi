@@ -1,5 +1,7 @@
 """The one timeout rule and the one interruptible wait."""
 
+from collections.abc import Callable
+
 def as_timeout(timeout: object, name: str = ...) -> float | None: ...
 
 class Deadline:
@@ -9,3 +11,6 @@ class Deadline:
     def passed(self) -> bool: ...
     @property
     def unlimited(self) -> bool: ...
+
+def wait_slices(wait_slice: Callable[[float], object], deadline: Deadline,
+                slice_s: float) -> bool: ...

@@ -149,6 +149,35 @@ cdef int wait_sliced(slice_wait_t wait_slice, void *ctx, Deadline deadline,
         PyErr_CheckSignals()
 
 
+cdef int _call_slice(void *fn, double seconds) except -1:
+    return 1 if (<object>fn)(seconds) else 0
+
+
+def wait_slices(wait_slice, Deadline deadline not None, double slice_s):
+    """:c:func:`wait_sliced`, the one interruptible wait loop, for Python
+    code: call ``wait_slice(seconds)``, which waits at most ``seconds``
+    (at most ``slice_s``; 0 once ``deadline`` has passed: only look) and
+    returns true once the wait is over, until it does or ``deadline``
+    passes. Signal handlers run between slices, so Ctrl-C raises
+    ``KeyboardInterrupt`` from here within a slice; an exception from
+    ``wait_slice`` propagates unchanged.
+
+    Returns
+    -------
+    bool
+        True once ``wait_slice`` returned true, False when ``deadline``
+        passed first.
+
+    Raises
+    ------
+    ValueError
+        ``slice_s`` is negative or NaN.
+    """
+    if not slice_s >= 0:
+        raise ValueError(f"slice_s must be >= 0 seconds, got {slice_s!r}")
+    return wait_sliced(_call_slice, <void *>wait_slice, deadline, slice_s) == 1
+
+
 cdef struct _poll_t:
     int kind
     uintptr_t target

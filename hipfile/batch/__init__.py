@@ -28,11 +28,12 @@ file and buffer and run them as batches, several in flight at once::
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from hipfile._interop import Deadline, as_int, as_timeout, io_range
+from hipfile._interop import Deadline, as_int, as_timeout, io_range, wait_slices
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import FileCore
 from hipfile._lifetime import ClosesWhenCollected
@@ -210,12 +211,8 @@ class BatchIO(ClosesWhenCollected):
     def write(self, fh: Any, buffer: Any, size: int | None = None, file_offset: int = 0,
               buffer_offset: int = 0, cookie: Any = None) -> int:
         """Add a write of ``size`` bytes from ``buffer`` at ``buffer_offset``
-        to the file at ``file_offset`` (not yet submitted). See :meth:`read`.
-
-        Returns
-        -------
-        int
-            The entry's id.
+        to the file at ``file_offset`` (not yet submitted); returns the
+        entry's id. Arguments as :meth:`read`.
 
         Raises
         ------
@@ -371,28 +368,30 @@ class BatchIO(ClosesWhenCollected):
                     self._finish(entry)
             self._nr[0] = 0
 
-    def _gather(self, min_nr: int, deadline: Deadline) -> None:
-        """Poll until ``min_nr`` events are undelivered, nothing is in
-        flight, or ``deadline`` passed; the caller holds ``_status_lock``."""
+    def _gather(self, need: Callable[[], int], deadline: Deadline) -> None:
+        """Poll, in slices of :func:`~hipfile._interop.wait_slices`, until
+        ``need()`` (how many more events to wait for) is 0, nothing is in
+        flight, the batch is closed, or ``deadline`` passed; the caller
+        holds ``_status_lock``."""
         first = True
-        while True:
+
+        def one_slice(seconds: float) -> bool:
+            nonlocal first
             handle = self._handle
             if handle is None or (self._closing and not first):
-                return
-            need = max(0, min_nr - len(self._undelivered))
-            wait = deadline.left(_SLICE) or 0.0
-            self._poll(handle, need if wait > 0 else 0, wait if need else 0.0)
+                return True
+            n = need()
+            self._poll(handle, n if seconds > 0 else 0, seconds if n else 0.0)
             first = False
-            if len(self._undelivered) >= min_nr or not self._inflight:
-                return
-            if deadline.passed():
-                return
+            return need() == 0 or not self._inflight
+
+        wait_slices(one_slice, deadline, _SLICE)
 
     def _collect(self, min_nr: int, timeout: float | None) -> list[BatchEvent]:
         """Events until ``min_nr`` of them arrived or ``timeout`` passed."""
         deadline = Deadline(timeout)
         with self._status_lock:
-            self._gather(min_nr, deadline)
+            self._gather(lambda: max(0, min_nr - len(self._undelivered)), deadline)
             out, self._undelivered = self._undelivered, []
             return out
 
@@ -457,7 +456,7 @@ class BatchIO(ClosesWhenCollected):
         self._check_open()
         if self._inflight:
             with self._status_lock:
-                self._gather(0, Deadline(0))
+                self._gather(lambda: 0, Deadline(0))
         return not self._inflight
 
     def result(self, timeout: float | None = None) -> list[BatchEvent]:
@@ -499,16 +498,14 @@ class BatchIO(ClosesWhenCollected):
         timeout = as_timeout(timeout)
         deadline = Deadline(timeout)
         with self._status_lock:
-            while True:
-                self._gather(len(self._undelivered) + len(self._inflight), deadline)
-                if not self._inflight:
-                    out, self._undelivered = self._undelivered, []
-                    return out
-                if self._handle is None or self._closing:
-                    raise ClosedError("the BatchIO was closed while waiting")
-                if deadline.passed():
-                    raise TimeoutError(f"{len(self._inflight)} batch entry(ies) still in "
-                                       f"flight after {timeout} s")
+            self._gather(lambda: len(self._inflight), deadline)
+            if not self._inflight:
+                out, self._undelivered = self._undelivered, []
+                return out
+            if self._handle is None or self._closing:
+                raise ClosedError("the BatchIO was closed while waiting")
+            raise TimeoutError(f"{len(self._inflight)} batch entry(ies) still in "
+                               f"flight after {timeout} s")
 
     def cancel(self) -> None:
         """Cancel the entries in flight.
@@ -553,12 +550,14 @@ class BatchIO(ClosesWhenCollected):
                         _hipfile.batch_io_cancel(handle)
                     except Exception:
                         pass
-                    deadline = Deadline(CLOSE_TIMEOUT)
-                    while self._inflight and not deadline.passed():
-                        try:
-                            self._poll(handle, len(self._inflight), _SLICE)
-                        except Exception:
-                            break
+                    def drained(seconds: float) -> bool:
+                        self._poll(handle, len(self._inflight), seconds)
+                        return not self._inflight
+
+                    try:
+                        wait_slices(drained, Deadline(CLOSE_TIMEOUT), _SLICE)
+                    except Exception:
+                        pass
                 self._undelivered = []
         finally:
             with self._status_lock, self._lock:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from hipfile._interop import Deadline, as_timeout, buffer_info
+from hipfile._interop import Deadline, as_timeout, buffer_info, wait_slices
 from hipfile._lib import _hipfile
 from hipfile._lib._errors import name_file
 from hipfile._lib._hipfile import BufferCore, FileCore
@@ -187,12 +187,14 @@ class _Run:
 
     # -- collecting -----------------------------------------------------------
 
-    def collect(self, deadline: Deadline) -> None:
-        """Wait (one slice at most) on the oldest submission and decode what
-        the library hands over."""
+    def collect(self, seconds: float) -> bool:
+        """One slice of the wait of :func:`_run_batches`: wait at most
+        ``seconds`` on the oldest submission, decode what the library hands
+        over, submit what fits; whether nothing is left in flight."""
         slot = self.busy[0]
-        wait = deadline.left(shared._SLICE) or 0.0
-        self._poll(slot, slot.inflight if wait > 0 else 0, wait)
+        self._poll(slot, slot.inflight if seconds > 0 else 0, seconds)
+        self.fill()
+        return not self.busy
 
     def _poll(self, slot: _Slot, min_nr: int, wait: float | None) -> None:
         slot.nr[0] = 0
@@ -274,9 +276,13 @@ class _Run:
                 pass
         deadline = Deadline(shared.CLOSE_TIMEOUT)
         for slot in busy:
+            def drained(seconds: float, slot: _Slot = slot) -> bool:
+                self._poll(slot, slot.inflight, seconds)
+                return not slot.inflight
+
             try:
-                while slot.inflight and not deadline.passed():
-                    self._poll(slot, slot.inflight, shared._SLICE)
+                if slot.inflight:
+                    wait_slices(drained, deadline, shared._SLICE)
             except Exception:
                 pass
         for slot in self.slots:
@@ -341,12 +347,9 @@ def _run_batches(opcode: Opcode, fh: Any, buffer: Any,
         run = _Run(opcode, int(handle), ptr, count, entries, per_batch, depth)
         try:
             run.fill()
-            while run.busy:
-                run.collect(deadline)
-                run.fill()
-                if run.busy and deadline.passed():
-                    raise TimeoutError(f"{run.inflight} batch entry(ies) still in flight "
-                                       f"after {timeout} s")
+            if run.busy and not wait_slices(run.collect, deadline, shared._SLICE):
+                raise TimeoutError(f"{run.inflight} batch entry(ies) still in flight "
+                                   f"after {timeout} s")
         finally:
             run.close()
     finally:

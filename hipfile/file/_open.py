@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 
+from hipfile._interop import as_int
 from hipfile.file._args import O_DIRECT, parse_mode
 from hipfile.file._handle import FileHandle
 
@@ -88,8 +89,7 @@ def open(
             raise TypeError("give the mode once: as flags or as mode, not both")
         flags, mode = mode, None
     elif mode is not None:
-        if isinstance(mode, bool) or not isinstance(mode, int):
-            raise TypeError(f"mode must be a mode string, not {type(mode).__name__}")
+        mode = as_int(mode, "mode", "a mode string")
         if permissions is not None:
             raise TypeError("permission bits given twice (mode and permissions)")
         warnings.warn("hipfile.open(..., mode=<int>) as permission bits is deprecated: pass "
@@ -102,8 +102,8 @@ def open(
     if isinstance(flags, str):
         text = flags
         flags = parse_mode(flags)
-    elif isinstance(flags, bool) or not isinstance(flags, int):
-        raise TypeError(f"flags must be a mode string or an int, not {type(flags).__name__}")
+    else:
+        flags = as_int(flags, "flags", "a mode string or an int")
     if not isinstance(direct, bool):
         raise TypeError(f"direct must be a bool, not {type(direct).__name__}")
     if direct:

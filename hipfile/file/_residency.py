@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from hipfile._interop import as_int
+
 __all__ = ["cached_fraction"]
 
 
@@ -72,9 +74,7 @@ def cached_fraction(path: str | os.PathLike[str] | int, *,
     import numpy as np
 
     if sample_pages is not None:
-        if isinstance(sample_pages, bool) or not isinstance(sample_pages, int):
-            raise TypeError(f"sample_pages must be an int or None, not "
-                            f"{type(sample_pages).__name__}")
+        sample_pages = as_int(sample_pages, "sample_pages", "an int or None")
         if sample_pages < _WINDOW_PAGES:
             raise ValueError(f"sample_pages must be >= {_WINDOW_PAGES}, got {sample_pages}")
     own = not isinstance(path, int)

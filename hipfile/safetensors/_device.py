@@ -7,6 +7,7 @@ import mmap
 from dataclasses import dataclass
 from typing import Any
 
+from hipfile._interop import as_int
 from hipfile.buffer import Buffer
 from hipfile.safetensors._header import SafetensorsError, TensorInfo
 from hipfile.safetensors._read import DeviceAllocation, DeviceTensor
@@ -66,9 +67,8 @@ def parse_device(device: Any, framework: str) -> Device:
     """
     if device is None:
         dev = Device("cuda", 0) if framework == "hip" else Device("cpu")
-    elif isinstance(device, bool):
-        raise TypeError("device must be a str, an int or a torch.device, not bool")
-    elif isinstance(device, int):
+    elif isinstance(device, int):    # a bool too, which the rule refuses
+        device = as_int(device, "device", "a str, an int or a torch.device")
         if device < 0:
             raise SafetensorsError(f"device ordinal must be >= 0, got {device}")
         dev = Device("cuda", device)

@@ -96,17 +96,16 @@ def _rt() -> Any:
 
 
 class DeviceAllocation:
-    """``nbytes`` of device memory from ``hipMalloc`` on ``device``, freed
-    by :meth:`free` or when the object is collected.
+    """``nbytes`` of device memory on ``device`` (``hipMalloc``, through the
+    compiled ``DeviceMemory``), freed by :meth:`free` or when the object is
+    collected.
 
     Raises
     ------
+    ValueError
+        ``nbytes`` is negative.
     HipRuntimeError
-        ``hipSetDevice`` or ``hipMalloc`` failed.
-
-    See Also
-    --------
-    hipMalloc, hipFree
+        As ``DeviceMemory``: ``hipSetDevice`` or ``hipMalloc`` failed.
     """
 
     def __init__(self, nbytes: int, device: int = 0) -> None:

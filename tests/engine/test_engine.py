@@ -20,7 +20,16 @@ from pathlib import Path
 import _util
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, random_bytes, random_file, to_device
+from _util import (
+    check,
+    device_array,
+    from_device,
+    malloc_on,
+    random_bytes,
+    random_file,
+    run_threads,
+    to_device,
+)
 from hip import hip
 
 import hipfile
@@ -166,11 +175,7 @@ def test_pread_into_another_devices_memory(drv, layers_file):
     if check(hip.hipGetDeviceCount()) < 2:
         pytest.skip("needs two devices")
     path, data = layers_file
-    check(hip.hipSetDevice(1))
-    try:
-        dev = check(hip.hipMalloc(N))
-    finally:
-        check(hip.hipSetDevice(0))
+    dev = malloc_on(1, N)
     try:
         with FileHandle(path) as fh:
             assert fh.pread(hipfile.Buffer(dev, N), N, 0, task_size=N // 4).result(30) == N
@@ -570,12 +575,7 @@ def test_many_threads_submitting_to_their_own_streams(drv, layers_file, mechanis
             errors.append(e)
 
     with FileHandle(path) as fh:
-        threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-        assert not any(t.is_alive() for t in threads), "a thread is stuck"
+        run_threads(worker, 6, 60)
     for s in streams:
         check(hip.hipStreamDestroy(s))
     assert not errors, errors

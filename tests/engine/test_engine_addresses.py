@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, device_array, from_device, hip_stream, to_device
+from _util import check, device_array, from_device, hip_stream, malloc_on, opened_files, to_device
 from hip import hip
 from test_engine import StreamBlocker
 
@@ -35,18 +35,6 @@ def _allocations(sizes: list[int]) -> Iterator[list[int]]:
     """Separate device allocations of these sizes (their addresses)."""
     with contextlib.ExitStack() as stack:
         yield [int(stack.enter_context(device_array(n))) for n in sizes]
-
-
-@contextlib.contextmanager
-def _opened(paths: list[Path], mode: str) -> Iterator[list[hipfile.FileHandle]]:
-    fhs: list[hipfile.FileHandle] = []
-    try:
-        for p in paths:
-            fhs.append(hipfile.open(p, mode))
-        yield fhs
-    finally:
-        for fh in fhs:
-            fh.close()
 
 
 def _rows(nblocks: int, nfiles: int, blocks_per_file: int, bases: list[int],
@@ -83,6 +71,13 @@ def _block_at(bases: list[int], data: list[np.ndarray], per_alloc: int, addr: in
     raise AssertionError(f"{addr:#x} is in no allocation")
 
 
+def _assert_blocks_reversed(got: np.ndarray, data: Any, n: int = 4) -> None:
+    """``got`` holds the first ``n`` blocks of ``data`` in reverse order."""
+    for i in range(n):
+        np.testing.assert_array_equal(got[(n - 1 - i) * BLOCK:(n - i) * BLOCK],
+                                      data[i * BLOCK:(i + 1) * BLOCK])
+
+
 @pytest.mark.parametrize("form", ["int64", "uint64", "tuples"])
 @pytest.mark.parametrize("prefetch", [False, True])
 def test_round_trip_between_allocations_and_files(tmp_path: Path, form: str,
@@ -93,7 +88,7 @@ def test_round_trip_between_allocations_and_files(tmp_path: Path, form: str,
     nfiles, nblocks, per = 5, 40, 16
     paths = [tmp_path / f"kv{i}.bin" for i in range(nfiles)]
     with _allocations([per * BLOCK] * 4) as src, _allocations([per * BLOCK] * 3) as dst, \
-            hip_stream() as s, _opened(paths, "w+") as fhs:
+            hip_stream() as s, opened_files(paths, "w+") as fhs:
         src_data = _fill(src, per, None, seed=1)
         _fill(dst, per, 0xEE)
         wrows = _rows(nblocks, nfiles, 8, src, per, seed=2)
@@ -135,7 +130,7 @@ def test_a_thousand_ranges_over_many_files_and_allocations(tmp_path: Path) -> No
     for p, d in zip(paths, file_data, strict=True):
         p.write_bytes(d.tobytes())
     with _allocations([per * BLOCK] * nallocs) as dst, hip_stream() as s, \
-            _opened(paths, "r") as fhs:
+            opened_files(paths, "r") as fhs:
         _fill(dst, per, 0)
         rows = _rows(n, nfiles, 25, dst, per, seed=8)
         before = _hipfile.engine_address_queries()
@@ -204,7 +199,7 @@ def test_a_read_stops_at_each_files_end_and_zero_size_rows_move_nothing(
     short.write_bytes(sdata.tobytes())
     full.write_bytes(fdata.tobytes())
     with _allocations([2 * BLOCK, 2 * BLOCK]) as (a, b), hip_stream() as s, \
-            _opened([short, full], "r") as fhs:
+            opened_files([short, full], "r") as fhs:
         _fill([a, b], 2, 0x11)
         rows = [(0, 0, b + BLOCK, BLOCK), (1, 0, a, 2 * BLOCK), (0, 0, 0, 0),
                 (1, 5000, b, BLOCK)]     # 3000 bytes, the whole file, none, 3192 bytes
@@ -224,7 +219,7 @@ def test_zero_size_rows_alone_and_an_unordered_job(tmp_path: Path) -> None:
     path = tmp_path / "z.bin"
     data = np.random.default_rng(14).integers(0, 256, BLOCK, dtype=np.uint8)
     path.write_bytes(data.tobytes())
-    with _allocations([BLOCK]) as (a,), hip_stream() as s, _opened([path], "r+") as fhs:
+    with _allocations([BLOCK]) as (a,), hip_stream() as s, opened_files([path], "r+") as fhs:
         _fill([a], 1, 0)
         assert hipfile.pread_async_addresses(fhs, [(0, 0, 0, 0)], s).wait(timeout=30) == 0
         assert hipfile.pwrite_async_addresses(fhs, [(0, 0, 0, 0), (0, 2 * BLOCK, 8, 0)],
@@ -241,7 +236,7 @@ def test_write_then_read_in_stream_order(tmp_path: Path) -> None:
     paths = [tmp_path / "w0.bin", tmp_path / "w1.bin"]
     src = np.random.default_rng(5).integers(0, 256, 4 * BLOCK, dtype=np.uint8)
     with _allocations([4 * BLOCK, 4 * BLOCK]) as (a, b), hip_stream() as s, \
-            _opened(paths, "w+") as fhs:
+            opened_files(paths, "w+") as fhs:
         to_device(a, src)
         _fill([b], 4, 0)
         rows = np.array([[i % 2, (i // 2) * BLOCK, a + i * BLOCK, BLOCK] for i in range(4)])
@@ -250,10 +245,7 @@ def test_write_then_read_in_stream_order(tmp_path: Path) -> None:
         back[:, 2] = b + (3 - np.arange(4)) * BLOCK
         r = hipfile.pread_async_addresses(fhs, back, s)
         assert r.wait(timeout=30) == 4 * BLOCK and w.wait(timeout=30) == 4 * BLOCK
-        got = from_device(b, 4 * BLOCK)
-        for i in range(4):
-            np.testing.assert_array_equal(got[(3 - i) * BLOCK:(4 - i) * BLOCK],
-                                          src[i * BLOCK:(i + 1) * BLOCK])
+        _assert_blocks_reversed(from_device(b, 4 * BLOCK), src)
 
 
 def test_every_file_is_held_until_completion_is_observed(tmp_path: Path) -> None:
@@ -288,7 +280,7 @@ def test_other_integer_arrays_are_converted_once(tmp_path: Path, layout: str) ->
     path = tmp_path / "f.bin"
     data = np.random.default_rng(12).integers(0, 256, 4 * BLOCK, dtype=np.uint8)
     path.write_bytes(data.tobytes())
-    with _allocations([4 * BLOCK]) as (a,), hip_stream() as s, _opened([path], "r") as fhs:
+    with _allocations([4 * BLOCK]) as (a,), hip_stream() as s, opened_files([path], "r") as fhs:
         _fill([a], 4, 0)
         rows = np.array([[0, i * BLOCK, a + (3 - i) * BLOCK, BLOCK] for i in range(4)])
         given = {"fortran": np.asfortranarray(rows),
@@ -296,10 +288,7 @@ def test_other_integer_arrays_are_converted_once(tmp_path: Path, layout: str) ->
                  "strided-uint64": np.repeat(rows.astype(np.uint64), 2, axis=0)[::2]}[layout]
         assert not given.flags.c_contiguous
         assert hipfile.pread_async_addresses(fhs, given, s).wait(timeout=30) == 4 * BLOCK
-        got = from_device(a, 4 * BLOCK)
-        for i in range(4):
-            np.testing.assert_array_equal(got[(3 - i) * BLOCK:(4 - i) * BLOCK],
-                                          data[i * BLOCK:(i + 1) * BLOCK])
+        _assert_blocks_reversed(from_device(a, 4 * BLOCK), data)
 
 
 def test_a_dropped_handle_releases_every_file_once_done(tmp_path: Path) -> None:
@@ -354,7 +343,7 @@ def two_files(tmp_path: Path) -> Iterator[tuple[list[hipfile.FileHandle], list[P
     paths = [tmp_path / "a.bin", tmp_path / "b.bin"]
     for i, p in enumerate(paths):
         p.write_bytes(bytes([i + 1]) * (4 * BLOCK))
-    with _opened(paths, "r+") as fhs:
+    with opened_files(paths, "r+") as fhs:
         yield fhs, paths
 
 
@@ -408,11 +397,7 @@ def test_host_memory_and_another_devices_memory_are_refused(two_files: Any) -> N
                      [(0, 0, int(dev), BLOCK), (0, 0, int(host), BLOCK)], s)
             if check(hip.hipGetDeviceCount()) < 2:
                 return
-            check(hip.hipSetDevice(1))
-            try:
-                other = check(hip.hipMalloc(n))
-            finally:
-                check(hip.hipSetDevice(0))
+            other = malloc_on(1, n)
             try:
                 _refused(fhs, paths, int(dev), n, ValueError,
                          r"row 0: .* of device 1, not of the stream's device 0",

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import device_array, direct_io_supported, from_device, hip_stream, to_device
+from _util import (
+    device_array,
+    direct_io_supported,
+    from_device,
+    hip_stream,
+    opened_files,
+    to_device,
+)
 
 import hipfile
 from hipfile import InFlightError
@@ -33,19 +40,6 @@ def _chunk_files(tmp_path: Path, n: int = FILES, size: int = CHUNK,
     return paths, data
 
 
-@contextlib.contextmanager
-def _opened(paths: list[Path], mode: str = "r") -> Iterator[list[hipfile.FileHandle]]:
-    """Every path opened with ``mode``; all closed at the end."""
-    fhs: list[hipfile.FileHandle] = []
-    try:
-        for p in paths:
-            fhs.append(hipfile.open(p, mode))
-        yield fhs
-    finally:
-        for fh in fhs:
-            fh.close()
-
-
 def _slots(n: int, seed: int = 5) -> list[int]:
     order = list(range(n))
     np.random.default_rng(seed).shuffle(order)
@@ -57,7 +51,7 @@ def test_scatter_of_many_files_lands_each_file_in_its_slot(tmp_path: Path,
                                                            prefetch: bool) -> None:
     paths, data = _chunk_files(tmp_path)
     slots = _slots(FILES)
-    with _opened(paths) as fhs:
+    with opened_files(paths) as fhs:
         with device_array(FILES * CHUNK) as dev, hip_stream() as s:
             to_device(dev, np.full(FILES * CHUNK, 0xEE, dtype=np.uint8))
             h = hipfile.pread_async_scatter(
@@ -77,7 +71,7 @@ def test_one_file_in_several_ranges_and_reads_stop_at_each_end(tmp_path: Path) -
     short = tmp_path / "short.bin"
     short_data = np.arange(1000, dtype=np.uint32).view(np.uint8)[:3000]
     short.write_bytes(short_data.tobytes())
-    with _opened([*paths, short]) as fhs:
+    with opened_files([*paths, short]) as fhs:
         fs = fhs[-1]
         with device_array(5 * CHUNK) as dev, hip_stream() as s:
             to_device(dev, np.full(5 * CHUNK, 0x11, dtype=np.uint8))
@@ -103,7 +97,7 @@ def test_gather_writes_each_slot_to_its_file(tmp_path: Path) -> None:
     src = rng.integers(0, 256, FILES * CHUNK, dtype=np.uint8)
     slots = _slots(FILES, seed=11)
     paths = [tmp_path / f"out{i:03d}.bin" for i in range(FILES)]
-    with _opened(paths, "w") as fhs:
+    with opened_files(paths, "w") as fhs:
         with device_array(FILES * CHUNK) as dev, hip_stream() as s:
             to_device(dev, src)
             h = hipfile.pwrite_async_gather(
@@ -119,7 +113,7 @@ def test_write_then_read_in_stream_order_across_files(tmp_path: Path) -> None:
     rng = np.random.default_rng(2)
     src = rng.integers(0, 256, 4 * CHUNK, dtype=np.uint8)
     paths = [tmp_path / f"rw{i}.bin" for i in range(4)]
-    with _opened(paths, "w+") as fhs:
+    with opened_files(paths, "w+") as fhs:
         with device_array(8 * CHUNK) as dev, hip_stream() as s:
             to_device(dev, src)
             w = hipfile.pwrite_async_gather(dev, [(fh, CHUNK, 0, i * CHUNK)
@@ -136,7 +130,7 @@ def test_write_then_read_in_stream_order_across_files(tmp_path: Path) -> None:
 
 def test_every_file_is_held_until_completion_is_observed(tmp_path: Path) -> None:
     paths, _ = _chunk_files(tmp_path, n=4)
-    with _opened(paths) as fhs:
+    with opened_files(paths) as fhs:
         with device_array(4 * CHUNK) as dev, hip_stream() as s:
             h = hipfile.pread_async_scatter(dev, [(fh, CHUNK, 0, i * CHUNK)
                                                   for i, fh in enumerate(fhs)], s)

@@ -22,6 +22,7 @@ from _util import (
     from_device,
     random_bytes,
     random_file,
+    run_threads,
     scattered_blocks,
     to_device,
 )
@@ -794,12 +795,7 @@ def test_lone_reads_of_many_threads_share_a_small_ring(tmp_path):
                     finally:
                         check(hip.hipStreamDestroy(s))
 
-                threads = [threading.Thread(target=worker, args=(k,)) for k in range(6)]
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join(120)
-                assert not any(t.is_alive() for t in threads), "a thread is stuck"
+                run_threads(worker, 6, 120)
             assert not errors, errors
             assert hipfile.engine.info()["outstanding"] == 0
         finally:

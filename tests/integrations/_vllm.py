@@ -147,30 +147,3 @@ def finish(worker: Any, job_ids: set[int], timeout: float = 60) -> dict[int, Any
         assert time.monotonic() < deadline, f"jobs {job_ids - set(got)} never finished"
         time.sleep(0.002)
     return got
-
-
-_HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-
-
-class StreamBlocker:
-    """Holds a HIP stream in a host function until ``release``."""
-
-    def __init__(self, stream: Any) -> None:
-        import threading
-
-        from _util import check
-        from hip import hip
-
-        self._go = threading.Event()
-        started = threading.Event()
-
-        def body(_arg: int | None) -> None:
-            started.set()
-            self._go.wait(30)
-
-        self._fn = _HOST_FN(body)
-        check(hip.hipLaunchHostFunc(stream, ctypes.cast(self._fn, ctypes.c_void_p).value, 0))
-        assert started.wait(10), "the host function never ran"
-
-    def release(self) -> None:
-        self._go.set()

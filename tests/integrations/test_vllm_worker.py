@@ -175,7 +175,7 @@ def test_get_finished_does_not_block_and_a_job_waits_for_its_stream(tmp_path: Pa
     the stream goes on."""
     import time
 
-    from _vllm import StreamBlocker
+    from _util import StreamBlocker
 
     with setup(tmp_path) as (worker, kv):
         before = snapshot(kv)
@@ -201,7 +201,7 @@ def test_a_store_in_flight_is_invisible_until_its_job_completes(tmp_path: Path) 
     """While a store waits for its stream, no file has its final name (a
     reader, or a restarted manager, sees nothing torn); once it completes
     every file has, and nothing is left aside."""
-    from _vllm import StreamBlocker
+    from _util import StreamBlocker
 
     with setup(tmp_path) as (worker, kv):
         before = snapshot(kv)

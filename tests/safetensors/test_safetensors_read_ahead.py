@@ -8,7 +8,6 @@ it, and Ctrl-C in a wait loses nothing."""
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import importlib.util
 import json
@@ -22,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, hip, run_python
+from _util import held_stream, run_python
 
 import hipfile
 from hipfile import defaults
@@ -230,22 +229,8 @@ def gated_null_stream() -> Iterator[Any]:
     where device memory freed while the null stream is held would wait for
     it for good."""
     hipfile.engine.prepare()
-    flag = check(hip.hipHostMalloc(4, 0))
-    word = ctypes.c_uint32.from_address(int(flag))
-    word.value = 0
-
-    def release() -> None:
-        word.value = 1
-
-    try:
-        err = hip.hipStreamWaitValue32(0, flag, 1, 0, 0xFFFFFFFF)[0]
-        if err != hip.hipError_t.hipSuccess:
-            pytest.skip(f"the HIP runtime has no stream waits (hipStreamWaitValue32: {err!r})")
+    with held_stream(0) as release:
         yield release
-    finally:
-        release()
-        check(hip.hipStreamSynchronize(0))
-        check(hip.hipHostFree(flag))
 
 
 BIG = max(ARRAYS, key=lambda k: ARRAYS[k].nbytes)      # cut over the engine's threads

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hipfile._interop import as_int_unbounded
 from hipfile.compat._errors import also
 
 __all__ = ["SIZE_T_MAX", "config_arguments", "size_t"]
@@ -24,10 +25,7 @@ def size_t(name: str, value: Any, unit: str = "") -> int:
     OverflowError
         Negative, or above :data:`SIZE_T_MAX` (also a :class:`ValueError`).
     """
-    if isinstance(value, bool | str) or not hasattr(value, "__index__"):
-        what = f"an int ({unit})" if unit else "an int"
-        raise TypeError(f"{name} must be {what}, not {type(value).__name__}")
-    n = int(value.__index__())
+    n = as_int_unbounded(value, name, f"an int ({unit})" if unit else None)
     if n < 0:
         raise also(OverflowError(f"can't convert negative value to size_t: {name} must be "
                                  f">= 0, got {n}"), ValueError)

@@ -18,7 +18,7 @@ from typing import Any
 
 from hipfile._interop import buffer_info
 from hipfile.buffer import Buffer
-from hipfile.compat.kvikio.cufile import _runtime
+from hipfile.compat.kvikio.cufile import _deregister, _runtime
 from hipfile.enums import OpError
 from hipfile.errors import HipFileException
 
@@ -91,20 +91,12 @@ def memory_deregister(buf: Any) -> None:
     --------
     hipFileBufDeregister
     """
-    base, size, _owner = _allocation(buf)
-    with _lock:
-        reg = _registered.get(base)
-        if reg is None:
-            from hipfile.errors import MemoryNotRegisteredError
+    from hipfile.errors import MemoryNotRegisteredError
 
-            raise _runtime(MemoryNotRegisteredError(
-                int(OpError.MEMORY_NOT_REGISTERED), func="hipFileBufDeregister",
-                detail=f"the allocation at {base:#x} ({size} bytes) is not registered"))
-        try:
-            reg.deregister()
-        except HipFileException as e:
-            raise _runtime(e) from None
-        del _registered[base]
+    base, size, _owner = _allocation(buf)
+    _deregister(_registered, _lock, base, lambda: MemoryNotRegisteredError(
+        int(OpError.MEMORY_NOT_REGISTERED), func="hipFileBufDeregister",
+        detail=f"the allocation at {base:#x} ({size} bytes) is not registered"))
 
 
 #: Bytes of one slot of the pinned slot pool (four 8-byte fields).

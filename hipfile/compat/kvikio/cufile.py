@@ -94,6 +94,23 @@ def _runtime(e: BaseException) -> BaseException:
     return e
 
 
+def _deregister(table: dict[int, Any], lock: Any, key: int,
+                missing: Callable[[], HipFileException]) -> None:
+    """Deregister and forget ``table[key]``, a registration KvikIO's
+    module-level calls keep (buffers by allocation, streams by handle),
+    under ``lock``; not there: ``missing()``; failures as :func:`_runtime`
+    makes them."""
+    with lock:
+        reg = table.get(key)
+        if reg is None:
+            raise _runtime(missing())
+        try:
+            reg.deregister()
+        except HipFileException as e:
+            raise _runtime(e) from None
+        del table[key]
+
+
 def _kvikio_result(wait: Callable[[], Any]) -> int:
     """``wait()`` as an int, a failure raised as KvikIO raises it (see
     :func:`_runtime`)."""

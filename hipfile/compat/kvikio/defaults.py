@@ -71,6 +71,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from hipfile import defaults as _hipfile_defaults
+from hipfile._interop import as_int_unbounded
 from hipfile.compat._errors import also
 from hipfile.compat.kvikio._args import SIZE_T_MAX, config_arguments
 
@@ -131,21 +132,12 @@ def _compat_mode(name: str, value: Any) -> CompatMode:
         raise ValueError(f"compat_mode must be a CompatMode (0, 1 or 2), got {value!r}") from None
 
 
-def _integer(name: str, value: Any) -> int:
-    if isinstance(value, bool) or isinstance(value, str):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    try:
-        return int(value.__index__())
-    except (AttributeError, TypeError):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}") from None
-
-
 def _unsigned(high: int, positive: bool, what: str) -> Callable[[str, Any], int]:
     """The check of an unsigned C value (``what``, at most ``high``), as
     KvikIO converts it: a negative value raises OverflowError (also a
     ValueError here), a zero where ``positive`` ValueError."""
     def check(name: str, value: Any) -> int:
-        n = _integer(name, value)
+        n = as_int_unbounded(value, name)
         if n < 0:
             raise also(OverflowError(f"can't convert negative value to {what}: {name} must "
                                      f"be a {'positive' if positive else 'non-negative'} "
@@ -160,7 +152,7 @@ def _unsigned(high: int, positive: bool, what: str) -> Callable[[str, Any], int]
 
 
 def _timeout(name: str, value: Any) -> int:
-    n = _integer(name, value)
+    n = as_int_unbounded(value, name)
     if n < _LONG_MIN or n > _LONG_MAX:
         raise also(OverflowError(f"{name}: value too large to convert to long, got {n}"),
                    ValueError)
@@ -173,10 +165,8 @@ def _status_codes(name: str, value: Any) -> list[int]:
     if isinstance(value, str | bytes) or not isinstance(value, Iterable):
         raise TypeError(f"{name} must be a list of ints, not {type(value).__name__}")
     codes = []
-    for code in value:
-        if isinstance(code, bool) or not isinstance(code, int):
-            raise TypeError(f"{name} must be a list of ints; it holds a "
-                            f"{type(code).__name__} ({code!r})")
+    for i, code in enumerate(value):
+        code = as_int_unbounded(code, f"{name}[{i}]")
         if not -(1 << 31) <= code < (1 << 31):
             raise also(OverflowError(f"{name}: {code} does not fit a C int"), ValueError)
         codes.append(int(code))

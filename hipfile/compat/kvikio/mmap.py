@@ -36,7 +36,7 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any
 
-from hipfile._interop import buffer_info, host_view, wait_event
+from hipfile._interop import as_int, buffer_info, host_view, wait_event
 from hipfile._lifetime import guarded_del
 from hipfile.compat._errors import also
 from hipfile.compat.kvikio import defaults
@@ -205,9 +205,7 @@ class Mmap:
         _size_t("mode", mode)
         mflags = _mmap.MAP_PRIVATE
         if map_flags is not None:
-            if isinstance(map_flags, bool) or not isinstance(map_flags, int):
-                raise TypeError(f"map_flags must be an int, not {type(map_flags).__name__}")
-            mflags = map_flags
+            mflags = as_int(map_flags, "map_flags")
         path = os.fspath(file_path)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

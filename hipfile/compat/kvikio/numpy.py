@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from hipfile._interop import as_size
+
 __all__ = ["LikeWrapper", "fromfile", "tofile"]
 
 
@@ -63,10 +65,7 @@ def fromfile(file: str | os.PathLike[str] | io.FileIO, dtype: Any = float, count
         raise NotImplementedError("Non-default value of the `sep` argument is not supported")
     path = _path(file)
     nbytes = os.path.getsize(path)
-    if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(f"offset must be an int, not {type(offset).__name__}")
-    if offset < 0:
-        raise ValueError(f"offset must be >= 0, got {offset}")
+    offset = as_size(offset, "offset")
     itemsize = np.dtype(dtype).itemsize
     available = max(0, nbytes - offset) // itemsize
     n = available if count == -1 else min(count, available) if count >= 0 else count

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from hipfile._interop import stream_info
-from hipfile.compat.kvikio.cufile import _runtime
+from hipfile.compat.kvikio.cufile import _deregister, _runtime
 from hipfile.enums import OpError
 from hipfile.errors import HipFileException
 from hipfile.stream import Stream
@@ -73,17 +73,9 @@ def stream_deregister(raw_stream: Any) -> None:
     --------
     hipFileStreamDeregister
     """
-    handle, _owner = stream_info(raw_stream)
-    with _lock:
-        reg = _registered.get(int(handle))
-        if reg is None:
-            from hipfile.errors import InvalidValueError
+    from hipfile.errors import InvalidValueError
 
-            raise _runtime(InvalidValueError(
-                int(OpError.INVALID_VALUE), func="hipFileStreamDeregister",
-                detail=f"the stream {int(handle):#x} is not registered"))
-        try:
-            reg.deregister()
-        except HipFileException as e:
-            raise _runtime(e) from None
-        del _registered[int(handle)]
+    handle, _owner = stream_info(raw_stream)
+    _deregister(_registered, _lock, int(handle), lambda: InvalidValueError(
+        int(OpError.INVALID_VALUE), func="hipFileStreamDeregister",
+        detail=f"the stream {int(handle):#x} is not registered"))
