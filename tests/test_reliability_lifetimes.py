@@ -11,7 +11,16 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, delayed_io, device_array, emu, from_device, gated_stream, hip_stream
+from _util import (
+    check,
+    delayed_io,
+    device_array,
+    emu,
+    from_device,
+    gated_stream,
+    held_stream,
+    hip_stream,
+)
 from hip import hip
 
 import hipfile
@@ -103,27 +112,30 @@ def test_done_from_two_threads_records_one_event(driver, data_file):
     import sys
 
     path, _ = data_file
-    emu().set_completion_delay(20_000)
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)  # switch threads as often as possible
     try:
         with device_array(2 * N) as dev, hip_stream() as s, FileHandle(path) as fh:
             for _ in range(10):
-                h = fh.read_async(dev, N, 0, 0, s)
-                fh.read_async(dev, N, 0, N, s)  # keeps the stream busy behind h
-                barrier = threading.Barrier(8)
+                # the stream waits at a flag while the threads poll: h is in
+                # flight for all of them, however late they start
+                with held_stream(s) as release:
+                    h = fh.read_async(dev, N, 0, 0, s)
+                    fh.read_async(dev, N, 0, N, s)  # keeps the stream busy behind h
+                    barrier = threading.Barrier(8)
 
-                def poll(h=h, barrier=barrier) -> None:
-                    barrier.wait()
-                    h.done()
+                    def poll(h=h, barrier=barrier) -> None:
+                        barrier.wait()
+                        h.done()
 
-                threads = [threading.Thread(target=poll) for _ in range(8)]
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
-                assert emu().counters()["events"] == 1
-                assert h.wait() == N
+                    threads = [threading.Thread(target=poll) for _ in range(8)]
+                    for t in threads:
+                        t.start()
+                    for t in threads:
+                        t.join()
+                    assert emu().counters()["events"] == 1
+                    release()
+                    assert h.wait() == N
                 _hipfile.wait_for(fh)
     finally:
         sys.setswitchinterval(interval)
