@@ -188,6 +188,7 @@ def _waiter(reads: Sequence[ReadRange], ends: Sequence[Callable[[], int]]) -> Wa
             raise first
         return got
 
+    wait.ends = ends  # type: ignore[attr-defined]
     return wait
 
 
@@ -332,15 +333,52 @@ def _plan_file(path: str | os.PathLike[str], fh: FileHandle | HostFile, header: 
                     lambda progress: 0, expect), target
 
 
+#: The memory of failed loads whose reads were still in flight when a
+#: Ctrl-C ended the wait for them: (the reads' ends, the owner), freed by
+#: :func:`_free_finished` once every read has ended, never before (a read
+#: still in flight would land in freed memory).
+_UNFINISHED: list[tuple[Sequence[Callable[[], int]], Any]] = []
+
+
+def _ended(ends: Sequence[Callable[[], int]]) -> bool:
+    """Whether every read of ``ends`` (bound ``wait``/``result`` methods of
+    engine handles or futures) has ended."""
+    for end in ends:
+        done = getattr(getattr(end, "__self__", None), "done", None)
+        if done is None or not done():
+            return False
+    return True
+
+
+def _free_finished() -> None:
+    """Free the memory of :data:`_UNFINISHED` whose reads have all ended."""
+    for item in list(_UNFINISHED):
+        if _ended(item[0]):
+            _UNFINISHED.remove(item)
+            release(item[1])
+
+
 def _abandon(pending: Sequence[_Pending]) -> None:
     """A failed load: wait for every submitted read to end, then free the
-    memory now (a traceback would keep it alive)."""
+    memory now (a traceback would keep it alive). A Ctrl-C during this wait
+    ends it: the memory of files whose reads are still in flight is kept
+    (in :data:`_UNFINISHED`) until they end, and the interrupt is raised."""
+    interrupt: BaseException | None = None
     for p in pending:
-        try:
-            p.wait(lambda n: None)
-        except BaseException:
-            pass
-        release(p.owner)
+        if interrupt is None:
+            try:
+                p.wait(lambda n: None)
+            except Exception:
+                pass
+            except BaseException as e:     # Ctrl-C: stop waiting, lose nothing
+                interrupt = e
+        ends = getattr(p.wait, "ends", ())
+        if interrupt is not None and ends and not _ended(ends):
+            _UNFINISHED.append((ends, p.owner))
+        else:
+            release(p.owner)
+    if interrupt is not None:
+        raise interrupt
 
 
 def _views(pending: Sequence[_Pending], framework: str, device: Device) -> dict[str, Any]:
@@ -371,6 +409,7 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
     relative to its first byte (default: all of it); the bytes between them
     are left unread in its view.
     """
+    _free_finished()
     reader = resolve_reader(reader, device)
     task = _task_size(task_size, reader)
     stream = torch_stream(framework, device) if reader == "stream" else 0
