@@ -504,6 +504,9 @@ class _EndsWith:
         self.ended = True
         raise self.error
 
+    def done(self) -> bool:
+        return bool(self.handle.done())
+
 
 def test_ctrl_c_is_not_hidden_by_an_earlier_read_error(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
