@@ -46,6 +46,7 @@ cdef class FileCore:
     cdef public object _append
     cdef void add_held(self, Py_ssize_t n) noexcept
     cdef void add_entering(self, Py_ssize_t n) noexcept
+    cdef void note_write_end(self, long long wend) noexcept
 
 # What the layers above lend the cores (set when they are imported):
 # counting off the engine's ranges that ended (engine.ops). How many

@@ -539,16 +539,19 @@ cdef class FileCore:
         """``_hold`` for compiled callers: ``n`` more (or fewer) operations use the file."""
         self._held += n
 
+    cdef void note_write_end(self, long long wend) noexcept:
+        """A staged write submitted on the file ends at ``wend`` (reads see that end)."""
+        if wend > self._staged_write_end:
+            self._staged_write_end = wend
+
     cdef void add_entering(self, Py_ssize_t n) noexcept:
-        """``n`` more (or fewer) submissions are past their checks and not
-        yet counted in ``_held`` (a close waits for them)."""
+        """``n`` more (or fewer) submissions past their checks, not yet in ``_held``."""
         self._entering += n
 
     def _hold_open(self):
-        """Check the file as every submission does and count one more
-        operation using it (``_hold(+1)``), in one step that no close can
-        come between: the hold of the synchronous, parallel and batch paths,
-        released with ``_hold(-1)``.
+        """Check the file as every submission does and count one more operation
+        using it (``_hold(+1)``), in one step no close can come between: the hold
+        of the synchronous, parallel and batch paths, released with ``_hold(-1)``.
 
         Raises
         ------

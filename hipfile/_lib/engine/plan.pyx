@@ -180,7 +180,7 @@ cdef tuple enter_files(list files, int opcode, list entered, str call):
         f = <FileCore>fo
         check_file(f)
         if fo is not files[0]:
-            f._entering += 1        # with the check: a close waits for it or refuses it
+            f.add_entering(1)       # with the check: a close waits for it or refuses it
             entered.append(fo)
         fd = f._descriptors.engine()
         if fd < 0:
@@ -315,8 +315,7 @@ cdef long long file_end(FileCore f, int fd) except -1:
 cdef int record_write_end(FileCore f, long long wend) except -1:
     """A staged write submitted on ``f`` ends at ``wend``: reads submitted
     after it stop there at the earliest (see :func:`file_end`)."""
-    if wend > f._staged_write_end:
-        f._staged_write_end = wend
+    f.note_write_end(wend)
     return 0
 
 
