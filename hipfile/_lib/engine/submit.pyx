@@ -257,6 +257,17 @@ cdef int _entry_ranges(object entries, list idx, list file_fds, list file_ends, 
     return 0
 
 
+cdef tuple _scatter_entries(object entries, int opcode):
+    """``(entries as a sequence, their files, each entry's file index)``; ValueError if none."""
+    if not isinstance(entries, (list, tuple)):
+        entries = list(entries)
+    if len(entries) == 0:
+        raise ValueError(("pread_async_scatter" if opcode == 0 else "pwrite_async_gather")
+                         + " needs at least one range")
+    files, idx = entry_files(entries)
+    return entries, files, idx
+
+
 def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_size=None,
                         bint ordered=True, bint prefetch=False):
     """Submit ``(file, size, file_offset, buffer_offset)`` entries (ranges of
@@ -265,8 +276,7 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     completion is observed. Each file and range is checked before anything
     is submitted; a read stops at each file's end. Raises as
     :func:`hipfile.pread_async_scatter` says (TypeError, ValueError,
-    ClosedFileError, HandleNotRegisteredError, OSError, NotImplementedError).
-    """
+    ClosedFileError, HandleNotRegisteredError, OSError, NotImplementedError)."""
     cdef uintptr_t base, sh
     cdef size_t length, task
     cdef BufferCore bc = None
@@ -281,13 +291,8 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     cdef FlagPool pool
     cdef int opcode = 1 if write else 0
     cdef Submission sub
-    if not isinstance(entries, (list, tuple)):
-        entries = list(entries)
+    entries, files, idx = _scatter_entries(entries, opcode)
     n = len(entries)
-    if n == 0:
-        raise ValueError(("pread_async_scatter" if opcode == 0 else "pwrite_async_gather")
-                         + " needs at least one range")
-    files, idx = entry_files(entries)
     try:
         buf_owner = submit_preamble(<FileCore>files[0], buffer, stream, &base, &length, &sh,
                                     &state)
@@ -295,10 +300,8 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
         raise closed_entry(exc, files, idx) from None
     entered = [files[0]]   # counted in _entering until the handle holds them
     try:
-        if isinstance(buffer, BufferCore):
-            bc = <BufferCore>buffer
-        if stream is not None and type(stream) is not int:
-            stream_owner = stream
+        bc = <BufferCore>buffer if isinstance(buffer, BufferCore) else None
+        stream_owner = stream if stream is not None and type(stream) is not int else None
         eng_defaults()
         task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
