@@ -12,8 +12,12 @@ In the style of ``kvikio.defaults``::
     defaults.task_size()                      # one getter per setting
 
 A value comes from, in this order: :func:`set` (innermost first), the
-setting's environment variable (read at each :func:`get`, so a change of
-``os.environ`` is seen), the built-in default. Every value is validated when
+setting's environment variable, the built-in default. As in
+``kvikio.defaults``, the environment is read once, when :mod:`hipfile` is
+imported, and again by :func:`reset` (the variables of the settings it
+names; all of them when it names none): a change of ``os.environ`` in
+between is seen by no reader, neither :func:`get` nor the engine nor the
+thread pool, until the next :func:`reset`. Every value is validated when
 it is set and when it is read from the environment; a bad value raises
 :class:`ValueError` (or :class:`TypeError`) naming the setting or the
 variable.
@@ -43,8 +47,7 @@ than reading its settings at each call: ``engine_threads`` and
 ``engine_task_size`` are read at its first submission and again after every
 :func:`set` or :func:`reset` (and on leaving a ``with`` block of
 :func:`set`), so a change made that way takes effect at the next submission
-(a new thread count once the engine is idle); a change of the environment
-variable alone is seen after the next :func:`reset`.
+(a new thread count once the engine is idle).
 ``num_threads`` and ``task_size`` reach the thread pool of
 :func:`hipfile.pread`/:func:`hipfile.pwrite` the same way: read at its
 first call and again after every :func:`set` or :func:`reset`.
@@ -62,8 +65,7 @@ submission on a device, and again after :func:`hipfile.trim_pool`).
 Three more choose how the engine works, and are read once, not at each
 submission: when the engine first needs them, again after every
 :func:`set` or :func:`reset` (and on leaving a ``with`` block of
-:func:`set`), and after :func:`hipfile.trim_pool`. A change of the
-environment variable in between is not seen.
+:func:`set`), and after :func:`hipfile.trim_pool`.
 
 * ``engine_batch_copies`` (bool): the staged path hands each chunk's copies
   to the stream in one ``hipMemcpyBatchAsync`` where the runtime has it
@@ -87,7 +89,7 @@ alike: ``4M``, ``512KiB``, ``1G``, ``65536`` or ``0x10000``
 (``defaults.set("task_size", "1M")``).
 
 :func:`set` is the one way to change a setting (the environment variables
-are read here, and nowhere else). The older setters
+are read here, at import and by :func:`reset`, and nowhere else). The older setters
 ``hipfile.set_num_threads(n)`` and ``hipfile.engine.configure(threads,
 task_size)`` still work but are deprecated: each emits a
 :class:`DeprecationWarning` naming its replacement, ``set("num_threads", n)``
@@ -245,9 +247,10 @@ class Setting:
     default_text: str
 
     def from_environment(self) -> tuple[bool, Any]:
-        """``(True, value)`` when the variable is set and not empty, else
+        """``(True, value)`` when the variable is set and not empty in the
+        environment as read at import or by the last :func:`reset`, else
         ``(False, None)``; raises :class:`ValueError` for a bad value."""
-        text = os.environ.get(self.env, "")
+        text = _environ.get(self.env, "")
         if not text.strip():
             return False, None
         try:
@@ -340,6 +343,9 @@ SETTINGS: dict[str, Setting] = {
 }
 
 _lock = threading.RLock()
+#: The environment as read at import and by :func:`reset`: what every
+#: setting's variable means until the next :func:`reset`.
+_environ: dict[str, str] = dict(os.environ)
 _explicit: dict[str, Any] = {}
 _MISSING = object()
 _watchers: list[Callable[[], None]] = []
@@ -474,7 +480,9 @@ def set(*args: Any, **kwargs: Any) -> _Restore:
 
 def reset(*names: str) -> None:
     """Forget values given to :func:`set` (all settings when no name is
-    given): the environment variable or the default applies again.
+    given) and read their environment variables again (the whole
+    environment when no name is given): the variable as it is now, or the
+    default, applies again.
 
     Raises
     ------
@@ -483,12 +491,21 @@ def reset(*names: str) -> None:
     """
     for name in names:
         _setting(name)
+    global _environ
     with _lock:
         if names:
+            environ = dict(_environ)
             for name in names:
                 _explicit.pop(name, None)
+                env = SETTINGS[name].env
+                if env in os.environ:
+                    environ[env] = os.environ[env]
+                else:
+                    environ.pop(env, None)
         else:
             _explicit.clear()
+            environ = dict(os.environ)
+        _environ = environ
     _notify()
 
 
