@@ -42,12 +42,14 @@ setting                    environment variable               default
 ``engine_data_path``       ``HIPFILE_ENGINE_DATA_PATH``       ``"auto"``
 =========================  =================================  =====================
 
-The stream-ordered engine (:mod:`hipfile.engine`) is told of changes rather
-than reading its settings at each call: ``engine_threads`` and
-``engine_task_size`` are read at its first submission and again after every
+The stream-ordered engine (:mod:`hipfile.engine`) is handed its settings
+rather than reading them at each call: the values of all its settings
+(``engine_*``) are pushed to it in one call at import and again after every
 :func:`set` or :func:`reset` (and on leaving a ``with`` block of
 :func:`set`), so a change made that way takes effect at the next submission
-(a new thread count once the engine is idle).
+(a new thread count once the engine is idle). A bad environment variable of
+one of them is not raised there: the engine refuses its next submissions
+with that :class:`ValueError` until a good value is set or read.
 ``num_threads`` and ``task_size`` reach the thread pool of
 :func:`hipfile.pread`/:func:`hipfile.pwrite` the same way: read at its
 first call and again after every :func:`set` or :func:`reset`.
@@ -62,10 +64,7 @@ whole slots, at most 8 slots and half the ring; a slot or less: one
 request per chunk), all read when the ring is made (at the first
 submission on a device, and again after :func:`hipfile.trim_pool`).
 
-Three more choose how the engine works, and are read once, not at each
-submission: when the engine first needs them, again after every
-:func:`set` or :func:`reset` (and on leaving a ``with`` block of
-:func:`set`), and after :func:`hipfile.trim_pool`.
+Three more choose how the engine works, and reach it in the same push.
 
 * ``engine_batch_copies`` (bool): the staged path hands each chunk's copies
   to the stream in one ``hipMemcpyBatchAsync`` where the runtime has it
@@ -353,8 +352,9 @@ _watchers: list[Callable[[], None]] = []
 
 def _watch(callback: Callable[[], None]) -> None:
     """Call ``callback()`` after every change made by :func:`set`,
-    :func:`reset` or the end of a ``with`` block of :func:`set` (the engine
-    keeps the settings it reads once; this tells it to read them again).
+    :func:`reset` or the end of a ``with`` block of :func:`set` (the thread
+    pool keeps the settings it reads once; this tells it to read them
+    again).
     The callback must be cheap and must not raise."""
     with _lock:
         if callback not in _watchers:
@@ -364,6 +364,27 @@ def _watch(callback: Callable[[], None]) -> None:
 def _notify() -> None:
     for callback in list(_watchers):
         callback()
+
+
+#: The settings the stream-ordered engine keeps (pushed to it by _push_engine).
+_ENGINE_SETTINGS = ("engine_threads", "engine_task_size", "engine_staging_size",
+                    "engine_copy_streams", "engine_copy_batch", "engine_direct_io_size",
+                    "engine_batch_copies", "engine_release", "engine_data_path")
+
+
+def _push_engine() -> None:
+    """Hand the engine the values of its settings in effect now, in one call
+    (``_hipfile.engine_push_settings``); a bad environment variable is
+    handed over as the refusal the engine raises at its next submission
+    (it is not raised here: importing hipfile and set() of another setting
+    go on working)."""
+    with _lock:     # two changes at once: the later one's values are pushed last
+        try:
+            values = {name: get(name) for name in _ENGINE_SETTINGS}
+        except ValueError as exc:
+            _hipfile.engine_push_settings({}, str(exc))
+            return
+        _hipfile.engine_push_settings(values)
 
 
 def _setting(name: str) -> Setting:
@@ -507,6 +528,10 @@ def reset(*names: str) -> None:
             environ = dict(os.environ)
         _environ = environ
     _notify()
+
+
+_watch(_push_engine)
+_push_engine()      # the engine's compiled defaults give way to the settings
 
 
 def items() -> Iterator[tuple[str, Any]]:

@@ -134,6 +134,30 @@ def test_a_variable_changed_after_import_means_one_thing_to_every_reader(
     assert hipfile.engine.settings()["task_size"] == 96 << 10
 
 
+def test_the_engine_refuses_a_bad_variable_of_any_of_its_settings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's settings reach it in one push: a bad variable of a
+    setting read when a staging ring is made is refused at once, as one of
+    the thread count is, not when a ring is next made; a good value takes
+    the refusal back."""
+    hipfile.engine.settings()
+    monkeypatch.setenv("HIPFILE_ENGINE_STAGING_SIZE", "1K")
+    defaults.reset("engine_staging_size")
+    with pytest.raises(ValueError, match="HIPFILE_ENGINE_STAGING_SIZE='1K'"):
+        hipfile.engine.settings()
+    with pytest.raises(ValueError, match="HIPFILE_ENGINE_STAGING_SIZE='1K'"):
+        hipfile.engine.mechanism()
+    defaults.set("engine_staging_size", "2M")    # set() wins over the variable
+    assert hipfile.engine.settings()["task_size"] == defaults.engine_task_size()
+    defaults.reset("engine_staging_size")
+    with pytest.raises(ValueError, match="HIPFILE_ENGINE_STAGING_SIZE"):
+        hipfile.engine.settings()
+    monkeypatch.delenv("HIPFILE_ENGINE_STAGING_SIZE")
+    defaults.reset("engine_staging_size")
+    assert hipfile.engine.settings() == {"threads": defaults.engine_threads(),
+                                         "task_size": defaults.engine_task_size()}
+
+
 # A text that no setting of each kind accepts (by how its variable is parsed).
 NOT_PARSED = {defaults._parse_int: "1.5", defaults.parse_size: "lots",
               defaults._parse_timeout: "soon", defaults._parse_bool: "maybe",

@@ -108,8 +108,8 @@ from hipfile._lib.engine.device import (
     engine_batch_copies,
     engine_configure,
     engine_mechanism,
+    engine_push_settings,
     engine_settings,
-    use_settings,
 )
 from hipfile._lib.engine.handle import StreamIOHandle
 from hipfile._lib.engine.ops import (
@@ -187,6 +187,7 @@ __all__ = [
     "engine_inject_faults",
     "engine_mechanism",
     "engine_prepare",
+    "engine_push_settings",
     "engine_read_first_max",
     "engine_read_here",
     "engine_settings",
@@ -239,7 +240,6 @@ __all__ = [
     "stream_register",
     "trim_pool",
     "use_count",
-    "use_settings",
     "wait_for",
     "wait_slices",
     "write",

@@ -37,11 +37,23 @@ cdef hip_memset_d32_t c_memset_d32
 # the same, as the engine's C source takes them
 cdef hfe_runtime eng_rt
 cdef bint eng_capi_tried
-# the options read once (see eng_options), and whether to read them again
-cdef bint eng_options_stale
-cdef bint eng_batch_copies
-cdef bint eng_release_host
-cdef bint eng_data_hipfile
+
+# The engine's settings: its compiled defaults until hipfile.defaults pushes
+# the settings in effect (engine_push_settings, at import and after every
+# change); one struct, written in one place.
+ctypedef struct eng_settings_t:
+    int threads                 # engine_threads
+    size_t task_size            # engine_task_size
+    size_t staging_size         # engine_staging_size (read when a ring is made)
+    int copy_streams            # engine_copy_streams (idem)
+    int copy_batch              # engine_copy_batch (idem)
+    size_t direct_io_size       # engine_direct_io_size (idem)
+    bint batch_copies           # engine_batch_copies
+    bint release_host           # engine_release == "host-waits"
+    bint data_hipfile           # engine_data_path == "hipfile"
+    bint refused                # the last push carried a bad variable: refuse to submit
+
+cdef eng_settings_t eng_cfg
 
 cdef class PerDevice:
     cdef readonly int device
@@ -69,9 +81,6 @@ cdef class FlagPool(PerDevice):
     cdef int release(self) except -1
 
 cdef dict flag_pools
-# the engine's settings as read at the last submission
-cdef int eng_threads_wanted
-cdef size_t eng_task_default
 
 cdef int load_engine_capi() except -1
 cdef int wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1
@@ -84,8 +93,6 @@ cdef bint memops_supported(int device) except -1
 cdef bint staged_path(int fd, FlagPool pool, bint is_device) except -1
 cdef object internal_stream(FlagPool pool)
 cdef int stream_after(uintptr_t target, uintptr_t stream, int device) except -1
-cdef object settings_module()
-cdef int eng_options() except -1
-cdef int eng_defaults() except -1
+cdef int eng_settings_ok() except -1
 cdef uintptr_t record_gate_event(uintptr_t stream, int device) except? 0
 cdef void destroy_event_handle(uintptr_t ev)
