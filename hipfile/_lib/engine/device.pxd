@@ -34,7 +34,8 @@ cdef hip_memcpy_async_t c_memcpy_async
 cdef hip_wait_event_t c_stream_wait_event
 cdef hip_memcpy_batch_t c_memcpy_batch
 cdef hip_memset_d32_t c_memset_d32
-# the same, as the engine's C source takes them
+# the same, as the engine's C source takes them (written once, by
+# load_engine_capi; a submission takes its copy through eng_runtime)
 cdef hfe_runtime eng_rt
 cdef bint eng_capi_tried
 
@@ -94,5 +95,6 @@ cdef bint staged_path(int fd, FlagPool pool, bint is_device) except -1
 cdef object internal_stream(FlagPool pool)
 cdef int stream_after(uintptr_t target, uintptr_t stream, int device) except -1
 cdef int eng_settings_ok() except -1
+cdef void eng_runtime(hfe_runtime *rt) noexcept
 cdef uintptr_t record_gate_event(uintptr_t stream, int device) except? 0
 cdef void destroy_event_handle(uintptr_t ev)

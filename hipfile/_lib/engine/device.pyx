@@ -48,7 +48,7 @@ def engine_batch_copies():
     setting is on. Test hook."""
     eng_settings_ok()
     load_engine_capi()
-    return eng_rt.memcpy_batch_async != NULL
+    return eng_cfg.batch_copies and eng_rt.memcpy_batch_async != NULL
 
 
 cdef int load_engine_capi() except -1:
@@ -95,19 +95,23 @@ cdef int load_engine_capi() except -1:
     eng_rt.memcpy_async = c_memcpy_async
     eng_rt.event_record = <int (*)(void *, void *) noexcept nogil>c_event_record
     eng_rt.stream_wait_event = c_stream_wait_event
-    set_batched_calls(eng_cfg.batch_copies)
+    eng_rt.memcpy_batch_async = c_memcpy_batch
+    eng_rt.memset_d32_async = c_memset_d32
     eng_capi_tried = 1
     if c_event_query != NULL and c_event_destroy != NULL:
         eng.set_event_fns(<hfe_event_fn>c_event_query, <hfe_event_fn>c_event_destroy)
     return 0
 
 
-cdef void set_batched_calls(bint on) noexcept:
-    """The engine's runtime calls that batch (hipMemcpyBatchAsync,
-    hipMemsetD32Async): those the runtime has, where ``engine_batch_copies``
-    is on (``on``)."""
-    eng_rt.memcpy_batch_async = c_memcpy_batch if on else NULL
-    eng_rt.memset_d32_async = c_memset_d32 if on else NULL
+cdef void eng_runtime(hfe_runtime *rt) noexcept:
+    """Fill ``rt`` for one submission: the runtime table (written once, by
+    load_engine_capi), less the calls that batch (hipMemcpyBatchAsync,
+    hipMemsetD32Async) where ``engine_batch_copies`` is off. The caller's
+    copy is what the engine reads with the GIL released."""
+    rt[0] = eng_rt
+    if not eng_cfg.batch_copies:
+        rt.memcpy_batch_async = NULL
+        rt.memset_d32_async = NULL
 
 
 cdef int wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1:
@@ -400,8 +404,6 @@ def engine_push_settings(values, refusal=None):
     # every value read (Python code) before the one assignment
     eng_cfg = cfg
     _refusal = None
-    if eng_capi_tried:
-        set_batched_calls(cfg.batch_copies)
     for o in list(flag_pools.values()):
         # operations submitted before keep their mechanism (each handle has
         # its own); the next submission takes the new one

@@ -25,7 +25,7 @@ from hipfile._lib._runtime cimport (
 from hipfile._lib._wait cimport WAIT_STREAM, wait_interruptible
 from hipfile._lib.engine.cengine cimport eng, hfe_io_fn, hfe_op, hfe_runtime, hfe_span
 from hipfile._lib.engine.device cimport (
-    Flag, FlagPool, destroy_event_handle, device_arg, eng_settings_ok, eng_rt, eng_cfg,
+    Flag, FlagPool, destroy_event_handle, device_arg, eng_settings_ok, eng_runtime, eng_cfg,
     internal_stream, pool_for, record_gate_event, staged_path, stream_after, wait_value32,
     write_value32)
 from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle, new_handle
@@ -500,7 +500,7 @@ cdef list _submit_staged(FileCore f, Submission *sub, FlagPool pool):
         sub.staged.inline_max = lone_max
         sub.staged.read_first = READ_FIRST_MAX if ordered or prefetch else 0
         sub.staged.copy_batch = batch
-        rt = eng_rt      # a copy: set() may change the table while the GIL is released
+        eng_runtime(&rt)     # the table with the settings in effect now, the engine's copy
         with nogil:
             rc = eng.stage_submit(ring.ring, &rt, &sub.staged)
         if rc < 0:
