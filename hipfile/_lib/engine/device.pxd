@@ -24,20 +24,23 @@ ctypedef int (*hip_memcpy_batch_t)(void **, void **, size_t *, size_t, void *, s
 ctypedef int (*hip_memset_d32_t)(void *, int, size_t, void *) noexcept nogil
 ctypedef int (*hip_count_fn_t)(int *) noexcept nogil
 
-# HIP-Python's C functions the engine uses (NULL until load_engine_capi)
-cdef hip_int_fn_t c_set_device
-cdef hip_wait32_t c_wait_value32
-cdef hip_write32_t c_write_value32
-cdef hip_handle_fn_t c_event_destroy
-cdef hip_record_fn_t c_event_record
-cdef hip_memcpy_async_t c_memcpy_async
-cdef hip_wait_event_t c_stream_wait_event
-cdef hip_memcpy_batch_t c_memcpy_batch
-cdef hip_memset_d32_t c_memset_d32
-# the same, as the engine's C source takes them (written once, by
-# load_engine_capi; a submission takes its copy through eng_runtime)
-cdef hfe_runtime eng_rt
-cdef bint eng_capi_tried
+# HIP-Python's C functions the engine uses (NULL until load_engine_capi,
+# which writes them once): one struct, shared through one symbol
+ctypedef struct eng_api_t:
+    hip_int_fn_t set_device
+    hip_wait32_t wait_value32
+    hip_write32_t write_value32
+    hip_handle_fn_t event_destroy
+    hip_record_fn_t event_record
+    hip_memcpy_async_t memcpy_async
+    hip_wait_event_t stream_wait_event
+    hip_memcpy_batch_t memcpy_batch
+    hip_memset_d32_t memset_d32
+    hfe_runtime rt              # the same, as the engine's C source takes them
+                                # (a submission takes its copy through eng_runtime)
+    bint tried                  # load_engine_capi has run
+
+cdef eng_api_t eng_api
 
 # The engine's settings: its compiled defaults until hipfile.defaults pushes
 # the settings in effect (engine_push_settings, at import and after every

@@ -23,7 +23,7 @@ from hipfile._lib._runtime cimport (
 from hipfile._lib._runtime cimport c_set_device as runtime_set_device
 from hipfile._lib._runtime import on_device
 
-eng_capi_tried = 0
+memset(&eng_api, 0, sizeof(eng_api))
 # the compiled defaults (those of hipfile.defaults), until settings are pushed
 eng_cfg.threads = max(4, min(16, (os.cpu_count() or 8) // 2))
 eng_cfg.task_size = 2 << 20
@@ -48,32 +48,30 @@ def engine_batch_copies():
     setting is on. Test hook."""
     eng_settings_ok()
     load_engine_capi()
-    return eng_cfg.batch_copies and eng_rt.memcpy_batch_async != NULL
+    return eng_cfg.batch_copies and eng_api.rt.memcpy_batch_async != NULL
 
 
 cdef int load_engine_capi() except -1:
-    global eng_capi_tried, c_set_device, c_wait_value32, c_write_value32
-    global c_event_destroy, c_event_record, c_memcpy_async, c_stream_wait_event
-    global c_memcpy_batch, c_memset_d32
+    global eng_api
     cdef hip_count_fn_t count_fn
     cdef int ndev = 0
-    if eng_capi_tried:
+    if eng_api.tried:
         return 0
     load_hip_capi()
     # the event and device entry points _runtime looked up already
-    c_event_destroy = c_event_free
-    c_event_record = <hip_record_fn_t>c_event_rec
-    c_set_device = <hip_int_fn_t>runtime_set_device
-    c_wait_value32 = <hip_wait32_t>hip_fn(
+    eng_api.event_destroy = c_event_free
+    eng_api.event_record = <hip_record_fn_t>c_event_rec
+    eng_api.set_device = <hip_int_fn_t>runtime_set_device
+    eng_api.wait_value32 = <hip_wait32_t>hip_fn(
         "hipStreamWaitValue32", b"hipStream_t, void *, uint32_t, unsigned int, uint32_t")
-    c_write_value32 = <hip_write32_t>hip_fn(
+    eng_api.write_value32 = <hip_write32_t>hip_fn(
         "hipStreamWriteValue32", b"hipStream_t, void *, uint32_t, unsigned int")
-    c_stream_wait_event = <hip_wait_event_t>hip_fn(
+    eng_api.stream_wait_event = <hip_wait_event_t>hip_fn(
         "hipStreamWaitEvent", b"hipStream_t, hipEvent_t, unsigned int")
     for src in (b"void const *", b"const void *"):   # as HIP-Python versions spell it
-        c_memcpy_async = <hip_memcpy_async_t>hip_fn(
+        eng_api.memcpy_async = <hip_memcpy_async_t>hip_fn(
             "hipMemcpyAsync", b"void *, " + src + b", size_t, enum hipMemcpyKind, hipStream_t")
-        if c_memcpy_async != NULL:
+        if eng_api.memcpy_async != NULL:
             break
     # HIP-Python declares every entry point; the runtime it loads may
     # predate hipMemcpyBatchAsync (ROCm 7), so ask the library itself,
@@ -84,22 +82,22 @@ cdef int load_engine_capi() except -1:
         if PyErr_Occurred() != NULL:
             return -1       # HIP-Python could not load the runtime: its error, raised
     if eng.runtime_exports(b"libamdhip64", b"hipMemcpyBatchAsync"):
-        c_memcpy_batch = <hip_memcpy_batch_t>hip_fn(
+        eng_api.memcpy_batch = <hip_memcpy_batch_t>hip_fn(
             "hipMemcpyBatchAsync", b"void **, void **, size_t *, size_t, "
             b"struct hipMemcpyAttributes *, size_t *, size_t, size_t *, hipStream_t")
     if eng.runtime_exports(b"libamdhip64", b"hipMemsetD32Async"):
-        c_memset_d32 = <hip_memset_d32_t>hip_fn(
+        eng_api.memset_d32 = <hip_memset_d32_t>hip_fn(
             "hipMemsetD32Async", b"void *, int, size_t, hipStream_t")
-    eng_rt.wait_value32 = c_wait_value32
-    eng_rt.write_value32 = c_write_value32
-    eng_rt.memcpy_async = c_memcpy_async
-    eng_rt.event_record = <int (*)(void *, void *) noexcept nogil>c_event_record
-    eng_rt.stream_wait_event = c_stream_wait_event
-    eng_rt.memcpy_batch_async = c_memcpy_batch
-    eng_rt.memset_d32_async = c_memset_d32
-    eng_capi_tried = 1
-    if c_event_query != NULL and c_event_destroy != NULL:
-        eng.set_event_fns(<hfe_event_fn>c_event_query, <hfe_event_fn>c_event_destroy)
+    eng_api.rt.wait_value32 = eng_api.wait_value32
+    eng_api.rt.write_value32 = eng_api.write_value32
+    eng_api.rt.memcpy_async = eng_api.memcpy_async
+    eng_api.rt.event_record = <int (*)(void *, void *) noexcept nogil>eng_api.event_record
+    eng_api.rt.stream_wait_event = eng_api.stream_wait_event
+    eng_api.rt.memcpy_batch_async = eng_api.memcpy_batch
+    eng_api.rt.memset_d32_async = eng_api.memset_d32
+    eng_api.tried = 1
+    if c_event_query != NULL and eng_api.event_destroy != NULL:
+        eng.set_event_fns(<hfe_event_fn>c_event_query, <hfe_event_fn>eng_api.event_destroy)
     return 0
 
 
@@ -108,7 +106,7 @@ cdef void eng_runtime(hfe_runtime *rt) noexcept:
     load_engine_capi), less the calls that batch (hipMemcpyBatchAsync,
     hipMemsetD32Async) where ``engine_batch_copies`` is off. The caller's
     copy is what the engine reads with the GIL released."""
-    rt[0] = eng_rt
+    rt[0] = eng_api.rt
     if not eng_cfg.batch_copies:
         rt.memcpy_batch_async = NULL
         rt.memset_d32_async = NULL
@@ -116,9 +114,9 @@ cdef void eng_runtime(hfe_runtime *rt) noexcept:
 
 cdef int wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1:
     cdef int err
-    if c_wait_value32 != NULL:
+    if eng_api.wait_value32 != NULL:
         with nogil:
-            err = c_wait_value32(<void *>stream, <void *>ptr, value,
+            err = eng_api.wait_value32(<void *>stream, <void *>ptr, value,
                                   HIP_STREAM_WAIT_VALUE_GTE, 0xFFFFFFFF)
     else:
         err = int(hipapi().hip.hipStreamWaitValue32(
@@ -130,9 +128,9 @@ cdef int wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1
 
 cdef int write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value):
     """Enqueue the gate write; returns the hipError_t."""
-    if c_write_value32 != NULL:
+    if eng_api.write_value32 != NULL:
         with nogil:
-            return c_write_value32(<void *>stream, <void *>ptr, value, 0)
+            return eng_api.write_value32(<void *>stream, <void *>ptr, value, 0)
     try:
         return int(hipapi().hip.hipStreamWriteValue32(stream, ptr, value, 0)[0])
     except BaseException:
@@ -276,7 +274,7 @@ cdef bint memops_supported(int device) except -1:
     cdef int value = 0
     cdef int dev
     load_engine_capi()
-    if c_wait_value32 == NULL or c_write_value32 == NULL:
+    if eng_api.wait_value32 == NULL or eng_api.write_value32 == NULL:
         if not hasattr(hipapi().hip, "hipStreamWaitValue32"):
             return 0
     try:
@@ -294,8 +292,8 @@ cdef bint staged_path(int fd, FlagPool pool, bint is_device) except -1:
     if fd < 0 or not pool.memops or not is_device or eng_cfg.data_hipfile:
         return 0
     load_engine_capi()
-    return (c_memcpy_async != NULL and c_wait_value32 != NULL
-            and c_write_value32 != NULL)
+    return (eng_api.memcpy_async != NULL and eng_api.wait_value32 != NULL
+            and eng_api.write_value32 != NULL)
 
 
 cdef object internal_stream(FlagPool pool):
@@ -318,8 +316,8 @@ cdef int stream_after(uintptr_t target, uintptr_t stream, int device) except -1:
             if err != HIP_SUCCESS:
                 stream_fail(err, "hipEventRecord", stream)   # the caller's stream
             load_engine_capi()
-            if c_stream_wait_event != NULL:
-                err = c_stream_wait_event(<void *>target, <void *>ev, 0)
+            if eng_api.stream_wait_event != NULL:
+                err = eng_api.stream_wait_event(<void *>target, <void *>ev, 0)
             else:
                 err = int(hipapi().hip.hipStreamWaitEvent(target, ev, 0)[0])
             if err != HIP_SUCCESS:

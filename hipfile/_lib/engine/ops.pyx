@@ -38,8 +38,7 @@ from libc.string cimport memset
 from hipfile._lib._core cimport BufferCore, FileCore
 from hipfile._lib.engine.cengine cimport eng, hfe_op, hfe_ring, hfe_set_device_fn
 from hipfile._lib.engine.device cimport (
-    HIP_HOST_MALLOC_MAPPED, HIP_STREAM_NON_BLOCKING, c_event_record,
-    c_set_device, c_stream_wait_event, eng_settings_ok, eng_cfg, flag_pools, Flag, FlagPool,
+    HIP_HOST_MALLOC_MAPPED, HIP_STREAM_NON_BLOCKING, eng_api, eng_settings_ok, eng_cfg, flag_pools, Flag, FlagPool,
     load_engine_capi, per_device, PerDevice, release_per_device)
 from hipfile._lib.engine.device import (
     MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS)
@@ -170,7 +169,7 @@ cdef int _make_ring(Ring r, int device, size_t slot, int nslots, int copy_batch,
     # whole slots; the C side bounds it (1 to 8, half the ring): only the
     # cast to int is bounded here
     eng.ring_set_direct_slots(r.ring, <int>min(direct_io // slot, <size_t>(1 << 16)))
-    if ncopy > 1 and c_stream_wait_event != NULL and c_event_record != NULL:
+    if ncopy > 1 and eng_api.stream_wait_event != NULL and eng_api.event_record != NULL:
         r.copy_streams = []
         r.copy_events = []
         with on_device(device):
@@ -190,7 +189,7 @@ cdef int eng_start() except -1:
     global _eng_atexit
     eng_settings_ok()
     load_engine_capi()
-    cdef int rc = eng.start(eng_cfg.threads, <hfe_set_device_fn>c_set_device)
+    cdef int rc = eng.start(eng_cfg.threads, <hfe_set_device_fn>eng_api.set_device)
     if rc:
         raise OSError(rc, f"the stream engine could not start its threads: {os.strerror(rc)}")
     if not _eng_atexit:
