@@ -327,29 +327,6 @@ cdef int stream_after(uintptr_t target, uintptr_t stream, int device) except -1:
     return 0
 
 
-def engine_configure(threads=None, task_size=None):
-    """Set the engine's worker thread count and default task (chunk) size
-    in bytes; None keeps the current value. The same as
-    ``hipfile.defaults.set(engine_threads=..., engine_task_size=...)``: a
-    new thread count takes effect at the next submission once the engine is
-    idle.
-
-    Raises
-    ------
-    TypeError, ValueError
-        A value that is not a positive integer (nothing is changed).
-    """
-    from hipfile import defaults
-
-    values = {}
-    if threads is not None:
-        values["engine_threads"] = threads
-    if task_size is not None:
-        values["engine_task_size"] = task_size
-    if values:
-        defaults.set(values)
-
-
 def engine_settings():
     """The engine's thread count and default task size in bytes, as
     ``hipfile.defaults`` last pushed them (the compiled defaults before).
