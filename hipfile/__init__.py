@@ -36,9 +36,6 @@ from hipfile import platforms as _platforms
 _platforms._activate_from_environment()
 
 from hipfile import defaults, errors, stats  # noqa: E402
-from hipfile._lib import _hipfile  # noqa: E402
-
-_hipfile.use_settings(defaults)   # the engine reads its settings from here
 from hipfile.async_io import (  # noqa: E402
     AsyncIOHandle,
     Completion,

@@ -12,8 +12,12 @@ In the style of ``kvikio.defaults``::
     defaults.task_size()                      # one getter per setting
 
 A value comes from, in this order: :func:`set` (innermost first), the
-setting's environment variable (read at each :func:`get`, so a change of
-``os.environ`` is seen), the built-in default. Every value is validated when
+setting's environment variable, the built-in default. As in
+``kvikio.defaults``, the environment is read once, when :mod:`hipfile` is
+imported, and again by :func:`reset` (the variables of the settings it
+names; all of them when it names none): a change of ``os.environ`` in
+between is seen by no reader, neither :func:`get` nor the engine nor the
+thread pool, until the next :func:`reset`. Every value is validated when
 it is set and when it is read from the environment; a bad value raises
 :class:`ValueError` (or :class:`TypeError`) naming the setting or the
 variable.
@@ -38,13 +42,14 @@ setting                    environment variable               default
 ``engine_data_path``       ``HIPFILE_ENGINE_DATA_PATH``       ``"auto"``
 =========================  =================================  =====================
 
-The stream-ordered engine (:mod:`hipfile.engine`) is told of changes rather
-than reading its settings at each call: ``engine_threads`` and
-``engine_task_size`` are read at its first submission and again after every
+The stream-ordered engine (:mod:`hipfile.engine`) is handed its settings
+rather than reading them at each call: the values of all its settings
+(``engine_*``) are pushed to it in one call at import and again after every
 :func:`set` or :func:`reset` (and on leaving a ``with`` block of
 :func:`set`), so a change made that way takes effect at the next submission
-(a new thread count once the engine is idle); a change of the environment
-variable alone is seen after the next :func:`reset`.
+(a new thread count once the engine is idle). A bad environment variable of
+one of them is not raised there: the engine refuses its next submissions
+with that :class:`ValueError` until a good value is set or read.
 ``num_threads`` and ``task_size`` reach the thread pool of
 :func:`hipfile.pread`/:func:`hipfile.pwrite` the same way: read at its
 first call and again after every :func:`set` or :func:`reset`.
@@ -59,11 +64,7 @@ whole slots, at most 8 slots and half the ring; a slot or less: one
 request per chunk), all read when the ring is made (at the first
 submission on a device, and again after :func:`hipfile.trim_pool`).
 
-Three more choose how the engine works, and are read once, not at each
-submission: when the engine first needs them, again after every
-:func:`set` or :func:`reset` (and on leaving a ``with`` block of
-:func:`set`), and after :func:`hipfile.trim_pool`. A change of the
-environment variable in between is not seen.
+Three more choose how the engine works, and reach it in the same push.
 
 * ``engine_batch_copies`` (bool): the staged path hands each chunk's copies
   to the stream in one ``hipMemcpyBatchAsync`` where the runtime has it
@@ -87,7 +88,7 @@ alike: ``4M``, ``512KiB``, ``1G``, ``65536`` or ``0x10000``
 (``defaults.set("task_size", "1M")``).
 
 :func:`set` is the one way to change a setting (the environment variables
-are read here, and nowhere else). The older setters
+are read here, at import and by :func:`reset`, and nowhere else). The older setters
 ``hipfile.set_num_threads(n)`` and ``hipfile.engine.configure(threads,
 task_size)`` still work but are deprecated: each emits a
 :class:`DeprecationWarning` naming its replacement, ``set("num_threads", n)``
@@ -245,9 +246,10 @@ class Setting:
     default_text: str
 
     def from_environment(self) -> tuple[bool, Any]:
-        """``(True, value)`` when the variable is set and not empty, else
+        """``(True, value)`` when the variable is set and not empty in the
+        environment as read at import or by the last :func:`reset`, else
         ``(False, None)``; raises :class:`ValueError` for a bad value."""
-        text = os.environ.get(self.env, "")
+        text = _environ.get(self.env, "")
         if not text.strip():
             return False, None
         try:
@@ -340,6 +342,9 @@ SETTINGS: dict[str, Setting] = {
 }
 
 _lock = threading.RLock()
+#: The environment as read at import and by :func:`reset`: what every
+#: setting's variable means until the next :func:`reset`.
+_environ: dict[str, str] = dict(os.environ)
 _explicit: dict[str, Any] = {}
 _MISSING = object()
 _watchers: list[Callable[[], None]] = []
@@ -347,8 +352,9 @@ _watchers: list[Callable[[], None]] = []
 
 def _watch(callback: Callable[[], None]) -> None:
     """Call ``callback()`` after every change made by :func:`set`,
-    :func:`reset` or the end of a ``with`` block of :func:`set` (the engine
-    keeps the settings it reads once; this tells it to read them again).
+    :func:`reset` or the end of a ``with`` block of :func:`set` (the thread
+    pool keeps the settings it reads once; this tells it to read them
+    again).
     The callback must be cheap and must not raise."""
     with _lock:
         if callback not in _watchers:
@@ -358,6 +364,27 @@ def _watch(callback: Callable[[], None]) -> None:
 def _notify() -> None:
     for callback in list(_watchers):
         callback()
+
+
+#: The settings the stream-ordered engine keeps (pushed to it by _push_engine).
+_ENGINE_SETTINGS = ("engine_threads", "engine_task_size", "engine_staging_size",
+                    "engine_copy_streams", "engine_copy_batch", "engine_direct_io_size",
+                    "engine_batch_copies", "engine_release", "engine_data_path")
+
+
+def _push_engine() -> None:
+    """Hand the engine the values of its settings in effect now, in one call
+    (``_hipfile.engine_push_settings``); a bad environment variable is
+    handed over as the refusal the engine raises at its next submission
+    (it is not raised here: importing hipfile and set() of another setting
+    go on working)."""
+    with _lock:     # two changes at once: the later one's values are pushed last
+        try:
+            values = {name: get(name) for name in _ENGINE_SETTINGS}
+        except ValueError as exc:
+            _hipfile.engine_push_settings({}, str(exc))
+            return
+        _hipfile.engine_push_settings(values)
 
 
 def _setting(name: str) -> Setting:
@@ -474,7 +501,9 @@ def set(*args: Any, **kwargs: Any) -> _Restore:
 
 def reset(*names: str) -> None:
     """Forget values given to :func:`set` (all settings when no name is
-    given): the environment variable or the default applies again.
+    given) and read their environment variables again (the whole
+    environment when no name is given): the variable as it is now, or the
+    default, applies again.
 
     Raises
     ------
@@ -483,13 +512,26 @@ def reset(*names: str) -> None:
     """
     for name in names:
         _setting(name)
+    global _environ
     with _lock:
         if names:
+            environ = dict(_environ)
             for name in names:
                 _explicit.pop(name, None)
+                env = SETTINGS[name].env
+                if env in os.environ:
+                    environ[env] = os.environ[env]
+                else:
+                    environ.pop(env, None)
         else:
             _explicit.clear()
+            environ = dict(os.environ)
+        _environ = environ
     _notify()
+
+
+_watch(_push_engine)
+_push_engine()      # the engine's compiled defaults give way to the settings
 
 
 def items() -> Iterator[tuple[str, Any]]:

@@ -62,6 +62,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from hipfile import defaults
 from hipfile._lib import _hipfile
 from hipfile._lib._hipfile import StreamIOHandle
 
@@ -263,7 +264,13 @@ def configure(threads: int | None = None, task_size: int | None = None) -> None:
     """
     warnings.warn("hipfile.engine.configure() is deprecated; use hipfile.defaults.set("
                   "engine_threads=..., engine_task_size=...)", DeprecationWarning, stacklevel=2)
-    _hipfile.engine_configure(threads, task_size)
+    values: dict[str, Any] = {}
+    if threads is not None:
+        values["engine_threads"] = threads
+    if task_size is not None:
+        values["engine_task_size"] = task_size
+    if values:
+        defaults.set(values)
 
 
 def settings() -> dict[str, int]:

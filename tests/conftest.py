@@ -100,6 +100,20 @@ def _no_engine_faults() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _settings_environment() -> Iterator[None]:
+    """The settings read the environment at import and at reset(): a test
+    that changed a variable (monkeypatch puts it back after the test) and
+    read it with reset() leaves the next test the environment it found."""
+    yield
+    from hipfile import defaults
+
+    variables = {s.env for s in defaults.SETTINGS.values()}
+    variables.update(v for v in {*os.environ, *defaults._environ} if v.startswith("KVIKIO_"))
+    if any(defaults._environ.get(v) != os.environ.get(v) for v in variables):
+        defaults.reset()
+
+
+@pytest.fixture(autouse=True)
 def _no_leaks(request: pytest.FixtureRequest) -> Iterator[None]:
     """On the emulated platform, every test must leave the counters at zero;
     the next test finds the driver's use count as this one found it."""

@@ -254,10 +254,12 @@ def test_host_buffers_can_be_turned_off(fh_rw: FileHandle, data_path: Path, call
             pytest.raises(TypeError, match=r"allow_host_buffers.*HIPFILE_ALLOW_HOST_BUFFERS"):
         getattr(fh_rw, call)(buf)
     monkeypatch.setenv("HIPFILE_ALLOW_HOST_BUFFERS", "0")
+    hipfile.defaults.reset("allow_host_buffers")
     with pytest.raises(TypeError, match="allow_host_buffers"):
         getattr(fh_rw, call)(buf)
     assert (buf == 3).all() and data_path.read_bytes() == before
     monkeypatch.delenv("HIPFILE_ALLOW_HOST_BUFFERS")
+    hipfile.defaults.reset("allow_host_buffers")
     result = getattr(fh_rw, call)(buf)
     assert (result if isinstance(result, int) else result.result()) == 100
 

@@ -104,6 +104,7 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     assert set(texts_and_values) == set(defaults.SETTINGS)
     for name, (text, _) in texts_and_values.items():
         monkeypatch.setenv(ENV[name], text)
+    defaults.reset()      # the environment is read at import and by reset()
     assert dict(defaults.items()) == {name: value for name, (_, value) in
                                       texts_and_values.items()}
     # set() wins over the environment, and reset() gives it back
@@ -112,7 +113,49 @@ def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     defaults.reset("task_size")
     assert defaults.task_size() == 256 << 10
     monkeypatch.setenv("HIPFILE_TASK_SIZE", "")
+    assert defaults.task_size() == 256 << 10     # until the next reset()
+    defaults.reset("task_size")
     assert defaults.task_size() == 4 << 20
+
+
+def test_a_variable_changed_after_import_means_one_thing_to_every_reader(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment is read at import and by reset(): a variable changed
+    in between is seen neither by get() nor by the engine, and after
+    reset() by both."""
+    before = defaults.get("engine_task_size")
+    assert hipfile.engine.settings()["task_size"] == before
+    monkeypatch.setenv("HIPFILE_ENGINE_TASK_SIZE", "96K")
+    assert defaults.get("engine_task_size") == before
+    assert defaults.engine_task_size() == before
+    assert hipfile.engine.settings()["task_size"] == before
+    defaults.reset("engine_task_size")
+    assert defaults.get("engine_task_size") == 96 << 10
+    assert hipfile.engine.settings()["task_size"] == 96 << 10
+
+
+def test_the_engine_refuses_a_bad_variable_of_any_of_its_settings(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's settings reach it in one push: a bad variable of a
+    setting read when a staging ring is made is refused at once, as one of
+    the thread count is, not when a ring is next made; a good value takes
+    the refusal back."""
+    hipfile.engine.settings()
+    monkeypatch.setenv("HIPFILE_ENGINE_STAGING_SIZE", "1K")
+    defaults.reset("engine_staging_size")
+    with pytest.raises(ValueError, match="HIPFILE_ENGINE_STAGING_SIZE='1K'"):
+        hipfile.engine.settings()
+    with pytest.raises(ValueError, match="HIPFILE_ENGINE_STAGING_SIZE='1K'"):
+        hipfile.engine.mechanism()
+    defaults.set("engine_staging_size", "2M")    # set() wins over the variable
+    assert hipfile.engine.settings()["task_size"] == defaults.engine_task_size()
+    defaults.reset("engine_staging_size")
+    with pytest.raises(ValueError, match="HIPFILE_ENGINE_STAGING_SIZE"):
+        hipfile.engine.settings()
+    monkeypatch.delenv("HIPFILE_ENGINE_STAGING_SIZE")
+    defaults.reset("engine_staging_size")
+    assert hipfile.engine.settings() == {"threads": defaults.engine_threads(),
+                                         "task_size": defaults.engine_task_size()}
 
 
 # A text that no setting of each kind accepts (by how its variable is parsed).
@@ -127,6 +170,7 @@ def test_unparsable_environment_values(monkeypatch: pytest.MonkeyPatch, name: st
     variable and the setting."""
     text = NOT_PARSED[defaults.SETTINGS[name].parse]
     monkeypatch.setenv(ENV[name], text)
+    defaults.reset(name)
     match = f"{ENV[name]}={text!r} is not a valid {name}"
     with pytest.raises(ValueError, match=match):
         defaults.get(name)
@@ -147,6 +191,7 @@ def test_unparsable_environment_values(monkeypatch: pytest.MonkeyPatch, name: st
 def test_bad_environment_values(monkeypatch: pytest.MonkeyPatch, name: str, text: str,
                                 match: str) -> None:
     monkeypatch.setenv(ENV[name], text)
+    defaults.reset(name)
     with pytest.raises(ValueError, match=match):
         defaults.get(name)
     with pytest.raises(ValueError, match=match):

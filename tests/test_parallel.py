@@ -519,25 +519,28 @@ def test_task_size_from_the_environment(driver, data_file, monkeypatch):
         with device_array(N) as dev, FileHandle(path) as fh:
             assert fh.pread(dev, executor=pool).result(timeout=30) == N    # one task
             monkeypatch.setenv("HIPFILE_TASK_SIZE", "8192")
-            assert parallel.default_task_size() == 8192
-            # the pool's calls read their settings at first use and after a
-            # set or reset, not from the environment at each call
+            # the environment is read at import and by reset(), for the
+            # getters and the pool's calls alike
+            assert parallel.default_task_size() == 4 << 20
             assert fh.pread(dev, executor=pool).result(timeout=30) == N
             assert pool.submitted == 2
             hipfile.defaults.reset("task_size")
+            assert parallel.default_task_size() == 8192
             assert fh.pread(dev, executor=pool).result(timeout=30) == N
         assert pool.submitted == 2 + N // 8192
     finally:
         pool.shutdown()
     monkeypatch.setenv("HIPFILE_TASK_SIZE", "lots")
+    hipfile.defaults.reset("task_size")
     with pytest.raises(ValueError, match="HIPFILE_TASK_SIZE"):
         parallel.default_task_size()
     monkeypatch.setenv("HIPFILE_TASK_SIZE", "-4")
+    hipfile.defaults.reset("task_size")
     with pytest.raises(ValueError, match="HIPFILE_TASK_SIZE"):
         parallel.default_task_size()
     monkeypatch.delenv("HIPFILE_TASK_SIZE")
+    hipfile.defaults.reset("task_size")
     assert parallel.default_task_size() == 4 << 20
-    hipfile.defaults.reset("task_size")     # the pool's settings: read again
 
 
 @pytest.fixture
@@ -595,10 +598,13 @@ def test_set_num_threads_is_deprecated(restore_threads):
 def test_thread_count_from_the_environment(monkeypatch, restore_threads):
     parallel.shutdown()
     monkeypatch.setenv("HIPFILE_NTHREADS", "5")
+    hipfile.defaults.reset("num_threads")
     assert hipfile.get_num_threads() == 5
     monkeypatch.delenv("HIPFILE_NTHREADS")
+    hipfile.defaults.reset("num_threads")
     assert hipfile.get_num_threads() == min(8, os.cpu_count() or 1)
     monkeypatch.setenv("HIPFILE_NTHREADS", "zero")
+    hipfile.defaults.reset("num_threads")
     with pytest.raises(ValueError, match="HIPFILE_NTHREADS"):
         hipfile.get_num_threads()
 

@@ -106,10 +106,9 @@ from hipfile._lib.engine.device import (
     MECHANISM_HOST_FUNCTIONS,
     MECHANISM_STREAM_MEMOPS,
     engine_batch_copies,
-    engine_configure,
     engine_mechanism,
+    engine_push_settings,
     engine_settings,
-    use_settings,
 )
 from hipfile._lib.engine.handle import StreamIOHandle
 from hipfile._lib.engine.ops import (
@@ -182,11 +181,11 @@ __all__ = [
     "end_driver_closing",
     "engine_address_queries",
     "engine_batch_copies",
-    "engine_configure",
     "engine_info",
     "engine_inject_faults",
     "engine_mechanism",
     "engine_prepare",
+    "engine_push_settings",
     "engine_read_first_max",
     "engine_read_here",
     "engine_settings",
@@ -239,7 +238,6 @@ __all__ = [
     "stream_register",
     "trim_pool",
     "use_count",
-    "use_settings",
     "wait_for",
     "wait_slices",
     "write",

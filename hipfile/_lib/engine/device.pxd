@@ -24,24 +24,40 @@ ctypedef int (*hip_memcpy_batch_t)(void **, void **, size_t *, size_t, void *, s
 ctypedef int (*hip_memset_d32_t)(void *, int, size_t, void *) noexcept nogil
 ctypedef int (*hip_count_fn_t)(int *) noexcept nogil
 
-# HIP-Python's C functions the engine uses (NULL until load_engine_capi)
-cdef hip_int_fn_t c_set_device
-cdef hip_wait32_t c_wait_value32
-cdef hip_write32_t c_write_value32
-cdef hip_handle_fn_t c_event_destroy
-cdef hip_record_fn_t c_event_record
-cdef hip_memcpy_async_t c_memcpy_async
-cdef hip_wait_event_t c_stream_wait_event
-cdef hip_memcpy_batch_t c_memcpy_batch
-cdef hip_memset_d32_t c_memset_d32
-# the same, as the engine's C source takes them
-cdef hfe_runtime eng_rt
-cdef bint eng_capi_tried
-# the options read once (see eng_options), and whether to read them again
-cdef bint eng_options_stale
-cdef bint eng_batch_copies
-cdef bint eng_release_host
-cdef bint eng_data_hipfile
+# HIP-Python's C functions the engine uses (NULL until load_engine_capi,
+# which writes them once): one struct, shared through one symbol
+ctypedef struct eng_api_t:
+    hip_int_fn_t set_device
+    hip_wait32_t wait_value32
+    hip_write32_t write_value32
+    hip_handle_fn_t event_destroy
+    hip_record_fn_t event_record
+    hip_memcpy_async_t memcpy_async
+    hip_wait_event_t stream_wait_event
+    hip_memcpy_batch_t memcpy_batch
+    hip_memset_d32_t memset_d32
+    hfe_runtime rt              # the same, as the engine's C source takes them
+                                # (a submission takes its copy through eng_runtime)
+    bint tried                  # load_engine_capi has run
+
+cdef eng_api_t eng_api
+
+# The engine's settings: its compiled defaults until hipfile.defaults pushes
+# the settings in effect (engine_push_settings, at import and after every
+# change); one struct, written in one place.
+ctypedef struct eng_settings_t:
+    int threads                 # engine_threads
+    size_t task_size            # engine_task_size
+    size_t staging_size         # engine_staging_size (read when a ring is made)
+    int copy_streams            # engine_copy_streams (idem)
+    int copy_batch              # engine_copy_batch (idem)
+    size_t direct_io_size       # engine_direct_io_size (idem)
+    bint batch_copies           # engine_batch_copies
+    bint release_host           # engine_release == "host-waits"
+    bint data_hipfile           # engine_data_path == "hipfile"
+    bint refused                # the last push carried a bad variable: refuse to submit
+
+cdef eng_settings_t eng_cfg
 
 cdef class PerDevice:
     cdef readonly int device
@@ -69,9 +85,6 @@ cdef class FlagPool(PerDevice):
     cdef int release(self) except -1
 
 cdef dict flag_pools
-# the engine's settings as read at the last submission
-cdef int eng_threads_wanted
-cdef size_t eng_task_default
 
 cdef int load_engine_capi() except -1
 cdef int wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1
@@ -84,8 +97,7 @@ cdef bint memops_supported(int device) except -1
 cdef bint staged_path(int fd, FlagPool pool, bint is_device) except -1
 cdef object internal_stream(FlagPool pool)
 cdef int stream_after(uintptr_t target, uintptr_t stream, int device) except -1
-cdef object settings_module()
-cdef int eng_options() except -1
-cdef int eng_defaults() except -1
+cdef int eng_settings_ok() except -1
+cdef void eng_runtime(hfe_runtime *rt) noexcept
 cdef uintptr_t record_gate_event(uintptr_t stream, int device) except? 0
 cdef void destroy_event_handle(uintptr_t ev)

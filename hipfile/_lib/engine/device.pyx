@@ -23,11 +23,19 @@ from hipfile._lib._runtime cimport (
 from hipfile._lib._runtime cimport c_set_device as runtime_set_device
 from hipfile._lib._runtime import on_device
 
-eng_capi_tried = 0
-eng_options_stale = 1
-eng_batch_copies = 1
-eng_release_host = 0
-eng_data_hipfile = 0
+memset(&eng_api, 0, sizeof(eng_api))
+# the compiled defaults (those of hipfile.defaults), until settings are pushed
+eng_cfg.threads = max(4, min(16, (os.cpu_count() or 8) // 2))
+eng_cfg.task_size = 2 << 20
+eng_cfg.staging_size = 64 << 20
+eng_cfg.copy_streams = 1
+eng_cfg.copy_batch = 1
+eng_cfg.direct_io_size = 4 << 20
+eng_cfg.batch_copies = 1
+eng_cfg.release_host = 0
+eng_cfg.data_hipfile = 0
+eng_cfg.refused = 0
+_refusal = None          # why the settings pushed last are refused (a str), or None
 
 #: Mechanisms by which completion reaches GPU streams.
 MECHANISM_STREAM_MEMOPS = "stream-memory-operations"
@@ -38,34 +46,32 @@ def engine_batch_copies():
     """Whether the staged path hands a chunk's copies to the stream in one
     hipMemcpyBatchAsync: the runtime has it and the ``engine_batch_copies``
     setting is on. Test hook."""
-    eng_options()
+    eng_settings_ok()
     load_engine_capi()
-    return eng_rt.memcpy_batch_async != NULL
+    return eng_cfg.batch_copies and eng_api.rt.memcpy_batch_async != NULL
 
 
 cdef int load_engine_capi() except -1:
-    global eng_capi_tried, c_set_device, c_wait_value32, c_write_value32
-    global c_event_destroy, c_event_record, c_memcpy_async, c_stream_wait_event
-    global c_memcpy_batch, c_memset_d32
+    global eng_api
     cdef hip_count_fn_t count_fn
     cdef int ndev = 0
-    if eng_capi_tried:
+    if eng_api.tried:
         return 0
     load_hip_capi()
     # the event and device entry points _runtime looked up already
-    c_event_destroy = c_event_free
-    c_event_record = <hip_record_fn_t>c_event_rec
-    c_set_device = <hip_int_fn_t>runtime_set_device
-    c_wait_value32 = <hip_wait32_t>hip_fn(
+    eng_api.event_destroy = c_event_free
+    eng_api.event_record = <hip_record_fn_t>c_event_rec
+    eng_api.set_device = <hip_int_fn_t>runtime_set_device
+    eng_api.wait_value32 = <hip_wait32_t>hip_fn(
         "hipStreamWaitValue32", b"hipStream_t, void *, uint32_t, unsigned int, uint32_t")
-    c_write_value32 = <hip_write32_t>hip_fn(
+    eng_api.write_value32 = <hip_write32_t>hip_fn(
         "hipStreamWriteValue32", b"hipStream_t, void *, uint32_t, unsigned int")
-    c_stream_wait_event = <hip_wait_event_t>hip_fn(
+    eng_api.stream_wait_event = <hip_wait_event_t>hip_fn(
         "hipStreamWaitEvent", b"hipStream_t, hipEvent_t, unsigned int")
     for src in (b"void const *", b"const void *"):   # as HIP-Python versions spell it
-        c_memcpy_async = <hip_memcpy_async_t>hip_fn(
+        eng_api.memcpy_async = <hip_memcpy_async_t>hip_fn(
             "hipMemcpyAsync", b"void *, " + src + b", size_t, enum hipMemcpyKind, hipStream_t")
-        if c_memcpy_async != NULL:
+        if eng_api.memcpy_async != NULL:
             break
     # HIP-Python declares every entry point; the runtime it loads may
     # predate hipMemcpyBatchAsync (ROCm 7), so ask the library itself,
@@ -76,37 +82,41 @@ cdef int load_engine_capi() except -1:
         if PyErr_Occurred() != NULL:
             return -1       # HIP-Python could not load the runtime: its error, raised
     if eng.runtime_exports(b"libamdhip64", b"hipMemcpyBatchAsync"):
-        c_memcpy_batch = <hip_memcpy_batch_t>hip_fn(
+        eng_api.memcpy_batch = <hip_memcpy_batch_t>hip_fn(
             "hipMemcpyBatchAsync", b"void **, void **, size_t *, size_t, "
             b"struct hipMemcpyAttributes *, size_t *, size_t, size_t *, hipStream_t")
     if eng.runtime_exports(b"libamdhip64", b"hipMemsetD32Async"):
-        c_memset_d32 = <hip_memset_d32_t>hip_fn(
+        eng_api.memset_d32 = <hip_memset_d32_t>hip_fn(
             "hipMemsetD32Async", b"void *, int, size_t, hipStream_t")
-    eng_rt.wait_value32 = c_wait_value32
-    eng_rt.write_value32 = c_write_value32
-    eng_rt.memcpy_async = c_memcpy_async
-    eng_rt.event_record = <int (*)(void *, void *) noexcept nogil>c_event_record
-    eng_rt.stream_wait_event = c_stream_wait_event
-    set_batched_calls(eng_batch_copies)
-    eng_capi_tried = 1
-    if c_event_query != NULL and c_event_destroy != NULL:
-        eng.set_event_fns(<hfe_event_fn>c_event_query, <hfe_event_fn>c_event_destroy)
+    eng_api.rt.wait_value32 = eng_api.wait_value32
+    eng_api.rt.write_value32 = eng_api.write_value32
+    eng_api.rt.memcpy_async = eng_api.memcpy_async
+    eng_api.rt.event_record = <int (*)(void *, void *) noexcept nogil>eng_api.event_record
+    eng_api.rt.stream_wait_event = eng_api.stream_wait_event
+    eng_api.rt.memcpy_batch_async = eng_api.memcpy_batch
+    eng_api.rt.memset_d32_async = eng_api.memset_d32
+    eng_api.tried = 1
+    if c_event_query != NULL and eng_api.event_destroy != NULL:
+        eng.set_event_fns(<hfe_event_fn>c_event_query, <hfe_event_fn>eng_api.event_destroy)
     return 0
 
 
-cdef void set_batched_calls(bint on) noexcept:
-    """The engine's runtime calls that batch (hipMemcpyBatchAsync,
-    hipMemsetD32Async): those the runtime has, where ``engine_batch_copies``
-    is on (``on``)."""
-    eng_rt.memcpy_batch_async = c_memcpy_batch if on else NULL
-    eng_rt.memset_d32_async = c_memset_d32 if on else NULL
+cdef void eng_runtime(hfe_runtime *rt) noexcept:
+    """Fill ``rt`` for one submission: the runtime table (written once, by
+    load_engine_capi), less the calls that batch (hipMemcpyBatchAsync,
+    hipMemsetD32Async) where ``engine_batch_copies`` is off. The caller's
+    copy is what the engine reads with the GIL released."""
+    rt[0] = eng_api.rt
+    if not eng_cfg.batch_copies:
+        rt.memcpy_batch_async = NULL
+        rt.memset_d32_async = NULL
 
 
 cdef int wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1:
     cdef int err
-    if c_wait_value32 != NULL:
+    if eng_api.wait_value32 != NULL:
         with nogil:
-            err = c_wait_value32(<void *>stream, <void *>ptr, value,
+            err = eng_api.wait_value32(<void *>stream, <void *>ptr, value,
                                   HIP_STREAM_WAIT_VALUE_GTE, 0xFFFFFFFF)
     else:
         err = int(hipapi().hip.hipStreamWaitValue32(
@@ -118,9 +128,9 @@ cdef int wait_value32(uintptr_t stream, uintptr_t ptr, uint32_t value) except -1
 
 cdef int write_value32(uintptr_t stream, uintptr_t ptr, uint32_t value):
     """Enqueue the gate write; returns the hipError_t."""
-    if c_write_value32 != NULL:
+    if eng_api.write_value32 != NULL:
         with nogil:
-            return c_write_value32(<void *>stream, <void *>ptr, value, 0)
+            return eng_api.write_value32(<void *>stream, <void *>ptr, value, 0)
     try:
         return int(hipapi().hip.hipStreamWriteValue32(stream, ptr, value, 0)[0])
     except BaseException:
@@ -252,7 +262,7 @@ cdef PerDevice _new_pool(int device):
     p.free = []
     p.mems = []
     p.can_memops = can
-    p.memops = can and not eng_release_host
+    p.memops = can and not eng_cfg.release_host
     return p
 
 
@@ -264,7 +274,7 @@ cdef bint memops_supported(int device) except -1:
     cdef int value = 0
     cdef int dev
     load_engine_capi()
-    if c_wait_value32 == NULL or c_write_value32 == NULL:
+    if eng_api.wait_value32 == NULL or eng_api.write_value32 == NULL:
         if not hasattr(hipapi().hip, "hipStreamWaitValue32"):
             return 0
     try:
@@ -279,11 +289,11 @@ cdef bint staged_path(int fd, FlagPool pool, bint is_device) except -1:
     """Whether a submission takes the staged path: a POSIX descriptor, stream
     waits on the buffer's device, the runtime's copy entry point, and device
     memory (anything else goes to hipFile, which gives its own verdict)."""
-    if fd < 0 or not pool.memops or not is_device or eng_data_hipfile:
+    if fd < 0 or not pool.memops or not is_device or eng_cfg.data_hipfile:
         return 0
     load_engine_capi()
-    return (c_memcpy_async != NULL and c_wait_value32 != NULL
-            and c_write_value32 != NULL)
+    return (eng_api.memcpy_async != NULL and eng_api.wait_value32 != NULL
+            and eng_api.write_value32 != NULL)
 
 
 cdef object internal_stream(FlagPool pool):
@@ -306,8 +316,8 @@ cdef int stream_after(uintptr_t target, uintptr_t stream, int device) except -1:
             if err != HIP_SUCCESS:
                 stream_fail(err, "hipEventRecord", stream)   # the caller's stream
             load_engine_capi()
-            if c_stream_wait_event != NULL:
-                err = c_stream_wait_event(<void *>target, <void *>ev, 0)
+            if eng_api.stream_wait_event != NULL:
+                err = eng_api.stream_wait_event(<void *>target, <void *>ev, 0)
             else:
                 err = int(hipapi().hip.hipStreamWaitEvent(target, ev, 0)[0])
             if err != HIP_SUCCESS:
@@ -317,118 +327,70 @@ cdef int stream_after(uintptr_t target, uintptr_t stream, int device) except -1:
     return 0
 
 
-_settings = None             # where the settings come from: see use_settings
-
-
-def engine_configure(threads=None, task_size=None):
-    """Set the engine's worker thread count and default task (chunk) size
-    in bytes; None keeps the current value. The same as
-    ``hipfile.defaults.set(engine_threads=..., engine_task_size=...)``: a
-    new thread count takes effect at the next submission once the engine is
-    idle.
+def engine_settings():
+    """The engine's thread count and default task size in bytes, as
+    ``hipfile.defaults`` last pushed them (the compiled defaults before).
 
     Raises
     ------
-    TypeError, ValueError
-        A value that is not a positive integer (nothing is changed).
+    ValueError
+        The settings pushed last came with a bad environment variable.
     """
-    values = {}
-    if threads is not None:
-        values["engine_threads"] = threads
-    if task_size is not None:
-        values["engine_task_size"] = task_size
-    if values:
-        settings_module().set(values)
+    eng_settings_ok()
+    return {"threads": eng_cfg.threads, "task_size": eng_cfg.task_size}
 
 
-def engine_settings():
-    """The engine's thread count and default task size in bytes, from
-    ``hipfile.defaults``."""
-    eng_defaults()
-    return {"threads": eng_threads_wanted, "task_size": eng_task_default}
+def engine_push_settings(values, refusal=None):
+    """Take the engine's settings: ``values`` maps every engine setting of
+    ``hipfile.defaults`` (``engine_threads``, ``engine_task_size``,
+    ``engine_staging_size``, ``engine_copy_streams``, ``engine_copy_batch``,
+    ``engine_direct_io_size``, ``engine_batch_copies``, ``engine_release``,
+    ``engine_data_path``) to its checked value. ``hipfile.defaults`` calls
+    it at import and after every change, the one way the engine's settings
+    change. ``refusal`` (a str): the settings could not be read (a bad
+    environment variable); the engine keeps its values and refuses to submit,
+    with that message, until a push without one. Sizes, thread count and
+    data path take effect at the next submission, the staging ring's at the
+    next ring made, and ``engine_release`` for the next submission (those
+    submitted before keep their way).
 
-
-def use_settings(source):
-    """Take the engine's settings from ``source`` (``hipfile.defaults``,
-    which the package hands over when it is imported): an object with
-    ``engine_threads()``, ``engine_task_size()``, ``engine_staging_size()``,
-    ``engine_copy_streams()``, ``engine_batch_copies()``,
-    ``engine_release()``, ``engine_data_path()``, ``set(values)`` and
-    ``_watch(callback)``, which calls ``callback()`` after each change."""
-    global _settings, eng_options_stale
-    _settings = source
-    eng_options_stale = 1
-    source._watch(eng_options_changed)
-
-
-def eng_options_changed():
-    """The settings changed: read the engine's options again before they
-    are next used (flags, nothing else: it runs inside ``set()``)."""
-    global eng_options_stale, _eng_sizes_stale
-    eng_options_stale = 1
-    _eng_sizes_stale = 1
-
-
-cdef int eng_options() except -1:
-    """Bring the options the engine reads once (``engine_batch_copies``,
-    ``engine_release``, ``engine_data_path``) up to date, when a change of
-    the settings (or ``trim_pool``) has made them stale: one C flag to test
-    on a submission, no lookup of the environment."""
-    global eng_options_stale, eng_batch_copies, eng_release_host, eng_data_hipfile
+    Raises
+    ------
+    KeyError
+        A setting is missing from ``values`` (nothing is changed).
+    """
+    global _refusal, eng_cfg
+    cdef eng_settings_t cfg = eng_cfg
     cdef FlagPool p
-    if not eng_options_stale:
-        return 0
-    d = settings_module()
-    eng_options_stale = 0      # a change while these are read marks them again
-    try:
-        batch = bool(d.engine_batch_copies())
-        host = d.engine_release() == "host-waits"
-        hipfile_path = d.engine_data_path() == "hipfile"
-    except BaseException:
-        eng_options_stale = 1
-        raise
-    eng_batch_copies = batch
-    eng_release_host = host
-    eng_data_hipfile = hipfile_path
-    if eng_capi_tried:
-        set_batched_calls(batch)
-    for o in flag_pools.values():
+    if refusal is not None:
+        _refusal = str(refusal)
+        eng_cfg.refused = 1
+        return
+    cfg.threads = <int>values["engine_threads"]
+    cfg.task_size = <size_t>values["engine_task_size"]
+    cfg.staging_size = <size_t>values["engine_staging_size"]
+    cfg.copy_streams = <int>values["engine_copy_streams"]
+    cfg.copy_batch = <int>values["engine_copy_batch"]
+    cfg.direct_io_size = <size_t>values["engine_direct_io_size"]
+    cfg.batch_copies = bool(values["engine_batch_copies"])
+    cfg.release_host = values["engine_release"] == "host-waits"
+    cfg.data_hipfile = values["engine_data_path"] == "hipfile"
+    cfg.refused = 0
+    # every value read (Python code) before the one assignment
+    eng_cfg = cfg
+    _refusal = None
+    for o in list(flag_pools.values()):
         # operations submitted before keep their mechanism (each handle has
         # its own); the next submission takes the new one
         p = <FlagPool>o
-        p.memops = p.can_memops and not host
-    return 0
+        p.memops = p.can_memops and not cfg.release_host
 
 
-cdef object settings_module():
-    if _settings is None:
-        raise RuntimeError("the engine has no settings: import hipfile first")
-    return _settings
-
-
-cdef bint _eng_sizes_stale = 1
-
-
-cdef int eng_defaults() except -1:
-    """Bring ``engine_threads`` and ``engine_task_size`` up to date from
-    ``hipfile.defaults`` (set(), else the environment, else the default),
-    the one source of the engine's settings. Called at every submission,
-    it reads them only when a change of the settings has marked them stale
-    (one C flag to test: no Python call, no lookup of the environment)."""
-    global eng_threads_wanted, eng_task_default, _eng_sizes_stale
-    eng_options()
-    if not _eng_sizes_stale:
-        return 0
-    d = settings_module()
-    _eng_sizes_stale = 0        # a change while these are read marks them again
-    try:
-        threads = <int>d.engine_threads()
-        task = <size_t>d.engine_task_size()
-    except BaseException:
-        _eng_sizes_stale = 1
-        raise
-    eng_threads_wanted = threads
-    eng_task_default = task
+cdef int eng_settings_ok() except -1:
+    """Refuse to submit while the settings pushed last came with a bad
+    environment variable (one C flag to test on a submission)."""
+    if eng_cfg.refused:
+        raise ValueError(_refusal)
     return 0
 
 
@@ -451,7 +413,7 @@ def engine_mechanism(device=-1):
     or ``"host-waits"`` (the device cannot wait on a flag: ``wait_on`` and
     stream-ordered submissions wait on the host)."""
     cdef int dev = device_arg(device)
-    eng_options()
+    eng_settings_ok()
     return MECHANISM_STREAM_MEMOPS if pool_for(dev).memops else MECHANISM_HOST_FUNCTIONS
 
 

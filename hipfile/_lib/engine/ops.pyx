@@ -38,11 +38,10 @@ from libc.string cimport memset
 from hipfile._lib._core cimport BufferCore, FileCore
 from hipfile._lib.engine.cengine cimport eng, hfe_op, hfe_ring, hfe_set_device_fn
 from hipfile._lib.engine.device cimport (
-    HIP_HOST_MALLOC_MAPPED, HIP_STREAM_NON_BLOCKING, c_event_record,
-    c_set_device, c_stream_wait_event, eng_defaults, eng_task_default, eng_threads_wanted, flag_pools, Flag, FlagPool,
-    load_engine_capi, per_device, PerDevice, release_per_device, settings_module)
+    HIP_HOST_MALLOC_MAPPED, HIP_STREAM_NON_BLOCKING, eng_api, eng_settings_ok, eng_cfg, flag_pools, Flag, FlagPool,
+    load_engine_capi, per_device, PerDevice, release_per_device)
 from hipfile._lib.engine.device import (
-    MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS, eng_options_changed)
+    MECHANISM_HOST_FUNCTIONS, MECHANISM_STREAM_MEMOPS)
 from hipfile._lib._runtime cimport (
     HIP_EVENT_DISABLE_TIMING, hc_event_create, hc_event_destroy, hc_host_device_pointer,
     hc_host_free, hc_host_malloc, hc_pinned_pages, hc_pinned_pages_free, hc_stream_create,
@@ -119,17 +118,16 @@ def ring_layout(total, task):
 
 
 cdef PerDevice _new_ring(int device):
-    d = settings_module()
-    eng_defaults()
+    eng_settings_ok()
     cdef size_t slot
     cdef int nslots
-    slot, nslots = ring_layout(d.engine_staging_size(), eng_task_default)
-    # every setting is read (Python code) before the first allocation, and
-    # a failure or Ctrl-C after it releases what was made: a ring half
-    # made is never forgotten with its pinned memory
-    cdef int copy_batch = <int>d.engine_copy_batch()
-    cdef size_t direct_io = <size_t>d.engine_direct_io_size()
-    cdef int ncopy = <int>d.engine_copy_streams()
+    slot, nslots = ring_layout(eng_cfg.staging_size, eng_cfg.task_size)
+    # the settings are taken before the first allocation, and a failure or
+    # Ctrl-C after it releases what was made: a ring half made is never
+    # forgotten with its pinned memory
+    cdef int copy_batch = eng_cfg.copy_batch
+    cdef size_t direct_io = eng_cfg.direct_io_size
+    cdef int ncopy = eng_cfg.copy_streams
     cdef Ring r
     r = Ring.__new__(Ring)
     try:
@@ -171,7 +169,7 @@ cdef int _make_ring(Ring r, int device, size_t slot, int nslots, int copy_batch,
     # whole slots; the C side bounds it (1 to 8, half the ring): only the
     # cast to int is bounded here
     eng.ring_set_direct_slots(r.ring, <int>min(direct_io // slot, <size_t>(1 << 16)))
-    if ncopy > 1 and c_stream_wait_event != NULL and c_event_record != NULL:
+    if ncopy > 1 and eng_api.stream_wait_event != NULL and eng_api.event_record != NULL:
         r.copy_streams = []
         r.copy_events = []
         with on_device(device):
@@ -189,9 +187,9 @@ cdef int _make_ring(Ring r, int device, size_t slot, int nslots, int copy_batch,
 
 cdef int eng_start() except -1:
     global _eng_atexit
-    eng_defaults()
+    eng_settings_ok()
     load_engine_capi()
-    cdef int rc = eng.start(eng_threads_wanted, <hfe_set_device_fn>c_set_device)
+    cdef int rc = eng.start(eng_cfg.threads, <hfe_set_device_fn>eng_api.set_device)
     if rc:
         raise OSError(rc, f"the stream engine could not start its threads: {os.strerror(rc)}")
     if not _eng_atexit:
@@ -232,11 +230,11 @@ def engine_info():
     from hipfile._lib.engine.handle import watched_requests
 
     eng_sweep()
-    eng_defaults()
+    eng_settings_ok()
     return {
         "threads": eng.threads(),
-        "threads_configured": eng_threads_wanted,
-        "task_size": eng_task_default,
+        "threads_configured": eng_cfg.threads,
+        "task_size": eng_cfg.task_size,
         "outstanding": eng.outstanding(),
         "parked": len(eng_parked),
         "requests": watched_requests(),
@@ -345,9 +343,8 @@ cdef list _sweep_parked(list todo):
 
 
 cdef int eng_trim() except -1:
-    """Free the flags and internal streams once nothing is outstanding; the
-    options read once are read again (environment included) before next used."""
-    eng_options_changed()
+    """Free the flags and internal streams once nothing is outstanding (the
+    next submission makes them again, with the settings in effect then)."""
     eng_sweep()
     if eng_parked or eng.outstanding():
         return 0

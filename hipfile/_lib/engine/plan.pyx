@@ -21,7 +21,7 @@ from hipfile._lib.chipfile cimport hoff_t
 from hipfile._lib._core cimport FileCore, c_as_index, check_file, io_range, range_fits
 from hipfile._lib._runtime cimport hip_fn, hipapi, load_hip_capi, pointer_device
 from hipfile._lib.engine.cengine cimport eng, hfe_op, hfe_piece, hfe_span
-from hipfile._lib.engine.device cimport eng_task_default, eng_threads_wanted
+from hipfile._lib.engine.device cimport eng_cfg
 from hipfile._lib.engine.handle cimport StreamIOHandle, new_handle
 from hipfile._lib._errors import ClosedFileError, read_only_error
 
@@ -346,7 +346,7 @@ cdef int lone_range_batch(int opcode, int n, size_t total, size_t task) noexcept
     first) at ``task`` bytes a chunk: SPLIT_WAYS for a lone read range cut
     below the default task (one stream wait, copy call and slot release
     serve its chunks), else 0 (the ring's ``engine_copy_batch``)."""
-    if opcode == 0 and n == 1 and task < eng_task_default and task < total \
+    if opcode == 0 and n == 1 and task < eng_cfg.task_size and task < total \
             and total <= <size_t>SPLIT_WAYS * task:
         return SPLIT_WAYS
     return 0
@@ -364,7 +364,7 @@ cdef size_t lone_range_task(size_t total, size_t task) noexcept:
     """The task size of a lone range submitted with the default one: a chunk
     of at least SPLIT_MIN bytes per thread (up to SPLIT_WAYS) when it is less
     than one default task per thread; at most LONE_PIECE up to LONE_MAX."""
-    cdef int ways = min(SPLIT_WAYS, max(eng_threads_wanted, 1))
+    cdef int ways = min(SPLIT_WAYS, max(eng_cfg.threads, 1))
     cdef size_t piece = task
     if total > SPLIT_MIN and total < ways * task:
         piece = max(SPLIT_MIN, ((total + ways - 1) // ways + 4095) & ~4095)

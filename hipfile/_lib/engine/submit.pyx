@@ -25,7 +25,7 @@ from hipfile._lib._runtime cimport (
 from hipfile._lib._wait cimport WAIT_STREAM, wait_interruptible
 from hipfile._lib.engine.cengine cimport eng, hfe_io_fn, hfe_op, hfe_runtime, hfe_span
 from hipfile._lib.engine.device cimport (
-    Flag, FlagPool, destroy_event_handle, device_arg, eng_defaults, eng_rt, eng_task_default,
+    Flag, FlagPool, destroy_event_handle, device_arg, eng_settings_ok, eng_runtime, eng_cfg,
     internal_stream, pool_for, record_gate_event, staged_path, stream_after, wait_value32,
     write_value32)
 from hipfile._lib.engine.handle cimport GateRef, StreamIOHandle, new_handle
@@ -123,9 +123,9 @@ def engine_submit(FileCore f, buffer, ranges, stream=0, *, bint write=False, tas
             bc = <BufferCore>buffer
         if stream is not None and type(stream) is not int:
             stream_owner = stream
-        eng_defaults()
+        eng_settings_ok()
         if task_size is None:
-            task = eng_task_default
+            task = eng_cfg.task_size
         else:
             task = <size_t>c_as_positive(task_size, "task_size")
         checked = parse_ranges(ranges, length, &count)
@@ -189,11 +189,11 @@ def engine_transfer(FileCore f, buffer, size, file_offset, buffer_offset, *,
     try:   # counted in f._entering by the preamble until the handle holds the file
         if isinstance(buffer, BufferCore):
             bc = <BufferCore>buffer
-        eng_defaults()
+        eng_settings_ok()
         io_range(length, size, file_offset, buffer_offset, <size_t *>&span.len,
                  <hoff_t *>&span.file_offset, <hoff_t *>&span.buffer_offset)
         if task_size is None:
-            task = lone_range_task(span.len, eng_task_default)
+            task = lone_range_task(span.len, eng_cfg.task_size)
         else:
             task = <size_t>c_as_positive(task_size, "task_size")
         pool = _engine_for(base, bc, &device, &is_device)
@@ -302,8 +302,8 @@ def engine_submit_files(buffer, entries, stream=0, *, bint write=False, task_siz
     try:
         bc = <BufferCore>buffer if isinstance(buffer, BufferCore) else None
         stream_owner = stream if stream is not None and type(stream) is not int else None
-        eng_defaults()
-        task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
+        eng_settings_ok()
+        task = eng_cfg.task_size if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
         try:
             file_fds, file_ends = enter_files(files, opcode, entered, "pwrite_async_gather")
@@ -373,8 +373,8 @@ def engine_submit_addresses(files, ranges, stream=0, *, bint write=False, task_s
     f0.add_entering(1)              # with the check: a close waits for it or refuses it
     entered = [f0]                  # counted in _entering until the handle holds them
     try:
-        eng_defaults()
-        task = eng_task_default if task_size is None else <size_t>c_as_positive(task_size,
+        eng_settings_ok()
+        task = eng_cfg.task_size if task_size is None else <size_t>c_as_positive(task_size,
                                                                                  "task_size")
         file_fds, file_ends = enter_files(files, opcode, entered, "pwrite_async_addresses")
         sub = new_submission(opcode, -1, 0, sh)
@@ -503,7 +503,7 @@ cdef list _submit_staged(FileCore f, Submission *sub, FlagPool pool):
         sub.staged.inline_max = lone_max
         sub.staged.read_first = READ_FIRST_MAX if ordered or prefetch else 0
         sub.staged.copy_batch = batch
-        rt = eng_rt      # a copy: set() may change the table while the GIL is released
+        eng_runtime(&rt)     # the table with the settings in effect now, the engine's copy
         with nogil:
             rc = eng.stage_submit(ring.ring, &rt, &sub.staged)
         if rc < 0:
