@@ -20,6 +20,7 @@ from _util import (
     check,
     device_array,
     from_device,
+    held_stream,
     random_bytes,
     random_file,
     run_threads,
@@ -631,23 +632,6 @@ def test_the_setting_is_checked():
             pass
 
 
-class _Held:
-    """``stream`` held at a host flag (``hipStreamWaitValue32``) until
-    :meth:`release`: a submission then finds it busy (a gate)."""
-
-    def __init__(self, stream: object) -> None:
-        self.stream = stream
-        self.flag = check(hip.hipHostMalloc(4, 0))
-        self.word = ctypes.c_uint32.from_address(int(self.flag))
-        self.word.value = 0
-        check(hip.hipStreamWaitValue32(stream, self.flag, 1, 0, 0xFFFFFFFF))
-
-    def release(self) -> None:
-        self.word.value = 1
-        check(hip.hipStreamSynchronize(self.stream))
-        check(hip.hipHostFree(self.flag))
-
-
 @pytest.mark.parametrize("batch_copies", [True, False], ids=["batched-calls", "one-by-one"])
 def test_a_lone_split_range_is_one_batch(tmp_path, stream, batch_copies):
     """A lone read range cut below the default task (one chunk per thread,
@@ -668,10 +652,10 @@ def test_a_lone_split_range_is_one_batch(tmp_path, stream, batch_copies):
             pytest.skip("the runtime has no hipMemcpyBatchAsync")
 
         def read_held(length: int, offset: int = 0, **kw: Any) -> tuple[int, int]:
-            held = _Held(stream)
-            calls, waits = _stream_calls(), _stream_waits()
-            h = fh.pread_async(dev, length, offset, 0, stream, **kw)
-            held.release()
+            with held_stream(stream) as release:   # a submission finds it busy
+                calls, waits = _stream_calls(), _stream_waits()
+                h = fh.pread_async(dev, length, offset, 0, stream, **kw)
+                release()
             assert h.wait(timeout=60) == length
             return _stream_calls() - calls, _stream_waits() - waits
 
@@ -736,10 +720,10 @@ def test_a_small_lone_read_on_an_idle_stream_is_read_first(tmp_path, stream, siz
                 waits = _stream_waits()
                 assert fh.pread_async(dev, 8 << 20, 0, 0, stream).wait(timeout=60) == 8 << 20
                 assert _stream_waits() - waits >= 1        # over 4 MiB: waits on the stream
-                held = _Held(stream)
-                waits = _stream_waits()
-                h = fh.pread_async(dev, size, 0, 0, stream)
-                held.release()
+                with held_stream(stream) as release:
+                    waits = _stream_waits()
+                    h = fh.pread_async(dev, size, 0, 0, stream)
+                    release()
                 assert h.wait(timeout=60) == size
                 assert _stream_waits() - waits >= 1        # a busy stream: the same
                 assert np.array_equal(from_device(dev, size), data[:size])
