@@ -10,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hipfile._lib import _hipfile
+from hipfile.errors import InFlightError
 from hipfile.file import FileHandle
 from hipfile.file._mounts import mount_of
 from hipfile.file._residency import cached_fraction
@@ -333,13 +335,6 @@ def _plan_file(path: str | os.PathLike[str], fh: FileHandle | HostFile, header: 
                     lambda progress: 0, expect), target
 
 
-#: The memory of failed loads whose reads were still in flight when a
-#: Ctrl-C ended the wait for them: (the reads' ends, the owner), freed by
-#: :func:`_free_finished` once every read has ended, never before (a read
-#: still in flight would land in freed memory).
-_UNFINISHED: list[tuple[Sequence[Callable[[], int]], Any]] = []
-
-
 def _ended(ends: Sequence[Callable[[], int]]) -> bool:
     """Whether every read of ``ends`` (bound ``wait``/``result`` methods of
     engine handles or futures) has ended."""
@@ -350,19 +345,36 @@ def _ended(ends: Sequence[Callable[[], int]]) -> bool:
     return True
 
 
-def _free_finished() -> None:
-    """Free the memory of :data:`_UNFINISHED` whose reads have all ended."""
-    for item in list(_UNFINISHED):
-        if _ended(item[0]):
-            _UNFINISHED.remove(item)
-            release(item[1])
+class _InFlight:
+    """The memory of a failed load whose reads were still in flight when a
+    Ctrl-C ended the wait for them, handed to the package's deferred
+    releases (``defer_release``): freed by the sweep that finds every read
+    ended, never before (a read still in flight would land in freed
+    memory)."""
+
+    def __init__(self, ends: Sequence[Callable[[], int]], owner: Any) -> None:
+        self.ends = ends
+        self.owner = owner
+
+    def free(self) -> None:
+        """Free the memory.
+
+        Raises
+        ------
+        InFlightError
+            A read is still in flight (the sweep tries again later).
+        """
+        if not _ended(self.ends):
+            raise InFlightError(detail="a failed load's reads are still in flight")
+        release(self.owner)
 
 
 def _abandon(pending: Sequence[_Pending]) -> None:
     """A failed load: wait for every submitted read to end, then free the
     memory now (a traceback would keep it alive). A Ctrl-C during this wait
-    ends it: the memory of files whose reads are still in flight is kept
-    (in :data:`_UNFINISHED`) until they end, and the interrupt is raised."""
+    ends it: the memory of files whose reads are still in flight is handed
+    to the deferred releases (:class:`_InFlight`), freed once they end, and
+    the interrupt is raised."""
     interrupt: BaseException | None = None
     for p in pending:
         if interrupt is None:
@@ -374,7 +386,7 @@ def _abandon(pending: Sequence[_Pending]) -> None:
                 interrupt = e
         ends = getattr(p.wait, "ends", ())
         if interrupt is not None and ends and not _ended(ends):
-            _UNFINISHED.append((ends, p.owner))
+            _hipfile.defer_release(_InFlight(ends, p.owner), "free")
         else:
             release(p.owner)
     if interrupt is not None:
@@ -409,7 +421,6 @@ def load_many(files: Sequence[tuple[str | os.PathLike[str], Header, list[TensorI
     relative to its first byte (default: all of it); the bytes between them
     are left unread in its view.
     """
-    _free_finished()
     reader = resolve_reader(reader, device)
     task = _task_size(task_size, reader)
     stream = torch_stream(framework, device) if reader == "stream" else 0

@@ -13,6 +13,7 @@ import pytest
 from _util import from_device, held_stream, hip_stream, random_file
 
 import hipfile
+from hipfile._lib import _hipfile
 from hipfile.safetensors import _load
 from hipfile.safetensors._read import DeviceAllocation
 
@@ -50,12 +51,12 @@ def test_ctrl_c_during_the_cleanup_keeps_memory_with_reads_in_flight(tmp_path: P
                 watchdog.cancel()
                 watchdog.join()
             assert not owner.freed, "freed while its read was in flight"
-            assert any(o is owner for _, o in _load._UNFINISHED)
-            _load._free_finished()
+            assert any(getattr(o, "owner", None) is owner for o in _hipfile.deferred_releases())
+            hipfile.pool_stats()                     # a sweep of the deferred releases
             assert not owner.freed                   # still in flight
             go()
             assert [h.wait(30) for h in handles] == [N]
         assert np.array_equal(from_device(owner.ptr, N), data)
-        _load._free_finished()                       # as the next load does
+        hipfile.pool_stats()                         # the sweep that finds the reads ended
     assert owner.freed
-    assert not any(o is owner for _, o in _load._UNFINISHED)
+    assert not any(getattr(o, "owner", None) is owner for o in _hipfile.deferred_releases())
