@@ -81,6 +81,25 @@ def hip_stream(flags: int = 0) -> Iterator[Any]:
 
 
 @contextlib.contextmanager
+def returns_within(seconds: float, what: str = "the block") -> Iterator[None]:
+    """Raise TimeoutError in the main thread if the block has not returned
+    after ``seconds`` (a wait that checks for signals, or a blocking system
+    call, is interrupted: a hang fails the test instead of the suite)."""
+    import signal
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"{what} did not return within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
 def held_stream(s: Any) -> Iterator[Callable[[], None]]:
     """Hold the HIP stream ``s`` at a host flag (``hipStreamWaitValue32``):
     work enqueued on it after this stays in flight until ``release()``, which

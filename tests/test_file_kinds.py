@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from _util import device_array, hip_stream
+from _util import device_array, hip_stream, returns_within
 
 import hipfile
 from hipfile import FileHandle, OpError
@@ -120,22 +119,6 @@ OPENERS: dict[str, Callable[[Path], object]] = {
 }
 
 
-@contextlib.contextmanager
-def _within(seconds: float) -> Iterator[None]:
-    """Fail (not hang) when the block takes longer than ``seconds``: opening
-    a FIFO waits for a writer for ever."""
-    def expire(signum: int, frame: object) -> None:
-        raise TimeoutError(f"still blocked after {seconds} s")
-
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
-
-
 @pytest.mark.parametrize("kind", ["fifo", "socket", "null", "zero"])
 @pytest.mark.parametrize("opener", OPENERS)
 def test_every_opener_refuses_what_hipfile_refuses(tmp_path: Path, kind: str,
@@ -143,7 +126,7 @@ def test_every_opener_refuses_what_hipfile_refuses(tmp_path: Path, kind: str,
     # a FIFO is refused before it is opened: opening it would block
     path = _special_path(kind, tmp_path)
     before = fd_count()
-    with pytest.raises(hipfile.HipFileException) as info, _within(10):
+    with pytest.raises(hipfile.HipFileException) as info, returns_within(10, "opening it"):
         OPENERS[opener](path)
     _refused(info, OpError.INVALID_FILE_TYPE)
     assert fd_count() == before

@@ -9,16 +9,14 @@ The same holds for a :class:`hipfile.Buffer` left by its ``with`` block.
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from _util import check, from_device, hip_stream, to_device
+from _util import check, from_device, hip_stream, returns_within, to_device
 from hip import hip
 
 import hipfile
@@ -28,22 +26,6 @@ N = 1 << 16
 #: a ``with`` block, 10 s and then raises): each close must return well
 #: before this, which is generous for a loaded machine.
 BOUND = 8
-
-
-@contextlib.contextmanager
-def _bounded(seconds: int) -> Iterator[None]:
-    """Raise TimeoutError in the main thread after ``seconds`` (the waits of
-    a close check for signals, so a close that never returns fails)."""
-    def _alarm(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"the close did not return within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _submit(form: str, fh: hipfile.FileHandle, dev: Any, st: Any) -> list[Any]:
@@ -116,7 +98,7 @@ def test_a_waiting_close_observes_unobserved_engine_handles(tmp_path: Path, form
             check(hip.hipDeviceSynchronize())
             fh = hipfile.open(path, "r+" if writes else "r")
             start = time.monotonic()
-            with _bounded(BOUND):
+            with returns_within(BOUND, "the close"):
                 handles = CLOSES[close](fh, form, dev, st)
             took = time.monotonic() - start
             assert fh.closed
@@ -145,7 +127,7 @@ def test_leaving_a_buffer_block_observes_unobserved_engine_handles(tmp_path: Pat
     try:
         with hip_stream() as st, hipfile.open(path) as fh:
             start = time.monotonic()
-            with _bounded(BOUND):
+            with returns_within(BOUND, "the close"):
                 with hipfile.Buffer(dev, N) as buf:
                     handles = _submit(form, fh, buf, st)
             assert time.monotonic() - start < BOUND
